@@ -1,0 +1,29 @@
+# `make demo` runs the dashboard with the embedded default (SQLite, no Redis, built-in demo cluster);
+# `make test` runs the whole suite against the local PostgreSQL and Redis, then the SQLite checks.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+
+.PHONY: demo test test-sqlite bench
+
+$(VENV)/.runtime: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+demo: $(VENV)/.runtime
+	$(PY) manage.py demo
+
+test: $(VENV)/.dev
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) test-sqlite
+
+# The embedded default: the same models and sync on SQLite, no Redis.
+test-sqlite: $(VENV)/.dev
+	env -u DATABASE_URL -u REDIS_URL GPUDASH_DATA_DIR=$(CURDIR)/.data/test-sqlite $(PY) -m pytest -m sqlite_default $(PYTEST_ARGS)

@@ -1,0 +1,287 @@
+"""The workload side of DRA: claims, claim templates, pods, and what the watcher saw happen to claims."""
+
+from django.db import models
+
+from gpudash.models import KubeObject, parse_k8s_time
+
+__all__ = (
+    "ResourceClaimTemplate",
+    "ResourceClaim",
+    "AllocationResult",
+    "ClaimConsumer",
+    "Pod",
+    "PodClaimRef",
+    "ClaimStateChange",
+)
+
+POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
+
+
+def _requested_classes(spec):
+    names = []
+    for req in (spec.get("devices") or {}).get("requests") or []:
+        if req.get("exactly"):
+            names.append(req["exactly"].get("deviceClassName") or "")
+        for sub in req.get("firstAvailable") or []:
+            names.append(sub.get("deviceClassName") or "")
+    return sorted({n for n in names if n})
+
+
+def _owner_pod(meta):
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "Pod" and ref.get("controller"):
+            return ref
+    return None
+
+
+class ResourceClaimTemplate(KubeObject):
+    device_classes = models.JSONField(default=list, blank=True)
+
+    class Meta(KubeObject.Meta):
+        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_template_unique_name")]
+
+    @classmethod
+    def fields_from_raw(cls, raw):
+        fields = super().fields_from_raw(raw)
+        fields["device_classes"] = _requested_classes(((raw.get("spec") or {}).get("spec")) or {})
+        return fields
+
+
+class ResourceClaimQuerySet(models.QuerySet):
+    def allocated(self):
+        return self.filter(allocated=True)
+
+    def pending(self):
+        return self.filter(state=ResourceClaim.State.PENDING)
+
+
+class ResourceClaim(KubeObject):
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        ALLOCATED = "allocated", "Allocated"
+        RESERVED = "reserved", "Reserved"
+        DELETING = "deleting", "Deleting"
+
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
+    allocated = models.BooleanField(default=False, db_index=True)
+    # Single node the allocation is bound to (from status.allocation.nodeSelector), if any.
+    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    allocation_timestamp = models.DateTimeField(null=True, blank=True)
+    device_classes = models.JSONField(default=list, blank=True)
+    finalizers = models.JSONField(default=list, blank=True)
+    owner_pod_uid = models.CharField(max_length=64, blank=True, db_index=True)
+    owner_pod_name = models.CharField(max_length=253, blank=True)
+    pod_claim_name = models.CharField(max_length=253, blank=True)
+
+    objects = ResourceClaimQuerySet.as_manager()
+
+    class Meta(KubeObject.Meta):
+        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_claim_unique_name")]
+
+    @staticmethod
+    def node_from_selector(node_selector):
+        """The one node an allocation's nodeSelector pins (metadata.name In [x]), else ''."""
+        for term in (node_selector or {}).get("nodeSelectorTerms") or []:
+            for expr in (term.get("matchFields") or []) + (term.get("matchExpressions") or []):
+                key = expr.get("key")
+                if key in ("metadata.name", "kubernetes.io/hostname") and expr.get("operator") == "In" and len(expr.get("values") or []) == 1:
+                    return expr["values"][0]
+        return ""
+
+    @classmethod
+    def state_from_raw(cls, raw):
+        meta, status = raw.get("metadata") or {}, raw.get("status") or {}
+        if meta.get("deletionTimestamp"):
+            return cls.State.DELETING
+        if status.get("reservedFor"):
+            return cls.State.RESERVED
+        if status.get("allocation"):
+            return cls.State.ALLOCATED
+        return cls.State.PENDING
+
+    @classmethod
+    def fields_from_raw(cls, raw):
+        fields = super().fields_from_raw(raw)
+        meta, status = raw.get("metadata") or {}, raw.get("status") or {}
+        allocation = status.get("allocation") or {}
+        owner = _owner_pod(meta) or {}
+        fields.update(
+            state=cls.state_from_raw(raw),
+            allocated=bool(allocation),
+            node_name=cls.node_from_selector(allocation.get("nodeSelector")),
+            allocation_timestamp=parse_k8s_time(allocation.get("allocationTimestamp")),
+            device_classes=_requested_classes(raw.get("spec") or {}),
+            finalizers=meta.get("finalizers") or [],
+            owner_pod_uid=owner.get("uid") or "",
+            owner_pod_name=owner.get("name") or "",
+            pod_claim_name=(meta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION) or "",
+        )
+        return fields
+
+    def sync_children(self):
+        status = self.status
+        self.results.all().delete()
+        self.consumers.all().delete()
+        AllocationResult.objects.bulk_create(
+            AllocationResult(
+                cluster_id=self.cluster_id,
+                claim=self,
+                request=r.get("request") or "",
+                driver=r.get("driver") or "",
+                pool=r.get("pool") or "",
+                device=r.get("device") or "",
+                admin_access=bool(r.get("adminAccess")),
+                share_id=r.get("shareID") or "",
+                consumed_capacity=r.get("consumedCapacity") or {},
+                binding_conditions=r.get("bindingConditions") or [],
+                binding_failure_conditions=r.get("bindingFailureConditions") or [],
+            )
+            for r in ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+        )
+        ClaimConsumer.objects.bulk_create(
+            ClaimConsumer(
+                cluster_id=self.cluster_id,
+                claim=self,
+                api_group=c.get("apiGroup") or "",
+                resource=c.get("resource") or "",
+                name=c.get("name") or "",
+                uid=c.get("uid") or "",
+            )
+            for c in status.get("reservedFor") or []
+        )
+
+
+class AllocationResult(models.Model):
+    """One `status.allocation.devices.results[]` entry: claim request -> device."""
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    claim = models.ForeignKey(ResourceClaim, on_delete=models.CASCADE, related_name="results")
+    request = models.CharField(max_length=127)
+    driver = models.CharField(max_length=63)
+    pool = models.CharField(max_length=253)
+    device = models.CharField(max_length=63)
+    admin_access = models.BooleanField(default=False)
+    share_id = models.CharField(max_length=64, blank=True)
+    consumed_capacity = models.JSONField(default=dict, blank=True)
+    binding_conditions = models.JSONField(default=list, blank=True)
+    binding_failure_conditions = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ("claim_id", "id")
+        indexes = [models.Index(fields=("cluster", "driver", "pool", "device"), name="claims_result_device_idx")]
+
+    def __str__(self):
+        return f"{self.request} -> {self.driver}/{self.pool}/{self.device}"
+
+
+class ClaimConsumer(models.Model):
+    """One `status.reservedFor[]` entry."""
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    claim = models.ForeignKey(ResourceClaim, on_delete=models.CASCADE, related_name="consumers")
+    api_group = models.CharField(max_length=253, blank=True)
+    resource = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, db_index=True)
+
+    class Meta:
+        ordering = ("claim_id", "id")
+
+
+class Pod(KubeObject):
+    """Pods that use claims (or DRA-backed extended resources), and DRA driver pods."""
+
+    phase = models.CharField(max_length=16, blank=True, db_index=True)
+    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    # PodScheduled condition: False with reason Unschedulable is the usual "why Pending".
+    scheduled_status = models.CharField(max_length=8, blank=True)
+    scheduled_reason = models.CharField(max_length=128, blank=True)
+    scheduled_message = models.TextField(blank=True)
+    owner_kind = models.CharField(max_length=63, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+
+    class Meta(KubeObject.Meta):
+        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_pod_unique_name")]
+
+    @property
+    def is_terminal(self):
+        return self.phase in ("Succeeded", "Failed")
+
+    @staticmethod
+    def uses_dra(raw):
+        spec, status = raw.get("spec") or {}, raw.get("status") or {}
+        return bool(spec.get("resourceClaims") or status.get("extendedResourceClaimStatus"))
+
+    @classmethod
+    def fields_from_raw(cls, raw):
+        fields = super().fields_from_raw(raw)
+        spec, status, meta = raw.get("spec") or {}, raw.get("status") or {}, raw.get("metadata") or {}
+        sched = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), {})
+        fields.update(
+            phase=status.get("phase") or "",
+            node_name=spec.get("nodeName") or "",
+            scheduled_status=sched.get("status") or "",
+            scheduled_reason=sched.get("reason") or "",
+            scheduled_message=sched.get("message") or "",
+            owner_kind=owner.get("kind") or "",
+            owner_name=owner.get("name") or "",
+        )
+        return fields
+
+    def sync_children(self):
+        self.claim_refs.all().delete()
+        PodClaimRef.objects.bulk_create(PodClaimRef.rows_for_pod(self))
+
+
+class PodClaimRef(models.Model):
+    """A pod's `spec.resourceClaims[]` entry, resolved to the claim name where known."""
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="claim_refs")
+    namespace = models.CharField(max_length=253)
+    pod_claim_name = models.CharField(max_length=253)
+    template_name = models.CharField(max_length=253, blank=True)
+    # Empty while the controller has not created the claim of a template entry yet.
+    claim_name = models.CharField(max_length=253, blank=True)
+
+    class Meta:
+        ordering = ("pod_id", "id")
+        indexes = [models.Index(fields=("cluster", "namespace", "claim_name"), name="claims_podref_claim_idx")]
+
+    @classmethod
+    def rows_for_pod(cls, pod):
+        spec, status = pod.spec, pod.status
+        generated = {s.get("name"): s.get("resourceClaimName") or "" for s in status.get("resourceClaimStatuses") or []}
+        for ref in spec.get("resourceClaims") or []:
+            name = ref.get("name") or ""
+            yield cls(
+                cluster_id=pod.cluster_id,
+                pod=pod,
+                namespace=pod.namespace,
+                pod_claim_name=name,
+                template_name=ref.get("resourceClaimTemplateName") or "",
+                claim_name=ref.get("resourceClaimName") or generated.get(name, ""),
+            )
+        ext = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        if ext:
+            yield cls(cluster_id=pod.cluster_id, pod=pod, namespace=pod.namespace, pod_claim_name="", claim_name=ext)
+
+
+class ClaimStateChange(models.Model):
+    """A claim's state as the watcher saw it change over time (kept after the claim is gone)."""
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, db_index=True)
+    at = models.DateTimeField(db_index=True)
+    old_state = models.CharField(max_length=16, blank=True)
+    new_state = models.CharField(max_length=16)  # a ResourceClaim.State, or "deleted"
+    resource_version = models.CharField(max_length=64, blank=True)
+    node_name = models.CharField(max_length=253, blank=True)
+
+    class Meta:
+        ordering = ("at", "id")
+        indexes = [models.Index(fields=("cluster", "namespace", "name"), name="claims_statechange_claim_idx")]

@@ -1,0 +1,73 @@
+"""The abstract base shared by every mirrored Kubernetes object."""
+
+from django.db import models
+from django.utils.dateparse import parse_datetime
+
+
+def parse_k8s_time(value):
+    """RFC 3339 timestamp from the API server, or None."""
+    return parse_datetime(value) if value else None
+
+
+def resource_version_number(rv):
+    # resourceVersions are opaque strings, but every conformant API server (etcd revision)
+    # hands out increasing integers, and Kubernetes 1.35 documents them as comparable.
+    try:
+        return int(rv)
+    except (TypeError, ValueError):
+        return 0
+
+
+class KubeObject(models.Model):
+    """A Kubernetes object mirrored from one cluster; `raw` is exactly what the API server sent."""
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    uid = models.CharField(max_length=64, db_index=True)
+    namespace = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    name = models.CharField(max_length=253)
+    resource_version = models.CharField(max_length=64)
+    resource_version_num = models.BigIntegerField(default=0)
+    creation_timestamp = models.DateTimeField(null=True, blank=True)
+    deletion_timestamp = models.DateTimeField(null=True, blank=True, db_index=True)
+    labels = models.JSONField(default=dict, blank=True)
+    raw = models.JSONField(default=dict)
+    synced_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+        ordering = ("cluster_id", "namespace", "name")
+
+    def __str__(self):
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @property
+    def spec(self):
+        return self.raw.get("spec") or {}
+
+    @property
+    def status(self):
+        return self.raw.get("status") or {}
+
+    @classmethod
+    def base_fields_from_raw(cls, raw):
+        meta = raw.get("metadata") or {}
+        rv = meta.get("resourceVersion") or ""
+        return {
+            "uid": meta.get("uid") or "",
+            "namespace": meta.get("namespace") or "",
+            "name": meta.get("name") or "",
+            "resource_version": rv,
+            "resource_version_num": resource_version_number(rv),
+            "creation_timestamp": parse_k8s_time(meta.get("creationTimestamp")),
+            "deletion_timestamp": parse_k8s_time(meta.get("deletionTimestamp")),
+            "labels": meta.get("labels") or {},
+            "raw": raw,
+        }
+
+    @classmethod
+    def fields_from_raw(cls, raw):
+        """Column values for one object; subclasses add their own indexed columns."""
+        return cls.base_fields_from_raw(raw)
+
+    def sync_children(self):
+        """Rebuild rows derived from `raw` (devices of a slice, results of a claim). Override."""

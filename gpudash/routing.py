@@ -1,0 +1,2 @@
+# Websocket routes; the live-view consumers register here.
+websocket_urlpatterns = []

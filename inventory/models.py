@@ -1,0 +1,247 @@
+"""Clusters, their sync state, and the inventory side of DRA: nodes, classes, slices, devices."""
+
+from django.db import models
+from django.utils import timezone
+
+from gpudash.models import KubeObject, parse_k8s_time
+
+__all__ = (
+    "Cluster",
+    "SyncState",
+    "Node",
+    "DeviceClass",
+    "ResourceSlice",
+    "SharedCounterSet",
+    "Device",
+    "DeviceTaintRule",
+)
+
+
+class Cluster(models.Model):
+    """One Kubernetes cluster the dashboard mirrors (or an imported, read-only snapshot)."""
+
+    name = models.SlugField(max_length=63, unique=True)
+    kubeconfig = models.CharField(max_length=1024, blank=True, help_text="Path to a kubeconfig file.")
+    context = models.CharField(max_length=253, blank=True, help_text="Context in the kubeconfig; empty = current.")
+    in_cluster = models.BooleanField(default=False, help_text="Use the pod's service account instead of a kubeconfig.")
+    is_snapshot = models.BooleanField(default=False, help_text="Imported from a dump; never watched or written to.")
+    read_only = models.BooleanField(default=False, help_text="Never write to this cluster (release actions disabled).")
+    enabled = models.BooleanField(default=True)
+    # Which optional DRA features the scheduler of this cluster runs with (allocator feature gates).
+    features = models.JSONField(default=dict, blank=True)
+    server_version = models.CharField(max_length=64, blank=True)
+    served_resource_versions = models.JSONField(default=list, blank=True)
+    discovered_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("name",)
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def writable(self):
+        return self.enabled and not self.read_only and not self.is_snapshot
+
+
+class SyncState(models.Model):
+    """Where the watcher of one (cluster, kind) stands, and who holds its lease."""
+
+    class Status(models.TextChoices):
+        IDLE = "idle", "Idle"
+        LISTING = "listing", "Listing"
+        CONNECTED = "connected", "Connected"
+        ERROR = "error", "Error"
+        NOT_SERVED = "not_served", "Not served"
+        SNAPSHOT = "snapshot", "Snapshot"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="sync_states")
+    kind = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.IDLE)
+    api_version = models.CharField(max_length=64, blank=True)
+    resource_version = models.CharField(max_length=64, blank=True)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    last_event_at = models.DateTimeField(null=True, blank=True)
+    last_list_at = models.DateTimeField(null=True, blank=True)
+    connected_since = models.DateTimeField(null=True, blank=True)
+    object_count = models.IntegerField(default=0)
+    events_applied = models.BigIntegerField(default=0)
+    malformed_count = models.IntegerField(default=0)
+    relist_count = models.IntegerField(default=0)
+    lease_holder = models.CharField(max_length=255, blank=True)
+    lease_expires = models.DateTimeField(null=True, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("cluster__name", "kind")
+        constraints = [models.UniqueConstraint(fields=("cluster", "kind"), name="inventory_syncstate_unique_cluster_kind")]
+
+    def __str__(self):
+        return f"{self.cluster} {self.kind}: {self.status}"
+
+
+class Node(KubeObject):
+    ready = models.BooleanField(null=True)
+    ready_changed_at = models.DateTimeField(null=True, blank=True)
+    unschedulable = models.BooleanField(default=False)
+    taints = models.JSONField(default=list, blank=True)
+
+    class Meta(KubeObject.Meta):
+        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_node_unique_name")]
+
+    @classmethod
+    def fields_from_raw(cls, raw):
+        fields = super().fields_from_raw(raw)
+        ready, changed = None, None
+        for cond in (raw.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Ready":
+                ready = cond.get("status") == "True"
+                changed = parse_k8s_time(cond.get("lastTransitionTime"))
+        spec = raw.get("spec") or {}
+        fields.update(ready=ready, ready_changed_at=changed, unschedulable=bool(spec.get("unschedulable")), taints=spec.get("taints") or [])
+        return fields
+
+
+class DeviceClass(KubeObject):
+    extended_resource_name = models.CharField(max_length=253, blank=True)
+
+    class Meta(KubeObject.Meta):
+        verbose_name_plural = "device classes"
+        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_deviceclass_unique_name")]
+
+    @property
+    def selectors(self):
+        return self.spec.get("selectors") or []
+
+    @classmethod
+    def fields_from_raw(cls, raw):
+        fields = super().fields_from_raw(raw)
+        fields["extended_resource_name"] = (raw.get("spec") or {}).get("extendedResourceName") or ""
+        return fields
+
+
+class ResourceSlice(KubeObject):
+    driver = models.CharField(max_length=63, db_index=True)
+    pool = models.CharField(max_length=253, db_index=True)
+    pool_generation = models.BigIntegerField(default=0)
+    resource_slice_count = models.IntegerField(default=1)
+    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    all_nodes = models.BooleanField(default=False)
+    per_device_node_selection = models.BooleanField(default=False)
+    node_selector = models.JSONField(null=True, blank=True)
+
+    class Meta(KubeObject.Meta):
+        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_resourceslice_unique_name")]
+        indexes = [models.Index(fields=("cluster", "driver", "pool"), name="inventory_slice_pool_idx")]
+
+    @classmethod
+    def fields_from_raw(cls, raw):
+        fields = super().fields_from_raw(raw)
+        spec = raw.get("spec") or {}
+        pool = spec.get("pool") or {}
+        fields.update(
+            driver=spec.get("driver") or "",
+            pool=pool.get("name") or "",
+            pool_generation=int(pool.get("generation") or 0),
+            resource_slice_count=int(pool.get("resourceSliceCount") or 1),
+            node_name=spec.get("nodeName") or "",
+            all_nodes=bool(spec.get("allNodes")),
+            per_device_node_selection=bool(spec.get("perDeviceNodeSelection")),
+            node_selector=spec.get("nodeSelector"),
+        )
+        return fields
+
+    def sync_children(self):
+        """Replace this slice's device and counter-set rows with what `raw` now says."""
+        spec = self.spec
+        self.devices.all().delete()
+        self.counter_sets.all().delete()
+        Device.objects.bulk_create(Device.rows_for_slice(self, spec))
+        SharedCounterSet.objects.bulk_create(
+            SharedCounterSet(slice=self, cluster_id=self.cluster_id, name=cs.get("name") or "", counters=cs.get("counters") or {})
+            for cs in spec.get("sharedCounters") or []
+        )
+
+
+class SharedCounterSet(models.Model):
+    """A `sharedCounters` entry of a slice (e.g. the memory slices of one physical GPU)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    slice = models.ForeignKey(ResourceSlice, on_delete=models.CASCADE, related_name="counter_sets")
+    name = models.CharField(max_length=63)
+    counters = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ("slice_id", "name")
+
+
+class Device(models.Model):
+    """One device published in a ResourceSlice; identity is (driver, pool, name) within a cluster."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    slice = models.ForeignKey(ResourceSlice, on_delete=models.CASCADE, related_name="devices")
+    driver = models.CharField(max_length=63)
+    pool = models.CharField(max_length=253)
+    name = models.CharField(max_length=63)
+    # The node the device lives on: the slice's nodeName, or the device's own with perDeviceNodeSelection.
+    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    attributes = models.JSONField(default=dict, blank=True)
+    capacity = models.JSONField(default=dict, blank=True)
+    consumes_counters = models.JSONField(default=list, blank=True)
+    taints = models.JSONField(default=list, blank=True)
+    binds_to_node = models.BooleanField(default=False)
+    binding_conditions = models.JSONField(default=list, blank=True)
+    binding_failure_conditions = models.JSONField(default=list, blank=True)
+    allow_multiple_allocations = models.BooleanField(default=False)
+    raw = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ("cluster_id", "node_name", "driver", "pool", "name")
+        indexes = [models.Index(fields=("cluster", "driver", "pool", "name"), name="inventory_device_identity_idx")]
+
+    def __str__(self):
+        return f"{self.driver}/{self.pool}/{self.name}"
+
+    @classmethod
+    def rows_for_slice(cls, slice_obj, spec):
+        for dev in spec.get("devices") or []:
+            yield cls(
+                cluster_id=slice_obj.cluster_id,
+                slice=slice_obj,
+                driver=slice_obj.driver,
+                pool=slice_obj.pool,
+                name=dev.get("name") or "",
+                node_name=slice_obj.node_name or dev.get("nodeName") or "",
+                attributes=dev.get("attributes") or {},
+                capacity=dev.get("capacity") or {},
+                consumes_counters=dev.get("consumesCounters") or [],
+                taints=dev.get("taints") or [],
+                binds_to_node=bool(dev.get("bindsToNode")),
+                binding_conditions=dev.get("bindingConditions") or [],
+                binding_failure_conditions=dev.get("bindingFailureConditions") or [],
+                allow_multiple_allocations=bool(dev.get("allowMultipleAllocations")),
+                raw=dev,
+            )
+
+    def attribute_value(self, qualified_name):
+        """The attribute's plain value, looking up `domain/id` or, in the driver's domain, bare `id`."""
+        attr = self.attributes.get(qualified_name)
+        if attr is None and "/" in qualified_name:
+            domain, _, ident = qualified_name.partition("/")
+            if domain == self.driver:
+                attr = self.attributes.get(ident)
+        if not isinstance(attr, dict):
+            return None
+        for key in ("string", "int", "bool", "version"):
+            if key in attr:
+                return attr[key]
+        return None
+
+
+class DeviceTaintRule(KubeObject):
+    class Meta(KubeObject.Meta):
+        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_devicetaintrule_unique_name")]
+
+
