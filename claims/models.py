@@ -12,6 +12,8 @@ __all__ = (
     "Pod",
     "PodClaimRef",
     "ClaimStateChange",
+    "Finding",
+    "AuditEntry",
 )
 
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
@@ -285,3 +287,64 @@ class ClaimStateChange(models.Model):
     class Meta:
         ordering = ("at", "id")
         indexes = [models.Index(fields=("cluster", "namespace", "name"), name="claims_statechange_claim_idx")]
+
+
+class FindingQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(cleared_at__isnull=True)
+
+
+class Finding(models.Model):
+    """A stuck-claim detector result; it clears itself (cleared_at) when the condition ends."""
+
+    class Severity(models.TextChoices):
+        INFO = "info", "Info"
+        WARNING = "warning", "Warning"
+        CRITICAL = "critical", "Critical"
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    rule = models.CharField(max_length=64, db_index=True)
+    severity = models.CharField(max_length=16, choices=Severity.choices, default=Severity.WARNING)
+    namespace = models.CharField(max_length=253, blank=True, db_index=True)
+    claim_name = models.CharField(max_length=253, blank=True)
+    claim_uid = models.CharField(max_length=64, blank=True, db_index=True)
+    # Distinguishes several findings of one rule on one claim (e.g. one per stale consumer).
+    subject = models.CharField(max_length=255, blank=True)
+    summary = models.TextField()
+    evidence = models.JSONField(default=dict, blank=True)
+    remedy = models.CharField(max_length=64, blank=True, help_text="Name of the release action that fixes it.")
+    first_seen = models.DateTimeField(db_index=True)
+    last_seen = models.DateTimeField()
+    cleared_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    objects = FindingQuerySet.as_manager()
+
+    class Meta:
+        ordering = ("-first_seen", "id")
+        indexes = [models.Index(fields=("cluster", "rule", "claim_uid", "subject"), name="claims_finding_key_idx")]
+
+
+class AuditEntry(models.Model):
+    """Every attempted write to a cluster, successful or not (who, what, request, response)."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL, related_name="+")
+    username = models.CharField(max_length=150)
+    cluster = models.ForeignKey("inventory.Cluster", null=True, on_delete=models.SET_NULL, related_name="+")
+    cluster_name = models.CharField(max_length=63)
+    namespace = models.CharField(max_length=253, blank=True)
+    claim_name = models.CharField(max_length=253, blank=True)
+    claim_uid = models.CharField(max_length=64, blank=True)
+    action = models.CharField(max_length=64)
+    rule = models.CharField(max_length=64, blank=True)
+    dry_run = models.BooleanField(default=False)
+    outcome = models.CharField(max_length=32)  # done, refused, conflict, error, dry-run
+    reason = models.TextField(blank=True)
+    request = models.JSONField(default=dict, blank=True)
+    response = models.JSONField(default=dict, blank=True)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-at", "-id")
+        verbose_name_plural = "audit entries"

@@ -71,3 +71,13 @@ class KubeObject(models.Model):
 
     def sync_children(self):
         """Rebuild rows derived from `raw` (devices of a slice, results of a claim). Override."""
+
+
+class AccessProfile(models.Model):
+    """Per-user namespace scope; no profile or an empty list means every namespace."""
+
+    user = models.OneToOneField("auth.User", on_delete=models.CASCADE, related_name="access_profile")
+    namespaces = models.JSONField(default=list, blank=True, help_text="Namespaces this user may see; empty = all.")
+
+    def __str__(self):
+        return f"{self.user}: {', '.join(self.namespaces) or 'all namespaces'}"
