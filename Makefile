@@ -18,7 +18,7 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 	touch $@
 
 demo: $(VENV)/.runtime
-	$(PY) manage.py demo
+	$(PY) manage.py demo $(DEMO_ARGS)
 
 test: $(VENV)/.dev
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest $(PYTEST_ARGS)
