@@ -1,0 +1,182 @@
+"""Why a claim does not fit on a node: short, true reasons that name the request.
+
+Only run for nodes where the search failed, so the fast path stays fast. Each reason comes with a
+code so a fleet summary can count them ("most common reason").
+"""
+
+from .search import NodeAllocator, SUCCESS
+
+MAX_EXPR = 90
+
+
+def _plural(n, one, many):
+    return one if n == 1 else many
+
+
+def _short(expr):
+    expr = " ".join(expr.split())
+    return expr if len(expr) <= MAX_EXPR else expr[: MAX_EXPR - 1] + "…"
+
+
+class Funnel:
+    """Counts of candidate devices at each filter stage for one request (or subrequest) on one node."""
+
+    def __init__(self, allocator, view, claim, variant):
+        inv = allocator.inv
+        self.v = variant
+        self.cls = inv.classes.get(variant.class_name)
+        class_key = ("class-only", variant.class_name)
+        class_chain = [c for c in allocator.plan.chains[id(variant)][1] if c[0].startswith("class ")]
+        self.n_class = len(allocator.chain_candidates(view, class_key, class_chain))
+        cands = allocator.candidates(view, variant)
+        self.n_sel = len(cands)
+        self.n_alloc = self.n_taint = self.n_counter = self.n_cap = 0
+        self.owner = self.taint = None
+        self.free = []
+        f = inv.features
+        for dev, pool, err in cands:
+            if not variant.admin and (dev.key in inv.state.dedicated):
+                self.n_alloc += 1
+                self.owner = self.owner or (inv.state.owners.get(dev.key) or [None])[0]
+                continue
+            if f.device_taints and dev.taints:
+                taint = variant.blocking_taint(dev)
+                if taint is not None:
+                    self.n_taint += 1
+                    self.taint = self.taint or taint
+                    continue
+            if dev.has_counters and not _counters_fit(dev, pool, f):
+                self.n_counter += 1
+                continue
+            if (variant.capacity_requests or (dev.multi and f.consumable_capacity)) and f.consumable_capacity:
+                if allocator._capacity(dev, variant, persisted_only=True) is None:
+                    self.n_cap += 1
+                    continue
+            self.free.append(dev)
+        self.need = variant.count if variant.mode != "All" else self.n_sel
+
+    @property
+    def enough(self):
+        if self.v.mode == "All":
+            return self.n_sel > 0 and len(self.free) == self.n_sel
+        return len(self.free) >= self.need
+
+    def text(self, view):
+        v = self.v
+        if self.n_class == 0:
+            return self._no_devices(view)
+        parts = [f"{self.n_class} {_plural(self.n_class, 'device matches', 'devices match')} class `{v.class_name}`"]
+        if v.selectors:
+            exprs = " && ".join(((s or {}).get("cel") or {}).get("expression") or "" for s in v.selectors)
+            parts.append(f"{_plural(len(v.selectors), 'selector', 'selectors')} `{_short(exprs)}` {_plural(len(v.selectors), 'leaves', 'leave')} {self.n_sel}")
+        if self.n_alloc:
+            who = f" (e.g. {self.owner})" if self.owner else ""
+            parts.append(f"{self.n_alloc} {_plural(self.n_alloc, 'is', 'are')} already allocated to other claims{who}")
+        if self.n_taint:
+            t = self.taint
+            parts.append(f"{self.n_taint} {_plural(self.n_taint, 'has', 'have')} an untolerated taint ({t.get('key')}={t.get('value') or ''}:{t.get('effect')})")
+        if self.n_counter:
+            parts.append(f"{self.n_counter} {_plural(self.n_counter, 'needs', 'need')} shared counters already used by allocated devices")
+        if self.n_cap:
+            parts.append(f"{self.n_cap} {_plural(self.n_cap, 'lacks', 'lack')} the requested capacity")
+        free = len(self.free)
+        if v.mode == "All":
+            if self.n_sel == 0:
+                parts.append("allocationMode All needs at least one")
+            else:
+                parts.append(f"allocationMode All needs all {self.n_sel}, {free} free")
+        else:
+            parts.append(f"{free} free < count {self.need}")
+        return ", ".join(parts)
+
+    def code(self):
+        if self.n_class == 0:
+            return "no-pool" if self.cls and self.cls.drivers else "class"
+        stages = [(self.n_alloc, "allocated"), (self.n_taint, "tainted"), (self.n_counter, "counters"), (self.n_cap, "capacity")]
+        n, code = max(stages, key=lambda s: s[0])
+        if n == 0:
+            return "selector" if self.v.selectors else "too-few-devices"
+        return code
+
+    def _no_devices(self, view):
+        drivers = self.cls.drivers if self.cls else []
+        if not drivers:
+            return f"no device on this node matches class `{self.v.class_name}`"
+        notes = []
+        for p in view.incomplete:
+            if p.driver in drivers:
+                notes.append(f"pool {p.name} is incomplete ({p.slice_count} of {p.expected} slices)")
+        for p in view.invalid:
+            if p.driver in drivers:
+                notes.append(f"pool {p.name} is invalid: {p.invalid}")
+        has_pool = any(p.driver in drivers and p.devices for p in view.usable)
+        drv = ", ".join(f"`{d}`" for d in drivers)
+        if has_pool:
+            return f"no device of driver {drv} on this node matches class `{self.v.class_name}`"
+        text = f"no complete pool of driver {drv} on this node"
+        return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _counters_fit(dev, pool, features):
+    if not features.partitionable_devices:
+        return False
+    pc = pool.counters
+    if pc is None or pc.overcommitted:
+        return False
+    if dev.multi and features.consumable_capacity:
+        return True  # may have paid its counters with an earlier share
+    for set_name, counters in dev.consumes:
+        avail = pc.available.get(set_name)
+        if avail is None:
+            return False
+        for cname, amount in counters.items():
+            if amount > avail.get(cname, 0):
+                return False
+    return True
+
+
+def explain(plan, view):
+    """(code, text) for a node where Allocate found no solution."""
+    allocator = NodeAllocator(plan)
+    claims = plan.claims
+    multi = len(claims) > 1
+
+    def prefix(claim):
+        return f"claim {claim.ref}, " if multi else ""
+
+    funnels = []
+    for claim in claims:
+        for req in claim.requests:
+            fs = [Funnel(allocator, view, claim, v) for v in req.variants]
+            if not any(f.enough for f in fs):
+                if len(fs) == 1:
+                    return fs[0].code(), f"{prefix(claim)}request `{req.name}`: {fs[0].text(view)}"
+                inner = "; ".join(f"`{f.v.label}`: {f.text(view)}" for f in fs)
+                return fs[0].code(), f"{prefix(claim)}request `{req.name}`: no subrequest fits ({inner})"
+            funnels.append((claim, req, next(f for f in fs if f.enough)))
+
+    # Every request could be served alone: the combination fails (constraints, shared devices, counters).
+    saved = plan.only_constraints
+    try:
+        plan.only_constraints = set()
+        if NodeAllocator(plan).run(view).status == SUCCESS:
+            for ci, claim in enumerate(claims):
+                for i, c in enumerate(claim.constraints):
+                    plan.only_constraints = {(ci, i)}
+                    if NodeAllocator(plan).run(view).status != SUCCESS:
+                        covered = [f for cl, _, f in funnels if cl is claim and c.covers(f.v)]
+                        need = sum(f.need for f in covered)
+                        free = len({d.key for f in covered for d in f.free})
+                        return "constraint", (
+                            f"{prefix(claim)}constraint {c.text} cannot be met by any {need} of the {free} free "
+                            f"{_plural(free, 'device', 'devices')}"
+                        )
+            return "constraint", f"{prefix(claims[0])}the claim's constraints cannot be met together by the free devices"
+    finally:
+        plan.only_constraints = saved
+    need = sum(f.need for _, _, f in funnels)
+    free = len({d.key for _, _, f in funnels for d in f.free})
+    names = ", ".join(f"`{r.name}`" for _, r, _ in funnels)
+    if free < need:
+        return "combination", f"requests {names} need {need} devices together but only {free} distinct devices are free"
+    return "combination", f"requests {names}: no combination of the {free} free devices fits together (shared counters or capacity)"

@@ -1,0 +1,372 @@
+"""The cluster state a preview runs against, indexed once and reused across previews.
+
+An Inventory is immutable once built: build a new one when the cluster changes. Per-node views
+(which pools a node sees, in the scheduler's order) and per-(device, selector) CEL results are
+computed lazily and cached on it, so the first preview pays for CEL and later ones are cheap.
+"""
+
+from collections import defaultdict
+
+from .features import Features
+from .model import ADMIN_ACCESS_LABEL, DeviceClassInfo, Slice, _q
+
+KIND_ALIASES = {
+    "DeviceClass": "deviceclasses",
+    "ResourceSlice": "resourceslices",
+    "ResourceClaim": "resourceclaims",
+    "ResourceClaimTemplate": "resourceclaimtemplates",
+    "Pod": "pods",
+    "Node": "nodes",
+    "DeviceTaintRule": "devicetaintrules",
+    "Namespace": "namespaces",
+}
+
+
+class AllocatedState:
+    """What the scheduler treats as taken: every claim with `status.allocation` (brief 2.1)."""
+
+    def __init__(self):
+        self.dedicated = set()  # device keys allocated without shareID and without adminAccess
+        self.shared = set()  # device keys with at least one share
+        self.share_ids = set()
+        self.capacity = defaultdict(lambda: defaultdict(int))  # key -> capacity name -> consumed
+        self.owners = defaultdict(list)  # key -> ["ns/claim", ...] (for explanations)
+
+    def add_claim(self, raw):
+        meta = raw.get("metadata") or {}
+        ref = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+        allocation = (raw.get("status") or {}).get("allocation") or {}
+        for res in (allocation.get("devices") or {}).get("results") or []:
+            key = (res.get("driver") or "", res.get("pool") or "", res.get("device") or "")
+            if res.get("adminAccess"):
+                continue  # admin access never blocks anything
+            self.owners[key].append(ref)
+            share = res.get("shareID")
+            if share:
+                self.shared.add(key)
+                self.share_ids.add(key + (share,))
+                for name, value in (res.get("consumedCapacity") or {}).items():
+                    self.capacity[key][name] += _q(value)
+            else:
+                self.dedicated.add(key)
+
+    def is_allocated(self, key):
+        return key in self.dedicated or key in self.shared
+
+
+class PoolCounters:
+    """Shared counters of one pool generation, minus what allocated devices consume (brief 2.10)."""
+
+    __slots__ = ("label", "available", "overcommitted")
+
+    def __init__(self, label, sets, devices, state):
+        self.label = label
+        self.available = {}
+        for name, counters in sets:
+            self.available.setdefault(name, dict(counters))
+        for dev in devices:
+            if dev.has_counters and state.is_allocated(dev.key):  # each allocated device counts once
+                for set_name, counters in dev.consumes:
+                    avail = self.available.get(set_name)
+                    if avail is None:
+                        continue  # unknown set: the pool is invalid anyway
+                    for cname, amount in counters.items():
+                        if cname in avail:
+                            avail[cname] -= amount
+        self.overcommitted = any(v < 0 for c in self.available.values() for v in c.values())
+
+
+class PoolView:
+    """One pool as seen from one node: complete/invalid, its devices in scheduler order."""
+
+    __slots__ = ("driver", "name", "key", "generation", "devices", "complete", "invalid", "has_binding", "counters", "slice_count", "expected", "match_cache")
+
+    def __init__(self, key, generation, devices, complete, invalid, has_binding, counters, slice_count, expected):
+        self.key, self.driver, self.name = key, key[0], key[1]
+        self.generation = generation
+        self.devices = devices
+        self.complete, self.invalid = complete, invalid
+        self.has_binding = has_binding
+        self.counters = counters
+        self.slice_count, self.expected = slice_count, expected
+        self.match_cache = {}
+
+    @property
+    def label(self):
+        return f"{self.driver}/{self.name}"
+
+    @property
+    def usable(self):
+        return self.complete and not self.invalid
+
+
+class NodeView:
+    """The pools one node sees (brief 2.2), and caches of candidates per selector chain."""
+
+    __slots__ = ("name", "labels", "pools", "usable", "invalid", "incomplete", "candidates")
+
+    def __init__(self, name, labels, pools, extra_invalid, extra_incomplete):
+        self.name, self.labels = name, labels
+        self.pools = pools
+        self.usable = [p for p in pools if p.usable]
+        self.invalid = [p for p in pools if p.complete and p.invalid] + extra_invalid
+        self.incomplete = [p for p in pools if not p.complete] + extra_incomplete
+        self.candidates = {}
+
+
+class Inventory:
+    """Raw objects of one cluster, indexed for allocation previews."""
+
+    def __init__(
+        self,
+        *,
+        device_classes=(),
+        resource_slices=(),
+        resource_claims=(),
+        resource_claim_templates=(),
+        pods=(),
+        nodes=(),
+        device_taint_rules=(),
+        namespaces=(),
+        features=None,
+    ):
+        self.features = features or Features()
+        self.problems = []  # objects that could not be used, with why (never dropped silently)
+        self.classes = {}
+        for raw in device_classes:
+            cls = DeviceClassInfo(raw)
+            self.classes[cls.name] = cls
+        self.slices = []
+        for raw in resource_slices:
+            try:
+                self.slices.append(Slice(raw))
+            except Exception as exc:  # malformed slice: report it, keep going
+                self.problems.append(f"ResourceSlice {((raw or {}).get('metadata') or {}).get('name')}: {exc}")
+        self.nodes = {}
+        for raw in nodes:
+            meta = raw.get("metadata") or {}
+            if meta.get("name"):
+                self.nodes[meta["name"]] = meta.get("labels") or {}
+        self.node_names = sorted(self.nodes)
+        self.namespaces = {(r.get("metadata") or {}).get("name"): (r.get("metadata") or {}).get("labels") or {} for r in namespaces}
+        self.claims = {}
+        self.templates = {}
+        self.state = AllocatedState()
+        for raw in resource_claims:
+            meta = raw.get("metadata") or {}
+            self.claims[(meta.get("namespace") or "", meta.get("name") or "")] = raw
+            try:
+                self.state.add_claim(raw)
+            except Exception as exc:
+                self.problems.append(f"ResourceClaim {meta.get('namespace')}/{meta.get('name')}: bad allocation: {exc}")
+        for raw in resource_claim_templates:
+            meta = raw.get("metadata") or {}
+            self.templates[(meta.get("namespace") or "", meta.get("name") or "")] = raw
+        self.pods = {((r.get("metadata") or {}).get("namespace") or "", (r.get("metadata") or {}).get("name") or ""): r for r in pods}
+        self.taint_rules = list(device_taint_rules)
+        self._index_slices()
+        self._views = {}
+        self._pool_views = {}
+        self._pool_counters = {}
+        self._counter_validity = {}
+        self._counter_only = None
+        self.devices_by_key = {}
+        for s in self.slices:
+            for d in s.devices:
+                self.devices_by_key.setdefault(d.key, d)
+        if self.features.device_taint_rules and self.taint_rules:
+            self._apply_taint_rules()
+
+    # -- construction helpers ------------------------------------------------------------------
+
+    @classmethod
+    def from_objects(cls, objects, features=None):
+        """From {plural: [raw, ...]} (as devcluster.fleet produces) or a flat list of raw objects."""
+        if isinstance(objects, dict):
+            grouped = {k.lower(): list(v or []) for k, v in objects.items()}
+        else:
+            grouped = defaultdict(list)
+            for raw in objects:
+                grouped[KIND_ALIASES.get((raw or {}).get("kind"), "")].append(raw)
+        return cls(
+            device_classes=grouped.get("deviceclasses", ()),
+            resource_slices=grouped.get("resourceslices", ()),
+            resource_claims=grouped.get("resourceclaims", ()),
+            resource_claim_templates=grouped.get("resourceclaimtemplates", ()),
+            pods=grouped.get("pods", ()),
+            nodes=grouped.get("nodes", ()),
+            device_taint_rules=grouped.get("devicetaintrules", ()),
+            namespaces=grouped.get("namespaces", ()),
+            features=features,
+        )
+
+    def _index_slices(self):
+        self.by_pool = defaultdict(list)
+        self.local = defaultdict(list)
+        self.nonlocal_slices = []
+        self.counter_slices = defaultdict(list)
+        for s in self.slices:
+            self.by_pool[s.pool_key].append(s)
+            if s.counter_sets:
+                self.counter_slices[s.pool_key].append(s)
+            elif s.node_name:
+                self.local[s.node_name].append(s)
+            else:
+                self.nonlocal_slices.append(s)
+
+    def _apply_taint_rules(self):
+        for rule in self.taint_rules:
+            spec = rule.get("spec") or {}
+            sel, taint = spec.get("deviceSelector") or {}, spec.get("taint")
+            if not taint:
+                continue
+            for dev in self.devices_by_key.values():
+                if sel.get("driver") and sel["driver"] != dev.driver:
+                    continue
+                if sel.get("pool") and sel["pool"] != dev.pool:
+                    continue
+                if sel.get("device") and sel["device"] != dev.name:
+                    continue
+                dev.taints.append(dict(taint, rule=(rule.get("metadata") or {}).get("name")))
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def admin_access_allowed(self, namespace):
+        """None when namespaces are unknown (no Namespace objects), else whether the label allows it."""
+        if not self.namespaces:
+            return None
+        return (self.namespaces.get(namespace) or {}).get(ADMIN_ACCESS_LABEL) == "true"
+
+    def device_class(self, name):
+        return self.classes.get(name)
+
+    def node(self, name):
+        """The pools node `name` sees, computed once (brief 2.2)."""
+        view = self._views.get(name)
+        if view is None:
+            view = self._views[name] = self._build_node_view(name)
+        return view
+
+    def _build_node_view(self, node):
+        labels = self.nodes.get(node, {})
+        feats = self.features
+        groups = defaultdict(list)
+        for s in self.local.get(node, ()):
+            groups[s.pool_key].append(s)
+        for s in self.nonlocal_slices:
+            if s.per_device and not feats.partitionable_devices:
+                continue  # the field is unknown to a scheduler without the feature: no node selection
+            if s.relevant_for(node, labels, feats):
+                groups[s.pool_key].append(s)
+        pools = []
+        for key, relevant in groups.items():
+            relevant = relevant + self.counter_slices.get(key, [])  # counter slices are always relevant
+            view = self._pool_view(key, relevant, node, labels)
+            if view is not None:
+                pools.append(view)
+        # Pools ordered by (driver, pool); pools with binding conditions after the others.
+        pools.sort(key=lambda p: (p.has_binding and feats.binding_conditions, p.key))
+        # Only the broken ones matter (All-mode errors, "invalid pools" failures): usually none.
+        extra_invalid = [v for k, v in self._counter_only_pools().items() if k not in groups and v.complete and v.invalid]
+        extra_incomplete = [v for k, v in self._counter_only_pools().items() if k not in groups and not v.complete]
+        return NodeView(node, labels, pools, extra_invalid, extra_incomplete)
+
+    def _counter_only_pools(self):
+        """Broken pools seen by a node only through their counter slices (the same for every such node)."""
+        if self._counter_only is None:
+            self._counter_only = {}
+            for key, slices in self.counter_slices.items():
+                view = self._pool_view(key, list(slices), None, {})
+                if view is not None and (not view.complete or view.invalid):
+                    self._counter_only[key] = view
+        return self._counter_only
+
+    def _pool_view(self, key, relevant, node, labels):
+        gen = max(s.generation for s in relevant)
+        kept = [s for s in relevant if s.generation == gen]
+        expected = kept[0].count
+        if len(kept) == expected:
+            complete = True
+        else:
+            everywhere = self.by_pool[key]
+            if any(s.generation > gen for s in everywhere):
+                return None  # obsolete: a newer generation exists elsewhere
+            complete = sum(1 for s in everywhere if s.generation == gen) == expected
+        kept.sort(key=lambda s: s.name)
+        per_device = any(s.per_device for s in kept)
+        cache_key = (key, tuple(id(s) for s in kept), node if per_device else None)
+        view = self._pool_views.get(cache_key)
+        if view is not None:
+            return view
+        device_slices = [s for s in kept if not s.counter_sets]
+        devices = []
+        invalid = None
+        if complete:
+            seen = set()
+            for s in device_slices:
+                for d in s.devices:
+                    if d.name in seen and invalid is None:
+                        invalid = f"duplicate device name {d.name}"
+                    seen.add(d.name)
+            invalid = invalid or self._counter_problem(key, gen)
+        for s in device_slices:
+            for d in s.devices:
+                if s.per_device and not d.runs_on(node, labels):
+                    continue
+                devices.append(d)
+        counters = self._counters(key, gen) if complete and not invalid else None
+        has_binding = any(d.binding_conditions for d in devices)
+        view = PoolView(key, gen, tuple(devices), complete, invalid, has_binding, counters, len(kept), expected)
+        self._pool_views[cache_key] = view
+        return view
+
+    def _counter_problem(self, key, gen):
+        """Counter-set problems that make a complete pool invalid (brief 2.2 step 5)."""
+        cache_key = (key, gen)
+        if cache_key not in self._counter_validity:
+            problem = None
+            sets = {}
+            for s in self.by_pool[key]:
+                if s.generation != gen:
+                    continue
+                for name, counters in s.counter_sets:
+                    if name in sets:
+                        problem = problem or f"duplicate counter set {name}"
+                    sets[name] = counters
+            if problem is None:
+                for s in self.by_pool[key]:
+                    if s.generation != gen:
+                        continue
+                    for d in s.devices:
+                        if not d.has_counters:
+                            continue
+                        try:
+                            consumes = d.consumes
+                        except Exception as exc:
+                            problem = f"device {d.name}: {exc}"
+                            break
+                        for set_name, counters in consumes:
+                            if set_name not in sets:
+                                problem = f"device {d.name} consumes unknown counter set {set_name}"
+                                break
+                            missing = sorted(set(counters) - set(sets[set_name]))
+                            if missing:
+                                problem = f"device {d.name} consumes unknown counter {missing[0]} of set {set_name}"
+                                break
+                        if problem:
+                            break
+                    if problem:
+                        break
+            self._counter_validity[cache_key] = problem
+        return self._counter_validity[cache_key]
+
+    def _counters(self, key, gen):
+        cache_key = (key, gen)
+        pc = self._pool_counters.get(cache_key)
+        if pc is None:
+            slices = [s for s in self.by_pool[key] if s.generation == gen]
+            sets = [cs for s in slices for cs in s.counter_sets]
+            devices = [d for s in slices for d in s.devices]
+            pc = self._pool_counters[cache_key] = PoolCounters(f"{key[0]}/{key[1]}", sets, devices, self.state)
+        return pc
+

@@ -1,0 +1,606 @@
+"""One `Allocate(node, claims)` call: the depth-first search of the v1.36 incubating allocator.
+
+Order and checks follow brief sections 2.3-2.12 (and dra-cases.md): requests in order, devices in
+pool -> slice -> device order, device #i+1 only after device #i of the same request, first
+solution wins, exact undo on backtrack (apart from the switchable 1.36 counter leak).
+"""
+
+from fractions import Fraction
+
+from .errors import AllocationError
+from .model import MAX_DEVICES_PER_CLAIM
+from .projection import projector_for
+
+# Share CEL results between devices a selector cannot tell apart (projection.py); tests switch it off
+# to compare against per-device evaluation.
+SHARE_RESULTS = True
+
+SUCCESS, UNSCHEDULABLE, NODE_FAILURE, ERROR = "success", "unschedulable", "node-failure", "error"
+INVALID_POOLS_MESSAGE = "invalid resource pools were encountered"
+
+
+class _MaxSize(Exception):
+    """Internal signal: this path would exceed 32 results; a firstAvailable parent tries its next entry."""
+
+
+class Pick:
+    __slots__ = ("claim", "variant", "device", "pool", "share", "consumed")
+
+    def __init__(self, claim, variant, device, pool, share, consumed):
+        self.claim, self.variant, self.device, self.pool = claim, variant, device, pool
+        self.share, self.consumed = share, consumed
+
+    def to_dict(self):
+        d = self.device
+        out = {"claim": self.claim.ref, "request": self.variant.label, "driver": d.driver, "pool": d.pool, "device": d.name, "adminAccess": self.variant.admin}
+        if d.binding_conditions:
+            out["bindingConditions"] = list(d.binding_conditions)
+            out["bindingFailureConditions"] = list(d.binding_failure_conditions)
+        if self.share:
+            out["shared"] = True
+            if self.consumed:
+                from .quantity import format_quantity
+
+                out["consumedCapacity"] = {k: format_quantity(Fraction(v)) for k, v in self.consumed.items()}
+        return out
+
+
+class Outcome:
+    """What Allocate returned for one node."""
+
+    __slots__ = ("node", "status", "picks", "message")
+
+    def __init__(self, node, status, picks=None, message=None):
+        self.node, self.status, self.picks, self.message = node, status, picks or [], message
+
+    @property
+    def fits(self):
+        return self.status == SUCCESS
+
+
+class _MatchState:
+    """matchAttribute: the first device fixes the value (brief 2.6)."""
+
+    __slots__ = ("c", "values")
+
+    def __init__(self, constraint):
+        self.c, self.values = constraint, []
+
+    def add(self, label, device):
+        value = device.attribute(self.c.match)
+        if value is None or value[0] == "unknown":
+            return False
+        if self.values and self.values[0] != value:
+            return False
+        self.values.append(value)
+        return True
+
+    def remove(self, label, device):
+        self.values.pop()
+
+
+class _DistinctState:
+    __slots__ = ("c", "per_request", "values")
+
+    def __init__(self, constraint, per_request):
+        self.c, self.per_request = constraint, per_request
+        self.values = {} if per_request else []
+
+    def add(self, label, device):
+        value = device.attribute(self.c.distinct)
+        if value is None or value[0] == "unknown":
+            return False
+        if self.per_request:
+            # QUIRK (1.36): one stored value per request name, so only the latest device of a request counts.
+            if value in self.values.values():
+                return False
+            self.values[label] = value
+        else:
+            if value in self.values:
+                return False
+            self.values.append(value)
+        return True
+
+    def remove(self, label, device):
+        if self.per_request:
+            self.values.pop(label, None)
+        else:
+            self.values.pop()
+
+
+def policy_consumption(requested, value, policy):
+    """Amount a share consumes of one capacity, or None when the request violates the policy (brief 2.12)."""
+    if not policy:
+        return value if requested is None else requested
+    default = policy.get("default")
+    default = _quantity(default) if default is not None else None
+    if requested is None:
+        return default if default is not None else value
+    vr, vv = policy.get("validRange"), policy.get("validValues")
+    if vr:
+        lo = _quantity(vr.get("min"))
+        amount = max(requested, lo)
+        step = vr.get("step")
+        if step is not None:
+            step = _quantity(step)
+            # 1.36 works on whole numbers: Quantity.Value() rounds up.
+            lo_i, st_i, am_i = _ceil(lo), _ceil(step), _ceil(amount)
+            if st_i > 0:
+                n = -(-(am_i - lo_i) // st_i)
+                amount = lo_i + n * st_i
+        hi = vr.get("max")
+        if hi is not None and amount != default and amount > _quantity(hi):
+            return None
+        return amount
+    if vv:
+        values = sorted(_quantity(v) for v in vv)
+        for v in values:
+            if v >= requested:
+                return v
+        return requested if requested != default else requested
+    return requested
+
+
+def _quantity(v):
+    from .model import _q
+
+    return _q(v)
+
+
+def _ceil(f):
+    return -(-f.numerator // f.denominator)
+
+
+class Plan:
+    """Claims prepared for allocation: classes resolved, selectors compiled (the same on every node)."""
+
+    def __init__(self, inventory, claims, chains):
+        self.inventory = inventory
+        self.claims = claims
+        self.chains = chains  # id(variant) -> (chain_key, [(owner, index, compiled, expr)])
+        self.only_constraints = None
+
+
+class NodeAllocator:
+    """Runs the search for one node at a time; reuse it across nodes of one preview."""
+
+    def __init__(self, plan, extra=None):
+        self.plan = plan
+        self.inv = plan.inventory
+        self.f = self.inv.features
+        self.state = self.inv.state
+        # `extra` carries allocations made by earlier copies in a headroom run (same shape as the
+        # per-call state), so greedy placement sees them as allocated.
+        self.extra = extra
+
+    # -- candidates ----------------------------------------------------------------------------
+
+    def candidates(self, view, variant):
+        """Devices of usable pools on this node whose selectors are true or raise, in search order."""
+        chain_key, chain = self.plan.chains[id(variant)]
+        return self.chain_candidates(view, chain_key, chain)
+
+    def chain_candidates(self, view, chain_key, chain):
+        cached = view.candidates.get(chain_key)
+        if cached is not None:
+            return cached
+        out = []
+        binding_ok = self.f.binding_conditions
+        for pool in view.usable:
+            matches = pool.match_cache.get(chain_key)
+            if matches is None:
+                matches = []
+                for dev in pool.devices:
+                    if dev.binding_conditions and not binding_ok:
+                        continue
+                    res = evaluate_chain(dev, chain)
+                    if res is not False:
+                        matches.append((dev, pool, None if res is True else res))
+                pool.match_cache[chain_key] = matches
+            out.extend(matches)
+        view.candidates[chain_key] = out
+        return out
+
+    # -- the call ------------------------------------------------------------------------------
+
+    def run(self, view):
+        claims = self.plan.claims
+        self.view = view
+        self.picked_dedicated = set()
+        self.picked_by_claim = [set() for _ in claims]
+        self.share_capacity = {}
+        self.share_recorded = set()
+        self.counters_used = {}
+        self.picks = [[] for _ in claims]
+        only = self.plan.only_constraints  # None = all (explanations try subsets)
+        self.constraint_states = [
+            [
+                _MatchState(c) if c.match else _DistinctState(c, self.f.quirk_distinct_per_request)
+                for i, c in enumerate(claim.constraints)
+                if only is None or (ci, i) in only
+            ]
+            for ci, claim in enumerate(claims)
+        ]
+        try:
+            self.all_lists = {}
+            for claim in claims:
+                total = 0
+                for req in claim.requests:
+                    needs = []
+                    for v in req.variants:
+                        if v.mode == "All":
+                            lst = self._all_list(view, claim, v)
+                            self.all_lists[id(v)] = lst
+                            needs.append(len(lst))
+                        else:
+                            needs.append(v.count)
+                    total += min(needs) if needs else 0
+                if total > MAX_DEVICES_PER_CLAIM:
+                    raise AllocationError(f"claim {claim.ref}: number of requested devices {total} exceeds the claim limit of {MAX_DEVICES_PER_CLAIM}")
+            ok = not self._hopeless(view) and self._claim(0)
+        except AllocationError as exc:
+            return Outcome(view.name, ERROR, message=str(exc))
+        if ok:
+            return Outcome(view.name, SUCCESS, picks=[list(p) for p in self.picks])
+        if view.invalid:
+            return Outcome(view.name, NODE_FAILURE, message=f"{INVALID_POOLS_MESSAGE} ({invalid_detail(view)})")
+        return Outcome(view.name, UNSCHEDULABLE)
+
+    def _hopeless(self, view):
+        """A request with fewer not-yet-allocated candidates than its count can never be served.
+
+        Cheap exact shortcut for the common "node is full" case; skipped where the search could
+        reach a selector error first (that must surface as a hard error, as upstream).
+        """
+        dedicated = self.state.dedicated
+        extra = self.extra.dedicated if self.extra is not None else ()
+        for claim in self.plan.claims:
+            for req in claim.requests:
+                if req.prioritized:
+                    continue
+                v = req.variants[0]
+                if v.mode != "ExactCount" or v.admin:
+                    continue
+                cands = self.candidates(view, v)
+                if self._last_error(cands) >= 0:
+                    return False
+                free = 0
+                for dev, _, _ in cands:
+                    if dev.key not in dedicated and dev.key not in extra:
+                        free += 1
+                        if free >= v.count:
+                            break
+                if free < v.count:
+                    return True
+        return False
+
+    def _all_list(self, view, claim, v):
+        for pool in view.pools:
+            if not pool.complete:
+                raise AllocationError(f"claim {claim.ref}, request {v.label}: asks for all devices, but resource pool {pool.label} is currently being updated")
+            if pool.invalid:
+                raise AllocationError(f"claim {claim.ref}, request {v.label}: asks for all devices, but resource pool {pool.label} is currently invalid ({pool.invalid})")
+        for pool in view.incomplete:
+            raise AllocationError(f"claim {claim.ref}, request {v.label}: asks for all devices, but resource pool {pool.label} is currently being updated")
+        for pool in view.invalid:
+            raise AllocationError(f"claim {claim.ref}, request {v.label}: asks for all devices, but resource pool {pool.label} is currently invalid ({pool.invalid})")
+        out = []
+        for dev, pool, err in self.candidates(view, v):
+            if err is not None:
+                raise AllocationError(format_cel_error(claim, err))
+            if v.capacity_requests and self.f.consumable_capacity and self._capacity(dev, v, persisted_only=True) is None:
+                continue
+            out.append((dev, pool, None))
+        return out
+
+    def _claim(self, ci):
+        if ci == len(self.plan.claims):
+            return True
+        try:
+            return self._request(ci, 0)
+        except _MaxSize:
+            return False  # at a claim boundary the signal is a plain "no solution"
+
+    def _request(self, ci, ri):
+        claim = self.plan.claims[ci]
+        if ri == len(claim.requests):
+            return self._claim(ci + 1)
+        req = claim.requests[ri]
+        if not req.prioritized:
+            return self._device(ci, ri, req.variants[0], 0, 0)
+        for v in req.variants:
+            try:
+                if self._device(ci, ri, v, 0, 0):
+                    return True
+            except _MaxSize:
+                continue
+        return False
+
+    def _device(self, ci, ri, v, di, start):
+        all_mode = v.mode == "All"
+        if all_mode:
+            lst = self.all_lists[id(v)]
+            need = len(lst)
+            if need == 0:
+                return False  # at least one device is required
+        else:
+            need = v.count
+        if di == 0 and len(self.picks[ci]) + need > MAX_DEVICES_PER_CLAIM:
+            raise _MaxSize()
+        if di == need:
+            return self._request(ci, ri + 1)
+        claim = self.plan.claims[ci]
+        if all_mode:
+            dev, pool, _ = lst[di]
+            token = self._try(ci, claim, v, dev, pool, None, must=True)
+            if token is None:
+                return False
+            ok = False
+            try:
+                ok = self._device(ci, ri, v, di + 1, 0)
+            finally:
+                if not ok:
+                    self._undo(ci, token)
+            return ok
+        cands = self.candidates(self.view, v)
+        # Combinations need `need - di` more positions: stop when fewer are left. Safe only past the
+        # last candidate whose selector raised (upstream would reach it and fail hard).
+        stop = len(cands) - (need - di) + 1
+        last_err = self._last_error(cands)
+        for idx in range(start, len(cands)):
+            if idx >= stop and idx > last_err:
+                break
+            dev, pool, err = cands[idx]
+            token = self._try(ci, claim, v, dev, pool, err, must=False)
+            if token is None:
+                continue
+            ok = False
+            try:
+                ok = self._device(ci, ri, v, di + 1, idx + 1)
+            finally:
+                if not ok:
+                    self._undo(ci, token)
+            if ok:
+                return True
+        return False
+
+    def _last_error(self, cands):
+        """Index of the last candidate whose selectors raised, -1 if none (cached with the list)."""
+        key = ("last-error", id(cands))
+        last = self.view.candidates.get(key)
+        if last is None:
+            last = self.view.candidates[key] = max((i for i, c in enumerate(cands) if c[2] is not None), default=-1)
+        return last
+
+    # -- one candidate (brief 2.5) -------------------------------------------------------------
+
+    def _in_use(self, ci, v, key, shareable):
+        if v.admin:
+            return key in self.picked_by_claim[ci]
+        if key in self.state.dedicated or key in self.picked_dedicated:
+            return True
+        extra = self.extra
+        if extra is not None and key in extra.dedicated:
+            return True
+        return False
+
+    def _capacity(self, dev, v, persisted_only=False):
+        """Consumption per capacity if the device can serve the request, else None."""
+        shareable = dev.multi and self.f.consumable_capacity
+        reqs = v.capacity_requests
+        if not reqs and not shareable:
+            return {}
+        caps = dev.capacity
+        for name in reqs:
+            if name not in caps:
+                return None  # 1.36: exact key match only
+        consumed = {}
+        agg = self.state.capacity.get(dev.key) if shareable else None
+        mine = None if persisted_only else self.share_capacity.get(dev.key)
+        extra = self.extra.capacity.get(dev.key) if (self.extra is not None and shareable) else None
+        for name, (value, policy) in caps.items():
+            if not shareable and name not in reqs:
+                continue
+            amount = policy_consumption(reqs.get(name), value, policy if shareable else None)
+            if amount is None:
+                return None
+            used = amount
+            if agg:
+                used += agg.get(name, 0)
+            if mine:
+                used += mine.get(name, 0)
+            if extra:
+                used += extra.get(name, 0)
+            if used > value:
+                return None
+            if shareable:
+                consumed[name] = amount
+        return consumed
+
+    def _try(self, ci, claim, v, dev, pool, err, must):
+        """Check one device; on success mark it and return an undo token, else None."""
+        key = dev.key
+        f = self.f
+        shareable = dev.multi and f.consumable_capacity
+        if self._in_use(ci, v, key, shareable):
+            return None
+        if err is not None:
+            raise AllocationError(format_cel_error(claim, err))
+        consumed = {}
+        if f.consumable_capacity and (v.capacity_requests or shareable):
+            consumed = self._capacity(dev, v)
+            if consumed is None:
+                return None
+        counted = None
+        if dev.has_counters:
+            if not f.partitionable_devices:
+                return None
+            paid = shareable and (key in self.state.capacity or key in self.share_recorded or (self.extra is not None and key in self.extra.capacity))
+            if not paid:
+                counted = self._add_counters(pool, dev)
+                if counted is False:
+                    return None
+        if f.device_taints and dev.taints and v.blocking_taint(dev) is not None:
+            self._leak_or_release(pool, counted)
+            return None
+        accepted = []
+        for cs in self.constraint_states[ci]:
+            if cs.c.covers(v):
+                if not cs.add(v.label, dev):
+                    for prev in reversed(accepted):
+                        prev.remove(v.label, dev)
+                    self._leak_or_release(pool, counted)
+                    if must:
+                        raise AllocationError(f"claim {claim.ref}, request {v.label}: cannot add device {dev.id} because a claim constraint would not be satisfied")
+                    return None
+                accepted.append(cs)
+        if shareable:
+            mine = self.share_capacity.setdefault(key, {})
+            for name, amount in consumed.items():
+                mine[name] = mine.get(name, 0) + amount
+            newly_recorded = bool(dev.capacity) and key not in self.share_recorded
+            if newly_recorded:
+                self.share_recorded.add(key)
+        else:
+            newly_recorded = False
+            if not v.admin:
+                self.picked_dedicated.add(key)
+        new_for_claim = key not in self.picked_by_claim[ci]
+        self.picked_by_claim[ci].add(key)
+        self.picks[ci].append(Pick(claim, v, dev, pool, shareable, consumed if shareable else None))
+        return (v, dev, pool, shareable, consumed, counted, accepted, newly_recorded, new_for_claim)
+
+    def _undo(self, ci, token):
+        v, dev, pool, shareable, consumed, counted, accepted, newly_recorded, new_for_claim = token
+        self.picks[ci].pop()
+        if new_for_claim:
+            self.picked_by_claim[ci].discard(dev.key)
+        for cs in reversed(accepted):
+            cs.remove(v.label, dev)
+        if shareable:
+            mine = self.share_capacity[dev.key]
+            for name, amount in consumed.items():
+                mine[name] -= amount
+            if newly_recorded:
+                self.share_recorded.discard(dev.key)
+            # QUIRK (1.36): undoing a share does not give its counters back.
+            if not self.f.quirk_counter_leak:
+                self._release(pool, counted)
+        else:
+            if not v.admin:
+                self.picked_dedicated.discard(dev.key)
+            self._release(pool, counted)
+
+    # -- counters (brief 2.10) -----------------------------------------------------------------
+
+    def _add_counters(self, pool, dev):
+        pc = pool.counters
+        if pc is None:
+            return False
+        used = self.counters_used.setdefault(id(pc), {})
+        extra = self.extra.counters.get(id(pc)) if self.extra is not None else None
+        added = []
+        ok = not pc.overcommitted
+        for set_name, counters in dev.consumes:
+            avail = pc.available.get(set_name)
+            if avail is None:
+                ok = False
+                continue
+            u = used.setdefault(set_name, {})
+            eu = extra.get(set_name) if extra else None
+            for cname, amount in counters.items():
+                total = u.get(cname, 0) + amount
+                u[cname] = total
+                added.append((set_name, cname, amount))
+                if eu:
+                    total += eu.get(cname, 0)
+                if total > avail.get(cname, 0):
+                    ok = False
+        if not ok:
+            self._release(pool, added)
+            return False
+        return added
+
+    def _release(self, pool, counted):
+        if not counted:
+            return
+        used = self.counters_used[id(pool.counters)]
+        for set_name, cname, amount in counted:
+            used[set_name][cname] -= amount
+
+    def _leak_or_release(self, pool, counted):
+        # QUIRK (1.36, kubernetes#140436): a device rejected after its counters were charged keeps them.
+        if not self.f.quirk_counter_leak:
+            self._release(pool, counted)
+
+
+class Overlay:
+    """Allocations made by earlier copies during a headroom run (counted as allocated)."""
+
+    def __init__(self):
+        self.dedicated = set()
+        self.capacity = {}
+        self.counters = {}
+
+    def commit(self, allocator):
+        self.dedicated |= allocator.picked_dedicated
+        for key, caps in allocator.share_capacity.items():
+            mine = self.capacity.setdefault(key, {})
+            for name, amount in caps.items():
+                mine[name] = mine.get(name, 0) + amount
+        for pc_id, sets in allocator.counters_used.items():
+            mine = self.counters.setdefault(pc_id, {})
+            for set_name, counters in sets.items():
+                m = mine.setdefault(set_name, {})
+                for cname, amount in counters.items():
+                    m[cname] = m.get(cname, 0) + amount
+
+
+def evaluate_chain(device, chain):
+    """True, False, or (owner, index, error) for the class selectors then the request's selectors."""
+    cache = device.sel_cache
+    for owner, index, compiled, expr in chain:
+        res = cache.get(expr)
+        if res is None:
+            proj = projector_for(expr) if SHARE_RESULTS else None
+            pkey = proj.key(device) if proj is not None else None
+            if pkey is not None:
+                res = proj.results.get(pkey)
+            if res is None:
+                res = _evaluate(compiled, expr, device)
+                if pkey is not None:
+                    proj.results[pkey] = res
+            cache[expr] = res
+        if res is True:
+            continue
+        if res is False:
+            return False
+        return (owner, index, res)
+    return True
+
+
+def invalid_detail(view, limit=3):
+    """Which pools are invalid and why; this node's own pools first, at most `limit` named."""
+    own = [p for p in view.invalid if p.devices]
+    pools = own + [p for p in view.invalid if not p.devices]
+    text = "; ".join(f"pool {p.label}: {p.invalid}" for p in pools[:limit])
+    if len(pools) > limit:
+        text += f"; and {len(pools) - limit} more invalid pools seen through their shared counters"
+    return text
+
+
+def _evaluate(compiled, expr, device):
+    from .cel import CelRuntimeError
+
+    try:
+        return bool(compiled.evaluate(device.cel_device()))
+    except CelRuntimeError as exc:
+        return exc
+    except ValueError as exc:  # a capacity that is not a quantity: the device cannot be evaluated
+        return CelRuntimeError(expr, str(exc))
+
+
+def format_cel_error(claim, err):
+    owner, index, exc = err
+    prefix = owner if owner.startswith("class ") else f"claim {claim.ref}"
+    return f"{prefix}: selector #{index}: CEL runtime error: {getattr(exc, 'message', None) or exc}"

@@ -1,0 +1,102 @@
+"""Django side of the allocation engine: build its input from the mirrored rows of one cluster.
+
+The engine (claims.allocator) knows nothing about Django. Building an Inventory for a big cluster
+costs a second or two and its per-device CEL caches make later previews fast, so one Inventory is
+kept per cluster and process, and rebuilt when the cluster's data changed (a cheap fingerprint of
+counts and newest resourceVersions/sync times per kind, one aggregate query per kind).
+"""
+
+import threading
+
+from django.db.models import Count, Max
+
+from claims.allocator import Features, InputError, Inventory, headroom, load_documents, preview, resolve_claims
+from claims.allocator.errors import AllocationError
+from claims.allocator.model import ClaimSpec
+from claims.models import ResourceClaim, ResourceClaimTemplate
+from inventory.models import DeviceClass, DeviceTaintRule, Node, ResourceSlice
+
+__all__ = ["PreviewError", "cluster_inventory", "run_preview", "invalidate"]
+
+# Kind -> model, in the order the Inventory wants them.
+SOURCES = (
+    ("device_classes", DeviceClass),
+    ("resource_slices", ResourceSlice),
+    ("resource_claims", ResourceClaim),
+    ("resource_claim_templates", ResourceClaimTemplate),
+    ("nodes", Node),
+    ("device_taint_rules", DeviceTaintRule),
+)
+
+_cache = {}
+_lock = threading.Lock()
+
+
+class PreviewError(ValueError):
+    """Bad preview input (YAML, kinds, claim choice, cluster settings); the message says what and where."""
+
+
+def _fingerprint(cluster):
+    parts = []
+    for _, model in SOURCES:
+        agg = model.objects.filter(cluster=cluster).aggregate(n=Count("id"), rv=Max("resource_version_num"), at=Max("synced_at"))
+        parts.append((agg["n"], agg["rv"], agg["at"]))
+    parts.append(tuple(sorted((cluster.features or {}).items())))
+    return tuple(parts)
+
+
+def features_of(cluster):
+    try:
+        return Features.from_dict(cluster.features)
+    except ValueError as exc:
+        raise PreviewError(f"cluster {cluster.name}: {exc}") from None
+
+
+def cluster_inventory(cluster):
+    """The Inventory of `cluster`, rebuilt only when its mirrored data changed."""
+    fp = _fingerprint(cluster)
+    with _lock:
+        hit = _cache.get(cluster.pk)
+        if hit and hit[0] == fp:
+            return hit[1]
+    objects = {kind: list(model.objects.filter(cluster=cluster).order_by("namespace", "name").values_list("raw", flat=True)) for kind, model in SOURCES}
+    inv = Inventory(features=features_of(cluster), **objects)
+    with _lock:
+        _cache[cluster.pk] = (fp, inv)
+    return inv
+
+
+def invalidate(cluster=None):
+    """Forget cached inventories (all, or one cluster's)."""
+    with _lock:
+        if cluster is None:
+            _cache.clear()
+        else:
+            _cache.pop(cluster.pk, None)
+
+
+def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_headroom=False, nodes=None):
+    """Preview `yaml_text` (claims, templates or one pod) or an existing pending `claim` row on every
+    node of `cluster`. Returns the engine's JSON dict; raises PreviewError for bad input."""
+    if (yaml_text is None) == (claim is None):
+        raise PreviewError("give either YAML (a claim, template or pod) or an existing claim, not both")
+    inv = cluster_inventory(cluster)
+    try:
+        if claim is not None:
+            if claim.cluster_id != cluster.pk:
+                raise PreviewError(f"claim {claim} belongs to another cluster")
+            if (claim.raw.get("status") or {}).get("allocation"):
+                raise PreviewError(f"claim {claim.namespace}/{claim.name} is already allocated{' on ' + claim.node_name if claim.node_name else ''}; pick a pending claim")
+            claims, bound = [ClaimSpec(claim.namespace, claim.name, claim.raw.get("spec"))], []
+        else:
+            claims, bound = resolve_claims(inv, load_documents(yaml_text, "YAML"), namespace=namespace)
+        result = preview(inv, claims, bound=bound, nodes=nodes)
+    except InputError as exc:
+        raise PreviewError(str(exc)) from None
+    result["summary"]["cluster"] = cluster.name
+    if with_headroom:
+        try:
+            result["headroom"] = headroom(inv, claims)
+        except AllocationError as exc:
+            result["headroom"] = {"error": str(exc)}
+    return result
