@@ -149,7 +149,8 @@ def nic_device(index, rng):
 
 
 def mig_counter_set(minor, profiles):
-    full = max(profiles, key=lambda p: p["slices"])
+    # The counters describe the whole physical GPU, whichever partitions are published.
+    full = max(DEFAULT_MIG_PROFILES, key=lambda p: p["slices"])
     counters = {COUNTER_NAMES[k]: {"value": str(full[k])} for k in COUNTER_NAMES}
     for i in range(full["slices"]):
         counters[f"memory-slice-{i}"] = {"value": "1"}
