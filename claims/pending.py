@@ -1,0 +1,367 @@
+"""'Why is my Pod Pending?': the DRA admin's checklist for one pod, in order.
+
+Reads the pod, its claims, events and driver pods live from the API server when it answers (the mirror
+may lag, and events are not mirrored), else from the database mirror, and says which it used.
+Each step is {"key", "title", "status" (pass/warn/fail/info), "detail", "data"}.
+"""
+
+from django.conf import settings
+
+from gpudash.kube import KubeClient, KubeError
+from inventory.models import Node, ResourceSlice
+
+from .models import Pod, ResourceClaim
+
+PASS, WARN, FAIL, INFO = "pass", "warn", "fail", "info"
+TERMINAL = ("Succeeded", "Failed")
+
+
+class PodNotFound(LookupError):
+    pass
+
+
+def ops_setting(name, default=None):
+    return (getattr(settings, "GPUDASH_OPS", None) or {}).get(name, default)
+
+
+class ClusterReader:
+    """Live reads with the mirror as fallback; `source` says which one answered ('live' or 'mirror')."""
+
+    def __init__(self, cluster, live=True):
+        self.cluster = cluster
+        self.client = None
+        self.error = ""
+        if live and not cluster.is_snapshot:
+            try:
+                self.client = KubeClient.for_cluster(cluster)
+            except KubeError as exc:
+                self.error = str(exc)
+        self.timeout = ops_setting("API_TIMEOUT_SECONDS", 10.0)
+
+    @property
+    def live(self):
+        return self.client is not None
+
+    def close(self):
+        if self.client is not None:
+            self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def get(self, path, query=None):
+        """JSON from the API server, None on 404; on any other failure drop to mirror mode."""
+        if self.client is None:
+            return None
+        try:
+            return self.client.get_json(path, query, timeout=(self.timeout, self.timeout))
+        except KubeError as exc:
+            if exc.not_found:
+                return None
+            self.error = str(exc)
+            self.client.close()
+            self.client = None
+            raise
+
+    def pod(self, namespace, name):
+        if self.live:
+            try:
+                return self.get(f"/api/v1/namespaces/{namespace}/pods/{name}"), "live"
+            except KubeError:
+                pass
+        row = Pod.objects.filter(cluster=self.cluster, namespace=namespace, name=name).first()
+        return (row.raw if row else None), "mirror"
+
+    def claim(self, namespace, name):
+        if self.live:
+            try:
+                return self.get(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"), "live"
+            except KubeError:
+                pass
+        row = ResourceClaim.objects.filter(cluster=self.cluster, namespace=namespace, name=name).first()
+        return (row.raw if row else None), "mirror"
+
+    def events(self, namespace, name, uid):
+        """Events about one object; None when they cannot be read (not mirrored, API server unreachable)."""
+        if not self.live:
+            return None
+        try:
+            doc = self.get(f"/api/v1/namespaces/{namespace}/events", {"fieldSelector": f"involvedObject.name={name}"}) or {}
+        except KubeError:
+            return None
+        items = [e for e in doc.get("items") or [] if (e.get("involvedObject") or {}).get("uid") in (None, "", uid)]
+        items.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "")
+        return [
+            {"type": e.get("type"), "reason": e.get("reason"), "message": e.get("message"), "count": e.get("count"),
+             "at": e.get("lastTimestamp") or e.get("eventTime")}
+            for e in items[-20:]
+        ]
+
+    def driver_pods(self, driver, node):
+        """Pods of `driver` on `node`: (list of {name, namespace, phase, ready}, how they were found) or (None, why)."""
+        selectors = []
+        label = ops_setting("DRIVER_POD_LABEL")
+        if label:
+            selectors.append(f"{label}={driver}")
+        extra = (ops_setting("DRIVER_POD_SELECTORS") or {}).get(driver)
+        if extra:
+            selectors.append(extra)
+        found = {}
+        if self.live:
+            try:
+                for selector in selectors:
+                    doc = self.get("/api/v1/pods", {"labelSelector": selector, "fieldSelector": f"spec.nodeName={node}"}) or {}
+                    for p in doc.get("items") or []:
+                        if (p.get("spec") or {}).get("nodeName") == node:
+                            found[(p["metadata"].get("namespace"), p["metadata"].get("name"))] = p
+                return [_driver_pod_view(p) for p in found.values()], selectors
+            except KubeError:
+                pass
+        for row in Pod.objects.filter(cluster=self.cluster, node_name=node):
+            if any(_labels_match(row.labels, s) for s in selectors):
+                found[(row.namespace, row.name)] = row.raw
+        return [_driver_pod_view(p) for p in found.values()], selectors
+
+
+def _labels_match(labels, selector):
+    for part in selector.split(","):
+        key, _, value = part.partition("=")
+        if labels.get(key.strip()) != value.strip():
+            return False
+    return True
+
+
+def _driver_pod_view(pod):
+    status = pod.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    meta = pod.get("metadata") or {}
+    return {"namespace": meta.get("namespace"), "name": meta.get("name"), "phase": status.get("phase"), "ready": ready}
+
+
+def step(key, title, status, detail, **data):
+    return {"key": key, "title": title, "status": status, "detail": detail, "data": data}
+
+
+def pod_claim_names(pod):
+    """[(pod claim name, claim name or '', template name or '')] for the pod's claims, extended-resource claim included."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    generated = {s.get("name"): s.get("resourceClaimName") or "" for s in status.get("resourceClaimStatuses") or []}
+    out = []
+    for ref in spec.get("resourceClaims") or []:
+        name = ref.get("name") or ""
+        out.append((name, ref.get("resourceClaimName") or generated.get(name, ""), ref.get("resourceClaimTemplateName") or ""))
+    ext = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    if ext:
+        out.append(("(extended resources)", ext, ""))
+    return out
+
+
+def scheduling_step(pod):
+    status = pod.get("status") or {}
+    node = (pod.get("spec") or {}).get("nodeName")
+    cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+    phase = status.get("phase") or "Unknown"
+    if node:
+        return step("scheduling", "Scheduled", PASS, f"Bound to node {node}; phase {phase}.", node=node, phase=phase)
+    if cond and cond.get("status") == "False":
+        return step("scheduling", "Scheduled", FAIL, f"{cond.get('reason') or 'Not scheduled'}: {cond.get('message') or ''}".strip(),
+                    reason=cond.get("reason"), message=cond.get("message"), phase=phase)
+    return step("scheduling", "Scheduled", WARN, "Not scheduled yet and no PodScheduled condition: the scheduler has not tried "
+                "(scheduling gates, or the claim does not exist yet).", phase=phase)
+
+
+def claim_steps(cluster, reader, pod, pod_claim, claim_name, template):
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    pod_uid, node = meta.get("uid"), (pod.get("spec") or {}).get("nodeName")
+    steps = []
+    if not claim_name:
+        steps.append(step("exists", "Claim exists", FAIL,
+                          f"No claim created yet from template {template!r} (the resource-claim controller writes it into the pod's "
+                          "status; look for FailedResourceClaimCreation events, or a missing template)."))
+        return steps, None
+    claim, _ = reader.claim(meta.get("namespace"), claim_name)
+    if claim is None:
+        steps.append(step("exists", "Claim exists", FAIL, f"ResourceClaim {claim_name} does not exist in {meta.get('namespace')}."))
+        return steps, None
+    cmeta, cstatus = claim.get("metadata") or {}, claim.get("status") or {}
+    if cmeta.get("deletionTimestamp"):
+        steps.append(step("exists", "Claim exists", FAIL, f"ResourceClaim {claim_name} is being deleted: new pods using it are gated."))
+    else:
+        steps.append(step("exists", "Claim exists", PASS, f"ResourceClaim {claim_name}."))
+    allocation = cstatus.get("allocation")
+    if not allocation:
+        steps.append(step("allocated", "Allocated", FAIL, "Not allocated: no node has devices that satisfy it (see the engine's explanation)."))
+        steps.append(engine_step(cluster, meta.get("namespace"), claim_name))
+        return steps, claim
+    claim_node = ResourceClaim.node_from_selector(allocation.get("nodeSelector"))
+    results = (allocation.get("devices") or {}).get("results") or []
+    devices = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results]
+    steps.append(step("allocated", "Allocated", PASS, f"Allocated {', '.join(devices) or '(no devices)'}"
+                      f"{' on ' + claim_node if claim_node else ''}.", node=claim_node, devices=devices))
+    reserved = [e for e in cstatus.get("reservedFor") or []]
+    if any(e.get("uid") == pod_uid for e in reserved):
+        steps.append(step("reserved", "Reserved for this pod", PASS, "status.reservedFor names this pod."))
+    elif node:
+        steps.append(step("reserved", "Reserved for this pod", FAIL, "The pod is bound but the claim is not reserved for it: the kubelet "
+                          f"refuses to start it (reserved for: {', '.join(e.get('name', '?') for e in reserved) or 'nobody'})."))
+    else:
+        others = ", ".join(e.get("name", "?") for e in reserved)
+        steps.append(step("reserved", "Reserved for this pod", INFO if not others else WARN,
+                          "Not reserved yet (the scheduler reserves it when it binds the pod)" + (f"; reserved for {others}." if others else ".")))
+    steps.append(prepared_step(pod, claim, results))
+    return steps, claim
+
+
+def prepared_step(pod, claim, results):
+    cstatus = claim.get("status") or {}
+    seen = {(d.get("driver"), d.get("pool"), d.get("device")): {c.get("type"): c for c in d.get("conditions") or []}
+            for d in cstatus.get("devices") or []}
+    failed, pending = [], []
+    for r in results:
+        conds = seen.get((r.get("driver"), r.get("pool"), r.get("device")), {})
+        name = f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}"
+        failed += [f"{name}: {c} ({(conds.get(c) or {}).get('message') or 'True'})" for c in r.get("bindingFailureConditions") or []
+                   if (conds.get(c) or {}).get("status") == "True"]
+        pending += [f"{name}: {c}" for c in r.get("bindingConditions") or [] if (conds.get(c) or {}).get("status") != "True"]
+    device_conditions = {f"{k[0]}/{k[1]}/{k[2]}": {t: c.get("status") for t, c in v.items()} for k, v in seen.items()}
+    if failed:
+        return step("prepared", "Devices prepared", FAIL, "Binding failed: " + "; ".join(failed), conditions=device_conditions)
+    if pending:
+        return step("prepared", "Devices prepared", WARN, "Waiting for binding conditions: " + "; ".join(pending), conditions=device_conditions)
+    phase = (pod.get("status") or {}).get("phase")
+    if phase == "Running" or phase in TERMINAL:
+        return step("prepared", "Devices prepared", PASS, f"The pod's containers started (phase {phase}).", conditions=device_conditions)
+    if (pod.get("spec") or {}).get("nodeName"):
+        return step("prepared", "Devices prepared", WARN, "The pod is bound but not running: the kubelet may be failing to prepare the "
+                    "devices (look for FailedPrepareDynamicResources events, and at the driver below).", conditions=device_conditions)
+    return step("prepared", "Devices prepared", INFO, "Not applicable until the pod is bound to a node.", conditions=device_conditions)
+
+
+def engine_step(cluster, namespace, claim_name):
+    row = ResourceClaim.objects.filter(cluster=cluster, namespace=namespace, name=claim_name).first()
+    try:
+        from .preview import run_preview
+    except ImportError:
+        return step("engine", "Where could it fit?", INFO, "The allocation engine is not installed: no per-node explanation.")
+    if row is None:
+        return step("engine", "Where could it fit?", INFO, "The claim is not in the mirror yet: no per-node explanation.")
+    try:
+        from .stuck import summarize_preview
+
+        result = summarize_preview(run_preview(cluster, claim=row))
+    except Exception as exc:  # an engine failure is reported, the rest of the checklist still runs
+        return step("engine", "Where could it fit?", WARN, f"The allocation engine could not explain it: {exc}")
+    summary = result["summary"]
+    fits = summary.get("fits", 0)
+    common = (summary.get("mostCommonReason") or {}).get("example") or ""
+    if fits:
+        return step("engine", "Where could it fit?", INFO, f"The engine finds {fits} node(s) where it fits now: the scheduler "
+                    "may not have retried yet, or other pod constraints rule those nodes out.", **result)
+    return step("engine", "Where could it fit?", FAIL, f"Fits on none of {summary.get('nodes', 0)} nodes. Most common reason: {common}",
+                **result)
+
+
+def driver_steps(cluster, reader, node, drivers):
+    """For each driver expected on `node`: slices published, pool complete, driver pod running."""
+    out = []
+    node_row = Node.objects.filter(cluster=cluster, name=node).first()
+    if node_row is None:
+        out.append(step("node", f"Node {node}", FAIL, f"Node {node} is not known (deleted?)."))
+    elif node_row.ready is False:
+        out.append(step("node", f"Node {node}", FAIL, f"Node {node} is NotReady since {node_row.ready_changed_at}."))
+    else:
+        out.append(step("node", f"Node {node}", PASS, "Ready." if node_row.ready else "Readiness unknown."))
+    slices = list(ResourceSlice.objects.filter(cluster=cluster, node_name=node))
+    drivers = sorted(set(drivers) | {s.driver for s in slices})
+    for driver in drivers:
+        mine = [s for s in slices if s.driver == driver]
+        if not mine:
+            out.append(step(f"slices:{driver}", f"{driver}: slices published", FAIL,
+                            f"No ResourceSlice of {driver} for node {node}: the driver's kubelet plugin is not running or not registered."))
+        else:
+            out.append(step(f"slices:{driver}", f"{driver}: slices published", PASS, f"{len(mine)} slice(s)."))
+            for pool in sorted({s.pool for s in mine}):
+                out.append(pool_step(cluster, driver, pool))
+        pods, selectors = reader.driver_pods(driver, node)
+        if not selectors:
+            out.append(step(f"driverpod:{driver}", f"{driver}: driver pod running", INFO,
+                            "No label selector known for this driver's pods (settings GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS)."))
+        elif not pods:
+            out.append(step(f"driverpod:{driver}", f"{driver}: driver pod running", FAIL,
+                            f"No driver pod on {node} matching {' or '.join(selectors)}."))
+        elif any(p["phase"] == "Running" and p["ready"] for p in pods):
+            out.append(step(f"driverpod:{driver}", f"{driver}: driver pod running", PASS,
+                            ", ".join(f"{p['namespace']}/{p['name']}" for p in pods) + " running and ready.", pods=pods))
+        else:
+            out.append(step(f"driverpod:{driver}", f"{driver}: driver pod running", FAIL,
+                            "Driver pod(s) not ready: " + ", ".join(f"{p['namespace']}/{p['name']} ({p['phase']})" for p in pods), pods=pods))
+    return out
+
+
+def pool_step(cluster, driver, pool):
+    rows = list(ResourceSlice.objects.filter(cluster=cluster, driver=driver, pool=pool).values("pool_generation", "resource_slice_count"))
+    newest = max(r["pool_generation"] for r in rows)
+    current = [r for r in rows if r["pool_generation"] == newest]
+    expected = max(r["resource_slice_count"] for r in current)
+    if len(current) < expected:
+        return step(f"pool:{driver}/{pool}", f"{driver}: pool {pool} complete", FAIL,
+                    f"{len(current)} of {expected} slices of generation {newest} published: the scheduler skips incomplete pools "
+                    "for most requests.")
+    return step(f"pool:{driver}/{pool}", f"{driver}: pool {pool} complete", PASS, f"{len(current)}/{expected} slices, generation {newest}.")
+
+
+def explain_pod(cluster, namespace, name, live=True):
+    """The whole checklist for one pod; PodNotFound if neither the API server nor the mirror knows it."""
+    with ClusterReader(cluster, live=live) as reader:
+        pod, source = reader.pod(namespace, name)
+        if pod is None:
+            raise PodNotFound(f"pod {namespace}/{name} not found in cluster {cluster.name}")
+        meta = pod.get("metadata") or {}
+        report = {
+            "cluster": cluster.name,
+            "pod": {"namespace": namespace, "name": name, "uid": meta.get("uid"), "phase": (pod.get("status") or {}).get("phase"),
+                    "node": (pod.get("spec") or {}).get("nodeName") or ""},
+            "source": source,
+            "steps": [scheduling_step(pod)],
+            "events": reader.events(namespace, name, meta.get("uid")),
+            "claims": [],
+            "drivers": [],
+        }
+        nodes, drivers = set(), set()
+        for pod_claim, claim_name, template in pod_claim_names(pod):
+            steps, claim = claim_steps(cluster, reader, pod, pod_claim, claim_name, template)
+            report["claims"].append({"pod_claim": pod_claim, "claim": claim_name, "template": template, "steps": steps})
+            if claim:
+                allocation = (claim.get("status") or {}).get("allocation") or {}
+                claim_node = ResourceClaim.node_from_selector(allocation.get("nodeSelector"))
+                if claim_node:
+                    nodes.add(claim_node)
+                drivers |= {r.get("driver") for r in (allocation.get("devices") or {}).get("results") or [] if r.get("driver")}
+        if not report["claims"]:
+            report["steps"].append(step("claims", "Uses DRA", INFO, "The pod has no resource claims: DRA is not why it is Pending."))
+        pod_node = report["pod"]["node"]
+        if pod_node:
+            nodes.add(pod_node)
+        for node in sorted(nodes):
+            report["drivers"].append({"node": node, "steps": driver_steps(cluster, reader, node, drivers)})
+        if source == "mirror" and live:
+            report["note"] = f"API server not reachable ({reader.error}): read from the database mirror; events unavailable."
+        report["verdict"] = verdict(report)
+        return report
+
+
+def verdict(report):
+    """The first failing step, in checklist order: what to fix first."""
+    ordered = list(report["steps"])
+    for c in report["claims"]:
+        ordered += c["steps"]
+    for d in report["drivers"]:
+        ordered += d["steps"]
+    for status in (FAIL, WARN):
+        hit = next((s for s in ordered if s["status"] == status), None)
+        if hit:
+            return {"status": status, "title": hit["title"], "detail": hit["detail"]}
+    return {"status": PASS, "title": "No DRA problem found", "detail": "Every DRA check passes; look at other scheduling constraints."}

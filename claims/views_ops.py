@@ -1,0 +1,125 @@
+"""Operations pages: stuck claims (with single and bulk release, dry run first, then a confirmation),
+and 'why is my Pod Pending?'."""
+
+import json
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+
+from gpudash import roles
+from gpudash.views import DashboardView
+from inventory.models import Cluster
+
+from .models import AuditEntry, Finding, Pod
+from .pending import PodNotFound, explain_pod
+from .release import ACTION_TITLES, release_finding
+from .stuck import RULE_TITLES
+
+MAX_BULK = 100
+
+
+class StuckClaimsView(DashboardView):
+    """Open findings (or their history), filterable; rows with a remedy can be selected for release."""
+
+    template_name = "claims/stuck.html"
+    regions = {"findings": "claims/_findings_table.html"}
+    live_kinds = ("ResourceClaim", "Pod", "Node", "ResourceSlice")
+    nav = "stuck"
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        get = self.request.GET
+        qs = roles.scope_queryset(self.in_cluster(Finding.objects.select_related("cluster")), self.request.user)
+        history = get.get("history") == "1"
+        qs = qs if history else qs.filter(cleared_at__isnull=True)
+        filters = {k: get.get(k, "").strip() for k in ("rule", "severity", "namespace")}
+        for key, value in filters.items():
+            if value:
+                qs = qs.filter(**{key: value})
+        ctx.update(self.paginate(qs.order_by("cleared_at", "-first_seen", "-id"), 100))
+        for f in ctx["page_obj"].object_list:
+            f.rule_title = RULE_TITLES.get(f.rule, f.rule)
+            f.action_title = ACTION_TITLES.get(f.remedy, "")
+            f.can_release = f.remedy and f.cleared_at is None and roles.can_operate(self.request.user, f.namespace)
+        ctx.update(filters=filters, history=history, rules=RULE_TITLES, severities=Finding.Severity.choices,
+                   recent_audit=roles.scope_queryset(AuditEntry.objects.all(), self.request.user)[:10])
+        return ctx
+
+
+class ReleaseFindingsView(DashboardView):
+    """POST ids + step=dry-run: show each finding's exact request, warnings and refusals, with a confirm form.
+    POST ids + step=release (+ the resourceVersions the dry run showed): run them and show the outcomes."""
+
+    template_name = "claims/stuck_release.html"
+    nav = "stuck"
+    http_method_names = ["post"]
+
+    def post(self, request, *args, **kwargs):
+        if not roles.has_role(request.user, roles.OPERATOR):
+            # Still audited, so the attempt is on record like any other refused release.
+            ids = self._ids(request)
+            for finding in self._findings(ids):
+                release_finding(request.user, finding, dry_run=True)
+            raise PermissionDenied("Release actions need the operator role.")
+        ids = self._ids(request)
+        step = request.POST.get("step")
+        if step not in ("dry-run", "release"):
+            raise Http404("step must be dry-run or release")
+        findings = self._findings(ids)
+        if not findings:
+            messages.error(request, "Select at least one finding with a remedy.")
+            return redirect("ops:stuck")
+        results = []
+        for finding in findings:
+            rv = request.POST.get(f"rv-{finding.id}", "")
+            outcome = release_finding(request.user, finding, dry_run=step == "dry-run", expected_resource_version=rv)
+            plan = outcome.plan.as_dict() if outcome.plan else None
+            results.append({"finding": finding, "outcome": outcome, "plan": plan,
+                            "request_json": json.dumps(plan["request"], indent=2) if plan and plan["request"] else ""})
+        ctx = self.get_context_data(results=results, step=step,
+                                    confirmable=[r for r in results if r["outcome"].outcome == "dry-run"])
+        return TemplateResponse(request, self.template_name, ctx)
+
+    @staticmethod
+    def _ids(request):
+        try:
+            ids = [int(i) for i in request.POST.getlist("ids")]
+        except ValueError:
+            raise Http404("finding ids must be numbers") from None
+        return ids[:MAX_BULK]
+
+    def _findings(self, ids):
+        qs = roles.scope_queryset(Finding.objects.select_related("cluster").filter(id__in=ids), self.request.user)
+        return list(qs.order_by("id"))
+
+
+class PendingPodView(DashboardView):
+    """A form (cluster, namespace, pod), or the checklist of one pod when all three are given."""
+
+    template_name = "claims/pending.html"
+    nav = "pending"
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        get = self.request.GET
+        namespace, name = kwargs.get("namespace") or get.get("namespace", ""), kwargs.get("name") or get.get("name", "")
+        cluster = self.cluster
+        if kwargs.get("cluster_name"):
+            cluster = get_object_or_404(Cluster, name=kwargs["cluster_name"])
+        pending = roles.scope_queryset(self.in_cluster(Pod.objects.filter(phase="Pending").exclude(claim_refs=None)), self.request.user)
+        ctx.update(form={"namespace": namespace, "name": name}, target_cluster=cluster,
+                   pending_pods=pending.select_related("cluster").order_by("namespace", "name")[:50])
+        if namespace and name:
+            if cluster is None:
+                ctx["error"] = "Pick a cluster first."
+            elif not roles.can_see_namespace(self.request.user, namespace):
+                ctx["error"] = f"Pod {namespace}/{name} not found."
+            else:
+                try:
+                    ctx["report"] = explain_pod(cluster, namespace, name)
+                except PodNotFound as exc:
+                    ctx["error"] = str(exc)
+        return ctx

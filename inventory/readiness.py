@@ -1,0 +1,356 @@
+"""Cluster readiness checks: what DRA admins are told to verify before going live, as pass/warn/fail.
+
+1. API versions served and DRA features visibly in use; 2. drivers deployed where slices are published;
+3. RBAC (SubjectAccessReview for configurable subjects, SelfSubjectRulesReview for the dashboard);
+4. device reporting accuracy; 5. the failure-recovery path (stuck claims, release durations).
+Live calls go to the API server; everything else reads the mirror. A check that cannot run says why.
+"""
+
+from collections import Counter, defaultdict
+from datetime import timedelta
+from statistics import median
+
+from django.utils import timezone
+
+from claims.models import AllocationResult, ClaimStateChange, Finding, Pod, ResourceClaim
+from claims.pending import ClusterReader, ops_setting
+from gpudash.kube import KubeError
+
+from .models import Device, DeviceTaintRule, Node, ResourceSlice, SharedCounterSet
+
+PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
+_RANK = {PASS: 0, SKIP: 1, WARN: 2, FAIL: 3}
+MIRRORED = ("nodes", "pods", "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")
+
+
+def check(check_id, title, items, summary="", data=None):
+    """A check's result; its status is its worst item (no items = pass)."""
+    status = max((i["status"] for i in items), key=_RANK.get, default=PASS)
+    return {"id": check_id, "title": title, "status": status, "summary": summary, "items": items, "data": data or {}}
+
+
+def item(status, text, **data):
+    return {"status": status, "text": text, **({"data": data} if data else {})}
+
+
+# --- 1. versions and features -----------------------------------------------------------------------
+
+
+def check_versions(cluster, reader):
+    items, data = [], {}
+    version, versions = cluster.server_version, list(cluster.served_resource_versions or [])
+    if reader.live:
+        try:
+            info = reader.get("/version") or {}
+            version = info.get("gitVersion") or version
+            group = reader.get("/apis/resource.k8s.io") or {}
+            versions = [v.get("version") for v in group.get("versions") or []]
+        except KubeError as exc:
+            items.append(item(WARN, f"API server not reachable, using what discovery recorded: {exc}"))
+    data.update(server_version=version, resource_versions=versions)
+    items.append(item(PASS if version else WARN, f"Kubernetes {version}" if version else "Server version unknown."))
+    if "v1" in versions:
+        items.append(item(PASS, f"resource.k8s.io served: {', '.join(versions)}."))
+    elif versions:
+        items.append(item(WARN, f"resource.k8s.io only as {', '.join(versions)}: v1 (Kubernetes 1.34+) is what gpudash expects."))
+    else:
+        items.append(item(FAIL, "resource.k8s.io is not served: DRA is off on this cluster."))
+    features = features_in_use(cluster)
+    data["features"] = features
+    items.append(item(PASS, "DRA features in use: " + (", ".join(f"{k} ({v})" for k, v in features.items()) or "none beyond basic allocation") + "."))
+    return check("versions", "API server and DRA versions", items, f"Kubernetes {version or '?'}", data)
+
+
+def features_in_use(cluster):
+    """Which optional DRA features the mirrored objects visibly use, with a count each."""
+    found = {}
+    devices = Device.objects.filter(cluster=cluster)
+    counts = {
+        "partitionable devices (shared counters)": SharedCounterSet.objects.filter(cluster=cluster).count(),
+        "consumable capacity": devices.filter(allow_multiple_allocations=True).count(),
+        "binding conditions": devices.exclude(binding_conditions=[]).count(),
+        "device taints": devices.exclude(taints=[]).count(),
+        "DeviceTaintRules": DeviceTaintRule.objects.filter(cluster=cluster).count(),
+        "admin access": AllocationResult.objects.filter(cluster=cluster, admin_access=True).count(),
+        "per-device node selection": ResourceSlice.objects.filter(cluster=cluster, per_device_node_selection=True).count(),
+    }
+    prioritized = extended = 0
+    for raw in ResourceClaim.objects.filter(cluster=cluster).values_list("raw", flat=True):
+        reqs = ((raw.get("spec") or {}).get("devices") or {}).get("requests") or []
+        prioritized += any(r.get("firstAvailable") for r in reqs)
+        extended += "resource.kubernetes.io/extended-resource-claim" in ((raw.get("metadata") or {}).get("annotations") or {})
+    counts["prioritized list (firstAvailable)"] = prioritized
+    counts["extended resources backed by DRA"] = extended
+    for name, n in counts.items():
+        if n:
+            found[name] = n
+    return found
+
+
+# --- 2. drivers ---------------------------------------------------------------------------------------
+
+
+def _node_label_matches(labels, spec):
+    key, has_value, value = spec.partition("=")
+    return key in labels and (not has_value or labels[key] == value)
+
+
+def check_drivers(cluster, reader):
+    items = []
+    slice_nodes = defaultdict(set)
+    for driver, node in ResourceSlice.objects.filter(cluster=cluster).exclude(node_name="").values_list("driver", "node_name"):
+        slice_nodes[driver].add(node)
+    for driver, node in Device.objects.filter(cluster=cluster, slice__node_name="").exclude(node_name="").values_list("driver", "node_name"):
+        slice_nodes[driver].add(node)
+    data = {}
+    for driver in sorted(slice_nodes):
+        pod_nodes, selectors = _driver_pod_nodes(cluster, reader, driver)
+        publishing = slice_nodes[driver]
+        data[driver] = {"nodes_with_slices": sorted(publishing), "nodes_with_driver_pods": sorted(pod_nodes) if pod_nodes is not None else None}
+        if pod_nodes is None:
+            items.append(item(WARN, f"{driver}: slices from {len(publishing)} node(s); its pods cannot be found "
+                              "(set GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS)."))
+            continue
+        silent = sorted(pod_nodes - publishing)
+        orphan = sorted(publishing - pod_nodes)
+        if silent:
+            items.append(item(FAIL, f"{driver}: driver pods run on {', '.join(silent)} but no slices are published there "
+                              "(kubelet plugin not registered?).", nodes=silent))
+        if orphan:
+            items.append(item(WARN, f"{driver}: slices published for {', '.join(orphan[:20])} where no driver pod runs "
+                              "(stale slices, or the pods' labels differ).", nodes=orphan))
+        if not silent and not orphan:
+            items.append(item(PASS, f"{driver}: driver pods and slices on the same {len(publishing)} node(s)."))
+    gpu_labels = ops_setting("GPU_NODE_LABELS") or []
+    publishing_any = set().union(*slice_nodes.values()) if slice_nodes else set()
+    unpublished = sorted(n.name for n in Node.objects.filter(cluster=cluster)
+                         if any(_node_label_matches(n.labels, s) for s in gpu_labels) and n.name not in publishing_any)
+    if unpublished:
+        items.append(item(WARN, f"{len(unpublished)} node(s) look like GPU nodes but publish no slices: {', '.join(unpublished[:20])}.",
+                          nodes=unpublished))
+    if not slice_nodes:
+        items.append(item(WARN, "No DRA driver publishes node-local slices."))
+    return check("drivers", "DRA drivers deployed", items, f"{len(slice_nodes)} driver(s)", data)
+
+
+def _driver_pod_nodes(cluster, reader, driver):
+    selectors = []
+    if ops_setting("DRIVER_POD_LABEL"):
+        selectors.append(f"{ops_setting('DRIVER_POD_LABEL')}={driver}")
+    if (ops_setting("DRIVER_POD_SELECTORS") or {}).get(driver):
+        selectors.append(ops_setting("DRIVER_POD_SELECTORS")[driver])
+    nodes = set()
+    if reader.live:
+        try:
+            for selector in selectors:
+                doc = reader.get("/api/v1/pods", {"labelSelector": selector}) or {}
+                nodes |= {(p.get("spec") or {}).get("nodeName") for p in doc.get("items") or [] if (p.get("status") or {}).get("phase") == "Running"}
+            nodes.discard(None)
+            return (nodes if nodes or selectors else None), selectors
+        except KubeError:
+            pass
+    from claims.pending import _labels_match
+
+    for pod in Pod.objects.filter(cluster=cluster, phase="Running").exclude(node_name=""):
+        if any(_labels_match(pod.labels, s) for s in selectors):
+            nodes.add(pod.node_name)
+    return (nodes if nodes or selectors else None), selectors
+
+
+# --- 3. RBAC ------------------------------------------------------------------------------------------
+
+# (verb, group, resource, subresource, namespaced, why it matters)
+RISKY = (
+    ("create", "resource.k8s.io", "resourceslices", "", False, "publish devices (ResourceSlices are for drivers and admins)"),
+    ("update", "resource.k8s.io", "resourceslices", "", False, "rewrite published devices"),
+    ("patch", "resource.k8s.io", "resourceclaims", "status", True, "write claim status"),
+    ("patch", "resource.k8s.io", "resourceclaims", "binding", True, "change allocation / reservedFor (1.36 binding)"),
+    ("create", "resource.k8s.io", "deviceclasses", "", False, "define device classes"),
+    ("patch", "", "namespaces", "", False, "label their namespace for admin access"),
+)
+NEEDED_READ = [(verb, group, plural) for plural, group in (
+    ("nodes", ""), ("pods", ""), ("deviceclasses", "resource.k8s.io"), ("resourceslices", "resource.k8s.io"),
+    ("resourceclaims", "resource.k8s.io"), ("resourceclaimtemplates", "resource.k8s.io")) for verb in ("get", "list", "watch")]
+NEEDED_RELEASE = [("patch", "resource.k8s.io", "resourceclaims/status"), ("patch", "resource.k8s.io", "resourceclaims/binding"),
+                  ("patch", "resource.k8s.io", "resourceclaims"), ("delete", "resource.k8s.io", "resourceclaims")]
+
+
+def _rules_allow(rules, verb, group, resource):
+    def has(values, value):
+        return "*" in (values or []) or value in (values or [])
+
+    return any(has(r.get("verbs"), verb) and has(r.get("apiGroups"), group) and has(r.get("resources"), resource)
+               and not r.get("resourceNames") for r in rules)
+
+
+def check_rbac(cluster, reader):
+    if not reader.live:
+        return check("rbac", "RBAC", [item(SKIP, f"Needs the API server: {reader.error or 'snapshot cluster'}.")])
+    items = []
+    probe_ns = "default"
+    for subject in ops_setting("RBAC_SUBJECTS") or []:
+        who = subject.get("user") or ",".join(subject.get("groups") or [])
+        allowed = []
+        for verb, group, resource, sub, namespaced, why in RISKY:
+            body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                    "spec": {"user": subject.get("user"), "groups": subject.get("groups") or [],
+                             "resourceAttributes": {"verb": verb, "group": group, "resource": resource, "subresource": sub,
+                                                    **({"namespace": probe_ns} if namespaced else {})}}}
+            try:
+                answer = _post(reader, "/apis/authorization.k8s.io/v1/subjectaccessreviews", body)
+            except KubeError as exc:
+                items.append(item(SKIP, f"SubjectAccessReview failed: {exc}"))
+                return check("rbac", "RBAC", items)
+            if (answer.get("status") or {}).get("allowed"):
+                allowed.append(f"{verb} {resource}{'/' + sub if sub else ''} ({why})")
+        if allowed:
+            items.append(item(FAIL, f"{who} may " + "; ".join(allowed) + ".", subject=who, allowed=allowed))
+        else:
+            items.append(item(PASS, f"{who} cannot write slices, claim status or binding, classes, or namespace labels.", subject=who))
+    try:
+        review = _post(reader, "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+                       {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": probe_ns}})
+    except KubeError as exc:
+        items.append(item(SKIP, f"SelfSubjectRulesReview failed: {exc}"))
+        return check("rbac", "RBAC", items)
+    rules = (review.get("status") or {}).get("resourceRules") or []
+    missing = [f"{v} {r}" for v, g, r in NEEDED_READ if not _rules_allow(rules, v, g, r)]
+    items.append(item(FAIL if missing else PASS, ("The dashboard lacks " + ", ".join(missing) + " (deploy/rbac-readonly.yaml).")
+                      if missing else "The dashboard can get/list/watch every mirrored kind."))
+    release_missing = [f"{v} {r}" for v, g, r in NEEDED_RELEASE if not _rules_allow(rules, v, g, r)]
+    if cluster.writable and release_missing:
+        items.append(item(WARN, "Release actions are enabled but the dashboard lacks " + ", ".join(release_missing)
+                          + " (deploy/rbac-release.yaml), or set the cluster read-only."))
+    elif not cluster.writable and len(release_missing) < len(NEEDED_RELEASE):
+        items.append(item(WARN, "The cluster is read-only in gpudash but its service account may still write claims: use deploy/rbac-readonly.yaml."))
+    elif cluster.writable:
+        items.append(item(PASS, "The dashboard has exactly what release actions need."))
+    return check("rbac", "RBAC", items, data={"dashboard_rules": rules})
+
+
+def _post(reader, path, body):
+    """POST a review (authorization reviews are create-only, answered synchronously)."""
+    client = reader.client.api_client
+    prepared = client.param_serialize("POST", path, header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                                      body=body, auth_settings=["BearerToken"])
+    try:
+        response = client.call_api(*prepared, _request_timeout=reader.timeout).response
+    except Exception as exc:  # connection errors of any layer become a check result, never a 500
+        raise KubeError(f"POST {path}: {exc}") from exc
+    import json
+
+    try:
+        data = response.data
+    finally:
+        response.release_conn()
+    if not 200 <= response.status < 300:
+        raise KubeError(f"POST {path}: HTTP {response.status}", status=response.status)
+    return json.loads(data or b"{}")
+
+
+# --- 4. device reporting --------------------------------------------------------------------------------
+
+
+def check_reporting(cluster):
+    items = []
+    pools = defaultdict(list)
+    for s in ResourceSlice.objects.filter(cluster=cluster).only("id", "name", "driver", "pool", "pool_generation", "resource_slice_count", "node_name"):
+        pools[(s.driver, s.pool)].append(s)
+    incomplete, mixed = [], []
+    newest_ids = set()
+    for (driver, pool), slices in sorted(pools.items()):
+        newest = max(s.pool_generation for s in slices)
+        current = [s for s in slices if s.pool_generation == newest]
+        newest_ids |= {s.id for s in current}
+        if len(current) < max(s.resource_slice_count for s in current):
+            incomplete.append(f"{driver}/{pool} ({len(current)}/{max(s.resource_slice_count for s in current)})")
+        if len({s.pool_generation for s in slices}) > 1:
+            mixed.append(f"{driver}/{pool}")
+    items.append(item(FAIL if incomplete else PASS, f"Incomplete pools: {', '.join(incomplete[:20])}." if incomplete else "Every pool is complete."))
+    if mixed:
+        items.append(item(WARN, f"Pools with slices of several generations (an update in progress, or a stuck driver): {', '.join(mixed[:20])}."))
+    nodes = {n.name: n for n in Node.objects.filter(cluster=cluster)}
+    ghost = sorted({s.node_name for slices in pools.values() for s in slices if s.node_name and s.node_name not in nodes})
+    items.append(item(FAIL if ghost else PASS, f"Slices for nodes that don't exist: {', '.join(ghost[:20])}." if ghost else "Every node-local slice has its node."))
+    dupes = [f"{d}/{p}/{n}" for (d, p, n), c in Counter(
+        Device.objects.filter(cluster=cluster, slice_id__in=newest_ids).values_list("driver", "pool", "name")).items() if c > 1]
+    items.append(item(FAIL if dupes else PASS, f"Duplicate device names: {', '.join(dupes[:20])}." if dupes else "No duplicate device names."))
+    count_label = ops_setting("GPU_COUNT_LABEL")
+    if count_label:
+        labelled = [name for name, node in nodes.items() if count_label in node.labels]
+        per_node = Counter()
+        # Whole devices only: partitions (e.g. MIG devices, type "mig") are not what a GPU-count label counts.
+        for name, attrs in Device.objects.filter(cluster=cluster, slice_id__in=newest_ids, node_name__in=labelled).values_list("node_name", "attributes"):
+            kind = next((v.get("string") for k, v in (attrs or {}).items() if k.rsplit("/", 1)[-1] == "type" and isinstance(v, dict)), None)
+            if kind in (None, "gpu"):
+                per_node[name] += 1
+        wrong = []
+        for name, node in nodes.items():
+            want = node.labels.get(count_label)
+            if want is None:
+                continue
+            try:
+                want = int(want)
+            except ValueError:
+                wrong.append(f"{name} (label {count_label}={want!r} is not a number)")
+                continue
+            if per_node.get(name, 0) != want:
+                wrong.append(f"{name} ({per_node.get(name, 0)} devices, label says {want})")
+        if wrong:
+            items.append(item(WARN, f"Devices per node differ from {count_label}: {', '.join(wrong[:20])}.", nodes=wrong))
+    return check("reporting", "Device reporting accuracy", items, f"{len(pools)} pool(s)")
+
+
+# --- 5. failure recovery --------------------------------------------------------------------------------
+
+
+def release_durations(cluster, since):
+    """Seconds from a claim losing its last reservation (its pod went away) to being deallocated, per release."""
+    changes = defaultdict(list)
+    for c in ClaimStateChange.objects.filter(cluster=cluster, at__gte=since).order_by("at", "id"):
+        changes[c.uid].append(c)
+    durations, open_releases = [], 0
+    for rows in changes.values():
+        started = None
+        for c in rows:
+            if c.old_state == ResourceClaim.State.RESERVED and c.new_state != ResourceClaim.State.RESERVED:
+                started = c.at
+            if started and c.new_state in (ResourceClaim.State.PENDING, "deleted"):
+                durations.append((c.at - started).total_seconds())
+                started = None
+            elif c.new_state == ResourceClaim.State.RESERVED:
+                started = None
+        open_releases += started is not None
+    return durations, open_releases
+
+
+def check_recovery(cluster, now=None):
+    now = now or timezone.now()
+    items = []
+    active = Counter(Finding.objects.filter(cluster=cluster).active().values_list("rule", flat=True))
+    held = active.get("stale_reservation", 0) + active.get("orphaned_allocation", 0)
+    items.append(item(FAIL if held else PASS, f"{held} claim finding(s) still allocated after their pod went away."
+                      if held else "No claim is held after its pod went away."))
+    deleting = active.get("deletion_blocked", 0)
+    items.append(item(WARN if deleting else PASS, f"{deleting} claim(s) stuck deleting." if deleting else "No claim stuck deleting."))
+    durations, still_open = release_durations(cluster, now - timedelta(days=1))
+    data = {"releases": len(durations), "open": still_open}
+    if durations:
+        data.update(p50_seconds=median(durations), max_seconds=max(durations))
+        slow = max(durations) > 300
+        items.append(item(WARN if slow else PASS, f"{len(durations)} release(s) in the last day: median {median(durations):.1f} s, "
+                          f"slowest {max(durations):.1f} s (pod gone → claim deallocated)."))
+    else:
+        items.append(item(PASS, "No release observed in the last day."))
+    if still_open:
+        items.append(item(WARN, f"{still_open} claim(s) lost their reservation but are not deallocated yet."))
+    return check("recovery", "Failure recovery path", items, data=data)
+
+
+def run_checks(cluster, live=True):
+    with ClusterReader(cluster, live=live) as reader:
+        checks = [check_versions(cluster, reader), check_drivers(cluster, reader), check_rbac(cluster, reader),
+                  check_reporting(cluster), check_recovery(cluster)]
+        status = max((c["status"] for c in checks), key=_RANK.get)
+        return {"cluster": cluster.name, "status": status, "live": reader.live, "checked_at": timezone.now().isoformat(),
+                "checks": checks, "error": reader.error}
