@@ -1,2 +1,8 @@
 # Websocket routes; the live-view consumers register here.
-websocket_urlpatterns = []
+from django.urls import path
+
+from gpudash.consumers import LiveConsumer
+
+websocket_urlpatterns = [
+    path("ws/live/", LiveConsumer.as_asgi()),
+]

@@ -1,0 +1,268 @@
+"""Web UI benchmark on a 5,000-node fleet in PostgreSQL: page server time and websocket fan-out.
+
+    .venv/bin/python bench/bench_ui.py [--nodes 5000] [--claims 20000] [--runs 10] [--clients 200]
+                                       [--rate 100] [--seconds 10] [--reload] [--skip-pages] [--skip-fanout]
+
+Pages: requests go through Django's whole stack in-process (test client: sessions, auth, view,
+template rendering), so the time is server time without network; figures are printed, not asserted.
+Fan-out: a daphne server (subprocess) with the Redis channel layer, N authenticated websocket
+clients subscribed to the cluster's claims, and a producer committing --rate claim changes per
+second through gpudash.sync.apply.apply_object (the watchers' write path, which publishes after
+commit). Latency = time a client receives a change - time its transaction committed.
+Uses BENCH_DATABASE_URL (default: a `gpudash_bench_ui` database on the local PostgreSQL) and
+REDIS_URL (default redis://127.0.0.1:6379/6). The fleet is the same as bench/bench_api.py's.
+"""
+
+import argparse
+import asyncio
+import copy
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/gpudash_bench_ui"
+
+
+def pct(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else float("nan")
+
+
+def measure(client, url, runs):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    times = []
+    for i in range(runs + 1):
+        with CaptureQueriesContext(connection) as ctx:
+            t0 = time.perf_counter()
+            response = client.get(url)
+            elapsed = (time.perf_counter() - t0) * 1000
+        assert response.status_code == 200, (url, response.status_code)
+        if i:  # the first warms connections and caches
+            times.append(elapsed)
+    return statistics.median(times), max(times), len(ctx.captured_queries), len(response.content)
+
+
+def bench_pages(client, runs):
+    pages = [
+        ("overview", "/?cluster=bench"),
+        ("fleet map (page 1 of 25)", "/fleet/map/"),
+        ("fleet map, nodes with stuck claims", "/fleet/map/?state=stuck"),
+        ("devices, unfiltered (page 1)", "/devices/"),
+        ("devices, productName = H100 and memory >= 40Gi", "/devices/?q=productName+%3D+NVIDIA+H100+80GB+HBM3%3B+memory+%3E%3D+40Gi"),
+        ("devices, state = free", "/devices/?state=free"),
+        ("devices, profile ~ 3g (Python-side clause)", "/devices/?q=profile+~+3g"),
+        ("claims (page 1)", "/claims/"),
+        ("claims, state = stuck", "/claims/?state=stuck"),
+        ("claims, namespace + pending", "/claims/?namespace=team-03&state=pending"),
+        ("nodes (page 1)", "/nodes/"),
+        ("pods (page 1)", "/pods/"),
+        ("pools (page 1)", "/pools/"),
+    ]
+    print(f"\n{'page':52} {'median ms':>10} {'max ms':>8} {'queries':>8} {'KB':>6}")
+    results = {}
+    for name, url in pages:
+        median, worst, queries, size = measure(client, url, runs)
+        results[name] = median
+        print(f"{name:52} {median:10.0f} {worst:8.0f} {queries:8d} {size / 1024:6.0f}")
+    return results
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _clients(url, cookie, n, scope, received, ready, stop):
+    import aiohttp
+
+    # Connect a few at a time: 200 simultaneous group_add calls exhaust channels_redis's connection
+    # pool ("Too many connections"); pages reconnecting after a restart are spread by their backoff.
+    gate = asyncio.Semaphore(10)
+
+    async def one(i, session):
+        await gate.acquire()
+        async with session.ws_connect(url, headers={"Cookie": cookie, "Origin": url.replace("ws://", "http://")}) as ws:
+            await ws.send_json({"subscribe": scope})
+            msg = await ws.receive_json()
+            gate.release()
+            assert msg["type"] == "subscribed", msg
+            ready.append(i)
+            while not stop.is_set():
+                try:
+                    msg = await ws.receive(timeout=0.5)
+                except asyncio.TimeoutError:
+                    continue
+                if msg.type != aiohttp.WSMsgType.TEXT:
+                    break
+                now = time.time()
+                for change in msg.json().get("changes", []):
+                    received.append((i, change.get("name"), change.get("resourceVersion"), now))
+
+    conn = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=conn) as session:
+        await asyncio.gather(*(one(i, session) for i in range(n)))
+
+
+def bench_fanout(cluster, cookie, n_clients, rate, seconds):
+    from claims.models import ResourceClaim
+    from gpudash.sync.apply import apply_batch
+    from gpudash.sync.publish import publisher
+
+    port = _free_port()
+    env = dict(os.environ)
+    log = open(ROOT / "artifacts" / "bench_ui_daphne.log", "ab")
+    server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "-v", "0", "gpudash.asgi:application"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait_http(port)
+        out_path = ROOT / "artifacts" / "bench_ui_clients.jsonl"
+        scope = {"cluster": cluster.id, "kind": ["ResourceClaim"]}
+        # The clients run in their own process so they do not share the producer's interpreter lock.
+        clients = subprocess.Popen(
+            [sys.executable, __file__, "--clients-only", str(port), cookie, str(n_clients), json.dumps(scope), str(out_path)],
+            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        )
+        line = clients.stdout.readline()
+        print(f"\n{line.strip()}")
+        raws = list(ResourceClaim.objects.filter(cluster=cluster).order_by("id").values_list("raw", flat=True)[:500])
+        rv = 10**9 + int(time.time() * 1000)
+        committed = {}
+        batch = max(1, rate // 10)  # the watchers apply runs of events in one transaction; 10 per second here
+        interval, t_start = batch / rate, time.perf_counter()
+        for tick in range(int(rate * seconds / batch)):
+            delay = t_start + tick * interval - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            events, keys = [], []
+            for j in range(batch):
+                raw = copy.deepcopy(raws[(tick * batch + j) % len(raws)])
+                rv += 1
+                raw["metadata"]["resourceVersion"] = str(rv)
+                raw["metadata"].setdefault("labels", {})["bench-tick"] = str(tick)
+                events.append(("MODIFIED", raw))
+                keys.append((raw["metadata"]["name"], str(rv)))
+            apply_batch(cluster, "ResourceClaim", events)  # commits, then the publisher sends
+            now = time.time()
+            for key in keys:
+                committed[key] = now
+        produced_in = time.perf_counter() - t_start
+        publisher.flush()
+        time.sleep(8)  # let the tail arrive
+        clients.terminate()
+        clients.wait(10)
+        received = [json.loads(x) for x in open(out_path)]
+        lat = [(t - committed[(name, rv)]) * 1000 for _, name, rv, t in received if (name, rv) in committed]
+        expected = len(committed) * n_clients
+        print(f"produced {len(committed)} committed changes in {produced_in:.1f} s ({len(committed) / produced_in:.0f}/s, {batch} per transaction)")
+        print(f"deliveries: {len(lat)} of {expected} expected ({100 * len(lat) / max(1, expected):.1f} %)")
+        if lat:
+            print(f"commit -> client latency: p50 {pct(lat, 50):.0f} ms, p95 {pct(lat, 95):.0f} ms, p99 {pct(lat, 99):.0f} ms, max {max(lat):.0f} ms")
+        return lat, expected
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def _wait_http(port):
+    import urllib.request
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2)
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("daphne did not start; see artifacts/bench_ui_daphne.log")
+
+
+def clients_only(port, cookie, n, scope, out_path):
+    received, ready, stop = [], [], threading.Event()
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=lambda: loop.run_until_complete(_clients(f"ws://127.0.0.1:{port}/ws/live/", cookie, n, scope, received, ready, stop)), daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 60
+    while len(ready) < n and time.monotonic() < deadline:
+        time.sleep(0.1)
+    print(f"{len(ready)} of {n} websocket clients connected and subscribed", flush=True)
+    import signal
+
+    def dump(*_):
+        with open(out_path, "w") as fh:
+            for row in list(received):
+                fh.write(json.dumps(row) + "\n")
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, dump)
+    while True:
+        time.sleep(1)
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--clients-only":
+        port, cookie, n, scope, out_path = sys.argv[2:7]
+        return clients_only(int(port), cookie, int(n), json.loads(scope), out_path)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--claims", type=int, default=20000)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--rate", type=int, default=100, help="changes per second")
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--reload", action="store_true")
+    parser.add_argument("--skip-pages", action="store_true")
+    parser.add_argument("--skip-fanout", action="store_true")
+    args = parser.parse_args()
+
+    db_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_DB)
+    os.environ["DATABASE_URL"] = db_url
+    os.environ.pop("GPUDASH_TEST_DB_NAME", None)
+    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/6")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
+    os.environ.setdefault("DB_CONN_MAX_AGE", "600")
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    from bench_api import ensure_database, load
+
+    ensure_database(db_url)
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client
+
+    from inventory.models import Cluster, Device
+
+    settings.ALLOWED_HOSTS = ["*"]
+    call_command("migrate", verbosity=0)
+    if args.reload or not Cluster.objects.filter(name="bench").exists() or not Device.objects.exists():
+        load(args.nodes, args.claims)
+    cluster = Cluster.objects.get(name="bench")
+    user = User.objects.filter(username="bench-ui").first() or User.objects.create_superuser("bench-ui", password="bench-ui-pass")
+    client = Client()
+    client.force_login(user)
+    print(f"fleet: {Device.objects.filter(cluster=cluster).count()} devices; database {db_url.rsplit('/', 1)[-1]}")
+    if not args.skip_pages:
+        bench_pages(client, args.runs)
+    if not args.skip_fanout:
+        bench_fanout(cluster, f"sessionid={client.cookies['sessionid'].value}", args.clients, args.rate, args.seconds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""Claim pages: claims list and detail, pods using claims, allocation preview."""
+
+import yaml
+from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef, Q
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+
+from gpudash import roles
+from gpudash.views import DashboardView
+from inventory.models import Cluster, Device
+
+from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim
+
+STUCK = "stuck"
+CLAIM_STATES = [s for s, _ in ResourceClaim.State.choices] + [STUCK]
+
+
+def claims_with_flags(queryset):
+    """Claims annotated with `is_stuck` (an active finding names them)."""
+    findings = Finding.objects.active().filter(cluster_id=OuterRef("cluster_id"), claim_uid=OuterRef("uid"))
+    return queryset.annotate(is_stuck=Exists(findings))
+
+
+class ClaimListView(DashboardView):
+    template_name = "claims/claim_list.html"
+    regions = {"claims": "claims/_claim_table.html"}
+    live_kinds = ("ResourceClaim",)
+    nav = "claims"
+
+    def live_scope(self):
+        scope = super().live_scope()
+        if self.request.GET.get("namespace"):
+            scope["namespace"] = self.request.GET["namespace"]
+        return scope
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        get = self.request.GET
+        qs = claims_with_flags(roles.scope_queryset(self.in_cluster(ResourceClaim.objects.select_related(None)), self.request.user))
+        f = {k: get.get(k, "").strip() for k in ("namespace", "state", "node", "class", "q")}
+        if f["namespace"]:
+            qs = qs.filter(namespace=f["namespace"])
+        if f["state"] == STUCK:
+            qs = qs.filter(is_stuck=True)
+        elif f["state"]:
+            qs = qs.filter(state=f["state"])
+        if f["node"]:
+            qs = qs.filter(node_name=f["node"])
+        if f["class"]:
+            # device_classes is a JSON list; icontains on its text works on PostgreSQL and SQLite alike.
+            qs = qs.filter(device_classes__icontains=f'"{f["class"]}"')
+        if f["q"]:
+            qs = qs.filter(Q(name__icontains=f["q"]) | Q(owner_pod_name__icontains=f["q"]))
+        qs = qs.order_by("cluster_id", "namespace", "name").only(
+            "id", "cluster_id", "namespace", "name", "state", "node_name", "device_classes", "creation_timestamp", "deletion_timestamp", "owner_pod_name", "allocated"
+        )
+        ctx.update(self.paginate(qs, 100))
+        names = {c.id: c.name for c in Cluster.objects.all()}
+        for c in ctx["page_obj"].object_list:
+            c.cluster_name = names.get(c.cluster_id)
+        namespaces = roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user).values_list("namespace", flat=True).distinct().order_by("namespace")
+        ctx.update(filters=f, states=CLAIM_STATES, namespaces=list(namespaces), total=ctx["page_obj"].paginator.count)
+        return ctx
+
+
+class ClaimDetailView(DashboardView):
+    template_name = "claims/claim_detail.html"
+    regions = {"claim": "claims/_claim_body.html"}
+    nav = "claims"
+
+    def dispatch(self, request, *args, **kwargs):
+        self.claim = get_object_or_404(ResourceClaim, cluster__name=kwargs["cluster"], namespace=kwargs["namespace"], name=kwargs["name"])
+        if request.user.is_authenticated and not roles.can_see_namespace(request.user, self.claim.namespace):
+            raise Http404("No such claim.")  # not 403: do not confirm it exists
+        return super().dispatch(request, *args, **kwargs)
+
+    def live_scope(self):
+        return {"cluster": self.claim.cluster_id, "namespace": self.claim.namespace, "kind": ["ResourceClaim", "Pod"]}
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        claim = self.claim
+        results = list(claim.results.all())
+        present = set(
+            Device.objects.filter(cluster_id=claim.cluster_id, pool__in={r.pool for r in results}).values_list("driver", "pool", "name")
+        )
+        for r in results:
+            r.device_exists = (r.driver, r.pool, r.device) in present
+        consumers = list(claim.consumers.all())
+        pods = {p.uid: p for p in Pod.objects.filter(cluster_id=claim.cluster_id, uid__in=[c.uid for c in consumers])}
+        for c in consumers:
+            c.pod = pods.get(c.uid)
+        # Pods that reference the claim but are not (yet) in reservedFor: the usual "why Pending" place.
+        waiting = Pod.objects.filter(
+            cluster_id=claim.cluster_id, namespace=claim.namespace, claim_refs__claim_name=claim.name
+        ).exclude(uid__in=[c.uid for c in consumers]).distinct()
+        ctx.update(
+            claim=claim,
+            requests=(claim.spec.get("devices") or {}).get("requests") or [],
+            constraints=(claim.spec.get("devices") or {}).get("constraints") or [],
+            results=results,
+            consumers=consumers,
+            waiting_pods=waiting,
+            timeline=ClaimStateChange.objects.filter(cluster_id=claim.cluster_id, namespace=claim.namespace, name=claim.name).order_by("at", "id"),
+            findings=Finding.objects.active().filter(cluster_id=claim.cluster_id, claim_uid=claim.uid),
+            conditions=claim.status.get("conditions") or [],
+            raw_yaml=yaml.safe_dump(claim.raw, sort_keys=False, default_flow_style=False),
+        )
+        return ctx
+
+
+class PodListView(DashboardView):
+    template_name = "claims/pod_list.html"
+    regions = {"pods": "claims/_pod_table.html"}
+    live_kinds = ("Pod", "ResourceClaim")
+    nav = "pods"
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        get = self.request.GET
+        qs = roles.scope_queryset(self.in_cluster(Pod.objects.all()), self.request.user).filter(claim_refs__isnull=False).distinct()
+        f = {k: get.get(k, "").strip() for k in ("namespace", "phase", "node", "q")}
+        if f["namespace"]:
+            qs = qs.filter(namespace=f["namespace"])
+        if f["phase"]:
+            qs = qs.filter(phase=f["phase"])
+        if f["node"]:
+            qs = qs.filter(node_name=f["node"])
+        if f["q"]:
+            qs = qs.filter(name__icontains=f["q"])
+        qs = qs.order_by("cluster_id", "namespace", "name").defer("raw")
+        ctx.update(self.paginate(qs, 100))
+        page = list(ctx["page_obj"].object_list)
+        refs = {}
+        for ref in PodClaimRef.objects.filter(pod__in=page).order_by("pod_id", "id"):
+            refs.setdefault(ref.pod_id, []).append(ref)
+        claim_states = {
+            (c, ns, n): s
+            for c, ns, n, s in ResourceClaim.objects.filter(
+                cluster_id__in={p.cluster_id for p in page}, name__in={r.claim_name for rs in refs.values() for r in rs}
+            ).values_list("cluster_id", "namespace", "name", "state")
+        }
+        names = {c.id: c.name for c in Cluster.objects.all()}
+        for p in page:
+            p.cluster_name = names.get(p.cluster_id)
+            p.refs = refs.get(p.id, [])
+            for r in p.refs:
+                r.claim_state = claim_states.get((p.cluster_id, p.namespace, r.claim_name), "")
+        ctx.update(pods=page, filters=f, phases=["Pending", "Running", "Succeeded", "Failed", "Unknown"])
+        return ctx
+
+
+class PreviewView(DashboardView):
+    """Where would a claim land? Paste YAML or pick a pending claim; runs claims.preview.run_preview."""
+
+    template_name = "claims/preview.html"
+    nav = "preview"
+
+    def post(self, request, *args, **kwargs):
+        ctx = self.get_context_data(**kwargs)
+        if self.cluster is None:
+            ctx["error"] = "Pick a cluster first (the preview runs against one cluster's inventory)."
+            return self.render_to_response(ctx)
+        claim, namespace = None, request.POST.get("namespace", "").strip() or "default"
+        ref = request.POST.get("claim", "").strip()
+        yaml_text = request.POST.get("yaml", "")
+        if ref:
+            ns, _, name = ref.partition("/")
+            claim = ResourceClaim.objects.filter(cluster=self.cluster, namespace=ns, name=name).first()
+            if claim is None or not roles.can_see_namespace(request.user, ns):
+                ctx["error"] = f"No claim {ref!r} in cluster {self.cluster.name}."
+                return self.render_to_response(ctx)
+            namespace = ns
+        if not roles.can_operate(request.user, namespace):
+            raise PermissionDenied(f"Running a preview in namespace {namespace} needs the operator role there.")
+        if claim is None and not yaml_text.strip():
+            ctx["error"] = "Paste a ResourceClaim (or a claim spec) as YAML, or pick a pending claim."
+            return self.render_to_response(ctx)
+        try:
+            from claims.preview import run_preview
+        except ImportError:
+            ctx["error"] = "The allocation preview engine (claims.preview) is not installed in this build."
+            return self.render_to_response(ctx)
+        try:
+            outcome = run_preview(self.cluster, yaml_text=yaml_text if claim is None else None, claim=claim, namespace=namespace)
+        except ValueError as exc:  # bad YAML / bad claim: the engine names what is wrong
+            ctx["error"] = str(exc)
+            return self.render_to_response(ctx)
+        nodes = outcome.get("nodes") or []
+        ctx.update(
+            outcome=outcome,
+            fitting=[n for n in nodes if n.get("fits")],
+            not_fitting=[n for n in nodes if not n.get("fits")],
+            yaml_text=yaml_text,
+            picked=ref,
+            namespace=namespace,
+        )
+        return self.render_to_response(ctx)
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        pending = roles.scope_queryset(ResourceClaim.objects.pending(), self.request.user)
+        if self.cluster is not None:
+            pending = pending.filter(cluster=self.cluster)
+        picked = self.request.GET.get("claim", "")
+        ctx.setdefault("picked", picked)
+        ctx.setdefault("yaml_text", "")
+        ctx.setdefault("namespace", "default")
+        ctx.update(pending=pending.order_by("namespace", "name").only("namespace", "name")[:500])
+        return ctx
+

@@ -1,0 +1,136 @@
+"""The live-updates websocket (/ws/live/): forwards the watchers' change messages to a page.
+
+The page sends {"subscribe": {"cluster": id|null, "kind": [...], "node": name, "namespace": ns}};
+the consumer joins the narrowest groups gpudash/sync/publish.py sends to, filters what arrives
+by the same scope, redacts changes outside the user's namespaces, and forwards {"type": "changes", ...}.
+A new subscribe replaces the previous one. Anonymous connections and users without a role are
+refused at the handshake.
+"""
+
+from collections import OrderedDict
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from gpudash import roles
+from gpudash.sync.publish import GROUP_ALL, cluster_group, kind_group, namespace_group, node_group
+
+DEDUP_WINDOW = 2048  # recent (cluster, kind, uid, rv, event) keys; a change sent to two joined groups is forwarded once
+
+
+class ScopeError(ValueError):
+    pass
+
+
+def parse_scope(data):
+    """Validated subscription scope from the client's message."""
+    if not isinstance(data, dict):
+        raise ScopeError("subscribe must be an object")
+    cluster = data.get("cluster")
+    if cluster in ("", "all"):
+        cluster = None
+    if cluster is not None:
+        try:
+            cluster = int(cluster)
+        except (TypeError, ValueError):
+            raise ScopeError(f"cluster must be an id or null, not {cluster!r}") from None
+    kinds = data.get("kind") or []
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    if not isinstance(kinds, list) or not all(isinstance(k, str) and k for k in kinds):
+        raise ScopeError("kind must be a list of kind names")
+    node, namespace = data.get("node") or "", data.get("namespace") or ""
+    if not isinstance(node, str) or not isinstance(namespace, str):
+        raise ScopeError("node and namespace must be strings")
+    return {"cluster": cluster, "kind": sorted(set(kinds)), "node": node, "namespace": namespace}
+
+
+def groups_for(scope):
+    """The fewest groups that carry every change the scope wants."""
+    cid = scope["cluster"]
+    if cid is None:
+        return [GROUP_ALL]
+    if scope["node"]:
+        return [node_group(cid, scope["node"])]
+    if scope["namespace"] and not scope["kind"]:
+        return [namespace_group(cid, scope["namespace"])]
+    if scope["kind"]:
+        return [kind_group(cid, k) for k in scope["kind"]]
+    return [cluster_group(cid)]
+
+
+def wanted(change, scope):
+    """Does this change belong to the subscribed scope?"""
+    if scope["cluster"] is not None and change.get("cluster") != scope["cluster"]:
+        return False
+    if scope["kind"] and change.get("kind") not in scope["kind"]:
+        return False
+    if scope["node"] and change.get("event") != "RELIST" and change.get("node") != scope["node"]:
+        return False
+    ns = change.get("namespace") or ""
+    if scope["namespace"] and ns and ns != scope["namespace"]:
+        return False
+    return True
+
+
+def redact(change, visible):
+    """The change as this user may see it: outside their namespaces only that *something* changed
+    (device states on shared nodes still refresh), never which claim or pod."""
+    ns = change.get("namespace") or ""
+    if visible is None or not ns or ns in visible:
+        return change
+    keep = ("cluster", "cluster_name", "kind", "event", "node")
+    return {**{k: change.get(k) for k in keep}, "redacted": True}
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated or not await database_sync_to_async(roles.has_role)(user, roles.VIEWER):
+            await self.close()  # before accept: the handshake is refused (HTTP 403)
+            return
+        self.visible = await database_sync_to_async(roles.visible_namespaces)(user)
+        self.sub = None
+        self.joined = []
+        self.recent = OrderedDict()
+        await self.accept()
+
+    async def disconnect(self, code):
+        await self._leave()
+
+    async def _leave(self):
+        for group in getattr(self, "joined", []):
+            await self.channel_layer.group_discard(group, self.channel_name)
+        self.joined = []
+
+    async def receive_json(self, content, **kwargs):
+        if not isinstance(content, dict) or "subscribe" not in content:
+            await self.send_json({"type": "error", "error": "expected {\"subscribe\": {...}}"})
+            return
+        try:
+            scope = parse_scope(content["subscribe"])
+        except ScopeError as exc:
+            await self.send_json({"type": "error", "error": str(exc)})
+            return
+        await self._leave()
+        self.sub = scope
+        for group in groups_for(scope):
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.joined.append(group)
+        await self.send_json({"type": "subscribed", "scope": scope, "groups": self.joined})
+
+    async def kube_changes(self, event):
+        if self.sub is None:
+            return
+        out = []
+        for change in event.get("changes") or []:
+            key = (change.get("cluster"), change.get("kind"), change.get("uid"), change.get("resourceVersion"), change.get("event"))
+            if change.get("event") != "RELIST" and key in self.recent:
+                continue
+            self.recent[key] = True
+            if len(self.recent) > DEDUP_WINDOW:
+                self.recent.popitem(last=False)
+            if wanted(change, self.sub):
+                out.append(redact(change, self.visible))
+        if out:
+            await self.send_json({"type": "changes", "changes": out})

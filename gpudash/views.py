@@ -1,0 +1,95 @@
+"""What every dashboard page shares: login + role, the selected cluster, live regions, connection status."""
+
+import json
+
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.template.response import TemplateResponse
+from django.views.generic import TemplateView
+
+from gpudash import roles
+from inventory.connection import connections
+from inventory.models import Cluster
+
+SESSION_CLUSTER = "gpudash.cluster"
+
+
+class DashboardView(LoginRequiredMixin, TemplateView):
+    """Base of every UI page.
+
+    `regions` maps a region name to the partial template rendering it; `?fragment=<region>` returns
+    just that partial, which the page's JavaScript swaps in place when the live socket reports a
+    change of one of `live_kinds`. Regions re-render with the page's own filters (same query string).
+    """
+
+    regions = {}
+    live_kinds = ()
+    required_role = roles.VIEWER
+    nav = ""
+
+    def dispatch(self, request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return self.handle_no_permission()
+        if not roles.has_role(request.user, self.required_role):
+            raise PermissionDenied(f"The {self.required_role} role is needed to see this page.")
+        self.cluster = self.selected_cluster(request)
+        return super().dispatch(request, *args, **kwargs)
+
+    @staticmethod
+    def selected_cluster(request):
+        """?cluster=<name> (remembered in the session), 'all' or nothing = every cluster."""
+        name = request.GET.get("cluster")
+        if name is None:
+            name = request.session.get(SESSION_CLUSTER, "all")
+        elif request.session.get(SESSION_CLUSTER) != name:
+            request.session[SESSION_CLUSTER] = name
+        if not name or name == "all":
+            return None
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None:
+            request.session[SESSION_CLUSTER] = "all"
+            raise Http404(f"No cluster named {name!r}.")
+        return cluster
+
+    @property
+    def cluster_ids(self):
+        return None if self.cluster is None else [self.cluster.id]
+
+    def in_cluster(self, queryset, field="cluster"):
+        return queryset if self.cluster is None else queryset.filter(**{field: self.cluster})
+
+    def live_scope(self):
+        return {"cluster": self.cluster.id if self.cluster else None, "kind": list(self.live_kinds)}
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx.update(
+            clusters=Cluster.objects.all(),
+            cluster=self.cluster,
+            connections=connections(),
+            live_scope=json.dumps(self.live_scope()),
+            nav=self.nav,
+            role=roles.role_of(self.request.user),
+            can_operate=roles.can_operate(self.request.user),
+        )
+        return ctx
+
+    def paginate(self, items, per_page=100):
+        paginator = Paginator(items, per_page)
+        page = paginator.get_page(self.request.GET.get("page"))
+        query = self.request.GET.copy()
+        query.pop("page", None)
+        query.pop("fragment", None)
+        return {"page_obj": page, "page_query": query.urlencode()}
+
+    def render_to_response(self, context, **response_kwargs):
+        region = self.request.GET.get("fragment")
+        if region:
+            if region == "conn":
+                return TemplateResponse(self.request, "_connections.html", context)
+            if region not in self.regions:
+                raise Http404(f"This page has no region {region!r}.")
+            return TemplateResponse(self.request, self.regions[region], context)
+        return super().render_to_response(context, **response_kwargs)

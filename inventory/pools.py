@@ -1,0 +1,60 @@
+"""Pool summaries: what the slices of one (driver, pool) say together, and what is inconsistent.
+
+A pool is complete when, for its newest generation, the number of slices equals resourceSliceCount;
+slices of an older generation are stale (the allocator ignores them once the newer one is complete).
+"""
+
+from collections import defaultdict
+
+from django.db.models import Count
+
+
+def pool_summaries(slices_qs):
+    rows = (
+        slices_qs.values("cluster_id", "cluster__name", "driver", "pool", "pool_generation", "resource_slice_count", "node_name")
+        .annotate(slices=Count("id", distinct=True), devices=Count("devices"))
+        .order_by()
+    )
+    pools = defaultdict(lambda: {"generations": {}, "nodes": set()})
+    for r in rows:
+        p = pools[(r["cluster_id"], r["cluster__name"], r["driver"], r["pool"])]
+        gen = p["generations"].setdefault(r["pool_generation"], {"slices": 0, "devices": 0, "counts": set()})
+        gen["slices"] += r["slices"]
+        gen["devices"] += r["devices"]
+        gen["counts"].add(r["resource_slice_count"])
+        if r["node_name"]:
+            p["nodes"].add(r["node_name"])
+    out = []
+    for (cluster_id, cluster_name, driver, pool), p in pools.items():
+        newest = max(p["generations"])
+        gen = p["generations"][newest]
+        problems = []
+        if len(gen["counts"]) > 1:
+            problems.append(f"slices of generation {newest} disagree on resourceSliceCount: {sorted(gen['counts'])}")
+        expected = max(gen["counts"])
+        if gen["slices"] < expected:
+            problems.append(f"incomplete: {gen['slices']} of {expected} slices published")
+        elif gen["slices"] > expected:
+            problems.append(f"{gen['slices']} slices but resourceSliceCount is {expected}")
+        stale = sorted(g for g in p["generations"] if g != newest)
+        if stale:
+            problems.append(f"stale slices of generation {', '.join(map(str, stale))}")
+        if len(p["nodes"]) > 1:
+            problems.append(f"slices name {len(p['nodes'])} different nodes")
+        out.append(
+            {
+                "cluster_id": cluster_id,
+                "cluster_name": cluster_name,
+                "driver": driver,
+                "pool": pool,
+                "generation": newest,
+                "slices": gen["slices"],
+                "expected": expected,
+                "devices": gen["devices"],
+                "stale_slices": sum(g["slices"] for k, g in p["generations"].items() if k != newest),
+                "nodes": sorted(p["nodes"]),
+                "problems": problems,
+            }
+        )
+    out.sort(key=lambda r: (r["cluster_name"], r["driver"], r["pool"]))
+    return out

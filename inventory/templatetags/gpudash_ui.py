@@ -1,0 +1,101 @@
+"""Small formatting helpers for the UI templates: typed DRA values, states, relative times."""
+
+from django import template
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import escape, format_html
+from django.utils.safestring import mark_safe
+
+from inventory.fleet import STATE_LABELS
+
+register = template.Library()
+
+
+@register.filter
+def typed_value(attr):
+    """An attribute's value with its type: {'version': '9.0.0'} -> '9.0.0 (version)'."""
+    if not isinstance(attr, dict):
+        return attr
+    for kind in ("string", "int", "bool", "version"):
+        if kind in attr:
+            value = attr[kind]
+            return value if kind == "string" else f"{value} ({kind})"
+    return ", ".join(f"{k}={v}" for k, v in attr.items())
+
+
+@register.filter
+def capacity_value(cap):
+    if isinstance(cap, dict) and "value" in cap:
+        policy = cap.get("requestPolicy")
+        return f"{cap['value']} (request policy: {policy})" if policy else cap["value"]
+    return cap
+
+
+@register.filter
+def state_label(state):
+    return STATE_LABELS.get(state, state)
+
+
+@register.simple_tag
+def state_badge(st):
+    """A coloured badge for a fleet.DeviceState, with its secondary flags."""
+    flags = "".join(format_html(' <span class="flag flag-{}">{}</span>', f, STATE_LABELS[f]) for f in sorted(st.flags) if f != st.state)
+    return format_html('<span class="badge s-{}">{}</span>{}', st.state, st.label, format_html(flags) if flags else "")
+
+
+@register.filter
+def claim_state_badge(state):
+    return format_html('<span class="badge c-{}">{}</span>', state or "none", state or "—")
+
+
+@register.filter
+def ago(value):
+    """'12s ago', '5m ago', '3h ago', '2d ago'."""
+    if not value:
+        return "—"
+    seconds = int((timezone.now() - value).total_seconds())
+    if seconds < 0:
+        return "just now"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+@register.simple_tag
+def device_url(cluster_name, driver, pool, name):
+    return reverse("inventory:device-detail", args=[cluster_name, driver, pool, name])
+
+
+@register.filter
+def get_item(mapping, key):
+    return mapping.get(key, 0) if hasattr(mapping, "get") else 0
+
+
+@register.filter
+def pct(part, whole):
+    try:
+        return round(100 * part / whole) if whole else 0
+    except TypeError:
+        return 0
+
+
+@register.simple_tag
+def map_cells(row, devices_url):
+    """The device cells of one fleet-map row, built in Python: a page has thousands of cells and
+    the equivalent template loops dominate the page's server time."""
+    parts = []
+    prefix = f"{devices_url}{row['cluster_name']}/"
+    for d in row["devices"]:
+        st = d["st"]
+        classes = " ".join([f"cell s-{st.state}"] + [f"f-{f}" for f in sorted(st.flags)])
+        title = [d["name"], st.label]
+        title += [f"+{STATE_LABELS[f]}" for f in sorted(st.flags) if f != st.state]
+        if d.get("model"):
+            title.append(d["model"])
+        for h in st.holders:
+            title.append((f"{h.namespace}/{h.name}" if h.visible else "(claim in another namespace)") + (" [admin]" if h.admin_access else ""))
+        parts.append(
+            f'<a class="{classes}" href="{escape(prefix + d["driver"] + "/" + d["pool"] + "/" + d["name"])}/" title="{escape(" · ".join(title))}"></a>'
+        )
+    return mark_safe("".join(parts))

@@ -1,0 +1,276 @@
+"""Inventory pages: fleet overview, fleet map, nodes, devices, device classes, slices and pools."""
+
+from collections import defaultdict
+
+from django.db.models import Count, Q
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+
+from claims.models import AllocationResult, ClaimStateChange, Pod, ResourceClaim
+from gpudash import roles
+from gpudash.views import DashboardView
+
+from . import devicefilter, fleet, pools
+from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
+
+# What a devices-list row shows (the raw JSON and the API's search copies stay in the database).
+PAGE_DEVICE_FIELDS = ("id", "cluster_id", "driver", "pool", "name", "node_name", "attributes", "capacity", "tainted", "consumes_counters")
+INVENTORY_KINDS = ("ResourceSlice", "ResourceClaim", "Node", "DeviceTaintRule")
+
+
+class OverviewView(DashboardView):
+    template_name = "inventory/overview.html"
+    regions = {"overview": "inventory/_overview.html"}
+    live_kinds = INVENTORY_KINDS
+    nav = "overview"
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        snap = fleet.FleetSnapshot(self.in_cluster(Device.objects.all()), self.cluster_ids, user=self.request.user)
+        nodes = self.in_cluster(Node.objects.all())
+        ctx.update(
+            totals=snap.totals(),
+            by_model=snap.by_model(),
+            namespaces=snap.namespaces(),
+            fragmentation=snap.fragmentation(),
+            node_counts=nodes.aggregate(total=Count("id"), not_ready=Count("id", filter=Q(ready=False))),
+            claim_counts=dict(roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user).values_list("state").annotate(n=Count("id"))),
+            states=fleet.STATES,
+            state_labels=fleet.STATE_LABELS,
+        )
+        return ctx
+
+
+class FleetMapView(DashboardView):
+    """Every node a row of device cells. Paginated by node (never sampled): totals always cover the whole fleet."""
+
+    template_name = "inventory/fleet_map.html"
+    regions = {"map": "inventory/_fleet_map.html"}
+    live_kinds = INVENTORY_KINDS
+    nav = "map"
+    nodes_per_page = 200
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        snap = fleet.FleetSnapshot(self.in_cluster(Device.objects.all()), self.cluster_ids, user=self.request.user)
+        rows = snap.map_rows()
+        state = self.request.GET.get("state", "")
+        search = self.request.GET.get("q", "").strip()
+        if state:
+            rows = [r for r in rows if r["states"].get(state) or (state == fleet.UNHEALTHY and r["unhealthy"])]
+        if search:
+            rows = [r for r in rows if search in r["node"]]
+        names = {c.id: c.name for c in Cluster.objects.all()}
+        for r in rows:
+            r["cluster_name"] = names.get(r["cluster_id"], "?")
+        ctx.update(totals=snap.totals(), states=fleet.STATES, state_labels=fleet.STATE_LABELS, state=state, q=search, row_count=len(rows))
+        ctx.update(self.paginate(rows, self.nodes_per_page))
+        return ctx
+
+
+class NodeListView(DashboardView):
+    template_name = "inventory/node_list.html"
+    regions = {"nodes": "inventory/_node_table.html"}
+    live_kinds = ("Node", "ResourceSlice", "ResourceClaim")
+    nav = "nodes"
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        nodes = self.in_cluster(Node.objects.select_related(None)).order_by("cluster_id", "name")
+        q = self.request.GET.get("q", "").strip()
+        if q:
+            nodes = nodes.filter(name__icontains=q)
+        ready = self.request.GET.get("ready", "")
+        if ready in ("true", "false"):
+            nodes = nodes.filter(ready=ready == "true")
+        ctx.update(self.paginate(nodes.only("id", "cluster_id", "name", "ready", "ready_changed_at", "unschedulable", "taints", "labels"), 100))
+        page_nodes = list(ctx["page_obj"].object_list)
+        # Device counts per node for the page only: one grouped query, one allocation lookup.
+        keys = {(n.cluster_id, n.name) for n in page_nodes}
+        devs = Device.objects.filter(cluster_id__in={k[0] for k in keys}, node_name__in={k[1] for k in keys})
+        snap = fleet.FleetSnapshot(devs, list({k[0] for k in keys}), user=self.request.user) if keys else None
+        per_node = defaultdict(lambda: defaultdict(int))
+        for d in snap.devices if snap else ():
+            c = per_node[(d["cluster_id"], d["node_name"])]
+            c["total"] += 1
+            c[d["st"].state] += 1
+        names = {c.id: c.name for c in Cluster.objects.all()}
+        for n in page_nodes:
+            n.counts = dict(per_node.get((n.cluster_id, n.name), {"total": 0}))
+            n.cluster_name = names.get(n.cluster_id)
+        ctx.update(nodes=page_nodes, q=q, ready=ready)
+        return ctx
+
+
+class NodeDetailView(DashboardView):
+    template_name = "inventory/node_detail.html"
+    regions = {"devices": "inventory/_node_devices.html"}
+    nav = "nodes"
+
+    def live_scope(self):
+        return {"cluster": self.node.cluster_id, "node": self.node.name}
+
+    def dispatch(self, request, *args, **kwargs):
+        self.node = get_object_or_404(Node, cluster__name=kwargs["cluster"], name=kwargs["name"])
+        return super().dispatch(request, *args, **kwargs)
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        node = self.node
+        slices = ResourceSlice.objects.filter(cluster_id=node.cluster_id, node_name=node.name).order_by("driver", "pool", "name")
+        devices = fleet.states_for(Device.objects.filter(cluster_id=node.cluster_id, node_name=node.name).order_by("driver", "pool", "name"), user=self.request.user)
+        devices.sort(key=lambda d: (d.driver, d.pool, fleet.natural_key(d.name)))
+        pods = _pods_by_claim(node.cluster_id, [h for d in devices for h in d.st.holders if h.visible])
+        for d in devices:
+            d.holder_rows = [(h, pods.get((h.namespace, h.name), [])) for h in d.st.holders]
+        ctx.update(node=node, slices=slices, devices=devices, state_labels=fleet.STATE_LABELS,
+                   pods=roles.scope_queryset(Pod.objects.filter(cluster_id=node.cluster_id, node_name=node.name), self.request.user))
+        return ctx
+
+
+def _pods_by_claim(cluster_id, holders):
+    """(namespace, claim) -> pods reserving it, for a set of holders."""
+    from claims.models import ClaimConsumer
+
+    uids = {h.uid for h in holders}
+    out = defaultdict(list)
+    for ns, claim, pod in ClaimConsumer.objects.filter(cluster_id=cluster_id, claim__uid__in=uids).values_list("claim__namespace", "claim__name", "name"):
+        out[(ns, claim)].append(pod)
+    return out
+
+
+class DeviceListView(DashboardView):
+    template_name = "inventory/device_list.html"
+    regions = {"devices": "inventory/_device_table.html"}
+    live_kinds = ("ResourceSlice", "ResourceClaim", "Node")
+    nav = "devices"
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        get = self.request.GET
+        qs = self.in_cluster(Device.objects.all())
+        for param, column in (("driver", "driver"), ("pool", "pool"), ("node", "node_name")):
+            if get.get(param):
+                qs = qs.filter(**{column: get[param]})
+        error, residual = "", []
+        try:
+            qs, residual = devicefilter.apply_sql(qs, devicefilter.parse(get.get("q", "")))
+        except devicefilter.FilterError as exc:
+            error, qs = str(exc), qs.none()
+        qs = qs.order_by("cluster_id", "node_name", "driver", "pool", "name")
+        state = get.get("state", "")
+        if residual or state:
+            # Whole-result work (Python-only clauses, derived state): narrow to ids, then page.
+            ids = None
+            if residual:
+                rows = qs.only("id", "driver", "pool", "name", "node_name", "attributes", "capacity").iterator(chunk_size=2000)
+                try:
+                    ids = [d.id for d in devicefilter.filter_devices(rows, residual)]
+                except devicefilter.FilterError as exc:
+                    error, ids = str(exc), []
+            if state:
+                keep = None if ids is None else set(ids)
+                snap = fleet.FleetSnapshot(qs, self.cluster_ids, user=self.request.user)
+                ids = [d["id"] for d in snap.devices if (keep is None or d["id"] in keep) and (d["st"].state == state or state in d["st"].flags)]
+            order = {pk: i for i, pk in enumerate(ids)}
+            ctx.update(self.paginate(ids, 200))
+            page_ids = list(ctx["page_obj"].object_list)
+            page_devices = sorted(Device.objects.filter(id__in=page_ids).only(*PAGE_DEVICE_FIELDS), key=lambda d: order[d.id])
+        else:
+            ctx.update(self.paginate(qs.only(*PAGE_DEVICE_FIELDS), 200))
+            page_devices = list(ctx["page_obj"].object_list)
+        page_devices = fleet.states_for(page_devices, self.cluster_ids, user=self.request.user)
+        names = {c.id: c.name for c in Cluster.objects.all()}
+        for d in page_devices:
+            d.cluster_name = names.get(d.cluster_id)
+            d.model = d.attribute_value("productName") or d.attribute_value("model") or ""
+        ctx["devices"] = page_devices
+        drivers = self.in_cluster(Device.objects.all()).values_list("driver", flat=True).distinct().order_by("driver")
+        ctx.update(
+            q=get.get("q", ""), error=error, state=state, driver=get.get("driver", ""), pool=get.get("pool", ""), node=get.get("node", ""),
+            drivers=list(drivers), states=fleet.STATES, state_labels=fleet.STATE_LABELS, match_count=ctx["page_obj"].paginator.count,
+        )
+        return ctx
+
+
+class DeviceDetailView(DashboardView):
+    template_name = "inventory/device_detail.html"
+    regions = {"claims": "inventory/_device_claims.html"}
+    live_kinds = ("ResourceSlice", "ResourceClaim")
+    nav = "devices"
+
+    def dispatch(self, request, *args, **kwargs):
+        self.device = (
+            Device.objects.select_related("slice")
+            .filter(cluster__name=kwargs["cluster"], driver=kwargs["driver"], pool=kwargs["pool"], name=kwargs["device"])
+            .first()
+        )
+        if self.device is None:
+            raise Http404("No such device (it may have been removed from its ResourceSlice).")
+        return super().dispatch(request, *args, **kwargs)
+
+    def live_scope(self):
+        return {"cluster": self.device.cluster_id, "kind": list(self.live_kinds)}
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        device = fleet.states_for([self.device], user=self.request.user)[0]
+        counter_sets = {cs.name: cs.counters for cs in device.slice.counter_sets.all()}
+        if device.consumes_counters and not counter_sets:
+            from .models import SharedCounterSet
+
+            counter_sets = dict(
+                SharedCounterSet.objects.filter(cluster_id=device.cluster_id, slice__driver=device.driver, slice__pool=device.pool).values_list("name", "counters")
+            )
+        results = AllocationResult.objects.filter(cluster_id=device.cluster_id, driver=device.driver, pool=device.pool, device=device.name).select_related("claim")
+        results = [r for r in results if roles.can_see_namespace(self.request.user, r.claim.namespace)]
+        # Past claims: state changes of claims that once held this device (node-level history, best effort).
+        past = roles.scope_queryset(
+            ClaimStateChange.objects.filter(cluster_id=device.cluster_id, node_name=device.node_name, new_state="deleted").order_by("-at"), self.request.user
+        )[:20] if device.node_name else []
+        ctx.update(
+            device=device,
+            attributes=sorted(device.attributes.items()),
+            capacity=sorted(device.capacity.items()),
+            counter_sets=counter_sets,
+            results=results,
+            past=past,
+            hidden_holders=sum(1 for h in device.st.holders if not h.visible),
+        )
+        return ctx
+
+
+class DeviceClassListView(DashboardView):
+    template_name = "inventory/class_list.html"
+    regions = {"classes": "inventory/_class_table.html"}
+    live_kinds = ("DeviceClass", "ResourceSlice")
+    nav = "classes"
+
+    def get_context_data(self, **kwargs):
+        from . import classmatch
+
+        ctx = super().get_context_data(**kwargs)
+        classes = list(self.in_cluster(DeviceClass.objects.all()).order_by("cluster_id", "name"))
+        classmatch.annotate_matches(classes)
+        names = {c.id: c.name for c in Cluster.objects.all()}
+        for c in classes:
+            c.cluster_name = names.get(c.cluster_id)
+        ctx.update(classes=classes)
+        return ctx
+
+
+class PoolListView(DashboardView):
+    template_name = "inventory/pool_list.html"
+    regions = {"pools": "inventory/_pool_table.html"}
+    live_kinds = ("ResourceSlice",)
+    nav = "pools"
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        rows = pools.pool_summaries(self.in_cluster(ResourceSlice.objects.all()))
+        only_bad = self.request.GET.get("problems") == "1"
+        if only_bad:
+            rows = [r for r in rows if r["problems"]]
+        ctx.update(self.paginate(rows, 200))
+        ctx.update(only_bad=only_bad, problem_count=sum(1 for r in rows if r["problems"]))
+        return ctx
