@@ -1,9 +1,12 @@
 """The abstract base shared by every mirrored Kubernetes object."""
 
+from functools import lru_cache
+
 from django.db import models
 from django.utils.dateparse import parse_datetime
 
 
+@lru_cache(maxsize=65536)  # the same timestamps recur on every update of an object (sync hot path)
 def parse_k8s_time(value):
     """RFC 3339 timestamp from the API server, or None."""
     return parse_datetime(value) if value else None

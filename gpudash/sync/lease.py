@@ -1,0 +1,82 @@
+"""One active watcher per (cluster, kind): a lease kept in the SyncState row.
+
+Taken and renewed with compare-and-set UPDATEs (portable: PostgreSQL and SQLite), and checked in the
+same transaction as every write the watcher makes, so a watcher that lost its lease can never apply
+anything: its fenced UPDATE matches no row and the whole transaction rolls back.
+"""
+
+import os
+import socket
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import F, Q
+from django.utils import timezone
+
+from inventory.models import SyncState
+
+
+class LeaseLost(Exception):
+    """Another worker holds the lease now; stop applying."""
+
+
+def new_holder_id(label=""):
+    suffix = f":{label}" if label else ""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}{suffix}"[:255]
+
+
+def lease_seconds():
+    return float(settings.GPUDASH_SYNC.get("LEASE_SECONDS", 10))
+
+
+class Lease:
+    def __init__(self, state_id, holder, seconds=None):
+        self.state_id = state_id
+        self.holder = holder
+        self.seconds = seconds if seconds is not None else lease_seconds()
+        self.held = False
+
+    @property
+    def renew_interval(self):
+        return max(self.seconds / 3.0, 0.2)
+
+    def _expiry(self):
+        return timezone.now() + timedelta(seconds=self.seconds)
+
+    def acquire(self):
+        """Take the lease if it is free, expired or already ours. Returns whether we hold it."""
+        now = timezone.now()
+        free = Q(lease_holder="") | Q(lease_holder=self.holder) | Q(lease_expires__isnull=True) | Q(lease_expires__lt=now)
+        taken = SyncState.objects.filter(free, pk=self.state_id).update(lease_holder=self.holder, lease_expires=self._expiry())
+        self.held = bool(taken)
+        return self.held
+
+    def fence(self, **values):
+        """Renew the lease and write `values` to the SyncState row, only if we still hold it.
+
+        Call it first inside the transaction that applies changes: on PostgreSQL the row lock it
+        takes makes a competing acquire wait for our commit and then see the renewed expiry.
+        """
+        values.setdefault("lease_expires", self._expiry())
+        updated = SyncState.objects.filter(pk=self.state_id, lease_holder=self.holder).update(**values)
+        if not updated:
+            self.held = False
+            raise LeaseLost(f"lease of sync state {self.state_id} is no longer held by {self.holder}")
+        return updated
+
+    def renew(self):
+        try:
+            self.fence()
+            return True
+        except LeaseLost:
+            return False
+
+    def release(self):
+        SyncState.objects.filter(pk=self.state_id, lease_holder=self.holder).update(lease_holder="", lease_expires=None)
+        self.held = False
+
+
+def increment(field, by):
+    """An F() expression adding `by` to a counter column (for fence())."""
+    return F(field) + by

@@ -1,0 +1,397 @@
+"""The list+watch loop of one (cluster, kind).
+
+Written here rather than taken from kubernetes.watch / SharedInformer: those use typed models (which
+drop unknown fields), do not paginate or ask for bookmarks, and mishandle 410 and ERROR events with raw
+bodies. The loop: LIST in pages (each page one transaction), remember the list's resourceVersion, WATCH
+from it with bookmarks and a server timeout, resume from the last seen resourceVersion on reconnect,
+relist + reconcile on 410. Every write is fenced by the (cluster, kind) lease.
+"""
+
+import json
+import logging
+import queue
+import random
+import threading
+import time
+
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.utils import timezone
+
+from gpudash.kube import KubeClient, KubeError
+from gpudash.models import resource_version_number
+from inventory.models import Cluster, SyncState
+
+from . import apply, fastjson
+from .kinds import KINDS_BY_NAME
+from .lease import Lease, LeaseLost, increment, new_holder_id
+from .publish import Change, publish_on_commit
+
+log = logging.getLogger(__name__)
+
+MAX_EVENTS_PER_BATCH = 2000
+
+
+class Gone(Exception):
+    """The resourceVersion we watch from has been compacted away (HTTP 410 or an ERROR event): relist."""
+
+
+class NotServed(Exception):
+    """The API server no longer serves this kind (404 on the collection)."""
+
+
+def sync_setting(name, default):
+    return settings.GPUDASH_SYNC.get(name, default)
+
+
+class Backoff:
+    """Exponential backoff with jitter, capped at BACKOFF_MAX_SECONDS."""
+
+    def __init__(self, base=0.5, cap=None):
+        self.base = base
+        self.cap = cap if cap is not None else float(sync_setting("BACKOFF_MAX_SECONDS", 30))
+        self.failures = 0
+
+    def next_delay(self):
+        self.failures += 1
+        delay = min(self.cap, self.base * (2 ** (self.failures - 1)))
+        return delay * random.uniform(0.8, 1.0)
+
+    def reset(self):
+        self.failures = 0
+
+
+class WatchStats:
+    """Counters for the benchmark and the logs: where the time goes."""
+
+    def __init__(self):
+        self.events = 0
+        self.batches = 0
+        self.listed = 0
+        self.parse_seconds = 0.0
+        self.apply_seconds = 0.0
+        self.list_fetch_seconds = 0.0
+
+
+class Watcher:
+    """Keeps one (cluster, kind) mirrored while `stop` is not set. Run it in its own thread."""
+
+    def __init__(self, cluster_id, kind, version=None, holder=None, stop=None, once=False):
+        self.cluster_id = cluster_id
+        self.kind = kind
+        self.spec = KINDS_BY_NAME[kind]
+        self.version = version or self.spec.version
+        self.holder = holder or new_holder_id(kind)
+        self.stop = stop or threading.Event()
+        self.once = once  # list (or catch up) once, then return: `manage.py watch --once`
+        self.rv = ""
+        self.stats = WatchStats()
+        self.lease = None
+        self.cluster = None
+        self.client = None
+        self.not_served = False
+        self._response = None
+        self.finished = threading.Event()
+
+    # --- the outer loop ---------------------------------------------------------------------
+
+    def run(self):
+        try:
+            self._run()
+        finally:
+            if self.lease is not None and self.lease.held:
+                try:
+                    self._record(status=SyncState.Status.IDLE)
+                    self.lease.release()
+                except DatabaseError:
+                    log.debug("releasing lease failed", exc_info=True)
+            if self.client is not None:
+                self.client.close()
+            self.finished.set()
+            connection.close()
+
+    def _run(self):
+        backoff = Backoff()
+        self.cluster = Cluster.objects.get(pk=self.cluster_id)
+        state, _ = SyncState.objects.get_or_create(cluster=self.cluster, kind=self.kind)
+        self.lease = Lease(state.pk, self.holder)
+        while not self.stop.is_set():
+            try:
+                close_old_connections()
+                if not self.lease.held:
+                    if not self.lease.acquire():
+                        if self.once:
+                            return
+                        self.stop.wait(self.lease.renew_interval)
+                        continue
+                    # Resume where the last holder left off: the rows match its stored version.
+                    self.rv = SyncState.objects.values_list("resource_version", flat=True).get(pk=self.lease.state_id)
+                    log.info("%s %s: lease taken by %s (resume from %r)", self.cluster.name, self.kind, self.holder, self.rv)
+                if self.client is None:
+                    self.client = KubeClient.for_cluster(self.cluster)
+                if not self.rv or self.once:
+                    self.list_and_reconcile()
+                    if self.once:
+                        return
+                self.watch_once()
+                backoff.reset()
+                if self.once:
+                    return
+            except Gone:
+                log.info("%s %s: resourceVersion %s expired; relisting", self.cluster.name, self.kind, self.rv)
+                self.rv = ""
+            except LeaseLost as exc:
+                log.warning("%s %s: %s; stopping", self.cluster.name, self.kind, exc)
+                self.lease.held = False
+                self.rv = ""
+            except NotServed as exc:
+                self.not_served = True
+                self._record(status=SyncState.Status.NOT_SERVED, last_error=str(exc)[:4000], last_error_at=timezone.now())
+                return
+            except (KubeError, DatabaseError, OSError, ValueError) as exc:
+                if self.stop.is_set():
+                    return  # the stream was closed under us on purpose
+                delay = backoff.next_delay()
+                log.warning("%s %s: %s (retry in %.1fs)", self.cluster.name, self.kind, exc, delay)
+                self._record_error(exc)
+                if isinstance(exc, DatabaseError):
+                    connection.close()
+                if self.client is not None and isinstance(exc, KubeError) and exc.status in (0, 401, 403):
+                    # Connection or credential trouble: a fresh client re-reads the kubeconfig (rotated tokens).
+                    self.client.close()
+                    self.client = None
+                if self.once:
+                    raise
+                self._sleep_holding_lease(delay)
+
+    def _sleep_holding_lease(self, delay):
+        """Back off, keeping the lease (another worker would hit the same outage) while renewable."""
+        deadline = time.monotonic() + delay
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            self.stop.wait(min(self.lease.renew_interval, max(deadline - time.monotonic(), 0)))
+            if self.lease.held:
+                try:
+                    self.lease.renew()
+                except DatabaseError:
+                    connection.close()
+
+    def _record(self, **values):
+        try:
+            SyncState.objects.filter(pk=self.lease.state_id, lease_holder__in=(self.holder, "")).update(**values)
+        except DatabaseError:
+            log.debug("recording state failed", exc_info=True)
+            connection.close()
+
+    def _record_error(self, exc):
+        self._record(status=SyncState.Status.ERROR, last_error=f"{type(exc).__name__}: {exc}"[:4000], last_error_at=timezone.now())
+
+    def close_stream(self):
+        """Unblock a reader waiting on the watch connection (stop, lease lost)."""
+        response = self._response
+        if response is not None:
+            try:
+                response.shutdown()
+            except Exception:
+                log.debug("closing watch stream failed", exc_info=True)
+
+    # --- list -----------------------------------------------------------------------------------
+
+    @property
+    def path(self):
+        return self.spec.list_path(self.version)
+
+    def list_and_reconcile(self):
+        """Full paginated LIST: every page applied in its own fenced transaction, then reconcile."""
+        first_sync = not SyncState.objects.filter(pk=self.lease.state_id).exclude(last_list_at=None).exists()
+        with transaction.atomic():
+            self.lease.fence(status=SyncState.Status.LISTING)
+        page_size = int(sync_setting("LIST_PAGE_SIZE", 500))
+        seen_ids, cont, list_rv = set(), "", ""
+        api_version = self.spec.group_version if self.version == self.spec.version else f"{self.spec.group}/{self.version}"
+        while True:
+            started = time.monotonic()
+            try:
+                page = self.client.get_json(self.path, {"limit": page_size, "continue": cont})
+            except KubeError as exc:
+                if exc.not_found:
+                    raise NotServed(f"{self.path}: not served (404)") from exc
+                if exc.gone and cont:
+                    # The continue token expired mid-list: start over for a consistent snapshot.
+                    seen_ids, cont, list_rv = set(), "", ""
+                    continue
+                raise
+            self.stats.list_fetch_seconds += time.monotonic() - started
+            meta = page.get("metadata") if isinstance(page.get("metadata"), dict) else {}
+            if not list_rv:
+                list_rv = str(meta.get("resourceVersion") or "")
+            items = page.get("items")
+            if not isinstance(items, list):
+                raise KubeError(f"LIST {self.path}: response has no items list")
+            for item in items:
+                if isinstance(item, dict):
+                    # List items come without apiVersion/kind; add them so every stored raw reads alike.
+                    item.setdefault("apiVersion", api_version)
+                    item.setdefault("kind", self.kind)
+            started = time.monotonic()
+            with transaction.atomic():
+                self.lease.fence(status=SyncState.Status.LISTING)
+                result = apply.apply_batch_safely(self.cluster, self.kind, [(apply.LISTED, item) for item in items])
+                if result.malformed:
+                    self.lease.fence(malformed_count=increment("malformed_count", len(result.malformed)))
+            self.stats.apply_seconds += time.monotonic() - started
+            self.stats.listed += len(items)
+            seen_ids |= result.seen_ids
+            cont = str(meta.get("continue") or "")
+            if not cont:
+                break
+        started = time.monotonic()
+        with transaction.atomic():
+            self.lease.fence()
+            apply.reconcile(self.cluster, self.kind, seen_ids, resource_version_number(list_rv))
+            now = timezone.now()
+            self.lease.fence(
+                status=SyncState.Status.CONNECTED,
+                api_version=api_version,
+                resource_version=list_rv,
+                last_list_at=now,
+                connected_since=now,
+                object_count=self.spec.model.objects.filter(cluster=self.cluster).count(),
+                relist_count=increment("relist_count", 0 if first_sync else 1),
+            )
+            publish_on_commit([Change(self.cluster.pk, self.cluster.name, self.kind, "RELIST", resourceVersion=list_rv)])
+        self.stats.apply_seconds += time.monotonic() - started
+        self.rv = list_rv
+        log.info("%s %s: listed %d objects at resourceVersion %s", self.cluster.name, self.kind, len(seen_ids), list_rv)
+
+    # --- watch ------------------------------------------------------------------------------------
+
+    def watch_once(self):
+        """One WATCH connection from self.rv until the server closes it (timeoutSeconds) or stop."""
+        timeout = int(sync_setting("WATCH_TIMEOUT_SECONDS", 300))
+        query = {"watch": "true", "resourceVersion": self.rv, "allowWatchBookmarks": "true", "timeoutSeconds": timeout}
+        try:
+            response, lines = self.client.stream_lines(self.path, query, timeout=(10.0, timeout + 30.0))
+        except KubeError as exc:
+            if exc.gone:
+                raise Gone(str(exc)) from exc
+            if exc.not_found:
+                raise NotServed(f"{self.path}: not served (404)") from exc
+            raise
+        self._response = response
+        events = queue.Queue(maxsize=20000)
+        reader = threading.Thread(target=_read_lines, args=(lines, events), name=f"watch-{self.kind}", daemon=True)
+        reader.start()
+        with transaction.atomic():
+            self.lease.fence(status=SyncState.Status.CONNECTED)
+        try:
+            while not self.stop.is_set():
+                try:
+                    first = events.get(timeout=self.lease.renew_interval)
+                except queue.Empty:
+                    with transaction.atomic():
+                        self.lease.fence()  # keep the lease on a quiet stream
+                    continue
+                batch = [first]
+                while len(batch) < MAX_EVENTS_PER_BATCH:
+                    try:
+                        batch.append(events.get_nowait())
+                    except queue.Empty:
+                        break
+                if self._apply_lines(batch):
+                    return
+        finally:
+            self._response = None
+            try:
+                response.shutdown()
+            except Exception:
+                log.debug("closing watch failed", exc_info=True)
+            response.release_conn()
+            reader.join(timeout=5)
+
+    def _apply_lines(self, batch):
+        """Apply one run of watch lines. Returns True when the stream has ended."""
+        started = time.monotonic()
+        ended, error = False, None
+        events, malformed = [], []
+        rv, rv_num = self.rv, resource_version_number(self.rv)
+        for tag, payload in batch:
+            if tag == "end":
+                ended = True
+                break
+            if tag == "error":
+                error = payload
+                break
+            try:
+                event = fastjson.loads(payload)
+            except ValueError as exc:
+                malformed.append(f"undecodable watch line ({exc}): {payload[:2000]!r}")
+                continue
+            if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+                malformed.append(f"watch event without an object: {payload[:2000]!r}")
+                continue
+            etype, obj = event.get("type"), event["object"]
+            if etype == "ERROR":
+                error = _status_error(obj)
+                break
+            obj_meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            obj_rv = obj_meta.get("resourceVersion")
+            obj_rv_num = resource_version_number(obj_rv)
+            if etype == "BOOKMARK":
+                if obj_rv and (not rv_num or obj_rv_num >= rv_num):
+                    rv, rv_num = str(obj_rv), obj_rv_num
+                continue
+            if etype not in (apply.ADDED, apply.MODIFIED, apply.DELETED):
+                malformed.append(f"watch event of unknown type {etype!r}: {payload[:2000]!r}")
+                continue
+            if obj_rv_num and rv_num and obj_rv_num < rv_num:
+                log.info("%s %s: out-of-order event (rv %s < %s) ignored", self.cluster.name, self.kind, obj_rv, rv)
+                continue
+            events.append((etype, obj))
+            if obj_rv_num:
+                rv, rv_num = str(obj_rv), obj_rv_num
+        self.stats.parse_seconds += time.monotonic() - started
+        for text in malformed:
+            log.warning("%s %s: malformed watch data skipped: %s", self.cluster.name, self.kind, text)
+
+        started = time.monotonic()
+        with transaction.atomic():
+            self.lease.fence()
+            result = apply.apply_batch_safely(self.cluster, self.kind, events) if events else apply.BatchResult()
+            bad = len(malformed) + len(result.malformed)
+            values = {"resource_version": rv, "status": SyncState.Status.CONNECTED}
+            if events:
+                values.update(
+                    last_event_at=timezone.now(),
+                    events_applied=increment("events_applied", len(events)),
+                    object_count=increment("object_count", result.inserted - result.deleted),
+                )
+            if bad:
+                values["malformed_count"] = increment("malformed_count", bad)
+            self.lease.fence(**values)
+        self.rv = rv
+        self.stats.apply_seconds += time.monotonic() - started
+        self.stats.events += len(events)
+        self.stats.batches += 1
+        if error is not None:
+            raise error
+        return ended
+
+
+def _read_lines(lines, events):
+    """Reader thread: hands raw lines to the applier; the applier parses (one place for errors)."""
+    try:
+        for line in lines:
+            events.put(("line", line))
+        events.put(("end", None))
+    except KubeError as exc:
+        events.put(("error", exc))
+    except Exception as exc:  # never die silently: the applier reports it
+        events.put(("error", KubeError(f"watch stream failed: {exc}")))
+
+
+def _status_error(status):
+    code = status.get("code") if isinstance(status.get("code"), int) else 0
+    message = status.get("message") or status.get("reason") or json.dumps(status)[:300]
+    if code == 410 or status.get("reason") in ("Expired", "Gone"):
+        return Gone(message)
+    return KubeError(f"watch ERROR event: {message}", status=code)

@@ -1,0 +1,53 @@
+"""The watcher task in a real Celery worker (Redis broker) mirrors the devcluster."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from tests.sync_fixtures import assert_mirror_equals_server, make_claim, make_node, state, wait_for
+
+pytest_plugins = ["tests.sync_fixtures"]
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.environ.get("REDIS_URL") or not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+                       reason="needs Redis (broker) and PostgreSQL shared with the worker"),
+]
+
+
+def test_celery_worker_runs_the_watchers(cluster, devcluster, fast_sync, tmp_path):
+    from gpudash.sync.tasks import ensure_watchers
+
+    devcluster.store.create("nodes", make_node("n1"))
+    devcluster.store.create("resourceclaims", make_claim("ns", "c1"))
+    db = connection.settings_dict
+    env = dict(os.environ, DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+               GPUDASH_LEASE_SECONDS="2", GPUDASH_WATCH_TIMEOUT="5", GPUDASH_BACKOFF_MAX="0.5")
+    log = open(tmp_path / "worker.log", "wb")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "gpudash", "worker", "-P", "solo", "--without-mingle", "--without-gossip", "-l", "INFO"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        ensure_watchers.delay()  # what beat sends every 15 s
+        wait_for(lambda: f":{worker.pid}:" in state(cluster, "ResourceClaim").lease_holder, timeout=90,
+                 message=f"the worker to take the lease; log: {(tmp_path / 'worker.log').read_text()[-2000:]}")
+        assert_mirror_equals_server(cluster, devcluster, ["Node", "ResourceClaim"], timeout=60)
+        devcluster.store.create("resourceclaims", make_claim("ns", "c2"))
+        devcluster.store.delete("nodes", None, "n1")
+        assert_mirror_equals_server(cluster, devcluster, ["Node", "ResourceClaim"])
+        ensure_watchers.delay()  # a second beat changes nothing: still one holder
+        assert f":{worker.pid}:" in state(cluster, "ResourceClaim").lease_holder
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait(10)
+        log.close()
