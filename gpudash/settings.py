@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served locally: no CDN needed for /api/docs/
     "channels",
     "gpudash",
     "inventory",
@@ -116,6 +117,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
 # Without collectstatic (demo, tests) WhiteNoise finds files through the staticfiles finders.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
@@ -144,6 +146,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BEAT_SCHEDULE = {
     "ensure-watchers": {"task": "gpudash.sync.tasks.ensure_watchers", "schedule": 15.0},
+    "detect-stuck-claims": {"task": "claims.tasks.detect_stuck_claims", "schedule": 60.0},
 }
 
 REST_FRAMEWORK = {
@@ -154,6 +157,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "gpudash.api.errors.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {
@@ -161,6 +165,13 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "GPU inventory and DRA device claims mirrored from Kubernetes clusters.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "DeviceStateEnum": "inventory.querysets.DEVICE_STATES",
+        "ClaimStateEnum": "claims.models.ResourceClaim.State",
+    },
 }
 
 # Sync tuning (see gpudash/sync).
@@ -169,6 +180,49 @@ GPUDASH_SYNC = {
     "WATCH_TIMEOUT_SECONDS": int(os.environ.get("GPUDASH_WATCH_TIMEOUT", "300")),
     "LEASE_SECONDS": float(os.environ.get("GPUDASH_LEASE_SECONDS", "10")),
     "BACKOFF_MAX_SECONDS": float(os.environ.get("GPUDASH_BACKOFF_MAX", "30")),
+    # How often each cluster's API discovery is re-read (a kind served later starts then).
+    "DISCOVERY_INTERVAL_SECONDS": float(os.environ.get("GPUDASH_DISCOVERY_INTERVAL", "60")),
+    # Change messages to the live views are coalesced for this long.
+    "PUBLISH_COALESCE_SECONDS": float(os.environ.get("GPUDASH_PUBLISH_COALESCE", "0.1")),
+    # Pods are mirrored when they use DRA, or when one of these labels contains the given text (driver pods).
+    "DRIVER_POD_LABELS": {"app.kubernetes.io/name": "dra"},
+}
+
+# Stuck-claim detector thresholds, in seconds (see claims/stuck.py and docs/operations.md).
+GPUDASH_STUCK = {
+    "STALE_RESERVATION_GRACE": float(os.environ.get("GPUDASH_STALE_RESERVATION_GRACE", "120")),
+    "DELETION_GRACE": float(os.environ.get("GPUDASH_DELETION_GRACE", "300")),
+    "ORPHAN_GRACE": float(os.environ.get("GPUDASH_ORPHAN_GRACE", "300")),
+    "PENDING_GRACE": float(os.environ.get("GPUDASH_PENDING_GRACE", "300")),
+    "NODE_NOT_READY_GRACE": float(os.environ.get("GPUDASH_NODE_NOT_READY_GRACE", "300")),
+    "PREPARE_GRACE": float(os.environ.get("GPUDASH_PREPARE_GRACE", "300")),
+    # The scheduler's DynamicResourcesArgs.bindingTimeout (default 600 s).
+    "BINDING_TIMEOUT": float(os.environ.get("GPUDASH_BINDING_TIMEOUT", "600")),
+    "DEVICE_VANISHED_GRACE": float(os.environ.get("GPUDASH_DEVICE_VANISHED_GRACE", "120")),
+    # Seconds between two detector runs triggered by sync events for one cluster.
+    "DEBOUNCE_SECONDS": float(os.environ.get("GPUDASH_STUCK_DEBOUNCE", "5")),
+    # Allocation-engine explanations computed per detector run (for "unallocatable" findings).
+    "EXPLAIN_PER_RUN": float(os.environ.get("GPUDASH_STUCK_EXPLAIN_PER_RUN", "20")),
+}
+
+# Operations: how to recognise DRA driver pods and GPU nodes, and whom the RBAC readiness check asks about.
+GPUDASH_OPS = {
+    # Pod label whose value is the DRA driver name (e.g. set by the driver's Helm chart or by you).
+    "DRIVER_POD_LABEL": os.environ.get("GPUDASH_DRIVER_POD_LABEL", "resource.gpudash.io/driver"),
+    # Extra label selectors per driver name, for charts that don't carry the label above.
+    "DRIVER_POD_SELECTORS": {
+        "gpu.nvidia.com": "app.kubernetes.io/name=nvidia-dra-driver-gpu",
+        "gpu.example.com": "app.kubernetes.io/name=dra-example-driver",
+    },
+    # Node labels that mark a GPU node ("key" or "key=value"), and a label holding the expected device count.
+    "GPU_NODE_LABELS": ["nvidia.com/gpu.present=true", "feature.node.kubernetes.io/pci-10de.present=true"],
+    "GPU_COUNT_LABEL": "nvidia.com/gpu.count",
+    # Subjects the RBAC readiness check asks the API server about (SubjectAccessReview).
+    "RBAC_SUBJECTS": [
+        {"user": "system:serviceaccount:default:default", "groups": ["system:serviceaccounts", "system:authenticated"]},
+        {"user": "gpudash-probe-user", "groups": ["system:authenticated"]},
+    ],
+    "API_TIMEOUT_SECONDS": float(os.environ.get("GPUDASH_API_TIMEOUT", "10")),
 }
 
 LOGGING = {

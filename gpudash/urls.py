@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from gpudash.health import healthz
 
@@ -7,4 +8,13 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    # REST API (issue 5): versioned routes, OpenAPI schema and browsable docs.
+    path("api/v1/", include("gpudash.api_urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # Web UI pages (issue 4).
+    path("", include("inventory.urls")),
+    path("", include("claims.urls")),
+    # Operations pages (issue 6): stuck claims, Pending pods, readiness.
+    path("", include("claims.urls_ops")),
 ]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from websockets.sync.client import connect as ws_connect
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +46,7 @@ def test_make_demo_serves_the_fleet_from_a_clean_checkout(tmp_path):
     # Reuse this interpreter's virtualenv so the test does not download packages; make still checks it.
     venv = Path(sys.prefix)
     proc = subprocess.Popen(
-        ["make", "demo", f"VENV={venv}", f"DEMO_ARGS=--port {port} --churn 0"],
+        ["make", "demo", f"VENV={venv}", f"DEMO_ARGS=--port {port} --churn 5"],
         cwd=checkout,
         env=env,
         stdout=subprocess.PIPE,
@@ -93,6 +94,20 @@ def test_make_demo_serves_the_fleet_from_a_clean_checkout(tmp_path):
             time.sleep(0.5)
         assert nodes, "no nodes mirrored from the demo cluster"
         assert (checkout / ".data" / "gpudash.sqlite3").exists()
+
+        # Live view without Redis: the in-process watchers publish on the server's in-memory layer.
+        cookie = "; ".join(f"{k}={v}" for k, v in session.cookies.items())
+        ws_url = base.replace("http://", "ws://") + "ws/live/"
+        with ws_connect(ws_url, additional_headers={"Cookie": cookie, "Origin": base.rstrip("/")}, open_timeout=10) as ws:
+            ws.send('{"subscribe": {"cluster": null}}')
+            messages = []
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                msg = ws.recv(timeout=max(0.1, deadline - time.monotonic()))
+                messages.append(msg)
+                if '"type": "changes"' in msg or '"type":"changes"' in msg:
+                    break
+            assert any('"changes"' in m and "demo" in m for m in messages), messages
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:

@@ -48,12 +48,8 @@ class Command(BaseCommand):
         url = f"http://127.0.0.1:{opts['port']}/"
         self.stdout.write(self.style.SUCCESS(f"gpudash demo: {url}  (login {DEMO_USER} / {DEMO_PASSWORD})"))
         self.stdout.write(f"Built-in API server for cluster 'demo': {api_url}")
-        if not settings.REDIS_URL:
-            from gpudash.sync.runner import start_in_process
-
-            start_in_process()
         try:
-            serve("127.0.0.1", opts["port"])
+            serve("127.0.0.1", opts["port"], in_process_watchers=not settings.REDIS_URL)
         finally:
             if churn:
                 churn.stop()

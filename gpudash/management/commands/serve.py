@@ -1,5 +1,7 @@
 """Run the dashboard's ASGI server; without REDIS_URL the watchers run inside this process too."""
 
+import asyncio
+
 import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -14,14 +16,28 @@ class Command(BaseCommand):
         parser.add_argument("--no-watchers", action="store_true", help="Do not start in-process watchers.")
 
     def handle(self, *args, **opts):
-        if not settings.REDIS_URL and not opts["no_watchers"]:
-            from gpudash.sync.runner import start_in_process
-
-            start_in_process()
+        in_process = not settings.REDIS_URL and not opts["no_watchers"]
+        if in_process:
             self.stdout.write("Watchers running in this process (no REDIS_URL).")
-        serve(opts["host"], opts["port"])
+        serve(opts["host"], opts["port"], in_process_watchers=in_process)
 
 
-def serve(host, port):
-    config = uvicorn.Config("gpudash.asgi:application", host=host, port=port, log_level="warning", lifespan="off")
-    uvicorn.Server(config).run()
+def serve(host, port, in_process_watchers=False):
+    config = uvicorn.Config(
+        "gpudash.asgi:application", host=host, port=port, log_level="warning", lifespan="off", ws="websockets-sansio"
+    )
+    server = uvicorn.Server(config)
+
+    async def main():
+        if in_process_watchers:
+            from gpudash.sync.runner import start_in_process, stop_process_supervisor
+
+            # The in-memory channel layer belongs to this loop: the watcher threads publish onto it.
+            start_in_process(asyncio.get_running_loop())
+        try:
+            await server.serve()
+        finally:
+            if in_process_watchers:
+                await asyncio.to_thread(stop_process_supervisor)
+
+    asyncio.run(main())
