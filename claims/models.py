@@ -14,6 +14,7 @@ __all__ = (
     "ClaimStateChange",
     "Finding",
     "AuditEntry",
+    "StuckObservation",
 )
 
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
@@ -121,11 +122,20 @@ class ResourceClaim(KubeObject):
         )
         return fields
 
+    # Child rows rebuilt from `raw` on every change: {model: foreign key to this row} (bulk sync uses it).
+    child_models = {"claims.AllocationResult": "claim", "claims.ClaimConsumer": "claim"}
+
     def sync_children(self):
-        status = self.status
         self.results.all().delete()
         self.consumers.all().delete()
-        AllocationResult.objects.bulk_create(
+        rows = self.child_rows()
+        AllocationResult.objects.bulk_create([r for r in rows if isinstance(r, AllocationResult)])
+        ClaimConsumer.objects.bulk_create([r for r in rows if isinstance(r, ClaimConsumer)])
+
+    def child_rows(self):
+        """Unsaved allocation-result and consumer rows for what `raw` now says."""
+        status = self.status
+        results = [
             AllocationResult(
                 cluster_id=self.cluster_id,
                 claim=self,
@@ -140,8 +150,8 @@ class ResourceClaim(KubeObject):
                 binding_failure_conditions=r.get("bindingFailureConditions") or [],
             )
             for r in ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-        )
-        ClaimConsumer.objects.bulk_create(
+        ]
+        consumers = [
             ClaimConsumer(
                 cluster_id=self.cluster_id,
                 claim=self,
@@ -151,7 +161,8 @@ class ResourceClaim(KubeObject):
                 uid=c.get("uid") or "",
             )
             for c in status.get("reservedFor") or []
-        )
+        ]
+        return results + consumers
 
 
 class AllocationResult(models.Model):
@@ -232,9 +243,15 @@ class Pod(KubeObject):
         )
         return fields
 
+    # Child rows rebuilt from `raw` on every change: {model: foreign key to this row} (bulk sync uses it).
+    child_models = {"claims.PodClaimRef": "pod"}
+
+    def child_rows(self):
+        return list(PodClaimRef.rows_for_pod(self))
+
     def sync_children(self):
         self.claim_refs.all().delete()
-        PodClaimRef.objects.bulk_create(PodClaimRef.rows_for_pod(self))
+        PodClaimRef.objects.bulk_create(self.child_rows())
 
 
 class PodClaimRef(models.Model):
@@ -348,3 +365,19 @@ class AuditEntry(models.Model):
     class Meta:
         ordering = ("-at", "-id")
         verbose_name_plural = "audit entries"
+
+
+class StuckObservation(models.Model):
+    """When the detector first saw a condition whose start the objects themselves don't tell
+    (a pod or node that vanished, a device no longer published); grace periods count from here."""
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    rule = models.CharField(max_length=64)
+    claim_uid = models.CharField(max_length=64)
+    subject = models.CharField(max_length=255, blank=True)
+    since = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "rule", "claim_uid", "subject"), name="claims_stuckobservation_unique_key")
+        ]

@@ -5,6 +5,9 @@ from django.utils import timezone
 
 from gpudash.models import KubeObject, parse_k8s_time
 
+from . import normalize
+from .querysets import DeviceQuerySet
+
 __all__ = (
     "Cluster",
     "SyncState",
@@ -153,16 +156,26 @@ class ResourceSlice(KubeObject):
         )
         return fields
 
-    def sync_children(self):
-        """Replace this slice's device and counter-set rows with what `raw` now says."""
+    # Child rows rebuilt from `raw` on every change: {model: foreign key to this row} (bulk sync uses it).
+    child_models = {"inventory.Device": "slice", "inventory.SharedCounterSet": "slice"}
+
+    def child_rows(self):
+        """Unsaved device and counter-set rows for what `raw` now says."""
         spec = self.spec
-        self.devices.all().delete()
-        self.counter_sets.all().delete()
-        Device.objects.bulk_create(Device.rows_for_slice(self, spec))
-        SharedCounterSet.objects.bulk_create(
+        rows = list(Device.rows_for_slice(self, spec))
+        rows += [
             SharedCounterSet(slice=self, cluster_id=self.cluster_id, name=cs.get("name") or "", counters=cs.get("counters") or {})
             for cs in spec.get("sharedCounters") or []
-        )
+        ]
+        return rows
+
+    def sync_children(self):
+        """Replace this slice's device and counter-set rows with what `raw` now says."""
+        self.devices.all().delete()
+        self.counter_sets.all().delete()
+        rows = self.child_rows()
+        Device.objects.bulk_create([r for r in rows if isinstance(r, Device)])
+        SharedCounterSet.objects.bulk_create([r for r in rows if isinstance(r, SharedCounterSet)])
 
 
 class SharedCounterSet(models.Model):
@@ -196,6 +209,14 @@ class Device(models.Model):
     binding_failure_conditions = models.JSONField(default=list, blank=True)
     allow_multiple_allocations = models.BooleanField(default=False)
     raw = models.JSONField(default=dict)
+    # Searchable copies for the API filters (see inventory/normalize.py): plain attribute values and
+    # capacities in base units, keyed bare for the device's own driver domain; and whether a
+    # NoSchedule/NoExecute taint keeps new allocations off the device.
+    attribute_values = models.JSONField(default=dict, blank=True)
+    capacity_values = models.JSONField(default=dict, blank=True)
+    tainted = models.BooleanField(default=False)
+
+    objects = DeviceQuerySet.as_manager()
 
     class Meta:
         ordering = ("cluster_id", "node_name", "driver", "pool", "name")
@@ -223,6 +244,9 @@ class Device(models.Model):
                 binding_failure_conditions=dev.get("bindingFailureConditions") or [],
                 allow_multiple_allocations=bool(dev.get("allowMultipleAllocations")),
                 raw=dev,
+                attribute_values=normalize.plain_attributes(dev.get("attributes"), slice_obj.driver),
+                capacity_values=normalize.capacity_values(dev.get("capacity"), slice_obj.driver),
+                tainted=any(isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute") for t in dev.get("taints") or []),
             )
 
     def attribute_value(self, qualified_name):

@@ -1,0 +1,172 @@
+"""REST API benchmark: server time and queries per request on a 5,000-node fleet in PostgreSQL.
+
+    .venv/bin/python bench/bench_api.py [--nodes 5000] [--claims 20000] [--runs 30] [--reload]
+
+The fleet comes from devcluster.fleet.generate_fleet (5,000 nodes x 8 GPUs, 20 % of nodes with MIG
+partitions, 20,000 claims and pods) and is written with bulk inserts through the models' own
+`fields_from_raw` / child-row builders (the same columns the watchers write). Requests go through
+Django's full stack in-process (test client: middleware, token auth, DRF, serialisation), so the
+time is server time without network. Figures are printed, not asserted.
+Uses BENCH_DATABASE_URL (default: a `gpudash_bench_api` database on the local PostgreSQL), created
+and migrated if needed; the fleet is loaded once and reused unless --reload.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/gpudash_bench_api"
+
+
+def ensure_database(url):
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    admin_url = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def load(nodes, claims):
+    from claims.models import AllocationResult, ClaimConsumer, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
+    from devcluster.fleet import generate_fleet
+    from django.db import transaction
+    from django.utils import timezone
+    from inventory.models import Cluster, Device, DeviceClass, Node, ResourceSlice
+
+    started = time.monotonic()
+    fleet = generate_fleet(nodes=nodes, claims=claims)
+    print(f"generated fleet in {time.monotonic() - started:.1f} s: " + ", ".join(f"{k}={len(v)}" for k, v in fleet.items()))
+    started = time.monotonic()
+    with transaction.atomic():
+        Cluster.objects.filter(name="bench").delete()
+        cluster = Cluster.objects.create(name="bench")
+
+        def rows(model, raws):
+            return model.objects.bulk_create((model(cluster=cluster, **model.fields_from_raw(r)) for r in raws), batch_size=2000)
+
+        rows(Node, fleet["nodes"])
+        rows(DeviceClass, fleet["deviceclasses"])
+        rows(ResourceClaimTemplate, fleet["resourceclaimtemplates"])
+        slices = rows(ResourceSlice, fleet["resourceslices"])
+        Device.objects.bulk_create((d for s in slices for d in Device.rows_for_slice(s, s.spec)), batch_size=5000)
+        claim_rows = rows(ResourceClaim, fleet["resourceclaims"])
+        results, consumers = [], []
+        for c in claim_rows:
+            # The same child rows ResourceClaim.sync_children writes, built without a query per claim.
+            for r in ((c.status.get("allocation") or {}).get("devices") or {}).get("results") or []:
+                results.append(AllocationResult(cluster=cluster, claim=c, request=r["request"], driver=r["driver"], pool=r["pool"], device=r["device"]))
+            for ref in c.status.get("reservedFor") or []:
+                consumers.append(ClaimConsumer(cluster=cluster, claim=c, resource=ref["resource"], name=ref["name"], uid=ref["uid"]))
+        AllocationResult.objects.bulk_create(results, batch_size=5000)
+        ClaimConsumer.objects.bulk_create(consumers, batch_size=5000)
+        pods = rows(Pod, fleet["pods"])
+        PodClaimRef.objects.bulk_create((ref for p in pods for ref in PodClaimRef.rows_for_pod(p)), batch_size=5000)
+        now = timezone.now()
+        Finding.objects.bulk_create(
+            Finding(cluster=cluster, rule="bench", namespace=c.namespace, claim_name=c.name, claim_uid=c.uid, summary="bench", first_seen=now, last_seen=now)
+            for c in claim_rows[:: max(1, len(claim_rows) // 200)]
+        )
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    print(f"loaded in {time.monotonic() - started:.1f} s: {Device.objects.count()} devices, {ResourceClaim.objects.count()} claims, {len(results)} allocation results")
+
+
+def measure(client, url, runs):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    times = []
+    for i in range(runs + 2):
+        with CaptureQueriesContext(connection) as ctx:
+            t0 = time.perf_counter()
+            response = client.get(url)
+            elapsed = time.perf_counter() - t0
+        assert response.status_code == 200, response.content[:500]
+        if i >= 2:  # the first two warm caches (connection, query plans, class lookups)
+            times.append(elapsed * 1000)
+    body = response.json()
+    rows = len(body.get("results", []))
+    return statistics.median(times), max(times), len(ctx.captured_queries), rows, body.get("count", body.get("total"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--claims", type=int, default=20000)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--reload", action="store_true", help="Reload the fleet even if the database has one.")
+    args = parser.parse_args()
+
+    db_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_DB)
+    os.environ["DATABASE_URL"] = db_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
+    os.environ.setdefault("DB_CONN_MAX_AGE", "600")
+    ensure_database(db_url)
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    settings.ALLOWED_HOSTS = ["*"]
+    call_command("migrate", verbosity=0)
+    from inventory.models import Cluster, Device
+
+    have = Device.objects.filter(cluster__name="bench").count()
+    if args.reload or have < args.nodes * 8:
+        load(args.nodes, args.claims)
+    else:
+        print(f"reusing the loaded fleet ({have} devices)")
+
+    user, _ = User.objects.get_or_create(username="bench-api", defaults={"is_superuser": True})
+    token, _ = Token.objects.get_or_create(user=user)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert Cluster.objects.filter(name="bench").exists()
+
+    cases = [
+        ("devices: attribute + capacity, page of 100",
+         "/api/v1/devices/?attribute=gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3&capacity=gpu.nvidia.com/memory>=40Gi&page_size=100"),
+        ("devices: attribute + capacity + state=free, page of 100",
+         "/api/v1/devices/?attribute=productName:NVIDIA H100 80GB HBM3&capacity=memory>=40Gi&state=free&page_size=100"),
+        ("devices: node filter (8 rows)", "/api/v1/devices/?node=node-02500"),
+        ("devices: attribute + capacity, page of 1000",
+         "/api/v1/devices/?attribute=gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3&capacity=gpu.nvidia.com/memory>=40Gi&page_size=1000"),
+        ("claims: state=reserved, page of 100", "/api/v1/claims/?state=reserved&page_size=100"),
+        ("claims: state=pending, page of 100", "/api/v1/claims/?state=pending&page_size=100"),
+        ("claims: state=stuck, page of 100", "/api/v1/claims/?state=stuck&page_size=100"),
+        ("aggregates: devices by model and state", "/api/v1/aggregates/devices?group_by=model&group_by=state"),
+        ("aggregates: devices by cluster, model, state (default)", "/api/v1/aggregates/devices"),
+        ("aggregates: allocation per namespace", "/api/v1/aggregates/allocation"),
+    ]
+    from django.core.cache import cache
+
+    cache.clear()
+    t0 = time.perf_counter()
+    first = client.get("/api/v1/device-classes/")
+    cold = (time.perf_counter() - t0) * 1000
+    counts = {c["name"]: c["matching_devices"] for c in first.json()["results"]}
+    print(f"\ndevice-classes, first call (CEL over every device, then cached): {cold:.0f} ms, matches {counts}")
+    cases.append(("device-classes (CEL counts cached)", "/api/v1/device-classes/"))
+    print(f"\n{'request':58} {'p50 ms':>8} {'max ms':>8} {'queries':>8} {'rows':>6} {'matched':>8}")
+    for label, url in cases:
+        p50, worst, queries, rows, count = measure(client, url, args.runs)
+        print(f"{label:58} {p50:8.1f} {worst:8.1f} {queries:8d} {rows:6d} {count!s:>8}")
+
+
+if __name__ == "__main__":
+    main()

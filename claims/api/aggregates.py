@@ -1,0 +1,83 @@
+"""Allocation per namespace: claims by state and devices held, for capacity planning tools."""
+
+from django.db.models import Count, Q
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from claims.filtersets import stuck_exists
+from claims.models import AllocationResult, ResourceClaim
+from gpudash.api.filters import check_params
+from gpudash.api.permissions import IsViewer
+from gpudash.roles import scope_queryset
+from inventory.models import Cluster
+
+STATES = [s.value for s in ResourceClaim.State]
+
+
+def allocation_by_namespace(claims):
+    """[{cluster, namespace, claims, <state>..., stuck, devices, admin_access_devices}] for a claim queryset."""
+    per_state = {s: Count("id", filter=Q(state=s)) for s in STATES}
+    rows = {
+        (r["cluster__name"], r["namespace"]): r
+        for r in claims.order_by().values("cluster__name", "namespace").annotate(claims=Count("id"), **per_state)
+    }
+    # Counted apart with EXISTS in WHERE (a semi-join), not per claim in the SELECT list.
+    stuck = {
+        (r["cluster__name"], r["namespace"]): r["n"]
+        for r in claims.filter(stuck_exists()).order_by().values("cluster__name", "namespace").annotate(n=Count("id"))
+    }
+    results = (
+        AllocationResult.objects.filter(claim__in=claims.order_by().values("pk"))
+        .values("claim__cluster__name", "claim__namespace")
+        .annotate(devices=Count("id", filter=Q(admin_access=False)), admin=Count("id", filter=Q(admin_access=True)))
+        .order_by()
+    )
+    held = {(r["claim__cluster__name"], r["claim__namespace"]): r for r in results}
+    out = []
+    for key in sorted(rows):
+        row = rows[key]
+        out.append(
+            {
+                "cluster": key[0],
+                "namespace": key[1],
+                "claims": row["claims"],
+                **{s: row[s] for s in STATES},
+                "stuck": stuck.get(key, 0),
+                "devices": held.get(key, {}).get("devices", 0),
+                "admin_access_devices": held.get(key, {}).get("admin", 0),
+            }
+        )
+    return out
+
+
+class AllocationAggregateView(APIView):
+    """Per (cluster, namespace): claims by state, stuck claims, devices held (admin-access counted apart)."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("cluster", OpenApiTypes.STR, description="Cluster name."),
+            OpenApiParameter("namespace", OpenApiTypes.STR),
+        ],
+        filters=False,
+        responses=inline_serializer(
+            "AllocationAggregate",
+            {"results": serializers.ListField(child=serializers.DictField())},
+        ),
+    )
+    def get(self, request):
+        check_params(request, {"cluster", "namespace", "format"})
+        claims = scope_queryset(ResourceClaim.objects.all(), request.user)
+        if "cluster" in request.query_params:
+            name = request.query_params["cluster"]
+            if not Cluster.objects.filter(name=name).exists():
+                raise ValidationError({"cluster": [f"No cluster named {name!r}."]})
+            claims = claims.filter(cluster__name=name)
+        if "namespace" in request.query_params:
+            claims = claims.filter(namespace=request.query_params["namespace"])
+        return Response({"results": allocation_by_namespace(claims)})

@@ -1,0 +1,71 @@
+"""Normalised views of claims, claim templates, pods and audit entries."""
+
+from rest_framework import serializers
+
+from claims.models import AllocationResult, AuditEntry, ClaimConsumer, PodClaimRef, ResourceClaim
+from gpudash.api.serializers import NamespacedSerializer
+
+__all__ = ("ResourceClaimSerializer", "ResourceClaimTemplateSerializer", "PodSerializer", "AuditEntrySerializer")
+
+
+class AllocationResultSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AllocationResult
+        fields = ("request", "driver", "pool", "device", "admin_access", "share_id", "consumed_capacity")
+
+
+class ConsumerSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ClaimConsumer
+        fields = ("api_group", "resource", "name", "uid")
+
+
+class OwnerPodSerializer(serializers.Serializer):
+    uid = serializers.CharField(source="owner_pod_uid")
+    name = serializers.CharField(source="owner_pod_name")
+
+
+class ResourceClaimSerializer(NamespacedSerializer):
+    state = serializers.ChoiceField(choices=ResourceClaim.State.choices, read_only=True)
+    stuck = serializers.BooleanField(read_only=True, help_text="An active stuck-claim finding exists for this claim.")
+    allocated = serializers.BooleanField(read_only=True)
+    node = serializers.CharField(source="node_name", read_only=True, help_text="Node the allocation is pinned to, if one.")
+    allocation_timestamp = serializers.DateTimeField(read_only=True, allow_null=True)
+    device_classes = serializers.ListField(child=serializers.CharField(), read_only=True)
+    finalizers = serializers.ListField(child=serializers.CharField(), read_only=True)
+    owner_pod = OwnerPodSerializer(source="*", read_only=True)
+    pod_claim_name = serializers.CharField(read_only=True)
+    results = AllocationResultSerializer(many=True, read_only=True)
+    reserved_for = ConsumerSerializer(source="consumers", many=True, read_only=True)
+
+
+class ResourceClaimTemplateSerializer(NamespacedSerializer):
+    device_classes = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+
+class PodClaimRefSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = PodClaimRef
+        fields = ("pod_claim_name", "template_name", "claim_name")
+
+
+class PodSerializer(NamespacedSerializer):
+    phase = serializers.CharField(read_only=True)
+    node = serializers.CharField(source="node_name", read_only=True)
+    scheduled_status = serializers.CharField(read_only=True)
+    scheduled_reason = serializers.CharField(read_only=True)
+    scheduled_message = serializers.CharField(read_only=True)
+    owner_kind = serializers.CharField(read_only=True)
+    owner_name = serializers.CharField(read_only=True)
+    claims = PodClaimRefSerializer(source="claim_refs", many=True, read_only=True)
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster_name", read_only=True)
+
+    class Meta:
+        model = AuditEntry
+        fields = (
+            "id", "at", "username", "cluster", "cluster_id", "namespace", "claim_name", "claim_uid", "action", "rule",
+            "dry_run", "outcome", "reason", "request", "response", "before", "after",
+        )

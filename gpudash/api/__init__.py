@@ -1,0 +1,1 @@
+"""Pieces every REST endpoint shares: one error shape, role permissions, pagination, filter parsing."""

@@ -1,0 +1,33 @@
+"""Serializer bases: the fields every mirrored object has, and the optional `raw` Kubernetes JSON."""
+
+from rest_framework import serializers
+
+
+class RawOptionalMixin:
+    """Drops `raw` unless the view was asked for it (`?raw=1`); the views also defer the column then."""
+
+    def get_fields(self):
+        fields = super().get_fields()
+        # Dropped before serialising, not after: reading a deferred column costs a query per row.
+        if not self.context.get("include_raw"):
+            fields.pop("raw", None)
+        return fields
+
+
+class KubeObjectSerializer(RawOptionalMixin, serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    cluster = serializers.CharField(source="cluster.name", read_only=True, help_text="Cluster name.")
+    cluster_id = serializers.IntegerField(read_only=True)
+    uid = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    resource_version = serializers.CharField(read_only=True)
+    creation_timestamp = serializers.DateTimeField(read_only=True, allow_null=True)
+    deletion_timestamp = serializers.DateTimeField(read_only=True, allow_null=True)
+    labels = serializers.DictField(child=serializers.CharField(), read_only=True)
+    synced_at = serializers.DateTimeField(read_only=True)
+    # Not read-only on purpose: the schema must not list it as always present (only with ?raw=1).
+    raw = serializers.JSONField(required=False, help_text="The object exactly as the API server sent it (only with ?raw=1).")
+
+
+class NamespacedSerializer(KubeObjectSerializer):
+    namespace = serializers.CharField(read_only=True)

@@ -1,0 +1,45 @@
+"""Routes of the REST API, version 1 (mounted at /api/v1/). Paths are kebab-case plural nouns."""
+
+from django.urls import path, re_path
+from rest_framework.routers import DefaultRouter
+
+from claims.api import views as claim_views
+from claims.api.aggregates import AllocationAggregateView
+from claims.api.preview import PreviewView
+from gpudash.api.errors import not_found_view
+from inventory.api import views as inventory_views
+from inventory.api.aggregates import DeviceAggregateView
+
+app_name = "api"
+
+router = DefaultRouter(trailing_slash="/?")
+router.register("clusters", inventory_views.ClusterViewSet, basename="cluster")
+router.register("nodes", inventory_views.NodeViewSet, basename="node")
+router.register("device-classes", inventory_views.DeviceClassViewSet, basename="deviceclass")
+router.register("resource-slices", inventory_views.ResourceSliceViewSet, basename="resourceslice")
+router.register("devices", inventory_views.DeviceViewSet, basename="device")
+router.register("claims", claim_views.ResourceClaimViewSet, basename="resourceclaim")
+router.register("claim-templates", claim_views.ResourceClaimTemplateViewSet, basename="resourceclaimtemplate")
+router.register("pods", claim_views.PodViewSet, basename="pod")
+router.register("audit", claim_views.AuditEntryViewSet, basename="auditentry")
+
+urlpatterns = [
+    path("preview", PreviewView.as_view(), name="preview"),
+    path("aggregates/devices", DeviceAggregateView.as_view(), name="aggregate-devices"),
+    path("aggregates/allocation", AllocationAggregateView.as_view(), name="aggregate-allocation"),
+    *router.urls,
+]
+
+
+def _release_urls():
+    """Release actions (claims/api/operations.py, the operations issue), when present."""
+    try:
+        from claims.api import operations
+    except ImportError:
+        return []
+    return list(getattr(operations, "urlpatterns", []))
+
+
+urlpatterns += _release_urls()
+# Anything else under /api/v1/ answers in the API's error shape.
+urlpatterns.append(re_path(r"^.*$", not_found_view))

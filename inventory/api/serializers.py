@@ -1,0 +1,136 @@
+"""Normalised views of clusters, nodes, device classes, slices and devices."""
+
+from rest_framework import serializers
+
+from gpudash.api.serializers import KubeObjectSerializer, RawOptionalMixin
+from inventory.models import Cluster, SyncState
+from inventory.querysets import DEVICE_STATES
+
+__all__ = (
+    "ClusterSerializer",
+    "NodeSerializer",
+    "DeviceClassSerializer",
+    "ResourceSliceSerializer",
+    "DeviceSerializer",
+    "DeviceDetailSerializer",
+)
+
+# Watch states in which the mirror of that kind is as good as it gets.
+HEALTHY_SYNC = {SyncState.Status.CONNECTED, SyncState.Status.SNAPSHOT, SyncState.Status.NOT_SERVED}
+
+
+class SyncStateSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SyncState
+        fields = (
+            "kind", "status", "api_version", "resource_version", "object_count", "connected_since",
+            "last_event_at", "last_list_at", "last_error", "last_error_at", "relist_count", "malformed_count",
+        )
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    connected = serializers.SerializerMethodField(help_text="Every mirrored kind is connected (or a snapshot / not served).")
+    writable = serializers.BooleanField(read_only=True, help_text="Release actions may write to this cluster.")
+    sync = SyncStateSerializer(source="sync_states", many=True, read_only=True, help_text="Watch status per kind.")
+
+    class Meta:
+        model = Cluster
+        fields = (
+            "id", "name", "enabled", "read_only", "is_snapshot", "writable", "server_version", "features",
+            "served_resource_versions", "discovered_at", "created", "connected", "sync",
+        )
+
+    def get_connected(self, cluster) -> bool:
+        states = list(cluster.sync_states.all())  # prefetched
+        return bool(states) and all(s.status in HEALTHY_SYNC for s in states)
+
+
+class NodeSerializer(KubeObjectSerializer):
+    ready = serializers.BooleanField(allow_null=True, read_only=True)
+    ready_changed_at = serializers.DateTimeField(allow_null=True, read_only=True)
+    unschedulable = serializers.BooleanField(read_only=True)
+    taints = serializers.ListField(child=serializers.DictField(), read_only=True)
+    device_count = serializers.IntegerField(read_only=True, help_text="Devices published for this node.")
+
+
+class DeviceClassSerializer(KubeObjectSerializer):
+    extended_resource_name = serializers.CharField(read_only=True)
+    selectors = serializers.ListField(child=serializers.DictField(), read_only=True)
+    matching_devices = serializers.SerializerMethodField(
+        help_text="Devices of the class's cluster its selectors match now; null when they cannot be evaluated."
+    )
+    matching_error = serializers.SerializerMethodField(help_text="Why matching_devices is null.")
+
+    def get_matching_devices(self, obj) -> int | None:
+        return self.context["class_matches"].get(obj.pk, (None, ""))[0]
+
+    def get_matching_error(self, obj) -> str:
+        return self.context["class_matches"].get(obj.pk, (None, ""))[1]
+
+
+class ResourceSliceSerializer(KubeObjectSerializer):
+    driver = serializers.CharField(read_only=True)
+    pool = serializers.CharField(read_only=True)
+    pool_generation = serializers.IntegerField(read_only=True)
+    resource_slice_count = serializers.IntegerField(read_only=True)
+    node = serializers.CharField(source="node_name", read_only=True)
+    all_nodes = serializers.BooleanField(read_only=True)
+    per_device_node_selection = serializers.BooleanField(read_only=True)
+    node_selector = serializers.JSONField(read_only=True, allow_null=True)
+    device_count = serializers.IntegerField(read_only=True)
+
+
+class DeviceSerializer(RawOptionalMixin, serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    cluster_id = serializers.IntegerField(read_only=True)
+    slice_id = serializers.IntegerField(read_only=True)
+    driver = serializers.CharField(read_only=True)
+    pool = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    node = serializers.CharField(source="node_name", read_only=True)
+    state = serializers.ChoiceField(choices=DEVICE_STATES, read_only=True)
+    tainted = serializers.BooleanField(read_only=True)
+    attributes = serializers.DictField(
+        source="attribute_values", read_only=True,
+        help_text="Plain attribute values; names bare for the driver's own domain, qualified otherwise.",
+    )
+    capacity = serializers.SerializerMethodField(help_text="Capacity quantities as published (e.g. \"80Gi\").")
+    taints = serializers.ListField(child=serializers.DictField(), read_only=True)
+    allow_multiple_allocations = serializers.BooleanField(read_only=True)
+    binds_to_node = serializers.BooleanField(read_only=True)
+    consumes_counters = serializers.ListField(child=serializers.DictField(), read_only=True)
+    raw = serializers.JSONField(required=False, help_text="The device entry exactly as in the slice (only with ?raw=1).")
+
+    def get_capacity(self, device) -> dict[str, str]:
+        from inventory.normalize import normalize_name
+
+        return {
+            normalize_name(name, device.driver): str(cap.get("value"))
+            for name, cap in device.capacity.items()
+            if isinstance(cap, dict)
+        }
+
+
+class AllocationSerializer(serializers.Serializer):
+    claim_id = serializers.IntegerField()
+    namespace = serializers.CharField(source="claim.namespace")
+    claim = serializers.CharField(source="claim.name")
+    request = serializers.CharField()
+    admin_access = serializers.BooleanField()
+    share_id = serializers.CharField()
+    consumed_capacity = serializers.DictField()
+
+
+class DeviceDetailSerializer(DeviceSerializer):
+    allocations = serializers.SerializerMethodField(help_text="Allocation results naming this device (claims you may see).")
+
+    def get_allocations(self, device) -> list[dict]:
+        from claims.models import AllocationResult
+        from gpudash.roles import scope_queryset
+
+        results = AllocationResult.objects.filter(
+            cluster_id=device.cluster_id, driver=device.driver, pool=device.pool, device=device.name
+        ).select_related("claim")
+        results = scope_queryset(results, self.context["request"].user, field="claim__namespace")
+        return AllocationSerializer(results, many=True).data

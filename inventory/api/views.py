@@ -1,0 +1,97 @@
+"""Read endpoints for clusters, nodes, device classes, resource slices and devices."""
+
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, Subquery, Value
+from django.db.models.functions import Coalesce
+from rest_framework import viewsets
+
+from gpudash.api.filters import StrictFilterBackend
+from gpudash.api.pagination import IdsFirstPagination, StablePagePagination
+from gpudash.api.permissions import IsViewer
+from gpudash.api.views import MirrorViewSet
+from inventory import classmatch
+from inventory.filtersets import (
+    ClusterFilterSet,
+    DeviceClassFilterSet,
+    DeviceFilterSet,
+    NodeFilterSet,
+    ResourceSliceFilterSet,
+)
+from inventory.models import Cluster, Device, DeviceClass, Node, ResourceSlice, SyncState
+
+from . import serializers
+
+__all__ = ("ClusterViewSet", "NodeViewSet", "DeviceClassViewSet", "ResourceSliceViewSet", "DeviceViewSet")
+
+
+class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
+    """Clusters the dashboard mirrors, with the watch status of every kind."""
+
+    queryset = Cluster.objects.prefetch_related(Prefetch("sync_states", queryset=SyncState.objects.order_by("kind")))
+    serializer_class = serializers.ClusterSerializer
+    filterset_class = ClusterFilterSet
+    permission_classes = [IsViewer]
+    pagination_class = StablePagePagination
+    filter_backends = [StrictFilterBackend]
+
+
+class NodeViewSet(MirrorViewSet):
+    queryset = Node.objects.select_related("cluster")
+    serializer_class = serializers.NodeSerializer
+    filterset_class = NodeFilterSet
+
+    def base_queryset(self):
+        devices = (
+            Device.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name"))
+            .order_by()
+            .values("node_name")
+            .annotate(n=Count("*"))
+            .values("n")
+        )
+        return self.queryset.annotate(device_count=Coalesce(Subquery(devices, output_field=IntegerField()), Value(0)))
+
+
+class DeviceClassViewSet(MirrorViewSet):
+    """Device classes, with how many devices of their cluster each matches now (CEL, cached)."""
+
+    queryset = DeviceClass.objects.select_related("cluster")
+    serializer_class = serializers.DeviceClassSerializer
+    filterset_class = DeviceClassFilterSet
+
+    def get_queryset(self):
+        # Selectors live in `raw`, so it is always loaded here (classes are few).
+        qs = self.base_queryset()
+        return qs
+
+    def get_serializer(self, *args, **kwargs):
+        if args:
+            objs = args[0] if isinstance(args[0], (list, tuple)) else [args[0]]
+            if all(isinstance(o, DeviceClass) for o in objs):
+                classmatch.annotate_matches(objs)
+                kwargs.setdefault("context", self.get_serializer_context())
+                kwargs["context"]["class_matches"] = {o.pk: (o.match_count, o.match_error) for o in objs}
+        return super().get_serializer(*args, **kwargs)
+
+
+class ResourceSliceViewSet(MirrorViewSet):
+    queryset = ResourceSlice.objects.select_related("cluster")
+    serializer_class = serializers.ResourceSliceSerializer
+    filterset_class = ResourceSliceFilterSet
+
+    def base_queryset(self):
+        devices = Device.objects.filter(slice_id=OuterRef("pk")).order_by().values("slice_id").annotate(n=Count("*")).values("n")
+        return self.queryset.annotate(device_count=Coalesce(Subquery(devices, output_field=IntegerField()), Value(0)))
+
+
+class DeviceViewSet(MirrorViewSet):
+    """Devices with their state (free/allocated/shared/admin/tainted) derived from allocation results."""
+
+    queryset = Device.objects.select_related("cluster")
+    serializer_class = serializers.DeviceSerializer
+    filterset_class = DeviceFilterSet
+    pagination_class = IdsFirstPagination
+
+    def get_serializer_class(self):
+        return serializers.DeviceDetailSerializer if self.action == "retrieve" else serializers.DeviceSerializer
+
+    def base_queryset(self):
+        return self.queryset.with_state().defer("attributes")

@@ -1,0 +1,101 @@
+"""django-filter FilterSets for the inventory side: nodes, classes, slices, devices."""
+
+import django_filters
+from rest_framework.exceptions import ValidationError
+
+from gpudash.api.filters import ApiFilterSet, AttributeFilter, CapacityFilter, KubeObjectFilterSet, StrictBooleanFilter
+
+from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
+from .querysets import DEVICE_STATES
+
+__all__ = ("ClusterFilterSet", "NodeFilterSet", "DeviceClassFilterSet", "ResourceSliceFilterSet", "DeviceFilterSet")
+
+
+class ClusterFilterSet(ApiFilterSet):
+    name = django_filters.CharFilter()
+    enabled = StrictBooleanFilter()
+    ordering = django_filters.OrderingFilter(fields=("name", "created"))
+
+    class Meta:
+        model = Cluster
+        fields = ("name", "enabled")
+
+
+class NodeFilterSet(KubeObjectFilterSet):
+    ready = StrictBooleanFilter()
+    unschedulable = StrictBooleanFilter()
+    ordering = django_filters.OrderingFilter(fields=(("cluster__name", "cluster"), "name", "creation_timestamp"))
+
+    class Meta:
+        model = Node
+        fields = ("cluster", "name", "uid", "ready", "unschedulable")
+
+
+class DeviceClassFilterSet(KubeObjectFilterSet):
+    ordering = django_filters.OrderingFilter(fields=(("cluster__name", "cluster"), "name", "creation_timestamp"))
+
+    class Meta:
+        model = DeviceClass
+        fields = ("cluster", "name", "uid")
+
+
+class ResourceSliceFilterSet(KubeObjectFilterSet):
+    driver = django_filters.CharFilter()
+    pool = django_filters.CharFilter()
+    node = django_filters.CharFilter(field_name="node_name", help_text="spec.nodeName of the slice.")
+    ordering = django_filters.OrderingFilter(
+        fields=(("cluster__name", "cluster"), "name", "driver", "pool", ("node_name", "node"), "creation_timestamp")
+    )
+
+    class Meta:
+        model = ResourceSlice
+        fields = ("cluster", "name", "uid", "driver", "pool", "node")
+
+
+class DeviceFilterSet(ApiFilterSet):
+    cluster = django_filters.ModelChoiceFilter(field_name="cluster", to_field_name="name", queryset=Cluster.objects.all(), help_text="Cluster name.")
+    node = django_filters.CharFilter(field_name="node_name", help_text="Node the device lives on.")
+    driver = django_filters.CharFilter()
+    pool = django_filters.CharFilter()
+    name = django_filters.CharFilter(help_text="Device name within its pool.")
+    slice = django_filters.NumberFilter(field_name="slice_id", help_text="Id of the ResourceSlice.")
+    state = django_filters.ChoiceFilter(
+        choices=[(s, s) for s in DEVICE_STATES],
+        method="filter_state",
+        help_text="free, allocated (exclusively), shared (allowMultipleAllocations shares), "
+        "admin (only admin-access results), tainted (NoSchedule/NoExecute taint, not allocated).",
+    )
+    tainted = StrictBooleanFilter(help_text="Has a NoSchedule or NoExecute taint, whatever the state.")
+    attribute = AttributeFilter(
+        method="filter_attribute",
+        help_text="NAME:VALUE, repeatable (all must match). NAME bare = the device's driver domain, "
+        "e.g. gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3.",
+    )
+    capacity = CapacityFilter(
+        method="filter_capacity",
+        help_text="NAME OP QUANTITY with OP one of = != < <= > >=, repeatable, e.g. gpu.nvidia.com/memory>=40Gi.",
+    )
+    ordering = django_filters.OrderingFilter(
+        fields=(("cluster__name", "cluster"), ("node_name", "node"), "driver", "pool", "name")
+    )
+
+    class Meta:
+        model = Device
+        fields = ()
+
+    def filter_state(self, queryset, name, value):
+        return queryset.in_state(value) if value else queryset
+
+    def filter_attribute(self, queryset, name, parsed):
+        for n, (attr, candidates) in enumerate(parsed):
+            if not Device.objects.attribute_known(attr):
+                raise ValidationError({"attribute": [f"No device publishes an attribute named {attr!r}."]})
+            queryset = queryset.with_attribute(attr, candidates, n=n)
+        return queryset
+
+    def filter_capacity(self, queryset, name, parsed):
+        for n, (cap, op, number) in enumerate(parsed):
+            if not Device.objects.capacity_known(cap):
+                raise ValidationError({"capacity": [f"No device publishes a capacity named {cap!r}."]})
+            queryset = queryset.with_capacity(cap, op, number, n=n)
+        return queryset
