@@ -99,6 +99,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
     )
+    # Tests on SQLite use a file, like the embedded default: the in-memory shared-cache database
+    # that Django would pick uses table locks that watcher threads cannot wait out.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-gpudash.sqlite3")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # PostgreSQL's JIT compiler spends 0.5-1.5 s on the fleet-wide GROUP BYs (their subplans inflate
+    # the cost estimates past jit_above_cost) and never pays back on a dashboard's queries.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("options", "-c jit=off")
 if os.environ.get("GPUDASH_TEST_DB_NAME"):
     # Lets several test runs share one PostgreSQL server without trampling each other.
     DATABASES["default"]["TEST"] = {"NAME": os.environ["GPUDASH_TEST_DB_NAME"]}
@@ -129,10 +136,14 @@ LOGOUT_REDIRECT_URL = "login"
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 if REDIS_URL:
+    # Pub/sub: one PUBLISH per group message and one Redis subscription per server process, fanned
+    # out in memory to that process's consumers. The list-based RedisChannelLayer polls one Redis
+    # list per consumer (200 pages = 200 blocking pops, and "Too many connections" when they all
+    # join at once); measured in docs/ui.md (Benchmark).
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
         }
     }
 else:
