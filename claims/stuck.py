@@ -29,6 +29,10 @@ NOT_PREPARED = "not_prepared"
 DEVICE_VANISHED = "device_vanished"
 DOUBLE_ALLOCATION = "double_allocation"
 
+# The kind finding changes are published as on the live-updates channel, and their events.
+FINDING_KIND = "Finding"
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
 RULE_TITLES = {
     STALE_RESERVATION: "Stale reservation",
     DELETION_BLOCKED: "Deletion blocked",
@@ -254,7 +258,7 @@ def rule_unallocatable(m, cfg, now):
                 claim,
                 subject=pod.uid,
                 summary=f"Pod {pod.name} has been Pending since {pod.creation_timestamp:%Y-%m-%d %H:%M:%S}Z and the claim is "
-                f"not allocated{': ' + pod.scheduled_message if pod.scheduled_message else ''}.",
+                f"not allocated{': ' + pod.scheduled_message.rstrip('.') if pod.scheduled_message else ''}.",
                 evidence={
                     "claim": claim_ref(claim),
                     "pod": {"name": pod.name, "uid": pod.uid, "reason": pod.scheduled_reason, "message": pod.scheduled_message},
@@ -539,9 +543,25 @@ def detect(cluster, now=None):
             Finding.objects.bulk_update(changed, ["severity", "summary", "evidence", "remedy", "claim_name"], batch_size=500)
         for chunk in _chunks(still):
             Finding.objects.filter(id__in=chunk).update(last_seen=now)
-        for chunk in _chunks([f.id for key, f in active.items() if key not in due]):
+        gone = [f for key, f in active.items() if key not in due]
+        for chunk in _chunks([f.id for f in gone]):
             cleared += Finding.objects.filter(id__in=chunk).update(cleared_at=now)
+        _publish_findings(cluster, [(ADDED, f) for f in new_rows] + [(MODIFIED, f) for f in changed] + [(DELETED, f) for f in gone])
     return {"opened": opened, "updated": updated, "cleared": cleared, "candidates": len(found)}
+
+
+def _publish_findings(cluster, events):
+    """Tell the live pages (stuck claims, claim detail, the navigation badge) once the findings commit.
+
+    Sent like the watchers' changes, as kind "Finding" with the claim's namespace, so namespace-scoped
+    viewers get them redacted like any other change.
+    """
+    from gpudash.sync.publish import Change, publish_on_commit
+
+    publish_on_commit([
+        Change(cluster.pk, cluster.name, FINDING_KIND, event, f.namespace, f.claim_name, f.claim_uid)
+        for event, f in events
+    ])
 
 
 def detect_all(now=None):

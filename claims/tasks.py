@@ -83,11 +83,11 @@ def request_detection(cluster, kinds=None):
 
 
 def _run_in_thread(cluster_id):
-    from django.db import close_old_connections
+    from django.db import connection
 
     try:
         detect_stuck_claims_for_cluster(cluster_id)
     except Exception:
         log.exception("stuck-claim detector failed for cluster %s", cluster_id)
     finally:
-        close_old_connections()
+        connection.close()  # this thread's own connection; left open it would outlive the timer

@@ -25,7 +25,7 @@ def claims_with_flags(queryset):
 class ClaimListView(DashboardView):
     template_name = "claims/claim_list.html"
     regions = {"claims": "claims/_claim_table.html"}
-    live_kinds = ("ResourceClaim",)
+    live_kinds = ("ResourceClaim", "Finding")  # Finding: the stuck state and filter
     nav = "claims"
 
     def live_scope(self):
@@ -76,7 +76,26 @@ class ClaimDetailView(DashboardView):
         return super().dispatch(request, *args, **kwargs)
 
     def live_scope(self):
-        return {"cluster": self.claim.cluster_id, "namespace": self.claim.namespace, "kind": ["ResourceClaim", "Pod"]}
+        return {"cluster": self.claim.cluster_id, "namespace": self.claim.namespace, "kind": ["ResourceClaim", "Pod", "Finding"]}
+
+    def findings_with_actions(self):
+        """The claim's open findings, each with its remedy and whether this user may run it (or why not)."""
+        from .release import ACTION_TITLES
+        from .stuck import RULE_TITLES
+
+        findings = list(Finding.objects.active().filter(cluster_id=self.claim.cluster_id, claim_uid=self.claim.uid).order_by("first_seen", "id"))
+        may_operate = roles.can_operate(self.request.user, self.claim.namespace)
+        for f in findings:
+            f.rule_title = RULE_TITLES.get(f.rule, f.rule)
+            f.action_title = ACTION_TITLES.get(f.remedy, f.remedy)
+            f.can_release = bool(f.remedy) and may_operate
+            if not f.remedy:
+                f.release_blocked = "No safe automatic remedy: fix the cause (see the evidence)."
+            elif not may_operate:
+                f.release_blocked = f"Releasing needs the operator role in namespace {self.claim.namespace}; you are {roles.role_of(self.request.user) or 'without a role'}."
+            else:
+                f.release_blocked = ""
+        return findings
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
@@ -103,7 +122,8 @@ class ClaimDetailView(DashboardView):
             consumers=consumers,
             waiting_pods=waiting,
             timeline=ClaimStateChange.objects.filter(cluster_id=claim.cluster_id, namespace=claim.namespace, name=claim.name).order_by("at", "id"),
-            findings=Finding.objects.active().filter(cluster_id=claim.cluster_id, claim_uid=claim.uid),
+            findings=self.findings_with_actions(),
+            finding_history=Finding.objects.filter(cluster_id=claim.cluster_id, claim_uid=claim.uid, cleared_at__isnull=False).count(),
             conditions=claim.status.get("conditions") or [],
             raw_yaml=yaml.safe_dump(claim.raw, sort_keys=False, default_flow_style=False),
         )

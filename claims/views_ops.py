@@ -26,7 +26,7 @@ class StuckClaimsView(DashboardView):
 
     template_name = "claims/stuck.html"
     regions = {"findings": "claims/_findings_table.html"}
-    live_kinds = ("ResourceClaim", "Pod", "Node", "ResourceSlice")
+    live_kinds = ("ResourceClaim", "Pod", "Node", "ResourceSlice", "Finding")
     nav = "stuck"
 
     def get_context_data(self, **kwargs):
@@ -35,7 +35,7 @@ class StuckClaimsView(DashboardView):
         qs = roles.scope_queryset(self.in_cluster(Finding.objects.select_related("cluster")), self.request.user)
         history = get.get("history") == "1"
         qs = qs if history else qs.filter(cleared_at__isnull=True)
-        filters = {k: get.get(k, "").strip() for k in ("rule", "severity", "namespace")}
+        filters = {k: get.get(k, "").strip() for k in ("rule", "severity", "namespace", "claim_name")}
         for key, value in filters.items():
             if value:
                 qs = qs.filter(**{key: value})

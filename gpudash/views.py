@@ -14,6 +14,16 @@ from inventory.connection import connections
 from inventory.models import Cluster
 
 SESSION_CLUSTER = "gpudash.cluster"
+# Regions of base.html every page can refresh: connection status, the navigation's stuck-claims badge.
+SHARED_REGIONS = {"conn": "_connections.html", "navstuck": "_nav_stuck.html"}
+
+
+def active_finding_count(user, cluster=None):
+    """Open stuck-claim findings the user may see, in the selected cluster (what the Stuck page lists)."""
+    from claims.models import Finding
+
+    qs = Finding.objects.active() if cluster is None else Finding.objects.active().filter(cluster=cluster)
+    return roles.scope_queryset(qs, user).count()
 
 
 class DashboardView(LoginRequiredMixin, TemplateView):
@@ -73,6 +83,7 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             nav=self.nav,
             role=roles.role_of(self.request.user),
             can_operate=roles.can_operate(self.request.user),
+            stuck_count=active_finding_count(self.request.user, self.cluster),
         )
         return ctx
 
@@ -87,8 +98,8 @@ class DashboardView(LoginRequiredMixin, TemplateView):
     def render_to_response(self, context, **response_kwargs):
         region = self.request.GET.get("fragment")
         if region:
-            if region == "conn":
-                return TemplateResponse(self.request, "_connections.html", context)
+            if region in SHARED_REGIONS:
+                return TemplateResponse(self.request, SHARED_REGIONS[region], context)
             if region not in self.regions:
                 raise Http404(f"This page has no region {region!r}.")
             return TemplateResponse(self.request, self.regions[region], context)

@@ -261,6 +261,7 @@ class Watcher:
             publish_on_commit([Change(self.cluster.pk, self.cluster.name, self.kind, "RELIST", resourceVersion=list_rv)])
         self.stats.apply_seconds += time.monotonic() - started
         self.rv = list_rv
+        self._request_detection()
         log.info("%s %s: listed %d objects at resourceVersion %s", self.cluster.name, self.kind, len(seen_ids), list_rv)
 
     # --- watch ------------------------------------------------------------------------------------
@@ -307,6 +308,15 @@ class Watcher:
                 log.debug("closing watch failed", exc_info=True)
             response.release_conn()
             reader.join(timeout=5)
+
+    def _request_detection(self):
+        """Let the stuck-claim detector judge what was just committed (debounced per cluster there)."""
+        from claims.tasks import request_detection
+
+        try:
+            request_detection(self.cluster, [self.kind])
+        except Exception:  # a broker hiccup must not stop the sync; the periodic run catches up
+            log.warning("%s %s: could not request a stuck-claim detector run", self.cluster.name, self.kind, exc_info=True)
 
     def _apply_lines(self, batch):
         """Apply one run of watch lines. Returns True when the stream has ended."""
@@ -370,6 +380,8 @@ class Watcher:
             self.lease.fence(**values)
         self.rv = rv
         self.stats.apply_seconds += time.monotonic() - started
+        if result.changes:
+            self._request_detection()
         self.stats.events += len(events)
         self.stats.batches += 1
         if error is not None:

@@ -98,7 +98,8 @@
     };
   }
 
-  // Connection status (watchers) also changes without kube events: refresh it now and then.
-  setInterval(function () { if (state.status === "on") refresh("conn"); }, 15000);
+  // Connection status (watchers) and the stuck-claims badge (the detector runs on its own clock) also
+  // change without events this page subscribes to: refresh them now and then.
+  setInterval(function () { if (state.status === "on") { refresh("conn"); refresh("navstuck"); } }, 15000);
   connect();
 })();
