@@ -75,6 +75,10 @@ def load(nodes, claims):
             Finding(cluster=cluster, rule="bench", namespace=c.namespace, claim_name=c.name, claim_uid=c.uid, summary="bench", first_seen=now, last_seen=now)
             for c in claim_rows[:: max(1, len(claim_rows) // 200)]
         )
+        # Bulk inserts bypass the watchers' apply path: fill the stored device state as it would.
+        from inventory.devicestate import refresh_pools
+
+        refresh_pools(None)
     from django.db import connection
 
     with connection.cursor() as cursor:

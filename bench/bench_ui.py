@@ -5,7 +5,8 @@
 
 Pages: requests go through Django's whole stack in-process (test client: sessions, auth, view,
 template rendering), so the time is server time without network; figures are printed, not asserted.
-Fan-out: a daphne server (subprocess) with the Redis channel layer, N authenticated websocket
+Fan-out: an ASGI server (subprocess; --server uvicorn as `manage.py serve` runs it, or daphne) with the
+Redis channel layer of the settings, N authenticated websocket
 clients subscribed to the cluster's claims, and a producer committing --rate claim changes per
 second through gpudash.sync.apply.apply_object (the watchers' write path, which publishes after
 commit). Latency = time a client receives a change - time its transaction committed.
@@ -87,9 +88,9 @@ def _free_port():
 async def _clients(url, cookie, n, scope, received, ready, stop):
     import aiohttp
 
-    # Connect a few at a time: 200 simultaneous group_add calls exhaust channels_redis's connection
-    # pool ("Too many connections"); pages reconnecting after a restart are spread by their backoff.
-    gate = asyncio.Semaphore(10)
+    # All at once, as pages reconnecting after a server restart would (the list-based layer ran out of
+    # Redis connections here; the pub/sub layer subscribes once per group and process).
+    gate = asyncio.Semaphore(n)
 
     async def one(i, session):
         await gate.acquire()
@@ -115,15 +116,22 @@ async def _clients(url, cookie, n, scope, received, ready, stop):
         await asyncio.gather(*(one(i, session) for i in range(n)))
 
 
-def bench_fanout(cluster, cookie, n_clients, rate, seconds):
+def bench_fanout(cluster, cookie, n_clients, rate, seconds, server_kind="uvicorn"):
+    from django.conf import settings
+
     from claims.models import ResourceClaim
     from gpudash.sync.apply import apply_batch
     from gpudash.sync.publish import publisher
 
     port = _free_port()
     env = dict(os.environ)
-    log = open(ROOT / "artifacts" / "bench_ui_daphne.log", "ab")
-    server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "-v", "0", "gpudash.asgi:application"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log = open(ROOT / "artifacts" / "bench_ui_server.log", "ab")
+    if server_kind == "uvicorn":  # what `manage.py serve` runs
+        command = [sys.executable, "manage.py", "serve", "--no-watchers", "--host", "127.0.0.1", "--port", str(port)]
+    else:
+        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "-v", "0", "gpudash.asgi:application"]
+    print(f"\nserver: {server_kind}; channel layer: {settings.CHANNEL_LAYERS['default']['BACKEND']}")
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait_http(port)
         out_path = ROOT / "artifacts" / "bench_ui_clients.jsonl"
@@ -188,7 +196,7 @@ def _wait_http(port):
             return
         except OSError:
             time.sleep(0.2)
-    raise RuntimeError("daphne did not start; see artifacts/bench_ui_daphne.log")
+    raise RuntimeError("the ASGI server did not start; see artifacts/bench_ui_server.log")
 
 
 def clients_only(port, cookie, n, scope, out_path):
@@ -227,6 +235,7 @@ def main():
     parser.add_argument("--reload", action="store_true")
     parser.add_argument("--skip-pages", action="store_true")
     parser.add_argument("--skip-fanout", action="store_true")
+    parser.add_argument("--server", choices=("uvicorn", "daphne"), default="uvicorn", help="ASGI server for the fan-out part")
     args = parser.parse_args()
 
     db_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_DB)
@@ -261,7 +270,7 @@ def main():
     if not args.skip_pages:
         bench_pages(client, args.runs)
     if not args.skip_fanout:
-        bench_fanout(cluster, f"sessionid={client.cookies['sessionid'].value}", args.clients, args.rate, args.seconds)
+        bench_fanout(cluster, f"sessionid={client.cookies['sessionid'].value}", args.clients, args.rate, args.seconds, args.server)
 
 
 if __name__ == "__main__":

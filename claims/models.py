@@ -126,11 +126,15 @@ class ResourceClaim(KubeObject):
     child_models = {"claims.AllocationResult": "claim", "claims.ClaimConsumer": "claim"}
 
     def sync_children(self):
+        from inventory.devicestate import pools_of_claims, refresh_pools
+
+        touched = pools_of_claims([self.pk])
         self.results.all().delete()
         self.consumers.all().delete()
         rows = self.child_rows()
         AllocationResult.objects.bulk_create([r for r in rows if isinstance(r, AllocationResult)])
         ClaimConsumer.objects.bulk_create([r for r in rows if isinstance(r, ClaimConsumer)])
+        refresh_pools(touched | pools_of_claims([self.pk]))
 
     def child_rows(self):
         """Unsaved allocation-result and consumer rows for what `raw` now says."""

@@ -162,6 +162,9 @@ def apply_sql(queryset, clauses):
         if queryset.model.objects.attribute_known(c.name):
             if c.op in ("=", "=="):
                 queryset = queryset.with_attribute(c.name, _attribute_candidates(c.value), n=n)
+            elif c.op == "~":
+                # The plain copy as text holds what str(value) shows (true, 3, 1.2.3): the same test.
+                queryset = queryset.with_attribute_containing(c.name, c.value, n=n)
             else:
                 residual.append(c)
         elif queryset.model.objects.capacity_known(c.name):

@@ -6,6 +6,7 @@ from rest_framework.exceptions import ValidationError
 from gpudash.api.filters import ApiFilterSet, AttributeFilter, CapacityFilter, KubeObjectFilterSet, StrictBooleanFilter
 
 from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
+from .devicestate import STATES
 from .querysets import DEVICE_STATES
 
 __all__ = ("ClusterFilterSet", "NodeFilterSet", "DeviceClassFilterSet", "ResourceSliceFilterSet", "DeviceFilterSet")
@@ -62,8 +63,14 @@ class DeviceFilterSet(ApiFilterSet):
     state = django_filters.ChoiceFilter(
         choices=[(s, s) for s in DEVICE_STATES],
         method="filter_state",
-        help_text="free, allocated (exclusively), shared (allowMultipleAllocations shares), "
-        "admin (only admin-access results), tainted (NoSchedule/NoExecute taint, not allocated).",
+        help_text="free, allocated (exclusively, stuck claims included), shared (only capacity shares, or "
+        "partitions whose shared counters held siblings use up), admin (only admin-access results), "
+        "tainted (not held; a NoSchedule/NoExecute taint or a NotReady node keeps new claims off it).",
+    )
+    fleet_state = django_filters.ChoiceFilter(
+        choices=[(s, s) for s in STATES],
+        method="filter_fleet_state",
+        help_text="The full state: free, allocated, admin, partial, tainted, unhealthy (node NotReady), stuck.",
     )
     tainted = StrictBooleanFilter(help_text="Has a NoSchedule or NoExecute taint, whatever the state.")
     attribute = AttributeFilter(
@@ -85,6 +92,9 @@ class DeviceFilterSet(ApiFilterSet):
 
     def filter_state(self, queryset, name, value):
         return queryset.in_state(value) if value else queryset
+
+    def filter_fleet_state(self, queryset, name, value):
+        return queryset.in_fleet_state(value) if value else queryset
 
     def filter_attribute(self, queryset, name, parsed):
         for n, (attr, candidates) in enumerate(parsed):

@@ -1,41 +1,25 @@
 """Device states across the fleet, and the aggregates the overview and the fleet map show.
 
-A device's state is derived, never stored: it depends on claims (allocation results), findings
-(stuck claims), taints, node readiness and on sibling partitions sharing counters. Everything is
-loaded with a few lean queries per request and joined in memory, which keeps a 5,000-node fleet
-(40,000 devices) well inside a page's time budget without denormalised columns to keep in sync.
-
-Primary states, in order of precedence (the first that applies wins):
-  stuck      held by a claim with an active stuck-claim finding
-  allocated  held by an ordinary claim
-  admin      held only by admin-access claims (still allocatable to ordinary claims)
-  partial    partially used: held only through capacity shares (allowMultipleAllocations), or not held
-             itself but held partitions consume shared counters it needs (a GPU with a MIG slice in use);
-             a sibling partition whose counters are still available stays free
-  tainted    a NoSchedule/NoExecute taint keeps new claims off it
-  unhealthy  its node is NotReady
-  free       none of the above: a new claim could get it
-Flags (`tainted`, `unhealthy`, `admin`) are kept besides the primary state, so an allocated device on a
-NotReady node is counted as allocated *and* unhealthy.
+The state vocabulary and how a state is decided live in inventory/devicestate.py (stored columns
+kept current by the watchers, plus SQL for stuck claims and NotReady nodes); this module groups and
+counts in SQL (one GROUP BY per request) and shapes the results for the pages.
 """
 
 import re
 from collections import Counter, defaultdict
-from decimal import Decimal
 from dataclasses import dataclass, field
 
-from django.db.models import TextField, Value
+from django.db.models import Case, Count, F, Q, TextField, Value, When
 from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce
-from kubernetes.utils import parse_quantity
+from django.db.models.functions import Coalesce, Concat
 
 from claims.models import AllocationResult, Finding
 from gpudash import roles
 
-from .models import Node
+from . import devicestate
+from .devicestate import ADMIN, ALLOCATED, FREE, PARTIAL, STATES, STUCK, TAINTED, UNHEALTHY  # one vocabulary
+from .models import Device
 
-STUCK, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE = "stuck", "allocated", "admin", "partial", "tainted", "unhealthy", "free"
-STATES = (FREE, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, STUCK)
 STATE_LABELS = {
     FREE: "free",
     ALLOCATED: "allocated",
@@ -45,6 +29,11 @@ STATE_LABELS = {
     UNHEALTHY: "node not ready",
     STUCK: "stuck claim",
 }
+# Secondary flags a device keeps besides its primary state, with what "any state" counts are called.
+FLAGS = (TAINTED, UNHEALTHY, ADMIN)
+FLAG_LABELS = {TAINTED: "tainted", UNHEALTHY: "on NotReady nodes", ADMIN: "watched with admin access"}
+# The order the overview tiles and the map summary list the states in (used first, then free).
+DISPLAY_STATES = (ALLOCATED, STUCK, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE)
 BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -76,166 +65,64 @@ class DeviceState:
         return STATE_LABELS[self.state]
 
 
-class Allocations:
-    """Who holds which device in some clusters: (cluster_id, driver, pool, device) -> [Holder]."""
-
-    def __init__(self, cluster_ids=None, user=None, pools=None):
-        qs = AllocationResult.objects.all()
-        if cluster_ids is not None:
-            qs = qs.filter(cluster_id__in=cluster_ids)
-        if pools is not None:
-            qs = qs.filter(pool__in=pools)
-        stuck_uids = set(Finding.objects.active().exclude(claim_uid="").values_list("claim_uid", flat=True))
-        scope = roles.visible_namespaces(user) if user is not None else None
-        self.by_device = defaultdict(list)
-        rows = qs.values_list("cluster_id", "driver", "pool", "device", "admin_access", "share_id", "claim__namespace", "claim__name", "claim__uid")
-        for cluster_id, driver, pool, device, admin, share, ns, name, uid in rows.iterator(chunk_size=5000):
-            self.by_device[(cluster_id, driver, pool, device)].append(
-                Holder(ns, name, uid, admin, uid in stuck_uids, shared=bool(share), visible=scope is None or ns in scope)
-            )
-        self.consumed = defaultdict(Decimal)  # (cluster, driver, pool, counter set, counter) -> amount held
-        self.counter_capacity = {}
-
-    def holders(self, key):
-        return self.by_device.get(key, ())
-
-    def note_partitions(self, table):
-        """Add up the shared counters held devices consume (`table`: see `partition_table`)."""
-        self.partitions = table
-        consumption, self.counter_capacity = table
-        for key, entries in consumption.items():
-            if key in self.by_device:
-                for counter_key, amount in entries:
-                    self.consumed[counter_key] += amount
-
-    def blocked_by_siblings(self, key):
-        """Do held siblings leave too little of a shared counter for this (unheld) device?"""
-        if not self.consumed:
-            return False
-        for counter_key, amount in self.partitions[0].get(key, ()):
-            used = self.consumed.get(counter_key)
-            if used and self.counter_capacity.get(counter_key, Decimal(0)) - used < amount:
-                return True
-        return False
+_MODEL = Coalesce(KT("attribute_values__productName"), KT("attribute_values__model"), Value(""), output_field=TextField())
+_MAP_KEY = Case(When(node_name="", then=Concat(Value("pool:"), F("pool"))), default=F("node_name"), output_field=TextField())
 
 
-def _quantity(counter):
-    try:
-        return Decimal(parse_quantity((counter or {}).get("value", "0")))
-    except (ValueError, TypeError):
-        return Decimal(0)
+@dataclass(frozen=True)
+class _Group:
+    """Devices sharing (cluster, node, driver, state): one row of the fleet's GROUP BY."""
+
+    cluster_id: int
+    map_key: str
+    node_name: str
+    driver: str
+    state: str
+    unhealthy: bool
+    n: int
+    tainted: int
+    admin: int
 
 
-_partition_cache = {}
-
-
-def partition_table(cluster_ids=None):
-    """({device key: [(counter key, amount)]}, {counter key: capacity}) for partitioned devices.
-
-    Parsing every partition's consumesCounters is the costly part of a fleet-wide state (tens of
-    thousands of JSON documents); it only changes when slices do, so it is cached per process and
-    keyed on the slices' version (count, newest resourceVersion, newest device row).
-    """
-    from django.db.models import Count, Max
-
-    from .models import Device, ResourceSlice, SharedCounterSet
-
-    slices = ResourceSlice.objects.all() if cluster_ids is None else ResourceSlice.objects.filter(cluster_id__in=cluster_ids)
-    devices = Device.objects.all() if cluster_ids is None else Device.objects.filter(cluster_id__in=cluster_ids)
-    version = (slices.aggregate(n=Count("id"), rv=Max("resource_version_num"))["rv"], slices.count(), devices.aggregate(m=Max("id"))["m"])
-    cache_key = tuple(sorted(cluster_ids)) if cluster_ids is not None else None
-    cached = _partition_cache.get(cache_key)
-    if cached and cached[0] == version:
-        return cached[1]
-    consumption = {}
-    rows = devices.exclude(consumes_counters=[]).values_list("cluster_id", "driver", "pool", "name", "consumes_counters")
-    for cid, driver, pool, name, consumes in rows.iterator(chunk_size=5000):
-        consumption[(cid, driver, pool, name)] = [
-            ((cid, driver, pool, entry.get("counterSet"), counter), _quantity(amount))
-            for entry in consumes or ()
-            for counter, amount in (entry.get("counters") or {}).items()
-        ]
-    capacity = {}
-    sets = SharedCounterSet.objects.all() if cluster_ids is None else SharedCounterSet.objects.filter(cluster_id__in=cluster_ids)
-    for cid, driver, pool, name, counters in sets.values_list("cluster_id", "slice__driver", "slice__pool", "name", "counters"):
-        for counter, amount in (counters or {}).items():
-            capacity[(cid, driver, pool, name, counter)] = _quantity(amount)
-    table = (consumption, capacity)
-    if len(_partition_cache) > 32:
-        _partition_cache.clear()
-    _partition_cache[cache_key] = (version, table)
-    return table
-
-
-def not_ready_nodes(cluster_ids=None):
-    qs = Node.objects.filter(ready=False)
-    if cluster_ids is not None:
-        qs = qs.filter(cluster_id__in=cluster_ids)
-    return set(qs.values_list("cluster_id", "name"))
-
-
-def state_of(device, allocations, not_ready):
-    """The DeviceState of one lean device dict (see `lean_devices`)."""
-    key = (device["cluster_id"], device["driver"], device["pool"], device["name"])
-    holders = allocations.by_device.get(key)
-    unhealthy = bool(device["node_name"]) and (device["cluster_id"], device["node_name"]) in not_ready
-    if not holders and not device["tainted"] and not unhealthy and (not allocations.consumed or key not in allocations.partitions[0]):
-        return _FREE  # the common case, kept cheap: most of a 40,000-device fleet
-    holders = list(holders or ())
-    flags = set()
-    if device["tainted"]:
-        flags.add(TAINTED)
-    if unhealthy:
-        flags.add(UNHEALTHY)
-    if any(h.admin_access for h in holders):
-        flags.add(ADMIN)
-    if any(h.stuck for h in holders):
-        state = STUCK
-    elif any(not h.admin_access and not h.shared for h in holders):
-        state = ALLOCATED
-    elif any(h.shared for h in holders):
-        state = PARTIAL
-    elif holders:
-        state = ADMIN
-    elif allocations.blocked_by_siblings(key):
-        state = PARTIAL
-    elif TAINTED in flags:
-        state = TAINTED
-    elif UNHEALTHY in flags:
-        state = UNHEALTHY
-    else:
-        state = FREE
-    return DeviceState(state, frozenset(flags), holders)
-
-
-_FREE = DeviceState(FREE)
-LEAN_FIELDS = ("id", "cluster_id", "driver", "pool", "name", "node_name", "tainted")
-
-
-def lean_devices(queryset):
-    """Only the columns state computation and grouping need (no JSON blobs to decode)."""
-    model = Coalesce(KT("attributes__productName__string"), KT("attributes__model__string"), Value(""), output_field=TextField())
-    for row in queryset.values_list(*LEAN_FIELDS, model).iterator(chunk_size=5000):
-        yield dict(zip(LEAN_FIELDS + ("model",), row))
+def _with_state(queryset):
+    return queryset.annotate(st=devicestate.state_expression(), unhealthy=devicestate.node_not_ready())
 
 
 class FleetSnapshot:
-    """Every device of some clusters with its state, loaded once per request."""
+    """Device counts of some clusters by node, driver, model and state: one GROUP BY in SQL per request
+    (a few thousand groups for 5,000 nodes); device rows are only read for the map's page."""
 
     def __init__(self, devices_qs, cluster_ids=None, user=None):
-        self.devices = list(lean_devices(devices_qs))
-        self.allocations = Allocations(cluster_ids, user=user)
-        self.allocations.note_partitions(partition_table(cluster_ids))
-        self.not_ready = not_ready_nodes(cluster_ids)
-        for d in self.devices:
-            d["st"] = state_of(d, self.allocations, self.not_ready)
+        self.devices_qs = devices_qs
+        self.cluster_ids = cluster_ids
+        self.user = user
+        rows = (
+            _with_state(devices_qs.order_by())
+            .annotate(map_key=_MAP_KEY)
+            .values_list("cluster_id", "map_key", "node_name", "driver", "st", "unhealthy")
+            .annotate(n=Count("id"), n_tainted=Count("id", filter=Q(tainted=True)), n_admin=Count("id", filter=Q(admin_watched=True)))
+        )
+        self.groups = [_Group(*row) for row in rows]
+        self.total = sum(g.n for g in self.groups)
 
     # -- overview -------------------------------------------------------------------------------
     def totals(self):
-        c = Counter(d["st"].state for d in self.devices)
-        flags = Counter(f for d in self.devices for f in d["st"].flags)
+        """Counts for the overview and the map, from one pass so both pages always agree.
+
+        `by_state` counts each device once, by its primary state (they add up to `total`): what the map
+        legend and the overview tiles show. `flags` counts devices with a secondary flag whatever their
+        primary state (a tainted device that is still allocated counts in allocated *and* in tainted).
+        The flat keys are kept for callers of the summary: `allocated` = held by ordinary claims
+        (allocated + stuck), `tainted`/`unhealthy` = flag counts.
+        """
+        c, flags = Counter(), Counter()
+        for g in self.groups:
+            c[g.state] += g.n
+            flags[TAINTED] += g.tainted
+            flags[ADMIN] += g.admin
+            flags[UNHEALTHY] += g.n if g.unhealthy else 0
         return {
-            "total": len(self.devices),
+            "total": self.total,
             "allocated": c[ALLOCATED] + c[STUCK],
             "admin": c[ADMIN],
             "partial": c[PARTIAL],
@@ -244,13 +131,17 @@ class FleetSnapshot:
             "unhealthy": flags[UNHEALTHY],
             "stuck": c[STUCK],
             "by_state": {s: c[s] for s in STATES},
+            "flags": {f: flags[f] for f in FLAGS},
         }
 
     def by_model(self):
         """Rows (driver, model, counts per state), biggest first."""
+        # Its own GROUP BY: carrying the attributes through the per-node grouping would make that
+        # sort spill to disk, and only the overview needs models.
         groups = defaultdict(Counter)
-        for d in self.devices:
-            groups[(d["driver"], d["model"])][d["st"].state] += 1
+        rows = _with_state(self.devices_qs.order_by()).annotate(model=_MODEL).values_list("driver", "model", "st").annotate(n=Count("id"))
+        for driver, model, state, n in rows:
+            groups[(driver, model)][state] += n
         rows = []
         for (driver, model), c in groups.items():
             total = sum(c.values())
@@ -260,17 +151,15 @@ class FleetSnapshot:
 
     def namespaces(self):
         """Who holds what: namespace -> claims and devices held (only namespaces the user may see)."""
-        devices, claims = Counter(), defaultdict(set)
-        for holders in self.allocations.by_device.values():
-            for h in holders:
-                if h.visible and not h.admin_access:
-                    devices[h.namespace] += 1
-                    claims[h.namespace].add(h.uid)
-        total = len(self.devices) or 1
-        return [
-            {"namespace": ns, "devices": n, "claims": len(claims[ns]), "share_pct": round(100 * n / total, 1)}
-            for ns, n in devices.most_common()
-        ]
+        results = AllocationResult.objects.filter(admin_access=False)
+        if self.cluster_ids is not None:
+            results = results.filter(cluster_id__in=self.cluster_ids)
+        scope = roles.visible_namespaces(self.user) if self.user is not None else None
+        if scope is not None:
+            results = results.filter(claim__namespace__in=scope)
+        rows = results.values_list("claim__namespace").annotate(devices=Count("id"), claims=Count("claim_id", distinct=True)).order_by("-devices", "claim__namespace")
+        total = self.total or 1
+        return [{"namespace": ns, "devices": n, "claims": claims, "share_pct": round(100 * n / total, 1)} for ns, n, claims in rows]
 
     def fragmentation(self):
         """Per driver: nodes whose devices are all free (can take a whole-node claim) vs free devices scattered.
@@ -279,12 +168,12 @@ class FleetSnapshot:
         how many free devices they have, so "8 free GPUs on 3 nodes" and "1 free GPU on 40 nodes" read apart.
         """
         per_node = defaultdict(lambda: [0, 0])  # (driver, cluster, node) -> [total, free]
-        for d in self.devices:
-            if not d["node_name"]:
+        for g in self.groups:
+            if not g.node_name:
                 continue
-            slot = per_node[(d["driver"], d["cluster_id"], d["node_name"])]
-            slot[0] += 1
-            slot[1] += d["st"].state == FREE
+            slot = per_node[(g.driver, g.cluster_id, g.node_name)]
+            slot[0] += g.n
+            slot[1] += g.n if g.state == FREE else 0
         out = defaultdict(lambda: {"nodes": 0, "whole_free_nodes": 0, "free_devices": 0, "scattered_free": 0, "histogram": Counter()})
         for (driver, _cluster, _node), (total, free) in per_node.items():
             row = out[driver]
@@ -300,19 +189,58 @@ class FleetSnapshot:
             for driver, row in sorted(out.items())
         ]
 
+    def node_counts(self):
+        """(cluster_id, node) -> Counter of states plus "total"."""
+        out = defaultdict(Counter)
+        for g in self.groups:
+            if g.node_name:
+                out[(g.cluster_id, g.node_name)][g.state] += g.n
+                out[(g.cluster_id, g.node_name)]["total"] += g.n
+        return out
+
     # -- map --------------------------------------------------------------------------------------
     def map_rows(self):
-        """One row per (cluster, node) with its devices in name order; devices without a node grouped by pool."""
-        rows = defaultdict(list)
-        for d in self.devices:
-            rows[(d["cluster_id"], d["node_name"] or f"pool:{d['pool']}")].append(d)
-        out = []
-        for (cluster_id, node), devs in rows.items():
-            devs.sort(key=lambda d: (d["driver"], natural_key(d["name"])))
-            states = Counter(d["st"].state for d in devs)
-            out.append({"cluster_id": cluster_id, "node": node, "devices": devs, "states": states, "unhealthy": any(UNHEALTHY in d["st"].flags for d in devs)})
-        out.sort(key=lambda r: (r["cluster_id"], natural_key(r["node"])))
-        return out
+        """One row per (cluster, node) (devices without a node grouped by pool), in natural order, with
+        state counts; `attach_devices` fills in the device cells of the rows actually shown."""
+        rows = {}
+        for g in self.groups:
+            row = rows.setdefault((g.cluster_id, g.map_key), {"cluster_id": g.cluster_id, "node": g.map_key, "devices": [], "states": Counter(), "unhealthy": False})
+            row["states"][g.state] += g.n
+            row["unhealthy"] = row["unhealthy"] or g.unhealthy
+        return sorted(rows.values(), key=lambda r: (r["cluster_id"], natural_key(r["node"])))
+
+    def attach_devices(self, rows):
+        """Load the devices (with state and holder) of these map rows: one query for the page."""
+        by_cluster = defaultdict(lambda: (set(), set()))
+        for r in rows:
+            nodes, pools = by_cluster[r["cluster_id"]]
+            (pools.add(r["node"][5:]) if r["node"].startswith("pool:") else nodes.add(r["node"]))
+        if not by_cluster:
+            return rows
+        where = Q()
+        for cid, (nodes, pools) in by_cluster.items():
+            where |= Q(cluster_id=cid, node_name__in=nodes) | Q(cluster_id=cid, node_name="", pool__in=pools)
+        scope = roles.visible_namespaces(self.user) if self.user is not None else None
+        fields = ("id", "cluster_id", "driver", "pool", "name", "node_name", "tainted", "admin_watched", "allocation_state", "held_by_namespace", "held_by_name", "st", "unhealthy", "model")
+        index = {(r["cluster_id"], r["node"]): r for r in rows}
+        for values in _with_state(self.devices_qs.filter(where).order_by()).annotate(model=_MODEL).values_list(*fields):
+            d = dict(zip(fields, values))
+            holders = []
+            if d["held_by_name"]:
+                ns = d["held_by_namespace"]
+                holders.append(Holder(ns, d["held_by_name"], "", d["allocation_state"] == ADMIN, d["st"] == STUCK,
+                                      shared=d["allocation_state"] == PARTIAL, visible=scope is None or ns in scope))
+            d["st"] = DeviceState(d["st"], _flags(d["tainted"], d["unhealthy"], d["admin_watched"]), holders)
+            row = index.get((d["cluster_id"], d["node_name"] or f"pool:{d['pool']}"))
+            if row is not None:
+                row["devices"].append(d)
+        for r in rows:
+            r["devices"].sort(key=lambda d: (d["driver"], natural_key(d["name"])))
+        return rows
+
+
+def _flags(tainted, unhealthy, admin):
+    return frozenset(f for f, on in ((TAINTED, tainted), (UNHEALTHY, unhealthy), (ADMIN, admin)) if on)
 
 
 def natural_key(text):
@@ -321,15 +249,21 @@ def natural_key(text):
 
 
 def states_for(devices, cluster_ids=None, user=None):
-    """Attach `st` (DeviceState) to Device model instances (lists and detail pages)."""
+    """Attach `st` (DeviceState, with every holder) to Device model instances (lists and detail pages)."""
     devices = list(devices)
     if not devices:
         return devices
-    cluster_ids = cluster_ids or sorted({d.cluster_id for d in devices})
-    allocations = Allocations(cluster_ids, user=user, pools={d.pool for d in devices})
-    allocations.note_partitions(partition_table(cluster_ids))
-    not_ready = not_ready_nodes({d.cluster_id for d in devices})
+    ids = [d.id for d in devices]
+    state = {pk: (st, unhealthy, admin) for pk, st, unhealthy, admin in _with_state(Device.objects.filter(id__in=ids)).values_list("id", "st", "unhealthy", "admin_watched")}
+    keys = {(d.cluster_id, d.driver, d.pool, d.name) for d in devices}
+    results = AllocationResult.objects.filter(cluster_id__in={k[0] for k in keys}, pool__in={k[2] for k in keys})
+    rows = [r for r in results.values_list("cluster_id", "driver", "pool", "device", "admin_access", "share_id", "claim__namespace", "claim__name", "claim__uid") if r[:4] in keys]
+    stuck = set(Finding.objects.active().filter(claim_uid__in={r[8] for r in rows}).values_list("claim_uid", flat=True)) if rows else set()
+    scope = roles.visible_namespaces(user) if user is not None else None
+    holders = defaultdict(list)
+    for cid, driver, pool, device, admin, share, ns, name, uid in rows:
+        holders[(cid, driver, pool, device)].append(Holder(ns, name, uid, admin, uid in stuck, shared=bool(share), visible=scope is None or ns in scope))
     for dev in devices:
-        lean = {f: getattr(dev, f) for f in LEAN_FIELDS}
-        dev.st = state_of(lean, allocations, not_ready)
+        st, unhealthy, admin = state.get(dev.id, (FREE, False, False))
+        dev.st = DeviceState(st, _flags(dev.tainted, unhealthy, admin), holders.get((dev.cluster_id, dev.driver, dev.pool, dev.name), []))
     return devices

@@ -176,6 +176,9 @@ class ResourceSlice(KubeObject):
         rows = self.child_rows()
         Device.objects.bulk_create([r for r in rows if isinstance(r, Device)])
         SharedCounterSet.objects.bulk_create([r for r in rows if isinstance(r, SharedCounterSet)])
+        from .devicestate import refresh_pools
+
+        refresh_pools({(self.cluster_id, self.driver, self.pool)})
 
 
 class SharedCounterSet(models.Model):
@@ -215,6 +218,13 @@ class Device(models.Model):
     attribute_values = models.JSONField(default=dict, blank=True)
     capacity_values = models.JSONField(default=dict, blank=True)
     tainted = models.BooleanField(default=False)
+    # Who holds the device, kept current by the sync apply path (inventory/devicestate.py: the
+    # states derived from these; no foreign key, so deleting claims never cascades into devices).
+    allocation_state = models.CharField(max_length=16, default="free", db_index=True)
+    held_by_claim_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    held_by_namespace = models.CharField(max_length=253, blank=True)
+    held_by_name = models.CharField(max_length=253, blank=True)
+    admin_watched = models.BooleanField(default=False)
 
     objects = DeviceQuerySet.as_manager()
 

@@ -10,17 +10,18 @@ from django.db.models import Count
 
 
 def pool_summaries(slices_qs):
-    rows = (
-        slices_qs.values("cluster_id", "cluster__name", "driver", "pool", "pool_generation", "resource_slice_count", "node_name")
-        .annotate(slices=Count("id", distinct=True), devices=Count("devices"))
-        .order_by()
-    )
+    from .models import Device
+
+    # Device counts per slice in their own GROUP BY: joining 56,000 device rows to the slices and
+    # counting distinct slices made PostgreSQL sort the whole join.
+    per_slice = dict(Device.objects.filter(slice__in=slices_qs.values("id")).order_by().values_list("slice_id").annotate(n=Count("id")))
+    rows = slices_qs.order_by().values("id", "cluster_id", "cluster__name", "driver", "pool", "pool_generation", "resource_slice_count", "node_name")
     pools = defaultdict(lambda: {"generations": {}, "nodes": set()})
     for r in rows:
         p = pools[(r["cluster_id"], r["cluster__name"], r["driver"], r["pool"])]
         gen = p["generations"].setdefault(r["pool_generation"], {"slices": 0, "devices": 0, "counts": set()})
-        gen["slices"] += r["slices"]
-        gen["devices"] += r["devices"]
+        gen["slices"] += 1
+        gen["devices"] += per_slice.get(r["id"], 0)
         gen["counts"].add(r["resource_slice_count"])
         if r["node_name"]:
             p["nodes"].add(r["node_name"])

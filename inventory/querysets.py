@@ -1,45 +1,18 @@
-"""Device queries the API and the UI share: state from allocation results, attribute and capacity filters.
+"""Device queries the API and the UI share: state (inventory/devicestate.py), attribute and capacity filters.
 
-Everything is expressed as annotations and EXISTS subqueries so a page of devices costs a fixed
-number of queries whatever its size.
+Everything is expressed as annotations and filters so a page of devices costs a fixed number of
+queries whatever its size.
 """
 
-from django.apps import apps
 from django.db import models
-from django.db.models import Case, Exists, OuterRef, Q, Value, When
+from django.db.models import Q
 from django.db.models.fields.json import KeyTransform
 
 from .normalize import normalize_name
 
-DEVICE_STATES = ("free", "allocated", "shared", "admin", "tainted")
+DEVICE_STATES = ("free", "allocated", "shared", "admin", "tainted")  # the API's v1 values: devicestate.API_STATES
 
 CAPACITY_LOOKUPS = {"=": "exact", "<": "lt", "<=": "lte", ">": "gt", ">=": "gte"}
-
-
-def _results_on_device():
-    """AllocationResult rows naming the outer device (claims app, looked up late: it depends on us)."""
-    result_model = apps.get_model("claims", "AllocationResult")
-    return result_model.objects.filter(
-        cluster_id=OuterRef("cluster_id"), driver=OuterRef("driver"), pool=OuterRef("pool"), device=OuterRef("name")
-    )
-
-
-def _exclusive():
-    # What the scheduler treats as taken: results without shareID and without adminAccess.
-    return Exists(_results_on_device().filter(admin_access=False, share_id=""))
-
-
-def _shared():
-    return Exists(_results_on_device().filter(admin_access=False).exclude(share_id=""))
-
-
-def _held():
-    # Allocated or shared: any result that is not admin access.
-    return Exists(_results_on_device().filter(admin_access=False))
-
-
-def _admin():
-    return Exists(_results_on_device().filter(admin_access=True))
 
 
 def _key_candidates(name):
@@ -70,38 +43,30 @@ def _json_key_q(column, name, lookup, value, alias_prefix, qs):
 
 class DeviceQuerySet(models.QuerySet):
     def with_state(self):
-        """Annotate `state`: allocated > shared > tainted > admin (admin-access only) > free."""
-        return self.annotate(
-            is_allocated=_exclusive(),
-            is_shared=_shared(),
-            has_admin_access=_admin(),
-        ).annotate(
-            state=Case(
-                When(is_allocated=True, then=Value("allocated")),
-                When(is_shared=True, then=Value("shared")),
-                When(tainted=True, then=Value("tainted")),
-                When(has_admin_access=True, then=Value("admin")),
-                default=Value("free"),
-                output_field=models.CharField(),
-            )
-        )
+        """Annotate `state` (the API's v1 value) and `fleet_state` (the full vocabulary), both from
+        the stored columns and the one implementation in inventory/devicestate.py."""
+        from . import devicestate
+
+        return self.annotate(fleet_state=devicestate.state_expression(), state=devicestate.api_state_expression())
 
     def in_state(self, state):
-        """Filter on the state with few plain EXISTS terms (cheaper for the planner than the CASE).
+        """Filter on an API v1 state (free, allocated, shared, admin, tainted)."""
+        from . import devicestate
 
-        "free" needs a single anti-join: a device without any result and without a blocking taint.
-        """
-        if state == "allocated":
-            return self.filter(_exclusive())
-        if state == "shared":
-            return self.filter(~_exclusive(), _shared())
-        if state == "tainted":
-            return self.filter(~_held(), tainted=True)
-        if state == "admin":
-            return self.filter(~_held(), _admin(), tainted=False)
-        if state == "free":
-            return self.filter(~Exists(_results_on_device()), tainted=False)
-        raise ValueError(f"unknown device state {state!r}")
+        if state not in devicestate.API_STATES:
+            raise ValueError(f"unknown device state {state!r}")
+        return self.filter(devicestate.api_state_q(state))
+
+    def in_fleet_state(self, state):
+        """Filter on one of devicestate.STATES (the UI's vocabulary)."""
+        from . import devicestate
+
+        return self.filter(devicestate.state_q(state))
+
+    def with_attribute_containing(self, name, text, n=0):
+        """Devices whose attribute `name`, as text, contains `text` (case-insensitive)."""
+        qs, q = _json_key_q("attribute_values", name, "icontains", text, f"_attrc{n}", self)
+        return qs.filter(q)
 
     def with_attribute(self, name, values, n=0):
         """Devices whose attribute `name` equals one of `values` (already typed candidates)."""

@@ -10,12 +10,12 @@ from claims.models import AllocationResult, ClaimStateChange, Pod, ResourceClaim
 from gpudash import roles
 from gpudash.views import DashboardView
 
-from . import devicefilter, fleet, pools
+from . import devicefilter, devicestate, fleet, pools
 from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
 
 # What a devices-list row shows (the raw JSON and the API's search copies stay in the database).
 PAGE_DEVICE_FIELDS = ("id", "cluster_id", "driver", "pool", "name", "node_name", "attributes", "capacity", "tainted", "consumes_counters")
-INVENTORY_KINDS = ("ResourceSlice", "ResourceClaim", "Node", "DeviceTaintRule")
+INVENTORY_KINDS = ("ResourceSlice", "ResourceClaim", "Node", "DeviceTaintRule", "Finding")  # Finding: stuck devices
 
 
 class OverviewView(DashboardView):
@@ -37,6 +37,8 @@ class OverviewView(DashboardView):
             claim_counts=dict(roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user).values_list("state").annotate(n=Count("id"))),
             states=fleet.STATES,
             state_labels=fleet.STATE_LABELS,
+            display_states=fleet.DISPLAY_STATES,
+            flag_labels=fleet.FLAG_LABELS,
         )
         return ctx
 
@@ -63,8 +65,10 @@ class FleetMapView(DashboardView):
         names = {c.id: c.name for c in Cluster.objects.all()}
         for r in rows:
             r["cluster_name"] = names.get(r["cluster_id"], "?")
-        ctx.update(totals=snap.totals(), states=fleet.STATES, state_labels=fleet.STATE_LABELS, state=state, q=search, row_count=len(rows))
+        ctx.update(totals=snap.totals(), states=fleet.STATES, state_labels=fleet.STATE_LABELS, display_states=fleet.DISPLAY_STATES,
+                   flag_labels=fleet.FLAG_LABELS, state=state, q=search, row_count=len(rows))
         ctx.update(self.paginate(rows, self.nodes_per_page))
+        snap.attach_devices(list(ctx["page_obj"].object_list))  # device cells for the shown rows only
         return ctx
 
 
@@ -88,12 +92,7 @@ class NodeListView(DashboardView):
         # Device counts per node for the page only: one grouped query, one allocation lookup.
         keys = {(n.cluster_id, n.name) for n in page_nodes}
         devs = Device.objects.filter(cluster_id__in={k[0] for k in keys}, node_name__in={k[1] for k in keys})
-        snap = fleet.FleetSnapshot(devs, list({k[0] for k in keys}), user=self.request.user) if keys else None
-        per_node = defaultdict(lambda: defaultdict(int))
-        for d in snap.devices if snap else ():
-            c = per_node[(d["cluster_id"], d["node_name"])]
-            c["total"] += 1
-            c[d["st"].state] += 1
+        per_node = fleet.FleetSnapshot(devs, list({k[0] for k in keys}), user=self.request.user).node_counts() if keys else {}
         names = {c.id: c.name for c in Cluster.objects.all()}
         for n in page_nodes:
             n.counts = dict(per_node.get((n.cluster_id, n.name), {"total": 0}))
@@ -157,21 +156,25 @@ class DeviceListView(DashboardView):
             qs, residual = devicefilter.apply_sql(qs, devicefilter.parse(get.get("q", "")))
         except devicefilter.FilterError as exc:
             error, qs = str(exc), qs.none()
+        # state = the primary state (what the overview tiles and map legend count); flag = any device
+        # carrying that secondary flag, whatever its state (the "in any state" counts). Both in SQL.
+        state, flag = get.get("state", ""), get.get("flag", "")
+        if state and state not in fleet.STATES:
+            error, qs = f"Unknown state {state!r}: use one of {', '.join(fleet.STATES)}.", qs.none()
+        elif state:
+            qs = qs.filter(devicestate.state_q(state))
+        if flag and flag not in fleet.FLAGS:
+            error, qs = f"Unknown flag {flag!r}: use one of {', '.join(fleet.FLAGS)}.", qs.none()
+        elif flag:
+            qs = qs.filter(devicestate.flag_q(flag))
         qs = qs.order_by("cluster_id", "node_name", "driver", "pool", "name")
-        state = get.get("state", "")
-        if residual or state:
-            # Whole-result work (Python-only clauses, derived state): narrow to ids, then page.
-            ids = None
-            if residual:
-                rows = qs.only("id", "driver", "pool", "name", "node_name", "attributes", "capacity").iterator(chunk_size=2000)
-                try:
-                    ids = [d.id for d in devicefilter.filter_devices(rows, residual)]
-                except devicefilter.FilterError as exc:
-                    error, ids = str(exc), []
-            if state:
-                keep = None if ids is None else set(ids)
-                snap = fleet.FleetSnapshot(qs, self.cluster_ids, user=self.request.user)
-                ids = [d["id"] for d in snap.devices if (keep is None or d["id"] in keep) and (d["st"].state == state or state in d["st"].flags)]
+        if residual:
+            # Clauses SQL cannot answer exactly: checked in Python on what SQL left, then paged by id.
+            rows = qs.only("id", "driver", "pool", "name", "node_name", "attributes", "capacity").iterator(chunk_size=2000)
+            try:
+                ids = [d.id for d in devicefilter.filter_devices(rows, residual)]
+            except devicefilter.FilterError as exc:
+                error, ids = str(exc), []
             order = {pk: i for i, pk in enumerate(ids)}
             ctx.update(self.paginate(ids, 200))
             page_ids = list(ctx["page_obj"].object_list)
@@ -187,7 +190,7 @@ class DeviceListView(DashboardView):
         ctx["devices"] = page_devices
         drivers = self.in_cluster(Device.objects.all()).values_list("driver", flat=True).distinct().order_by("driver")
         ctx.update(
-            q=get.get("q", ""), error=error, state=state, driver=get.get("driver", ""), pool=get.get("pool", ""), node=get.get("node", ""),
+            q=get.get("q", ""), error=error, state=state, flag=flag, flags=fleet.FLAGS, flag_labels=fleet.FLAG_LABELS, driver=get.get("driver", ""), pool=get.get("pool", ""), node=get.get("node", ""),
             drivers=list(drivers), states=fleet.STATES, state_labels=fleet.STATE_LABELS, match_count=ctx["page_obj"].paginator.count,
         )
         return ctx

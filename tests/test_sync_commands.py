@@ -1,10 +1,11 @@
 """add_cluster, watch --once, import_snapshot, and the change messages on the channel layer."""
 
+import asyncio
 import json
 import os
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.core.management import CommandError, call_command
 
@@ -101,14 +102,21 @@ def test_group_names_are_safe_and_short():
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="cross-thread delivery needs the Redis channel layer")
 def test_changes_are_published_to_node_namespace_and_kind_groups(cluster, fast_sync):
     layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    for group in (publish.node_group(cluster.pk, "gpu-7"), publish.namespace_group(cluster.pk, "ml"), publish.kind_group(cluster.pk, "ResourceClaim")):
-        async_to_sync(layer.group_add)(group, channel)
     claim = make_claim("ml", "c1")
     claim["metadata"].update(uid="u-1", resourceVersion="5")
     claim["status"] = {"allocation": allocation("gpu-7")}
-    apply_object(cluster, "ResourceClaim", claim)
-    received = [async_to_sync(layer.receive)(channel) for _ in range(3)]
+    groups = (publish.node_group(cluster.pk, "gpu-7"), publish.namespace_group(cluster.pk, "ml"), publish.kind_group(cluster.pk, "ResourceClaim"))
+
+    async def listen_while_applying():
+        # One event loop for the channel's whole life, as a consumer has: the pub/sub layer keeps
+        # channels per loop.
+        channel = await layer.new_channel()
+        for group in groups:
+            await layer.group_add(group, channel)
+        await sync_to_async(apply_object)(cluster, "ResourceClaim", claim)
+        return [await asyncio.wait_for(layer.receive(channel), 10) for _ in range(3)]
+
+    received = async_to_sync(listen_while_applying)()
     for message in received:
         assert message["type"] == "kube.changes"
         assert message["changes"] == [{"cluster": cluster.pk, "cluster_name": "dev", "kind": "ResourceClaim", "event": "ADDED", "namespace": "ml",

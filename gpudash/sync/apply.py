@@ -17,6 +17,8 @@ from django.db import DatabaseError, models, transaction
 from django.utils import timezone
 
 from gpudash.models import resource_version_number
+from inventory import devicestate
+from inventory.devicestate import refresh_pools
 
 from . import pgcopy
 from .kinds import KINDS_BY_NAME
@@ -314,10 +316,14 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True):
             else:
                 to_insert.append(row)
 
+        rebuilt = [row.pk for row in to_update if not getattr(row, "_children_unchanged", False)]
+        touched = _device_pools(kind, to_delete + rebuilt)  # what the rows held before the write
         _delete_ids(model, to_delete)
         _insert(model, to_insert)
         _update(model, to_update)
         _rebuild_children(model, to_insert, to_update)
+        if kind in DEVICE_STATE_KINDS:
+            refresh_pools(touched | _device_pools(kind, [row.pk for row in to_insert] + rebuilt))
         if state_changes:
             _insert(apps.get_model("claims.ClaimStateChange"), state_changes)
 
@@ -327,6 +333,16 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True):
         if publish:
             publish_on_commit(result.changes)
     return result
+
+
+# Kinds whose child rows decide the stored device state (inventory/devicestate.py): a slice's devices
+# and counter sets, a claim's allocation results. Refreshed per batch, by pool.
+DEVICE_STATE_KINDS = {"ResourceSlice": devicestate.pools_of_slices, "ResourceClaim": devicestate.pools_of_claims}
+
+
+def _device_pools(kind, ids):
+    pools_of = DEVICE_STATE_KINDS.get(kind)
+    return pools_of(ids) if pools_of and ids else set()
 
 
 def _state_change(cluster, key, uid, old, new, rv, node, at):
@@ -440,7 +456,10 @@ def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True):
     now = timezone.now()
     changes = []
     with transaction.atomic():
+        touched = _device_pools(kind, [row["id"] for row in gone])
         _delete_ids(model, [row["id"] for row in gone])
+        if touched:
+            refresh_pools(touched)
         for row in gone:
             node = row.get("node_name", row["name"] if kind == "Node" else "")
             changes.append(Change(cluster.pk, cluster.name, kind, DELETED, row["namespace"], row["name"], row["uid"], node, row["resource_version"], row.get("state")))

@@ -1,13 +1,12 @@
 """Device counts grouped by cluster / node / driver / pool / model / state.
 
-Hand-written SQL around an ORM-built device query: counting 40,000 devices by state needs the
-allocation results joined once as a grouped table; the ORM can only express state as a
-correlated EXISTS per device, which PostgreSQL runs once per row (about ten times slower).
-The SQL is plain SQL-92 (CASE, MAX, LEFT JOIN) so it runs on SQLite too.
+One GROUP BY over the device table: the state comes from the stored columns and the shared
+expression of inventory/devicestate.py (the same the device list and the UI use).
 """
 
-from django.db import connection
+from django.db.models import Count, TextField, Value
 from django.db.models.fields.json import KT
+from django.db.models.functions import Coalesce
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -15,55 +14,36 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from claims.models import AllocationResult
 from gpudash.api.filters import check_params
 from gpudash.api.permissions import IsViewer
+from inventory import devicestate
 from inventory.filtersets import DeviceFilterSet
 from inventory.models import Cluster, Device
 from inventory.querysets import DEVICE_STATES
 
 MODEL_ATTRIBUTE = "productName"
-GROUPS = ("cluster", "node", "driver", "pool", "model", "state")
+GROUPS = ("cluster", "node", "driver", "pool", "model", "state", "fleet_state")
 DEFAULT_GROUPS = ("cluster", "model", "state")
-_COLUMNS = {"cluster": "d.cluster_id", "node": "d.node_name", "driver": "d.driver", "pool": "d.pool", "model": "d.model"}
-
-_STATE_SQL = """CASE WHEN a.exclusive = 1 THEN 'allocated' WHEN a.shared = 1 THEN 'shared'
-    WHEN d.tainted THEN 'tainted' WHEN a.admin = 1 THEN 'admin' ELSE 'free' END"""
-
-
-def _allocations_sql():
-    table = AllocationResult._meta.db_table
-    return f"""SELECT cluster_id, driver, pool, device,
-        MAX(CASE WHEN NOT admin_access AND share_id = '' THEN 1 ELSE 0 END) AS exclusive,
-        MAX(CASE WHEN NOT admin_access AND share_id <> '' THEN 1 ELSE 0 END) AS shared,
-        MAX(CASE WHEN admin_access THEN 1 ELSE 0 END) AS admin
-        FROM {table} GROUP BY cluster_id, driver, pool, device"""
+_COLUMNS = {"cluster": "cluster_id", "node": "node_name", "driver": "driver", "pool": "pool", "model": "g_model", "state": "g_state", "fleet_state": "g_fleet_state"}
 
 
 def device_counts(devices, group_by):
     """[{group: value, ..., "count": n}] for a filtered Device queryset."""
-    inner = devices.order_by().annotate(model=KT(f"attribute_values__{MODEL_ATTRIBUTE}")).values(
-        "cluster_id", "node_name", "driver", "pool", "name", "tainted", "model"
-    )
-    inner_sql, params = inner.query.sql_with_params()
-    selects = [_STATE_SQL if g == "state" else _COLUMNS[g] for g in group_by]
-    select_list = ", ".join(f"{expr} AS g{i}" for i, expr in enumerate(selects))
-    positions = ", ".join(str(i + 1) for i in range(len(selects)))
-    sql = f"""SELECT {select_list}, COUNT(*) FROM ({inner_sql}) d
-        LEFT JOIN ({_allocations_sql()}) a
-          ON a.cluster_id = d.cluster_id AND a.driver = d.driver AND a.pool = d.pool AND a.device = d.name
-        GROUP BY {positions} ORDER BY {positions}"""
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+    annotations = {}
+    if "model" in group_by:
+        annotations["g_model"] = Coalesce(KT(f"attribute_values__{MODEL_ATTRIBUTE}"), Value(""), output_field=TextField())
+    if "state" in group_by:
+        annotations["g_state"] = devicestate.api_state_expression()
+    if "fleet_state" in group_by:
+        annotations["g_fleet_state"] = devicestate.state_expression()
+    columns = [_COLUMNS[g] for g in group_by]
+    rows = devices.order_by().annotate(**annotations).values_list(*columns).annotate(n=Count("id")).order_by(*columns)
     cluster_names = dict(Cluster.objects.values_list("id", "name")) if "cluster" in group_by else {}
     out = []
     for row in rows:
         item = dict(zip(group_by, row[:-1]))
         if "cluster" in item:
             item["cluster"] = cluster_names.get(item["cluster"], str(item["cluster"]))
-        if "model" in item and item["model"] is None:
-            item["model"] = ""
         item["count"] = row[-1]
         out.append(item)
     return out
@@ -76,6 +56,7 @@ DEVICE_FILTER_PARAMETERS = [
     OpenApiParameter("driver", OpenApiTypes.STR),
     OpenApiParameter("pool", OpenApiTypes.STR),
     OpenApiParameter("state", OpenApiTypes.STR, enum=DEVICE_STATES),
+    OpenApiParameter("fleet_state", OpenApiTypes.STR, enum=devicestate.STATES),
     OpenApiParameter("tainted", OpenApiTypes.BOOL),
     OpenApiParameter("attribute", OpenApiTypes.STR, many=True, explode=True, description="NAME:VALUE, repeatable."),
     OpenApiParameter("capacity", OpenApiTypes.STR, many=True, explode=True, description="NAME OP QUANTITY, repeatable."),

@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from gpudash.api.serializers import KubeObjectSerializer, RawOptionalMixin
 from inventory.models import Cluster, SyncState
+from inventory.devicestate import STATES
 from inventory.querysets import DEVICE_STATES
 
 __all__ = (
@@ -90,6 +91,10 @@ class DeviceSerializer(RawOptionalMixin, serializers.Serializer):
     name = serializers.CharField(read_only=True)
     node = serializers.CharField(source="node_name", read_only=True)
     state = serializers.ChoiceField(choices=DEVICE_STATES, read_only=True)
+    fleet_state = serializers.ChoiceField(
+        choices=STATES, read_only=True,
+        help_text="The dashboard's full state (free, allocated, admin, partial, tainted, unhealthy, stuck); `state` is its v1 projection.",
+    )
     tainted = serializers.BooleanField(read_only=True)
     attributes = serializers.DictField(
         source="attribute_values", read_only=True,

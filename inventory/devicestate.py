@@ -1,0 +1,253 @@
+"""A device's state: the one vocabulary and the one implementation the UI and the API share.
+
+What depends only on the claims' allocation results (and on sibling partitions sharing counters) is
+stored on the Device row and kept current by the sync apply path (`refresh_pools`, called per applied
+batch for the pools whose devices or allocation results changed):
+
+  allocation_state   free | allocated | admin | partial
+  held_by_claim_id, held_by_namespace, held_by_name   the claim that decides it (exclusive holder
+                     first, then a share, then an admin-access watcher; lowest claim id on ties)
+  admin_watched      some admin-access result names the device (whatever else holds it)
+
+What changes without the device's own pool changing is derived in SQL at read time: a stuck claim
+(an active Finding on the holding claim) and a NotReady node (a join on Node).
+
+The states, first that applies wins (`STATES` order is the display order):
+  stuck      held by a claim with an active stuck-claim finding
+  allocated  held by an ordinary (exclusive) result
+  partial    partially used: held only through capacity shares (allowMultipleAllocations), or not
+             held itself but held partitions use up shared counters it needs (a GPU with a MIG slice
+             in use); a sibling partition whose counters are still available stays free
+  admin      held only by admin-access results (still allocatable to ordinary claims)
+  tainted    a NoSchedule/NoExecute device taint keeps new claims off it
+  unhealthy  its node is NotReady ("node not ready")
+  free       a new claim could get it
+Secondary flags, whatever the state: `tainted`, `unhealthy`, `admin` (watched with admin access).
+
+The REST API's v1 `state` field keeps its five values as a projection (API_STATES).
+"""
+
+from collections import defaultdict
+from decimal import Decimal
+
+from django.apps import apps as django_apps
+from django.db.models import Case, CharField, Exists, F, OuterRef, Q, Subquery, Value, When
+
+STUCK, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE = "stuck", "allocated", "admin", "partial", "tainted", "unhealthy", "free"
+STATES = (FREE, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, STUCK)
+# Values of the stored column (the rest are derived at read time).
+STORED_STATES = (FREE, ALLOCATED, ADMIN, PARTIAL)
+
+# The API's v1 `state` values and the states each one covers.
+API_STATES = {
+    "free": (FREE,),
+    "allocated": (ALLOCATED, STUCK),
+    "shared": (PARTIAL,),
+    "admin": (ADMIN,),
+    "tainted": (TAINTED, UNHEALTHY),  # not held, but new claims are kept off it
+}
+API_STATE_OF = {state: api for api, states in API_STATES.items() for state in states}
+
+_QUERY_CHUNK = 500
+
+
+# --- reading: SQL expressions -----------------------------------------------------------------------
+
+
+def stuck_claim_ids():
+    """Ids of claims with an active stuck-claim finding (an uncorrelated subquery: hashed once)."""
+    claim = django_apps.get_model("claims", "ResourceClaim")
+    finding = django_apps.get_model("claims", "Finding")
+    active = finding.objects.filter(cleared_at__isnull=True).exclude(claim_uid="").values("claim_uid")
+    return claim.objects.filter(uid__in=active).values("id")
+
+
+def node_not_ready():
+    """EXISTS: the device's node is NotReady (namespace '' keeps the lookup on the unique index)."""
+    node = django_apps.get_model("inventory", "Node")
+    return Exists(node.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("node_name"), ready=False))
+
+
+def state_expression():
+    """CASE giving each device row its state (see the module docstring)."""
+    return Case(
+        When(held_by_claim_id__in=stuck_claim_ids(), then=Value(STUCK)),
+        When(~Q(allocation_state=FREE), then=F("allocation_state")),
+        When(tainted=True, then=Value(TAINTED)),
+        When(node_not_ready(), then=Value(UNHEALTHY)),
+        default=Value(FREE),
+        output_field=CharField(),
+    )
+
+
+def api_state_expression():
+    """The v1 API's projection of `state_expression` (API_STATES)."""
+    return Case(
+        When(held_by_claim_id__in=stuck_claim_ids(), then=Value("allocated")),
+        When(allocation_state=ALLOCATED, then=Value("allocated")),
+        When(allocation_state=PARTIAL, then=Value("shared")),
+        When(allocation_state=ADMIN, then=Value("admin")),
+        When(tainted=True, then=Value("tainted")),
+        When(node_not_ready(), then=Value("tainted")),
+        default=Value("free"),
+        output_field=CharField(),
+    )
+
+
+def state_q(state):
+    """Q for devices in `state`, written as plain column tests the planner can use indexes for."""
+    stuck = Q(held_by_claim_id__in=stuck_claim_ids())
+    if state == STUCK:
+        return stuck
+    if state in (ALLOCATED, ADMIN, PARTIAL):
+        # held_by is NULL for a sibling-blocked partition: "not stuck" must keep those rows.
+        return Q(allocation_state=state) & (Q(held_by_claim_id__isnull=True) | ~stuck)
+    unheld = Q(allocation_state=FREE)
+    if state == TAINTED:
+        return unheld & Q(tainted=True)
+    if state == UNHEALTHY:
+        return unheld & Q(tainted=False) & node_not_ready()
+    if state == FREE:
+        return unheld & Q(tainted=False) & ~node_not_ready()
+    raise ValueError(f"unknown device state {state!r}; expected one of {', '.join(STATES)}")
+
+
+def flag_q(flag):
+    """Devices carrying a secondary flag, whatever their state."""
+    if flag == TAINTED:
+        return Q(tainted=True)
+    if flag == UNHEALTHY:
+        return node_not_ready()
+    if flag == ADMIN:
+        return Q(admin_watched=True)
+    raise ValueError(f"unknown device flag {flag!r}")
+
+
+def state_or_flag_q(state):
+    """What the UI's state filter means: in the state, or carrying it as a flag."""
+    q = state_q(state)
+    if state in (TAINTED, UNHEALTHY, ADMIN):
+        q |= flag_q(state)
+    return q
+
+
+def api_state_q(api_state):
+    q = Q()
+    for state in API_STATES[api_state]:
+        q |= state_q(state)
+    return q
+
+
+# --- writing: kept current by the sync apply path ---------------------------------------------------
+
+
+def refresh_pools(pool_keys, models=None):
+    """Recompute the stored state of every device in these (cluster_id, driver, pool) pools.
+
+    Two bulk UPDATEs per chunk of pools (reset, then the held devices from their allocation results),
+    then the shared-counter check for pools with partitions in use. `pool_keys=None` refreshes all
+    devices (the migration's backfill). `models` lets a migration pass its historical models.
+    """
+    device_model, result_model, counter_model = models or (
+        django_apps.get_model("inventory", "Device"),
+        django_apps.get_model("claims", "AllocationResult"),
+        django_apps.get_model("inventory", "SharedCounterSet"),
+    )
+    if pool_keys is None:
+        scopes = [Q()]
+    else:
+        grouped = defaultdict(set)
+        for cluster_id, driver, pool in pool_keys:
+            grouped[(cluster_id, driver)].add(pool)
+        scopes = [
+            Q(cluster_id=cluster_id, driver=driver, pool__in=sorted(pools)[i : i + _QUERY_CHUNK])
+            for (cluster_id, driver), pools in grouped.items()
+            for i in range(0, len(pools), _QUERY_CHUNK)
+        ]
+    for scope in scopes:
+        devices = device_model.objects.filter(scope)
+        _write_held(devices, result_model)
+        _write_counter_blocked(devices, counter_model)
+
+
+def _write_held(devices, result_model):
+    results = result_model.objects.filter(
+        cluster_id=OuterRef("cluster_id"), driver=OuterRef("driver"), pool=OuterRef("pool"), device=OuterRef("name")
+    )
+    # The result that decides the state: exclusive, then share, then admin access; lowest claim id.
+    deciding = results.annotate(
+        rank=Case(When(admin_access=False, share_id="", then=Value(0)), When(admin_access=False, then=Value(1)), default=Value(2))
+    ).order_by("rank", "claim_id")
+    state = Case(When(rank=0, then=Value(ALLOCATED)), When(rank=1, then=Value(PARTIAL)), default=Value(ADMIN), output_field=CharField())
+    devices.exclude(allocation_state=FREE, held_by_claim_id__isnull=True, admin_watched=False).update(
+        allocation_state=FREE, held_by_claim_id=None, held_by_namespace="", held_by_name="", admin_watched=False
+    )
+    devices.filter(Exists(results)).update(
+        allocation_state=Subquery(deciding.annotate(st=state).values("st")[:1]),
+        held_by_claim_id=Subquery(deciding.values("claim_id")[:1]),
+        held_by_namespace=Subquery(deciding.values("claim__namespace")[:1]),
+        held_by_name=Subquery(deciding.values("claim__name")[:1]),
+        admin_watched=Exists(results.filter(admin_access=True)),
+    )
+
+
+def _write_counter_blocked(devices, counter_model):
+    """Mark unheld partitions whose shared counters held siblings use up (quantities parsed in Python:
+    SQL cannot compare Kubernetes quantities); only pools with a held partition are read."""
+    from kubernetes.utils import parse_quantity
+
+    def amount(counter):
+        try:
+            return Decimal(parse_quantity((counter or {}).get("value", "0")))
+        except (ValueError, TypeError, ArithmeticError):
+            return Decimal(0)
+
+    with_counters = devices.exclude(consumes_counters=[])
+    pools = set(with_counters.filter(held_by_claim_id__isnull=False).exclude(allocation_state=ADMIN).values_list("cluster_id", "driver", "pool").distinct().order_by())
+    if not pools:
+        return
+    rows = list(
+        with_counters.filter(pool__in={p for _, _, p in pools}).values_list(
+            "id", "cluster_id", "driver", "pool", "consumes_counters", "held_by_claim_id", "allocation_state"
+        )
+    )
+    capacity = {}
+    sets = counter_model.objects.filter(cluster_id__in={c for c, _, _ in pools}, slice__pool__in={p for _, _, p in pools})
+    for cid, driver, pool, name, counters in sets.values_list("cluster_id", "slice__driver", "slice__pool", "name", "counters"):
+        for counter, value in (counters or {}).items():
+            capacity[(cid, driver, pool, name, counter)] = amount(value)
+    needs, used = {}, defaultdict(Decimal)
+    for pk, cid, driver, pool, consumes, held, state in rows:
+        if (cid, driver, pool) not in pools:
+            continue
+        need = [((cid, driver, pool, e.get("counterSet"), c), amount(v)) for e in consumes or () if isinstance(e, dict) for c, v in (e.get("counters") or {}).items()]
+        if held is not None:
+            if state == ADMIN:
+                continue  # admin access never takes counters from others
+            for key, value in need:
+                used[key] += value
+        else:
+            needs[pk] = need
+    blocked = [pk for pk, need in needs.items() if any(used.get(k) and capacity.get(k, Decimal(0)) - used[k] < v for k, v in need)]
+    for i in range(0, len(blocked), _QUERY_CHUNK):
+        devices.filter(id__in=blocked[i : i + _QUERY_CHUNK]).update(allocation_state=PARTIAL)
+
+
+def pools_of_slices(slice_ids):
+    """(cluster_id, driver, pool) of these ResourceSlice rows (apply_batch hook)."""
+    model = django_apps.get_model("inventory", "ResourceSlice")
+    return _pools(model.objects, "id", slice_ids, ("cluster_id", "driver", "pool"))
+
+
+def pools_of_claims(claim_ids):
+    """(cluster_id, driver, pool) of the devices these claims' allocation results name."""
+    model = django_apps.get_model("claims", "AllocationResult")
+    return _pools(model.objects, "claim_id", claim_ids, ("cluster_id", "driver", "pool"))
+
+
+def _pools(manager, column, ids, fields):
+    ids = [i for i in ids if i is not None]
+    out = set()
+    for i in range(0, len(ids), _QUERY_CHUNK):
+        out.update(manager.filter(**{f"{column}__in": ids[i : i + _QUERY_CHUNK]}).values_list(*fields).distinct().order_by())
+    return out

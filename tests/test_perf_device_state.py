@@ -1,0 +1,137 @@
+"""The stored device state (inventory/devicestate.py): kept current by the sync apply path, one
+answer for the UI and the API, the migration's backfill; and the class match counts' shortcuts."""
+
+import copy
+
+import pytest
+from django.urls import reverse
+
+from claims.models import Finding
+from gpudash.sync.apply import apply_batch, apply_object, delete_object
+from inventory import classmatch, devicestate, fleet
+from inventory.models import Device, DeviceClass
+from tests.api_fixtures import client_for
+from tests.ui_fixtures import claim, fleet_objects, load_fleet, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alpha(db):
+    return load_fleet()
+
+
+def stored(pool, name):
+    return Device.objects.filter(pool=pool, name=name).values_list("allocation_state", "held_by_namespace", "held_by_name", "admin_watched").get()
+
+
+def states():
+    """(pool, name) -> state, from the one SQL expression."""
+    rows = Device.objects.annotate(st=devicestate.state_expression()).values_list("pool", "name", "st")
+    return {(pool, name): st for pool, name, st in rows}
+
+
+def test_apply_stores_who_holds_each_device(alpha):
+    assert stored("node-a", "gpu-0") == ("allocated", "team-a", "train-1", True)  # the exclusive holder wins over the admin watcher
+    assert stored("node-a", "gpu-7") == ("allocated", "team-b", "stuck-claim", False)
+    assert stored("node-b", "gpu-0-mig-1g10gb-19-0") == ("allocated", "team-b", "infer", False)
+    # The full GPU is not held, but the held MIG slice uses its memory-slice-0 counter.
+    assert stored("node-b", "gpu-0") == ("partial", "", "", False)
+    assert stored("node-b", "gpu-0-mig-3g40gb-9-4") == ("free", "", "", False)  # its counters are still available
+    assert stored("node-c", "gpu-1") == ("free", "", "", False)  # tainted and NotReady are read-time
+
+
+def test_state_expression_adds_stuck_taints_and_node_readiness(alpha):
+    st = states()
+    assert st[("node-a", "gpu-7")] == devicestate.STUCK  # active finding on the holder
+    assert st[("node-a", "gpu-0")] == devicestate.ALLOCATED
+    assert st[("node-b", "gpu-0")] == devicestate.PARTIAL
+    assert st[("node-c", "gpu-1")] == devicestate.TAINTED  # tainted before NotReady
+    assert st[("node-c", "gpu-0")] == devicestate.UNHEALTHY
+    assert st[("node-a", "gpu-3")] == devicestate.FREE
+    Finding.objects.update(cleared_at="2026-01-06T00:00:00Z")
+    assert states()[("node-a", "gpu-7")] == devicestate.ALLOCATED  # a cleared finding no longer counts
+
+
+@pytest.mark.parametrize("state", devicestate.STATES)
+def test_state_filters_agree_with_the_expression(alpha, state):
+    expected = sorted(k for k, v in states().items() if v == state)
+    assert sorted(Device.objects.in_fleet_state(state).values_list("pool", "name")) == expected
+
+
+def test_claim_changes_update_the_devices(alpha):
+    delete_object(alpha, "ResourceClaim", claim("team-a", "train-1"))
+    assert stored("node-a", "gpu-0") == ("admin", "ops", "monitor", True)  # only the admin watcher is left
+    assert stored("node-a", "gpu-1") == ("free", "", "", False)
+    delete_object(alpha, "ResourceClaim", claim("team-b", "infer"))
+    assert stored("node-b", "gpu-0") == ("free", "", "", False)  # counters released with the MIG slice
+    # Allocated again in one batch of events, as a watcher applies them.
+    apply_batch(alpha, "ResourceClaim", [("ADDED", claim("team-a", "again", results=["gpu-1", "gpu-2"], node_name="node-a"))])
+    assert stored("node-a", "gpu-2") == ("allocated", "team-a", "again", False)
+
+
+def test_republished_slice_keeps_the_holders(alpha):
+    raw = next(copy.deepcopy(r) for kind, r in fleet_objects() if kind == "ResourceSlice" and r["spec"]["nodeName"] == "node-a")
+    raw["metadata"]["resourceVersion"] = "99999"
+    raw["spec"]["devices"].append(copy.deepcopy(raw["spec"]["devices"][0]) | {"name": "gpu-8"})
+    apply_object(alpha, "ResourceSlice", raw)  # every device row of the slice is rebuilt
+    assert stored("node-a", "gpu-0") == ("allocated", "team-a", "train-1", True)
+    assert stored("node-a", "gpu-8") == ("free", "", "", False)
+
+
+def test_backfill_rebuilds_the_same_columns(alpha):
+    before = sorted(Device.objects.values_list("id", "allocation_state", "held_by_claim_id", "held_by_namespace", "held_by_name", "admin_watched"))
+    Device.objects.update(allocation_state="free", held_by_claim_id=None, held_by_namespace="", held_by_name="", admin_watched=False)
+    devicestate.refresh_pools(None)  # what migration inventory 0003_perf_device_state runs
+    assert sorted(Device.objects.values_list("id", "allocation_state", "held_by_claim_id", "held_by_namespace", "held_by_name", "admin_watched")) == before
+
+
+def test_ui_and_api_give_one_answer(alpha):
+    user = make_user("uma")
+    api = client_for(user)
+    body = api.get("/api/v1/devices/?page_size=1000").json()
+    by_key = {(d["pool"], d["name"]): d for d in body["results"]}
+    expected = states()
+    assert {k: d["fleet_state"] for k, d in by_key.items()} == expected
+    assert all(d["state"] == devicestate.API_STATE_OF[d["fleet_state"]] for d in by_key.values())
+    ui = {(d.pool, d.name): d.st.state for d in fleet.states_for(Device.objects.all(), user=user)}
+    assert ui == expected
+    assert [(d["pool"], d["name"]) for d in api.get("/api/v1/devices/?fleet_state=stuck").json()["results"]] == [("node-a", "gpu-7")]
+    counts = {r["fleet_state"]: r["count"] for r in api.get("/api/v1/aggregates/devices?group_by=fleet_state").json()["results"]}
+    assert counts == {s: list(expected.values()).count(s) for s in set(expected.values())}
+
+
+def test_map_cells_name_the_holder_for_visible_namespaces_only(alpha, client):
+    client.force_login(make_user("sam", namespaces=["team-a"]))
+    body = client.get(reverse("inventory:fleet-map")).content.decode()
+    assert "team-a/train-1" in body
+    assert "team-b/stuck-claim" not in body and "claim in another namespace" in body
+
+
+@pytest.mark.parametrize(
+    "exprs, driver",
+    [
+        (["device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"], "gpu.nvidia.com"),
+        (['device.attributes["x.com"].a == 1 && device.driver == "x.com"'], "x.com"),
+        (["device.driver == 'a.com' || device.driver == 'b.com'"], None),  # not a conjunct
+        (["device.driver == 'a.com' && x ? y : z"], None),
+        (["device.attributes['a.com'].type == 'gpu'"], None),
+    ],
+)
+def test_pinned_driver(exprs, driver):
+    assert classmatch.pinned_driver(exprs) == driver
+
+
+def test_class_match_counts_equal_evaluating_every_device(alpha):
+    from claims.allocator import cel
+
+    classes = list(DeviceClass.objects.order_by("name"))
+    classmatch.annotate_matches(classes)
+    for cls in classes:
+        compiled = [cel.compile_selector(s["cel"]["expression"]) for s in cls.selectors]
+        brute = sum(
+            all(c.evaluate(cel.make_device(d.driver, d.attributes, d.capacity, d.allow_multiple_allocations)) for c in compiled)
+            for d in Device.objects.filter(cluster_id=cls.cluster_id)
+        )
+        assert (cls.name, cls.match_count, cls.match_error) == (cls.name, brute, "")
+    assert [c.match_count for c in classes] == [11, 2]  # 8 H100 + full A100 + 2 on node-c; two MIG slices
