@@ -14,7 +14,7 @@ from claims.allocator import Features, InputError, Inventory, headroom, load_doc
 from claims.allocator.errors import AllocationError
 from claims.allocator.model import ClaimSpec
 from claims.models import ResourceClaim, ResourceClaimTemplate
-from inventory.models import DeviceClass, DeviceTaintRule, Node, ResourceSlice
+from inventory.models import DeviceClass, DeviceTaintRule, Namespace, Node, ResourceSlice
 
 __all__ = ["PreviewError", "cluster_inventory", "run_preview", "invalidate"]
 
@@ -26,6 +26,7 @@ SOURCES = (
     ("resource_claim_templates", ResourceClaimTemplate),
     ("nodes", Node),
     ("device_taint_rules", DeviceTaintRule),
+    ("namespaces", Namespace),
 )
 
 _cache = {}

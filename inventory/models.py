@@ -17,6 +17,7 @@ __all__ = (
     "SharedCounterSet",
     "Device",
     "DeviceTaintRule",
+    "Namespace",
 )
 
 
@@ -279,3 +280,20 @@ class DeviceTaintRule(KubeObject):
         constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_devicetaintrule_unique_name")]
 
 
+
+
+class Namespace(KubeObject):
+    """Namespaces, mirrored for their labels: admin access needs `resource.kubernetes.io/admin-access`."""
+
+    ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+
+    admin_access = models.BooleanField(default=False)
+
+    class Meta(KubeObject.Meta):
+        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_namespace_unique_name")]
+
+    @classmethod
+    def fields_from_raw(cls, raw):
+        fields = super().fields_from_raw(raw)
+        fields["admin_access"] = fields["labels"].get(cls.ADMIN_ACCESS_LABEL) == "true"
+        return fields

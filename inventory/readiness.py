@@ -15,6 +15,7 @@ from django.utils import timezone
 from claims.models import AllocationResult, ClaimStateChange, Finding, Pod, ResourceClaim
 from claims.pending import ClusterReader, ops_setting
 from gpudash.kube import KubeError
+from gpudash.sync.kinds import KINDS
 
 from .models import Device, DeviceTaintRule, Node, ResourceSlice, SharedCounterSet
 
@@ -168,9 +169,8 @@ RISKY = (
     ("create", "resource.k8s.io", "deviceclasses", "", False, "define device classes"),
     ("patch", "", "namespaces", "", False, "label their namespace for admin access"),
 )
-NEEDED_READ = [(verb, group, plural) for plural, group in (
-    ("nodes", ""), ("pods", ""), ("deviceclasses", "resource.k8s.io"), ("resourceslices", "resource.k8s.io"),
-    ("resourceclaims", "resource.k8s.io"), ("resourceclaimtemplates", "resource.k8s.io")) for verb in ("get", "list", "watch")]
+# Every mirrored kind (DeviceTaintRules only where served, so not required).
+NEEDED_READ = [(verb, kind.group, kind.plural) for kind in KINDS if kind.kind != "DeviceTaintRule" for verb in ("get", "list", "watch")]
 NEEDED_RELEASE = [("patch", "resource.k8s.io", "resourceclaims/status"), ("patch", "resource.k8s.io", "resourceclaims/binding"),
                   ("patch", "resource.k8s.io", "resourceclaims"), ("delete", "resource.k8s.io", "resourceclaims")]
 

@@ -220,3 +220,39 @@ def test_adapter_existing_claim_and_errors(db_cluster):
     db_cluster.save()
     with pytest.raises(PreviewError, match="unknown DRA feature setting"):
         run_preview(db_cluster, yaml_text=CLAIM_YAML)
+
+
+@pytest.mark.django_db
+def test_admin_access_follows_the_mirrored_namespace_label():
+    """From the database, admin access is allowed only in namespaces labelled for it (as the API server does)."""
+    from claims.preview import run_preview
+    from gpudash.sync.apply import apply_object
+    from inventory.models import Cluster
+
+    cluster = Cluster.objects.create(name="ns-label")
+    apply_object(cluster, "Node", {"metadata": {"name": "n1", "uid": "n1", "resourceVersion": "1"}})
+    apply_object(cluster, "DeviceClass", {"metadata": {"name": "gpu", "uid": "c1", "resourceVersion": "2"}, "spec": {}})
+    apply_object(cluster, "ResourceSlice", {
+        "metadata": {"name": "s1", "uid": "s1", "resourceVersion": "3"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "gpu-0"}]},
+    })
+    apply_object(cluster, "Namespace", {"metadata": {"name": "plain", "uid": "ns1", "resourceVersion": "4"}})
+    apply_object(cluster, "Namespace", {"metadata": {"name": "ops", "uid": "ns2", "resourceVersion": "5",
+                                                     "labels": {"resource.kubernetes.io/admin-access": "true"}}})
+    claim_yaml = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: watch-all, namespace: %s}
+spec:
+  devices:
+    requests:
+    - name: r
+      exactly: {deviceClassName: gpu, adminAccess: true}
+"""
+    allowed = run_preview(cluster, yaml_text=claim_yaml % "ops")
+    assert allowed["nodes"][0]["fits"] and allowed["nodes"][0]["results"][0]["adminAccess"] is True
+    refused = run_preview(cluster, yaml_text=claim_yaml % "plain")
+    node = refused["nodes"][0]
+    assert not node["fits"]
+    assert "admin" in ((node["error"] or "") + (node["reason"] or "")).lower()

@@ -32,6 +32,8 @@ class Kind:
 
 KINDS = (
     Kind("Node", "", "v1", "nodes", False, "inventory.Node"),
+    # For their labels: the allocator refuses admin access outside namespaces labelled for it.
+    Kind("Namespace", "", "v1", "namespaces", False, "inventory.Namespace"),
     Kind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False, "inventory.DeviceClass"),
     Kind("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False, "inventory.ResourceSlice"),
     Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True, "claims.ResourceClaim"),
