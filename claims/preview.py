@@ -6,6 +6,7 @@ kept per cluster and process, and rebuilt when the cluster's data changed (a che
 counts and newest resourceVersions/sync times per kind, one aggregate query per kind).
 """
 
+import re
 import threading
 
 from django.db.models import Count, Max
@@ -67,6 +68,31 @@ def cluster_inventory(cluster):
     return inv
 
 
+# The engine names one holder of a taken device as an example: "(e.g. NAMESPACE/NAME)".
+_EXAMPLE_HOLDER = re.compile(r"\(e\.g\. ([a-z0-9]([-a-z0-9]*[a-z0-9])?)/([^)\s]+)\)")
+
+
+def redact_other_claims(result, visible_namespaces):
+    """Hide the names of claims in namespaces the viewer may not see (the UI does the same on devices)."""
+
+    def hide(match):
+        return match.group(0) if match.group(1) in visible_namespaces else "(e.g. a claim in another namespace)"
+
+    for entry in result.get("nodes", []):
+        if entry.get("reason"):
+            entry["reason"] = _EXAMPLE_HOLDER.sub(hide, entry["reason"])
+    summary = result.get("summary") or {}
+    for key, value in list(summary.items()):
+        if isinstance(value, str):
+            summary[key] = _EXAMPLE_HOLDER.sub(hide, value)
+    for item in summary.get("reasons") or []:
+        if isinstance(item, dict):
+            for key, value in list(item.items()):
+                if isinstance(value, str):
+                    item[key] = _EXAMPLE_HOLDER.sub(hide, value)
+    return result
+
+
 def invalidate(cluster=None):
     """Forget cached inventories (all, or one cluster's)."""
     with _lock:
@@ -76,9 +102,12 @@ def invalidate(cluster=None):
             _cache.pop(cluster.pk, None)
 
 
-def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_headroom=False, nodes=None):
+def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_headroom=False, nodes=None, reason_codes=False,
+                visible_namespaces=None):
     """Preview `yaml_text` (claims, templates or one pod) or an existing pending `claim` row on every
-    node of `cluster`. Returns the engine's JSON dict; raises PreviewError for bad input."""
+    node of `cluster`. Returns the engine's JSON dict; raises PreviewError for bad input.
+    `reason_codes` adds each failing node's reason code to its entry (the UI groups by it).
+    `visible_namespaces` (a set, or None for all): claims of other namespaces named in reasons are hidden."""
     if (yaml_text is None) == (claim is None):
         raise PreviewError("give either YAML (a claim, template or pod) or an existing claim, not both")
     inv = cluster_inventory(cluster)
@@ -91,10 +120,12 @@ def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_hea
             claims, bound = [ClaimSpec(claim.namespace, claim.name, claim.raw.get("spec"))], []
         else:
             claims, bound = resolve_claims(inv, load_documents(yaml_text, "YAML"), namespace=namespace)
-        result = preview(inv, claims, bound=bound, nodes=nodes)
+        result = preview(inv, claims, bound=bound, nodes=nodes, reason_codes=reason_codes)
     except InputError as exc:
         raise PreviewError(str(exc)) from None
     result["summary"]["cluster"] = cluster.name
+    if visible_namespaces is not None:
+        redact_other_claims(result, visible_namespaces)
     if with_headroom:
         try:
             result["headroom"] = headroom(inv, claims)

@@ -1,13 +1,17 @@
 """Claim pages: claims list and detail, pods using claims, allocation preview."""
 
+from urllib.parse import urlencode
+
 import yaml
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from gpudash import roles
 from gpudash.views import DashboardView
+from inventory import fleet
 from inventory.models import Cluster, Device
 
 from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim
@@ -172,61 +176,114 @@ class PodListView(DashboardView):
 
 
 class PreviewView(DashboardView):
-    """Where would a claim land? Paste YAML or pick a pending claim; runs claims.preview.run_preview."""
+    """Where would a claim land? Paste YAML (claim, template or pod) or pick a pending claim; runs
+    claims.preview.run_preview and shows claims.preview_page.PreviewReport.
+
+    YAML previews are POSTed (the text is too long for a URL); a pending claim is previewed with a
+    plain GET link (`?claim=ns/name`), so claim pages and the pending list can link to it. Paging a
+    list of nodes re-runs the preview (`show=<list>:<page>`): the engine is warm and fast, and no
+    result is kept between requests.
+    """
 
     template_name = "claims/preview.html"
     nav = "preview"
+    pending_per_page = 25
+
+    def get(self, request, *args, **kwargs):
+        if request.GET.get("claim"):
+            return self.run(request, request.GET, **kwargs)
+        return super().get(request, *args, **kwargs)
 
     def post(self, request, *args, **kwargs):
+        if not roles.can_operate(request.user):
+            raise PermissionDenied("Running a preview needs the operator role.")
+        return self.run(request, request.POST, **kwargs)
+
+    def run(self, request, params, **kwargs):
         ctx = self.get_context_data(**kwargs)
+        ref = params.get("claim", "").strip()
+        yaml_text = "" if ref else params.get("yaml", "")
+        namespace = params.get("namespace", "").strip() or "default"
+        # A GET link runs with headroom unless it says headroom=0; the form sends the checkbox.
+        with_headroom = params.get("headroom", "1" if request.method == "GET" else "") in ("1", "on", "true")
+        ctx.update(picked=ref, yaml_text=yaml_text, namespace=namespace, with_headroom=with_headroom)
+        if not roles.can_operate(request.user):
+            return self.render_to_response(ctx)  # the page explains the operator role; nothing runs
         if self.cluster is None:
             ctx["error"] = "Pick a cluster first (the preview runs against one cluster's inventory)."
             return self.render_to_response(ctx)
-        claim, namespace = None, request.POST.get("namespace", "").strip() or "default"
-        ref = request.POST.get("claim", "").strip()
-        yaml_text = request.POST.get("yaml", "")
+        claim = None
         if ref:
             ns, _, name = ref.partition("/")
             claim = ResourceClaim.objects.filter(cluster=self.cluster, namespace=ns, name=name).first()
             if claim is None or not roles.can_see_namespace(request.user, ns):
                 ctx["error"] = f"No claim {ref!r} in cluster {self.cluster.name}."
                 return self.render_to_response(ctx)
-            namespace = ns
+            namespace = ctx["namespace"] = ns
+            # The claim as YAML in the box, so it can be tweaked and run again as a paste.
+            ctx["yaml_text"] = yaml.safe_dump({"apiVersion": claim.raw.get("apiVersion", "resource.k8s.io/v1"), "kind": "ResourceClaim",
+                                               "metadata": {"name": name, "namespace": ns}, "spec": claim.raw.get("spec") or {}}, sort_keys=False, width=10000)
         if not roles.can_operate(request.user, namespace):
             raise PermissionDenied(f"Running a preview in namespace {namespace} needs the operator role there.")
         if claim is None and not yaml_text.strip():
-            ctx["error"] = "Paste a ResourceClaim (or a claim spec) as YAML, or pick a pending claim."
+            ctx["error"] = "Paste a ResourceClaim, ResourceClaimTemplate or Pod (or a bare claim spec) as YAML, or pick a pending claim."
             return self.render_to_response(ctx)
         try:
             from claims.preview import run_preview
         except ImportError:
             ctx["error"] = "The allocation preview engine (claims.preview) is not installed in this build."
             return self.render_to_response(ctx)
+        from claims.preview_page import NODES_PER_GROUP_PAGE, PreviewReport, attach_device_strips, yaml_error_position
+
         try:
-            outcome = run_preview(self.cluster, yaml_text=yaml_text if claim is None else None, claim=claim, namespace=namespace)
-        except ValueError as exc:  # bad YAML / bad claim: the engine names what is wrong
-            ctx["error"] = str(exc)
+            outcome = run_preview(self.cluster, yaml_text=None if claim else yaml_text, claim=claim, namespace=namespace,
+                                  with_headroom=with_headroom, reason_codes=True,
+                                  visible_namespaces=roles.visible_namespaces(self.request.user))
+        except ValueError as exc:  # bad YAML / bad claim: the engine names what is wrong (and where)
+            ctx.update(error=str(exc), error_position=yaml_error_position(str(exc)))
             return self.render_to_response(ctx)
-        nodes = outcome.get("nodes") or []
+        # Claims in the YAML name their own namespace: a scoped operator may only preview in theirs.
+        others = {ref.partition("/")[0] for ref in outcome["summary"].get("claims") or []} - {namespace}
+        refused = sorted(ns for ns in others if not roles.can_operate(request.user, ns))
+        if refused:
+            raise PermissionDenied(f"Running a preview in namespace {', '.join(refused)} needs the operator role there.")
+        report = PreviewReport(outcome, cluster=self.cluster, yaml_text=yaml_text or None,
+                               claim_spec=claim.raw.get("spec") if claim else None, show=params.get("show", ""))
+        fits = report.fits
+        attach_device_strips(self.cluster, fits.rows, request.user)
+        groups = report.groups
         ctx.update(
-            outcome=outcome,
-            fitting=[n for n in nodes if n.get("fits")],
-            not_fitting=[n for n in nodes if not n.get("fits")],
-            yaml_text=yaml_text,
-            picked=ref,
-            namespace=namespace,
+            report=report, outcome=outcome, fits=fits, groups=groups, headroom=report.headroom, claim=claim,
+            misfit_count=sum(g.total for g in groups), group_page_size=NODES_PER_GROUP_PAGE,
+            fit_legend=fleet.DISPLAY_STATES,
+            rerun_query=urlencode({"cluster": self.cluster.name, "claim": ref, "headroom": "1" if with_headroom else "0"}),
         )
         return self.render_to_response(ctx)
 
-    def get_context_data(self, **kwargs):
-        ctx = super().get_context_data(**kwargs)
-        pending = roles.scope_queryset(ResourceClaim.objects.pending(), self.request.user)
+    def pending_claims(self):
+        """Pending claims of the selected cluster the user may see, newest first, filtered by `pq`."""
+        qs = roles.scope_queryset(ResourceClaim.objects.pending(), self.request.user)
         if self.cluster is not None:
-            pending = pending.filter(cluster=self.cluster)
-        picked = self.request.GET.get("claim", "")
-        ctx.setdefault("picked", picked)
+            qs = qs.filter(cluster=self.cluster)
+        q = self.request.GET.get("pq", "").strip()
+        if q:
+            qs = qs.filter(Q(name__icontains=q) | Q(namespace__icontains=q) | Q(owner_pod_name__icontains=q))
+        qs = qs.order_by("-creation_timestamp", "namespace", "name").only(
+            "cluster_id", "namespace", "name", "device_classes", "creation_timestamp", "owner_pod_name")
+        paginator = Paginator(qs, self.pending_per_page)
+        return paginator.get_page(self.request.GET.get("ppage")), q
+
+    def get_context_data(self, **kwargs):
+        from claims.preview_page import samples
+
+        ctx = super().get_context_data(**kwargs)
+        page, q = self.pending_claims()
+        query = self.request.GET.copy()
+        for key in ("ppage", "claim", "show"):
+            query.pop(key, None)
+        ctx.setdefault("picked", "")
         ctx.setdefault("yaml_text", "")
         ctx.setdefault("namespace", "default")
-        ctx.update(pending=pending.order_by("namespace", "name").only("namespace", "name")[:500])
+        ctx.setdefault("with_headroom", True)
+        ctx.update(pending=page, pending_query=query.urlencode(), pq=q, samples=samples(self.cluster))
         return ctx
-

@@ -106,30 +106,39 @@ def test_scoped_operator_cannot_preview_in_other_namespaces(fleet):
 
 
 @pytest.mark.parametrize(
-    "body, field",
+    "body, field, words",
     [
-        ({"cluster": "nowhere", "claim": "x"}, "cluster"),
-        ({"cluster": "alpha", "namespace": "team-a"}, "yaml"),
-        ({"cluster": "alpha", "namespace": "team-a", "claim": "x", "yaml": "a: b"}, "yaml"),
-        ({"cluster": "alpha", "namespace": "team-a", "claim": "no-such-claim"}, "claim"),
-        ({"cluster": "alpha", "namespace": "team-a", "yaml": "kind: [unclosed"}, "yaml"),
-        ({"cluster": "alpha", "namespace": "team-a", "claim": "train"}, "claim"),  # already allocated
+        ({"cluster": "nowhere", "claim": "x"}, "cluster", "nowhere"),
+        ({"cluster": "alpha", "namespace": "team-a"}, "yaml", "yaml"),
+        ({"cluster": "alpha", "namespace": "team-a", "claim": "x", "yaml": "a: b"}, "yaml", "exactly one of `yaml` or `claim`"),
+        ({"cluster": "alpha", "namespace": "team-a", "claim": "no-such-claim"}, "claim", "no-such-claim"),
+        ({"cluster": "alpha", "namespace": "team-a", "yaml": "kind: [unclosed"}, "yaml", "malformed YAML at line"),
+        ({"cluster": "alpha", "namespace": "team-a", "yaml": "- a\n- list\n"}, "yaml", "document 1 is a list"),
+        ({"cluster": "alpha", "namespace": "team-a", "yaml": "kind: Pod\nmetadata: {name: p}\nspec: {}\n"}, "yaml", "nothing to place"),
+        ({"cluster": "alpha", "namespace": "team-a", "claim": "train"}, "claim", "already allocated"),
     ],
 )
-def test_preview_bad_input_is_400(fleet, operator, body, field):
+def test_preview_bad_input_is_400(fleet, operator, body, field, words):
     err = error(operator.post("/api/v1/preview", body, format="json"), 400)
     assert err["field"] == field, err
+    assert words in err["message"], err
+
+
+def placements(result):
+    return {n["node"]: [r["device"] for r in n["results"]] for n in result["nodes"] if n["fits"]}
 
 
 def test_preview_of_a_pending_claim(fleet, operator):
     r = operator.post("/api/v1/preview", {"cluster": "alpha", "namespace": "team-a", "claim": "pending"}, format="json")
     assert r.status_code == 200, r.content
     result = r.json()["result"]
-    assert result["summary"]["cluster"] == "alpha"
+    assert result["summary"]["cluster"] == "alpha" and result["summary"]["claims"] == ["team-a/pending"]
+    # node-a: gpu-0 is train's; gpu-1 is only watched with admin access, which blocks nobody.
+    # node-b: gpu-0 is held by the claim stuck deleting. Beta's node is another cluster.
+    assert placements(result) == {"node-a": ["gpu-1"], "node-b": ["gpu-1"]}
 
 
-def test_preview_of_yaml(fleet, operator):
-    yaml_text = """
+PROBE_YAML = """
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: probe, namespace: team-a}
@@ -139,9 +148,35 @@ spec:
     - name: gpu
       exactly: {deviceClassName: gpu.nvidia.com, count: 2}
 """
-    r = operator.post("/api/v1/preview", {"cluster": "alpha", "namespace": "team-a", "yaml": yaml_text}, format="json")
+
+
+def test_preview_of_yaml(fleet, operator):
+    r = operator.post("/api/v1/preview", {"cluster": "alpha", "namespace": "team-a", "yaml": PROBE_YAML}, format="json")
     assert r.status_code == 200, r.content
-    assert r.json()["result"]["summary"]["cluster"] == "alpha"
+    result = r.json()["result"]
+    assert result["summary"]["cluster"] == "alpha" and result["summary"]["fits"] == 1
+    assert placements(result) == {"node-a": ["gpu-1", "gpu-2"]}
+    node_b = next(n for n in result["nodes"] if n["node"] == "node-b")
+    assert "1 is already allocated to other claims (e.g. team-b/stuck), 1 free < count 2" in node_b["reason"]
+
+
+@pytest.mark.parametrize(
+    "old, new, words",
+    [
+        ("count: 2}", "count: 2, selectors: [{cel: {expression: 'device.driver =='}}]}", "CEL compile error at line 1, column 17"),
+        ("count: 2}", "count: 2, selectors: [{cel: {expression: 'device.attributes[\"gpu.nvidia.com\"].nope == 1'}}]}", "CEL runtime error: no such key: nope"),
+        ("gpu.nvidia.com,", "nope.example.com,", "no DeviceClass of that name"),
+        ("count: 2", "count: 10000", "10000 exceeds the claim limit of 32"),
+    ],
+)
+def test_preview_of_a_claim_the_engine_cannot_place_names_the_problem_on_every_node(fleet, operator, old, new, words):
+    """Like the scheduler, the engine judges a bad selector or class per node; every node says what is wrong."""
+    r = operator.post("/api/v1/preview", {"cluster": "alpha", "namespace": "team-a", "yaml": PROBE_YAML.replace(old, new)}, format="json")
+    assert r.status_code == 200, r.content
+    result = r.json()["result"]
+    assert result["summary"]["fits"] == 0 and result["summary"]["errors"] == len(result["nodes"]) == 2
+    assert all(words in n["error"] and "team-a/probe" in n["error"] for n in result["nodes"]), result["nodes"]
+    assert words in result["summary"]["mostCommonReason"]["example"]
 
 
 def test_preview_malformed_json_body_is_400(fleet, operator):
@@ -169,3 +204,29 @@ def test_create_token_command(db):
     assert user.auth_token.key == fresh.getvalue().strip()
     with pytest.raises(CommandError, match="No user named 'ghost'"):
         call_command("create_token", "ghost")
+
+
+NEEDS_EIGHT = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: eight, namespace: team-a}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com, count: 2}
+      selectors: [{cel: {expression: "device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA A100')"}}]
+"""
+
+
+def test_reasons_hide_claims_of_namespaces_the_operator_cannot_see(fleet, operator):
+    """node-b's A100 gpu-0 is held by team-b/stuck: an admin sees the name, a team-a operator does not."""
+    body = {"cluster": "alpha", "namespace": "team-a", "yaml": NEEDS_EIGHT}
+    full = operator.post("/api/v1/preview", body, format="json").json()["result"]
+    reason_b = next(n["reason"] for n in full["nodes"] if n["node"] == "node-b")
+    assert "team-b/stuck" in reason_b
+
+    scoped = client_for(make_user("olga2", "operator", namespaces=["team-a"]))
+    result = scoped.post("/api/v1/preview", body, format="json").json()["result"]
+    reason_b = next(n["reason"] for n in result["nodes"] if n["node"] == "node-b")
+    assert "team-b" not in reason_b and "a claim in another namespace" in reason_b

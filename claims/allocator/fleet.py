@@ -101,11 +101,13 @@ def _node_entry(outcome, reason=None):
     }
 
 
-def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True):
+def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, reason_codes=False):
     """Place `claims` on every node (or `nodes`). `bound` = [(ref, nodeSelector)] of already-allocated
     claims of the same pod, which must be usable on the node.
 
-    Returns the documented JSON shape: {"nodes": [...], "summary": {...}}.
+    Returns the documented JSON shape: {"nodes": [...], "summary": {...}}. With `reason_codes` each
+    node entry also carries `code` (the summary's reason code, None where it fits), which the UI
+    needs to group thousands of failing nodes by reason.
     """
     started = time.perf_counter()
     names = list(nodes) if nodes is not None else inventory.node_names
@@ -116,7 +118,8 @@ def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True):
         plan = prepare(inventory, claims)
     except AllocationError as exc:
         entries = [{"node": n, "fits": False, "results": [], "reason": None, "error": str(exc)} for n in names]
-        return {"nodes": entries, "summary": summarize(entries, claims, inventory, started, codes=["error"] * len(entries))}
+        codes = ["error"] * len(entries)
+        return _with_codes(entries, codes, reason_codes, summarize(entries, claims, inventory, started, codes=codes))
     allocator = NodeAllocator(plan)
     entries, codes = [], []
     for name in names:
@@ -139,7 +142,14 @@ def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True):
                 text, code = f"{outcome.message}; {text}", "invalid-pools"
             entries.append(_node_entry(outcome, text))
             codes.append(code)
-    return {"nodes": entries, "summary": summarize(entries, claims, inventory, started, codes)}
+    return _with_codes(entries, codes, reason_codes, summarize(entries, claims, inventory, started, codes))
+
+
+def _with_codes(entries, codes, wanted, summary):
+    if wanted:
+        for entry, code in zip(entries, codes):
+            entry["code"] = code
+    return {"nodes": entries, "summary": summary}
 
 
 def summarize(entries, claims, inventory, started, codes):

@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 from rest_framework.response import Response
@@ -28,7 +28,11 @@ class PreviewRequestSerializer(serializers.Serializer):
         help_text="A ResourceClaim, ResourceClaimTemplate or Pod (with its claims) as YAML or JSON.",
     )
     claim = serializers.CharField(required=False, max_length=253, help_text="Name of an existing pending claim in `namespace`.")
-    headroom = serializers.BooleanField(default=False, help_text="Also compute how many more such claims would fit.")
+    headroom = serializers.BooleanField(
+        default=False,
+        help_text="Also count how many more copies of the claim(s) fit right now (greedy, one after another), "
+        "per node pool and device model: `result.headroom`. Slower than the preview alone.",
+    )
 
     def validate(self, data):
         if bool(data.get("yaml")) == bool(data.get("claim")):
@@ -50,8 +54,55 @@ class PreviewView(APIView):
     permission_classes = [IsOperator]
 
     @extend_schema(
+        summary="Where would a claim be allocated now?",
+        description=(
+            "Runs the allocation engine on every node of the cluster (docs/allocator.md): per node whether the "
+            "claim(s) fit, the devices chosen, or why not; a summary with counts per reason; with `headroom` "
+            "also how many more copies fit. Bad YAML, an unknown or already-allocated claim are 400s naming "
+            "`yaml` or `claim`; hard errors of the claim itself (unknown class, CEL compile error with line and "
+            "column) are part of the 200 answer, as the scheduler would report them per node."
+        ),
         request=PreviewRequestSerializer,
-        responses=inline_serializer("PreviewResult", {"result": serializers.JSONField()}),
+        responses={
+            200: inline_serializer("PreviewResult", {"result": serializers.JSONField(help_text="The engine's result: nodes, summary, headroom.")}),
+            400: inline_serializer("PreviewError", {"error": serializers.JSONField(help_text="{code, message, field}")}),
+        },
+        examples=[
+            OpenApiExample(
+                "YAML with headroom",
+                request_only=True,
+                value={"cluster": "prod", "namespace": "ml", "headroom": True, "yaml": (
+                    "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: two-gpus}\nspec:\n  devices:\n"
+                    "    requests:\n    - name: gpu\n      exactly: {deviceClassName: gpu.nvidia.com, count: 2}\n")},
+            ),
+            OpenApiExample("A pending claim", request_only=True, value={"cluster": "prod", "namespace": "ml", "claim": "train-gpu-x7k2p"}),
+            OpenApiExample(
+                "Result",
+                response_only=True,
+                status_codes=["200"],
+                value={"result": {
+                    "nodes": [
+                        {"node": "node-a", "fits": True, "reason": None, "error": None, "results": [
+                            {"claim": "ml/two-gpus", "request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-0", "adminAccess": False},
+                            {"claim": "ml/two-gpus", "request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-1", "adminAccess": False}]},
+                        {"node": "node-b", "fits": False, "results": [], "error": None,
+                         "reason": "request `gpu`: 8 devices match class `gpu.nvidia.com`, 7 are already allocated to other claims (e.g. ml/x), 1 free < count 2"},
+                    ],
+                    "summary": {"claims": ["ml/two-gpus"], "nodes": 2, "fits": 1, "errors": 0, "cluster": "prod",
+                                "mostCommonReason": {"code": "allocated", "nodes": 1, "example": "request `gpu`: ..."},
+                                "reasons": [{"code": "allocated", "nodes": 1, "example": "request `gpu`: ..."}],
+                                "schedulerMessage": None, "problems": [], "seconds": 0.004},
+                    "headroom": {"claims": ["ml/two-gpus"], "copies": 3, "byNodePool": {"a100": 3}, "byDeviceModel": {"NVIDIA A100 80GB PCIe": 3},
+                                 "byNode": {"node-a": 3}, "cappedNodes": [], "maxPerNode": 64, "seconds": 0.001},
+                }},
+            ),
+            OpenApiExample(
+                "Malformed YAML",
+                response_only=True,
+                status_codes=["400"],
+                value={"error": {"code": "invalid", "message": "YAML: malformed YAML at line 3, column 17: expected ',' or '}', but got ':'", "field": "yaml"}},
+            ),
+        ],
     )
     def post(self, request):
         body = PreviewRequestSerializer(data=request.data)
@@ -70,7 +121,8 @@ class PreviewView(APIView):
                 raise ValidationError({"claim": [f"No claim {data['namespace']}/{data['claim']} in cluster {data['cluster'].name}."]})
         try:
             result = run_preview(
-                data["cluster"], yaml_text=data.get("yaml"), claim=claim, namespace=data["namespace"], with_headroom=data["headroom"]
+                data["cluster"], yaml_text=data.get("yaml"), claim=claim, namespace=data["namespace"], with_headroom=data["headroom"],
+                visible_namespaces=roles.visible_namespaces(request.user),
             )
         except PreviewError as exc:
             # The engine's own input errors (bad YAML, unknown kind, unsupported feature) name the problem.
