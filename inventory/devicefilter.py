@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from kubernetes.utils import parse_quantity
+from claims.allocator.quantity import parse_quantity
 from packaging.version import InvalidVersion, Version
 
 OPS = {

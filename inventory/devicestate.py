@@ -28,10 +28,12 @@ The REST API's v1 `state` field keeps its five values as a projection (API_STATE
 """
 
 from collections import defaultdict
-from decimal import Decimal
+from fractions import Fraction
 
 from django.apps import apps as django_apps
 from django.db.models import Case, CharField, Exists, F, OuterRef, Q, Subquery, Value, When
+
+from . import summary
 
 STUCK, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE = "stuck", "allocated", "admin", "partial", "tainted", "unhealthy", "free"
 STATES = (FREE, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, STUCK)
@@ -145,13 +147,16 @@ def refresh_pools(pool_keys, models=None):
     """Recompute the stored state of every device in these (cluster_id, driver, pool) pools.
 
     Two bulk UPDATEs per chunk of pools (reset, then the held devices from their allocation results),
-    then the shared-counter check for pools with partitions in use. `pool_keys=None` refreshes all
-    devices (the migration's backfill). `models` lets a migration pass its historical models.
+    then the shared-counter check for pools with partitions in use, then the pools' rows of the
+    per-node summary (inventory/summary.py). `pool_keys=None` refreshes all devices (the migrations'
+    backfill). `models` lets a migration pass its historical models: (device, allocation result,
+    counter set[, node summary]); without a summary model the summary is left alone.
     """
-    device_model, result_model, counter_model = models or (
+    device_model, result_model, counter_model, *summary_model = models or (
         django_apps.get_model("inventory", "Device"),
         django_apps.get_model("claims", "AllocationResult"),
         django_apps.get_model("inventory", "SharedCounterSet"),
+        django_apps.get_model("inventory", "NodeDeviceSummary"),
     )
     if pool_keys is None:
         scopes = [Q()]
@@ -168,6 +173,8 @@ def refresh_pools(pool_keys, models=None):
         devices = device_model.objects.filter(scope)
         _write_held(devices, result_model)
         _write_counter_blocked(devices, counter_model)
+        if summary_model:
+            summary.rebuild(scope, device_model, summary_model[0])
 
 
 def _write_held(devices, result_model):
@@ -194,13 +201,13 @@ def _write_held(devices, result_model):
 def _write_counter_blocked(devices, counter_model):
     """Mark unheld partitions whose shared counters held siblings use up (quantities parsed in Python:
     SQL cannot compare Kubernetes quantities); only pools with a held partition are read."""
-    from kubernetes.utils import parse_quantity
+    from claims.allocator.quantity import parse_quantity
 
     def amount(counter):
         try:
-            return Decimal(parse_quantity((counter or {}).get("value", "0")))
+            return parse_quantity((counter or {}).get("value", "0"))
         except (ValueError, TypeError, ArithmeticError):
-            return Decimal(0)
+            return Fraction(0)
 
     with_counters = devices.exclude(consumes_counters=[])
     pools = set(with_counters.filter(held_by_claim_id__isnull=False).exclude(allocation_state=ADMIN).values_list("cluster_id", "driver", "pool").distinct().order_by())
@@ -216,7 +223,7 @@ def _write_counter_blocked(devices, counter_model):
     for cid, driver, pool, name, counters in sets.values_list("cluster_id", "slice__driver", "slice__pool", "name", "counters"):
         for counter, value in (counters or {}).items():
             capacity[(cid, driver, pool, name, counter)] = amount(value)
-    needs, used = {}, defaultdict(Decimal)
+    needs, used = {}, defaultdict(Fraction)
     for pk, cid, driver, pool, consumes, held, state in rows:
         if (cid, driver, pool) not in pools:
             continue
@@ -228,7 +235,7 @@ def _write_counter_blocked(devices, counter_model):
                 used[key] += value
         else:
             needs[pk] = need
-    blocked = [pk for pk, need in needs.items() if any(used.get(k) and capacity.get(k, Decimal(0)) - used[k] < v for k, v in need)]
+    blocked = [pk for pk, need in needs.items() if any(used.get(k) and capacity.get(k, Fraction(0)) - used[k] < v for k, v in need)]
     for i in range(0, len(blocked), _QUERY_CHUNK):
         devices.filter(id__in=blocked[i : i + _QUERY_CHUNK]).update(allocation_state=PARTIAL)
 
