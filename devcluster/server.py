@@ -11,6 +11,7 @@ Faults (5xx, garbage bodies, raw watch lines, groups disappearing) can be inject
 import asyncio
 import base64
 import collections
+import itertools
 import json
 import logging
 import os
@@ -106,6 +107,14 @@ class WatchStream:
         self.last_rv = start_rv
         self.start_rv = start_rv
         self.queue = asyncio.Queue()
+        self.closed = False  # seen between backlog chunks, where the queue is not read
+
+    def close(self, error=None):
+        """End the stream cleanly, after an ERROR event when `error` (a Status) is given."""
+        self.closed = True
+        if error is not None:
+            self.queue.put_nowait(("ERROR", error))
+        self.queue.put_nowait(_CLOSE)
 
     def offer(self, event):
         if event.rv <= self.start_rv:
@@ -218,8 +227,13 @@ class DevCluster:
 
     async def _shutdown(self):
         for watch in list(self._watches):
-            watch.queue.put_nowait(_CLOSE)
-        await asyncio.sleep(0.05)
+            watch.close()
+        # Let streams write their terminating chunk; one stuck on a client that stopped reading
+        # is cut by aiohttp's shutdown_timeout.
+        for _ in range(50):
+            if not self._watches:
+                break
+            await asyncio.sleep(0.01)
         await self._runner.cleanup()
 
     def restart(self, downtime=0.0):
@@ -392,8 +406,7 @@ class DevCluster:
             for watch in self._watches:
                 if plural in (None, watch.plural):
                     message = f"too old resource version: {watch.last_rv} ({self.store.compacted_rv})"
-                    watch.queue.put_nowait(("ERROR", _status(410, "Expired", message)))
-                    watch.queue.put_nowait(_CLOSE)
+                    watch.close(_status(410, "Expired", message))
 
         self._call_in_loop(put)
 
@@ -403,7 +416,18 @@ class DevCluster:
         def put():
             for watch in self._watches:
                 if plural in (None, watch.plural):
-                    watch.queue.put_nowait(_CLOSE)
+                    watch.close()
+
+        self._call_in_loop(put)
+
+    def abort_watches(self, plural=None):
+        """Drop open watch connections without the terminating chunk, after the events queued so far
+        (as a proxy or load balancer cutting a long-lived connection does)."""
+
+        def put():
+            for watch in self._watches:
+                if plural in (None, watch.plural):
+                    watch.queue.put_nowait(("ABORT", None))
 
         self._call_in_loop(put)
 
@@ -780,7 +804,7 @@ class DevCluster:
             raise BadRequest(f"invalid resourceVersion {rv_param!r}") from None
 
         store = self.store
-        initial, backlog, expired = [], [], None
+        initial, backlog, expired, watch = [], [], None, None
         with store.lock:
             self._dispatch_pending_locked()
             start_rv = store.resource_version
@@ -793,6 +817,7 @@ class DevCluster:
                 except Expired as exc:
                     expired = exc
             if expired is None:
+                # registered before the first await: events after start_rv reach its queue
                 watch = WatchStream(plural, api_version, match, start_rv)
                 if from_rv is not None and not send_initial:
                     watch.last_rv = from_rv
@@ -803,71 +828,118 @@ class DevCluster:
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
                                                            "Cache-Control": "no-cache"})
         response.enable_chunked_encoding()
-        await response.prepare(request)
-        if expired is not None:
-            await response.write(self._line("ERROR", expired.status()))
-            await response.write_eof()
-            return response
-
         loop = asyncio.get_running_loop()
+        # like the apiserver, timeoutSeconds counts from the request, backlog included
         deadline = loop.time() + timeout
-        next_bookmark = loop.time() + self.bookmark_interval
         try:
-            lines = [self._line("ADDED", obj) for obj in initial]
-            for event in backlog:
-                kind = self._backlog_type(event, match)
-                if kind:
-                    lines.append(self._event_line(kind, event))
-            if initial or backlog:
-                await self._write_lines(response, lines)
-            if send_initial and bookmarks:
-                await response.write(self._line("BOOKMARK", {
-                    "kind": info.kind, "apiVersion": api_version,
-                    "metadata": {"resourceVersion": str(start_rv),
-                                 "annotations": {"k8s.io/initial-events-end": "true"}}}))
-            closing = False
-            while not closing:
-                now = loop.time()
-                if now >= deadline:
-                    break
-                wait = deadline - now
-                if bookmarks:
-                    wait = min(wait, max(0.0, next_bookmark - now))
-                try:
-                    item = await asyncio.wait_for(watch.queue.get(), wait)
-                except asyncio.TimeoutError:
-                    if bookmarks and loop.time() >= next_bookmark:
-                        bookmark_rv = max(watch.last_rv, self._dispatched_rv, watch.start_rv)
-                        await response.write(self._line("BOOKMARK", {
-                            "kind": info.kind, "apiVersion": api_version,
-                            "metadata": {"resourceVersion": str(bookmark_rv)}}))
-                        watch.last_rv = bookmark_rv
-                        next_bookmark = loop.time() + self.bookmark_interval
-                    continue
-                batch = [item]
-                while not watch.queue.empty() and len(batch) < 1000:
-                    batch.append(watch.queue.get_nowait())
-                lines = []
-                for item in batch:
-                    if item is _CLOSE:
-                        closing = True
-                        break
-                    kind, payload = item
-                    if kind == "RAW":
-                        lines.append(payload)
-                    elif kind == "ERROR":
-                        lines.append(self._line("ERROR", payload))
-                    else:
-                        lines.append(self._event_line(kind, payload))
-                        watch.last_rv = payload.rv
-                if lines:
-                    await self._write_lines(response, lines)
+            await response.prepare(request)
+            if expired is not None:
+                await response.write(self._line("ERROR", expired.status()))
+            elif await self._send_backlog(response, watch, initial, backlog, match, deadline):
+                if send_initial and bookmarks:
+                    await response.write(self._line("BOOKMARK", {
+                        "kind": info.kind, "apiVersion": api_version,
+                        "metadata": {"resourceVersion": str(start_rv),
+                                     "annotations": {"k8s.io/initial-events-end": "true"}}}))
+                if not await self._send_live(response, watch, info, api_version, bookmarks, deadline):
+                    if request.transport is not None:
+                        request.transport.close()  # abort_watches(): flushed, but no terminating chunk
+                    return response
+            # The terminating chunk: clients tell a finished watch from a dropped connection by it.
             await response.write_eof()
-        except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
+        except ConnectionError:
             pass  # the client went away
+        except asyncio.CancelledError:
+            raise  # server shutdown: aiohttp closes the connection
+        except Exception as exc:
+            # Headers are out: a Status response now would be spliced into the chunked body.
+            # End the stream the way the apiserver reports a failed watch: an ERROR event.
+            log.exception("devcluster: watch %s failed", request.path_qs)
+            try:
+                await response.write(self._line("ERROR", _status(500, "InternalError", f"devcluster watch failed: {exc!r}")))
+                await response.write_eof()
+            except ConnectionError:
+                pass
         finally:
-            self._watches.discard(watch)
+            if watch is not None:
+                self._watches.discard(watch)
         return response
+
+    async def _send_backlog(self, response, watch, initial, backlog, match, deadline):
+        """Initial state or missed events, encoded and written 500 at a time. False when it had to
+        stop early (timeout reached, or the watch closed): the caller then ends the stream cleanly,
+        and the client resumes from the last resourceVersion it saw."""
+        if not (initial or backlog):
+            return True
+        loop = asyncio.get_running_loop()
+        if initial:
+            lines = (self._line("ADDED", obj) for obj in initial)
+        else:
+            lines = (self._event_line(kind, event) for event in backlog
+                     for kind in (self._backlog_type(event, match),) if kind)
+        while True:
+            # Checked between chunks: a slow reader makes each write wait, and a long backlog must
+            # neither outlive timeoutSeconds nor hold up stop()/close_watches().
+            if loop.time() >= deadline or watch.closed:
+                await self._send_closing_errors(response, watch)
+                return False
+            chunk = list(itertools.islice(lines, 500))
+            if not chunk:
+                return True
+            await response.write(b"".join(chunk))
+
+    async def _send_closing_errors(self, response, watch):
+        # Only ERROR items (expire_watches): queued events come after the unsent part of the backlog.
+        while not watch.queue.empty():
+            item = watch.queue.get_nowait()
+            if item is not _CLOSE and item[0] == "ERROR":
+                await response.write(self._line("ERROR", item[1]))
+
+    async def _send_live(self, response, watch, info, api_version, bookmarks, deadline):
+        """Events as they happen, bookmarks, until the deadline or a close. False on abort_watches()."""
+        loop = asyncio.get_running_loop()
+        next_bookmark = loop.time() + self.bookmark_interval
+        while True:
+            now = loop.time()
+            if now >= deadline:
+                return True
+            wait = deadline - now
+            if bookmarks:
+                wait = min(wait, max(0.0, next_bookmark - now))
+            try:
+                item = await asyncio.wait_for(watch.queue.get(), wait)
+            except asyncio.TimeoutError:
+                if bookmarks and loop.time() >= next_bookmark:
+                    bookmark_rv = max(watch.last_rv, self._dispatched_rv, watch.start_rv)
+                    await response.write(self._line("BOOKMARK", {
+                        "kind": info.kind, "apiVersion": api_version,
+                        "metadata": {"resourceVersion": str(bookmark_rv)}}))
+                    watch.last_rv = bookmark_rv
+                    next_bookmark = loop.time() + self.bookmark_interval
+                continue
+            batch = [item]
+            while not watch.queue.empty() and len(batch) < 1000:
+                batch.append(watch.queue.get_nowait())
+            lines, outcome = [], None
+            for item in batch:
+                if item is _CLOSE:
+                    outcome = True
+                    break
+                kind, payload = item
+                if kind == "ABORT":
+                    outcome = False
+                    break
+                if kind == "RAW":
+                    lines.append(payload)
+                elif kind == "ERROR":
+                    lines.append(self._line("ERROR", payload))
+                else:
+                    lines.append(self._event_line(kind, payload))
+                    watch.last_rv = payload.rv
+            if lines:
+                await self._write_lines(response, lines)
+            if outcome is not None:
+                return outcome
 
     def _dispatch_pending_locked(self):
         # events recorded before this watch registers are covered by its backlog or initial

@@ -2,8 +2,10 @@
 
 import json
 import threading
+import time
 
 import pytest
+import urllib3
 from kubernetes import client, config, watch
 
 from devcluster.churn import Churn
@@ -167,6 +169,108 @@ def test_in_stream_expiry_and_the_official_watch_helper(dc):
         for _ in watch.Watch().stream(core.list_pod_for_all_namespaces, resource_version=rv, timeout_seconds=2):
             pass
     assert err.value.status == 410
+
+
+def _padded_backlog(dc, count, pad=3000):
+    """`count` ADDED claims after the returned resourceVersion, each ~pad bytes on the wire: far more
+    than the loopback socket buffers hold, so a reader that pauses makes the server wait in writes."""
+    rv = dc.store.resource_version
+    filler = "x" * pad
+    for i in range(count):
+        obj = claim(f"b{i:05d}")
+        obj["metadata"]["annotations"] = {"test/filler": filler}
+        dc.store.create("resourceclaims", obj)
+    return rv
+
+
+def _watch_lines(resp):
+    buffer = b""
+    for chunk in resp.stream(64 * 1024):
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        yield from (json.loads(line) for line in lines if line.strip())
+
+
+def test_long_backlog_ends_cleanly_at_timeout_and_resumes_without_gaps(dc):
+    # Regression: a watch from an old version streamed its whole backlog whatever timeoutSeconds
+    # said (a 1 s watch ran for minutes with a slow reader). Like the apiserver, the timeout counts
+    # from the request: the server stops between backlog chunks and ends the stream with the
+    # terminating chunk, so the client sees a clean end (not "Response ended prematurely") and
+    # resumes from the last version it got.
+    count = 20000
+    from_rv = _padded_backlog(dc, count)
+    api = client.ResourceV1Api(dc.api_client())
+    resp = api.list_resource_claim_for_all_namespaces(watch=True, resource_version=str(from_rv), timeout_seconds=1,
+                                                      _preload_content=False, _request_timeout=(5, 30))
+    events = []
+    for event in _watch_lines(resp):  # raises urllib3 ProtocolError if the stream is cut
+        events.append(event)
+        if len(events) == 100:
+            time.sleep(1.5)  # a slow consumer: the deadline passes while the server waits to write
+    assert events and all(e["type"] == "ADDED" for e in events)
+    assert len(events) < count, "the backlog outlived timeoutSeconds"
+    names = [e["object"]["metadata"]["name"] for e in events]
+    assert names == [f"b{i:05d}" for i in range(len(events))]  # a prefix: nothing skipped
+    # resuming from the last version seen delivers exactly the rest
+    last_rv = events[-1]["object"]["metadata"]["resourceVersion"]
+    rest = []
+    for _ in range(20):  # each resumed watch may be cut at its own timeout too
+        resp = api.list_resource_claim_for_all_namespaces(watch=True, resource_version=last_rv, timeout_seconds=2,
+                                                          _preload_content=False, _request_timeout=(5, 30))
+        for event in _watch_lines(resp):
+            rest.append(event)
+            last_rv = event["object"]["metadata"]["resourceVersion"]
+            if len(events) + len(rest) == count:
+                break
+        resp.close()
+        if len(events) + len(rest) == count:
+            break
+    assert [e["object"]["metadata"]["name"] for e in rest] == [f"b{i:05d}" for i in range(len(events), count)]
+
+
+def test_failure_inside_an_open_watch_ends_with_an_error_event(dc, monkeypatch):
+    # Regression: an exception after the headers went out made the handler answer a 500 Status,
+    # which aiohttp wrote into the chunked body ("InvalidChunkLength: HTTP/1.1 500 ..."). Now the
+    # stream ends like an apiserver's failed watch: an ERROR event, then the terminating chunk.
+    rv = dc.store.resource_version
+    dc.store.create("resourceclaims", claim("ok"))
+    dc.store.create("resourceclaims", claim("poison"))
+    encode = dc._event_line
+
+    def failing_encode(kind, event):  # stands in for a server bug hit by one object
+        if event.obj["metadata"]["name"] == "poison":
+            raise ValueError("cannot encode")
+        return encode(kind, event)
+
+    monkeypatch.setattr(dc, "_event_line", failing_encode)
+    api = client.ResourceV1Api(dc.api_client())
+    events = read_watch(api.list_resource_claim_for_all_namespaces(watch=True, resource_version=str(rv),
+                                                                   timeout_seconds=5, _preload_content=False))
+    assert [e["type"] for e in events] == ["ERROR"]
+    assert events[0]["object"]["code"] == 500 and "cannot encode" in events[0]["object"]["message"]
+    assert dc.open_watches("resourceclaims") == 0
+
+
+def test_close_and_abort_watches(dc):
+    api = client.ResourceV1Api(dc.api_client())
+
+    def open_watch():
+        resp = api.list_resource_claim_for_all_namespaces(watch=True, resource_version=str(dc.store.resource_version),
+                                                          timeout_seconds=30, _preload_content=False)
+        assert dc.wait_for_watches("resourceclaims")
+        dc.store.create("resourceclaims", claim(f"c{dc.store.resource_version}"))
+        return resp
+
+    resp = open_watch()
+    dc.close_watches("resourceclaims")
+    assert [e["type"] for e in read_watch(resp)] == ["ADDED"]  # clean end: no exception
+    resp = open_watch()
+    dc.abort_watches("resourceclaims")
+    events = []
+    with pytest.raises(urllib3.exceptions.ProtocolError, match="ended prematurely"):
+        for line in _lines(resp):
+            events.append(json.loads(line))
+    assert [e["type"] for e in events] == ["ADDED"]  # what was queued before the cut arrived
 
 
 def test_status_patch_with_stale_resource_version_conflicts(dc):

@@ -20,8 +20,6 @@ from tests.sync_fixtures import (
     wait_for,
 )
 
-pytest_plugins = ["tests.sync_fixtures"]
-
 
 def connected(cluster, kind):
     return lambda: state(cluster, kind).status == SyncState.Status.CONNECTED
@@ -238,3 +236,57 @@ def test_discovery_without_resource_group_then_gaining_it(cluster, devcluster, f
         assert "resource.k8s.io/v1" in cluster.served_resource_versions
     finally:
         supervisor.stop()
+
+
+def _requests_since(server, mark, plural):
+    """(LIST paths, WATCH paths) of `plural` the server received after the first `mark` logged requests."""
+    paths = [p for _, p in list(server.requests)[mark:] if f"/{plural}" in p]
+    return [p for p in paths if "watch=" not in p], [p for p in paths if "watch=" in p]
+
+
+def _resource_version_of(path):
+    from urllib.parse import parse_qs, urlsplit
+
+    return int(parse_qs(urlsplit(path).query)["resourceVersion"][0])
+
+
+def test_clean_watch_end_resumes_from_the_last_version(cluster, devcluster, fast_sync, run_watcher):
+    # A stream that ends with its terminating chunk (what the server does at timeoutSeconds) is a
+    # normal reconnect: no error recorded, no relist, the next watch starts at the last version seen.
+    devcluster.store.create("deviceclasses", make_class("a.example.com"))
+    run_watcher(cluster, "DeviceClass")
+    assert_mirror_equals_server(cluster, devcluster, ["DeviceClass"])
+    wait_for(connected(cluster, "DeviceClass"))
+    assert devcluster.wait_for_watches("deviceclasses")
+    seen_rv = int(devcluster.store.create("deviceclasses", make_class("b.example.com"))["metadata"]["resourceVersion"])
+    assert_mirror_equals_server(cluster, devcluster, ["DeviceClass"])
+    mark = len(devcluster.requests)
+    devcluster.close_watches("deviceclasses")
+    wait_for(lambda: _requests_since(devcluster, mark, "deviceclasses")[1], message="the watch to be reopened")
+    lists, watches = _requests_since(devcluster, mark, "deviceclasses")
+    assert lists == [] and _resource_version_of(watches[0]) >= seen_rv
+    devcluster.store.delete("deviceclasses", None, "a.example.com")
+    assert_mirror_equals_server(cluster, devcluster, ["DeviceClass"])
+    st = state(cluster, "DeviceClass")
+    assert st.last_error == "" and st.relist_count == 0
+
+
+def test_cut_watch_stream_is_an_error_resumed_without_relisting(cluster, devcluster, fast_sync, run_watcher):
+    # A connection dropped mid-stream (no terminating chunk: "Response ended prematurely") is
+    # recorded as an error; the events that did arrive are kept and the watch resumes after them.
+    devcluster.store.create("resourceclaims", make_claim("ns", "before"))
+    run_watcher(cluster, "ResourceClaim")
+    assert_mirror_equals_server(cluster, devcluster, ["ResourceClaim"])
+    wait_for(connected(cluster, "ResourceClaim"))
+    assert devcluster.wait_for_watches("resourceclaims")
+    mark = len(devcluster.requests)
+    delivered_rv = int(devcluster.store.create("resourceclaims", make_claim("ns", "sent-before-the-cut"))["metadata"]["resourceVersion"])
+    devcluster.abort_watches("resourceclaims")  # after the event above: it is written, then the cut
+    wait_for(lambda: "connection lost" in state(cluster, "ResourceClaim").last_error, message="the cut recorded")
+    devcluster.store.create("resourceclaims", make_claim("ns", "after-the-cut"))
+    assert_mirror_equals_server(cluster, devcluster, ["ResourceClaim"])
+    wait_for(connected(cluster, "ResourceClaim"))
+    lists, watches = _requests_since(devcluster, mark, "resourceclaims")
+    assert lists == [], "a cut stream must not cost a relist"
+    assert _resource_version_of(watches[0]) >= delivered_rv
+    assert state(cluster, "ResourceClaim").relist_count == 0

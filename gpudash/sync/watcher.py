@@ -306,8 +306,8 @@ class Watcher:
                 response.shutdown()
             except Exception:
                 log.debug("closing watch failed", exc_info=True)
+            _stop_reader(reader, events)
             response.release_conn()
-            reader.join(timeout=5)
 
     def _request_detection(self):
         """Let the stuck-claim detector judge what was just committed (debounced per cluster there)."""
@@ -399,6 +399,19 @@ def _read_lines(lines, events):
         events.put(("error", exc))
     except Exception as exc:  # never die silently: the applier reports it
         events.put(("error", KubeError(f"watch stream failed: {exc}")))
+
+
+def _stop_reader(reader, events, timeout=5.0):
+    """Wait for the reader thread after the applier stopped early (error, stop). It may be blocked
+    handing a line to the full queue, so keep emptying it: else the thread and its connection leak."""
+    deadline = time.monotonic() + timeout
+    while reader.is_alive() and time.monotonic() < deadline:
+        try:
+            while True:
+                events.get_nowait()
+        except queue.Empty:
+            pass
+        reader.join(0.05)
 
 
 def _status_error(status):
