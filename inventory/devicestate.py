@@ -203,9 +203,17 @@ def _write_counter_blocked(devices, counter_model):
     SQL cannot compare Kubernetes quantities); only pools with a held partition are read."""
     from claims.allocator.quantity import parse_quantity
 
+    parsed = {}  # the same few counter values ("1", "42", "10Gi") repeat across every partition
+
     def amount(counter):
+        value = (counter or {}).get("value", "0")
+        if not isinstance(value, (str, int)):
+            return Fraction(0)
+        if value in parsed:
+            return parsed[value]
         try:
-            return parse_quantity((counter or {}).get("value", "0"))
+            parsed[value] = parse_quantity(value)
+            return parsed[value]
         except (ValueError, TypeError, ArithmeticError):
             return Fraction(0)
 

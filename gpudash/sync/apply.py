@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 from django.apps import apps
 from django.conf import settings
-from django.db import DatabaseError, models, transaction
+from django.db import DatabaseError, connection, models, transaction
 from django.utils import timezone
 
 from gpudash.models import resource_version_number
 from inventory import devicestate
+from inventory import tasks as class_counts
 from inventory.devicestate import refresh_pools
 
 from . import pgcopy
@@ -311,19 +312,28 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True):
             if final.id is not None:
                 row.pk = final.id
                 to_update.append(row)
-                if before.child_src is not None and before.child_src == _child_source(kind, final.fields["raw"]):
-                    row._children_unchanged = True
+                if before.child_src is not None:
+                    new_src = _child_source(kind, final.fields["raw"])
+                    row._children_unchanged = before.child_src == new_src
+                    # Device state follows the first child source only (a slice's spec, a claim's
+                    # allocation): a claim whose reservedFor alone changed leaves its devices alone.
+                    row._state_source_unchanged = before.child_src[0] == new_src[0]
             else:
                 to_insert.append(row)
 
         rebuilt = [row.pk for row in to_update if not getattr(row, "_children_unchanged", False)]
-        touched = _device_pools(kind, to_delete + rebuilt)  # what the rows held before the write
+        restated = [row.pk for row in to_update if not getattr(row, "_state_source_unchanged", False)]
+        touched = _device_pools(kind, to_delete + restated)  # what the rows held before the write
         _delete_ids(model, to_delete)
         _insert(model, to_insert)
         _update(model, to_update)
         _rebuild_children(model, to_insert, to_update)
+        if len(to_insert) >= ANALYZE_AFTER_INSERTS:
+            _analyze(model)
         if kind in DEVICE_STATE_KINDS:
-            refresh_pools(touched | _device_pools(kind, [row.pk for row in to_insert] + rebuilt))
+            refresh_pools(touched | _device_pools(kind, [row.pk for row in to_insert] + restated))
+        if kind in class_counts.RELEVANT_KINDS and (to_insert or to_update or to_delete):
+            class_counts.request_after_commit(cluster, [kind])
         if state_changes:
             _insert(apps.get_model("claims.ClaimStateChange"), state_changes)
 
@@ -333,6 +343,21 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True):
         if publish:
             publish_on_commit(result.changes)
     return result
+
+
+# PostgreSQL plans the device-state UPDATEs (correlated lookups of allocation results) from table
+# statistics; right after a bulk load those say "empty" and it picks a nested loop that scans every
+# result per device (30 s instead of 0.3 s per batch). Autovacuum catches up only a minute later, so
+# a batch that inserted many rows refreshes the statistics itself (ANALYZE samples, ~0.1 s).
+ANALYZE_AFTER_INSERTS = 200
+
+
+def _analyze(model):
+    if connection.vendor != "postgresql":
+        return
+    tables = [model._meta.db_table] + [apps.get_model(label)._meta.db_table for label in getattr(model, "child_models", {})]
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(t) for t in tables))
 
 
 # Kinds whose child rows decide the stored device state (inventory/devicestate.py): a slice's devices
@@ -460,6 +485,8 @@ def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True):
         _delete_ids(model, [row["id"] for row in gone])
         if touched:
             refresh_pools(touched)
+        if kind in class_counts.RELEVANT_KINDS:
+            class_counts.request_after_commit(cluster, [kind])
         for row in gone:
             node = row.get("node_name", row["name"] if kind == "Node" else "")
             changes.append(Change(cluster.pk, cluster.name, kind, DELETED, row["namespace"], row["name"], row["uid"], node, row["resource_version"], row.get("state")))
