@@ -8,6 +8,7 @@ import json
 import logging
 
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -61,7 +62,8 @@ def api_client_for(cluster):
                 client_configuration=configuration,
                 persist_config=False,
             )
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+    # The loader reports a malformed file with whatever the YAML parser or a dict lookup raised.
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError, yaml.YAMLError) as exc:
         raise KubeConfigError(f"cluster {cluster.name}: cannot load connection settings: {exc}") from exc
     # The client's own retry loop would hide outages from the watcher's backoff and error reporting.
     configuration.retries = False

@@ -8,6 +8,7 @@ SECRET_KEY    Django secret; unset = a random key generated once and kept in GPU
 import os
 import secrets
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 
@@ -143,7 +144,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # Redis pub/sub channels ignore the database number in REDIS_URL: without a prefix naming it,
+            # two dashboards (or test runs) on one Redis server would receive each other's changes.
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": "gpudash.db" + (urlsplit(REDIS_URL).path.strip("/") or "0")},
         }
     }
 else:

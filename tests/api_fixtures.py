@@ -9,10 +9,7 @@ cluster "alpha":
 cluster "beta": one node, one H100, nothing allocated (so cluster filters have something to exclude).
 """
 
-import itertools
-
 import pytest
-from django.contrib.auth.models import User
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
@@ -22,17 +19,10 @@ from gpudash import roles
 from gpudash.sync.apply import apply_object
 from inventory.models import Cluster, SyncState
 
+from .fleet_data import make_user, meta
+
 NV = "gpu.nvidia.com"
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe"
-_rv = itertools.count(1000)
-
-
-def meta(name, namespace="", **extra):
-    out = {"name": name, "uid": f"uid-{namespace or '-'}-{name}", "resourceVersion": str(next(_rv)), "creationTimestamp": "2026-01-05T10:00:00Z"}
-    if namespace:
-        out["namespace"] = namespace
-    out.update(extra)
-    return out
 
 
 def node(name):
@@ -140,13 +130,6 @@ def load_fleet():
     AuditEntry.objects.create(username="op", cluster=alpha, cluster_name="alpha", namespace="team-b", claim_name="stuck", action="remove-finalizer", outcome="done")
     AuditEntry.objects.create(username="op", cluster=alpha, cluster_name="alpha", namespace="team-a", claim_name="train", action="deallocate", outcome="refused")
     return alpha, beta
-
-
-def make_user(username, role=None, namespaces=None):
-    user = User.objects.create_user(username, password="pw-" + username)
-    if role:
-        roles.grant(user, role, namespaces)
-    return user
 
 
 def client_for(user):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.sync_fixtures"]  # registered here so its asserts are rewritten like the tests'
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 
 

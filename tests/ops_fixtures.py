@@ -3,11 +3,12 @@
 import uuid
 
 import pytest
-from django.contrib.auth.models import User
 
 from gpudash import roles
 from gpudash.sync.apply import apply_object
 from inventory.models import Cluster
+
+from .fleet_data import make_user
 
 DRIVER = "gpu.example.com"
 FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -139,13 +140,6 @@ def bump(raw, rv):
 @pytest.fixture
 def cluster(db):
     return Cluster.objects.create(name="ops-test")
-
-
-def make_user(username, role=None, namespaces=None):
-    user = User.objects.create_user(username, password="pw-" + username)
-    if role:
-        roles.grant(user, role, namespaces)
-    return user
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,13 +13,7 @@ import pytest
 import requests
 from websockets.sync.client import connect as ws_connect
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from .browser import ROOT, free_port
 
 
 def _clean_copy(dest):
@@ -41,7 +34,7 @@ def test_make_demo_serves_the_fleet_from_a_clean_checkout(tmp_path):
     checkout.mkdir()
     _clean_copy(checkout)
     assert not (checkout / ".data").exists()
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "GPUDASH_TEST_DB_NAME", "SECRET_KEY")}
     # Reuse this interpreter's virtualenv so the test does not download packages; make still checks it.
     venv = Path(sys.prefix)

@@ -24,12 +24,10 @@ from devcluster.testing import running_devcluster
 from gpudash import roles
 from inventory.models import Cluster, Device, SyncState
 
-from .test_ui_browser import CHROMIUM, LAUNCH_ARGS, AsgiServer, _free_port, _live, _wait, pytestmark as _ui_marks  # noqa: F401
+from .browser import BROWSER_MARKS, ROOT, AsgiServer, chromium, free_port, log_in, stop_process, wait_live, wait_until
 from .ui_fixtures import make_user
 
-pytestmark = _ui_marks  # browser; transactional DB; skipped without chromium or Redis
-ROOT = Path(__file__).resolve().parent.parent
-DOCS_SHOTS = ROOT / "docs" / "screenshots"
+pytestmark = BROWSER_MARKS  # browser; transactional DB; skipped without chromium or Redis
 LIVE_TIMEOUT_MS = 10000  # detector debounce (1 s here) + its run + the page's refresh
 PASSWORD = "browser-pass-123"
 # Only the rule this test exercises judges at once; the others keep their grace periods.
@@ -60,13 +58,7 @@ class CeleryWorker:
         raise RuntimeError(f"celery worker not ready within 60 s; see {self.log_path}")
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc, grace=15)
         self.proc = None
         self.log.close()
 
@@ -83,13 +75,13 @@ def ops_stack(tmp_path, artifacts_dir, settings, monkeypatch):
     with running_devcluster("demo") as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         cluster = Cluster.objects.create(name="demo", kubeconfig=str(kubeconfig))
-        server = AsgiServer(_free_port(), artifacts_dir / "daphne-ops.log")
+        server = AsgiServer(free_port(), artifacts_dir / "daphne-ops.log")
         worker = CeleryWorker(dict(server.env), artifacts_dir / "celery-ops.log")
         worker.start()
         supervisor = Supervisor(cluster_names=["demo"]).start()
         try:
-            _wait(lambda: SyncState.objects.filter(cluster=cluster, status=SyncState.Status.CONNECTED).count() >= 6, 60, "the watchers to connect")
-            _wait(lambda: Device.objects.filter(cluster=cluster).exists(), 30, "devices to sync")
+            wait_until(lambda: SyncState.objects.filter(cluster=cluster, status=SyncState.Status.CONNECTED).count() >= 6, 60, "the watchers to connect")
+            wait_until(lambda: Device.objects.filter(cluster=cluster).exists(), 30, "devices to sync")
             make_user("olivia", role=roles.OPERATOR, password=PASSWORD)
             make_user("victor", role=roles.VIEWER, password=PASSWORD)
             server.start()
@@ -103,24 +95,12 @@ def ops_stack(tmp_path, artifacts_dir, settings, monkeypatch):
 
 @pytest.fixture
 def browser(ops_stack):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 def logged_in(browser, base, username):
-    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-    page.goto(base + "/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(base + "/")
-    return page
+    return log_in(browser.new_context(viewport={"width": 1400, "height": 900}).new_page(), base, username, PASSWORD)
 
 
 def claim_reserved_for(cluster, namespace, pod):
@@ -135,12 +115,12 @@ def test_stale_reservation_found_live_released_with_dry_run_and_cleared(ops_stac
     api, cluster, base, shots = ops_stack["api"], ops_stack["cluster"], ops_stack["server"].url, ops_stack["shots"]
 
     # The watchers' first lists already asked for a run: the demo's claim reserved for a long-gone pod.
-    _wait(lambda: Finding.objects.active().filter(claim_name="llm-serve-old-gpu", rule=stuck.STALE_RESERVATION).exists(), 30,
+    wait_until(lambda: Finding.objects.active().filter(claim_name="llm-serve-old-gpu", rule=stuck.STALE_RESERVATION).exists(), 30,
           "the detector, requested by the sync, to find the demo's stale reservation")
 
     page = logged_in(browser, base, "olivia")
     page.goto(base + "/stuck/?cluster=demo")
-    _live(page)
+    wait_live(page)
     badge_before = int(page.locator("#nav-stuck .navbadge").inner_text())
     claim = claim_reserved_for(cluster, "inference", "llm-serve-2")
     assert page.locator(f"#findings-table tr:has-text('{claim.name}')").count() == 0
@@ -160,7 +140,7 @@ def test_stale_reservation_found_live_released_with_dry_run_and_cleared(ops_stac
     # A second tab keeps the Stuck page open to watch the finding clear after the release.
     watcher_tab = page.context.new_page()
     watcher_tab.goto(base + "/stuck/?cluster=demo")
-    _live(watcher_tab)
+    wait_live(watcher_tab)
     assert watcher_tab.locator(f"tr[data-finding='{finding.id}']").count() == 1
 
     # The claim page offers the same release, dry run first.
@@ -186,8 +166,11 @@ def test_stale_reservation_found_live_released_with_dry_run_and_cleared(ops_stac
     page.click("#confirm-release")
     page.wait_for_selector("#confirm-dialog[open]")
     page.screenshot(path=str(shots / "stuck-confirm.png"))
-    page.click("#confirm-ok")
-    page.wait_for_selector(f"[data-result='{finding.id}'] .badge.outcome-done")
+    with page.expect_navigation():  # the confirmed form posts to the same URL as the dry run
+        page.click("#confirm-ok")
+    outcome = page.locator(f"[data-result='{finding.id}']")
+    # Any outcome other than done (a conflict, a refusal) fails here with what the page said.
+    assert "outcome-done" in outcome.locator(".badge").get_attribute("class"), outcome.inner_text()
     page.screenshot(path=str(shots / "stuck-released.png"), full_page=True)
     reserved = api.store.get("resourceclaims", "inference", claim.name)["status"].get("reservedFor") or []
     assert pod_uid not in [r["uid"] for r in reserved]
@@ -202,7 +185,7 @@ def test_stale_reservation_found_live_released_with_dry_run_and_cleared(ops_stac
 
 def test_viewer_gets_no_release_and_is_refused(ops_stack, browser):
     base, shots = ops_stack["server"].url, ops_stack["shots"]
-    _wait(lambda: Finding.objects.active().filter(claim_name="llm-serve-old-gpu", rule=stuck.STALE_RESERVATION).exists(), 30,
+    wait_until(lambda: Finding.objects.active().filter(claim_name="llm-serve-old-gpu", rule=stuck.STALE_RESERVATION).exists(), 30,
           "the detector to find the demo's stale reservation")
     finding = Finding.objects.active().get(claim_name="llm-serve-old-gpu", rule=stuck.STALE_RESERVATION)
 
@@ -246,10 +229,10 @@ def test_pending_and_readiness_pages(ops_stack, browser):
     link.click()
     page.wait_for_url("**/pending/demo/ml-training/llama-pretrain-1/")
     assert "llama-pretrain-1" in page.locator("main").inner_text()
-    _live(page)
+    wait_live(page)
     page.screenshot(path=str(shots / "pending.png"), full_page=True)
 
     page.goto(base + "/readiness/?cluster=demo")
     assert "demo" in page.locator("main h1").inner_text()
-    _live(page)
+    wait_live(page)
     page.screenshot(path=str(shots / "readiness.png"), full_page=True)

@@ -10,13 +10,11 @@ from django.utils import timezone
 
 from claims import stuck
 from claims.models import Finding, ResourceClaim
-from devcluster.scenario import scenario_objects
 from gpudash import roles
-from gpudash.sync.apply import apply_object
-from gpudash.sync.kinds import KINDS
 from inventory import fleet
 from inventory.models import Cluster, Device
 
+from .fleet_data import load_scenario
 from .ui_fixtures import load_fleet, make_user
 
 pytestmark = pytest.mark.django_db
@@ -123,18 +121,11 @@ def test_pending_pods_link_to_their_checklist(client, alpha):
 
 # --- overview and fleet map agree -------------------------------------------------------------------
 
-PLURAL_KIND = {k.plural: k.kind for k in KINDS}
-
 
 @pytest.fixture
 def demo(settings):
     """The devcluster demo scenario loaded through the sync's apply_object, findings from the detector."""
-    cluster = Cluster.objects.create(name="demo")
-    objects = scenario_objects("demo")
-    order = ("nodes", "deviceclasses", "resourceslices", "resourceclaimtemplates", "resourceclaims", "pods")
-    for plural in order:
-        for raw in objects.get(plural, ()):
-            apply_object(cluster, PLURAL_KIND[plural], raw)
+    cluster = load_scenario(Cluster.objects.create(name="demo"))
     settings.GPUDASH_STUCK = {**stuck.DEFAULTS, **{k: 0 for k in stuck.DEFAULTS if k.endswith("_GRACE")}}
     from inventory.models import SyncState
 
@@ -191,10 +182,10 @@ def test_device_list_rejects_an_unknown_state(client, demo):
 
 def test_stuck_devices_come_from_the_detector_findings(demo):
     """The stuck state on both pages is driven by active findings: clear them and those devices fall back."""
-    snap = fleet.FleetSnapshot(Device.objects.filter(cluster=demo), [demo.id])
+    snap = fleet.FleetSnapshot([demo.id])
     stuck_before = snap.totals()["by_state"][fleet.STUCK]
     held_claims = set(ResourceClaim.objects.filter(cluster=demo, allocated=True).values_list("uid", flat=True))
     assert stuck_before and Finding.objects.active().filter(claim_uid__in=held_claims).exists()
     Finding.objects.update(cleared_at=timezone.now())
-    after = fleet.FleetSnapshot(Device.objects.filter(cluster=demo), [demo.id]).totals()["by_state"]
+    after = fleet.FleetSnapshot([demo.id]).totals()["by_state"]
     assert after[fleet.STUCK] == 0 and after[fleet.ALLOCATED] + after[fleet.ADMIN] + after[fleet.PARTIAL] > snap.totals()["by_state"][fleet.ALLOCATED]

@@ -26,12 +26,16 @@ def test_unallocated_claim_is_explained_with_events(server, live_cluster):
     pod = pod_raw("train", claim="big", phase="Pending", node="",
                   scheduled={"status": "False", "reason": "Unschedulable", "message": "0/1 nodes are available: 1 cannot allocate all claims."})
     seed(server.store, claim=claim_raw("big"), pods=[pod])
+    # Both of node-1's GPUs are taken by another claim, so the engine has a concrete reason.
+    server.store.create("deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
+                                          "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}})
+    server.store.create("resourceclaims", claim_raw("holder", devices=["gpu-0", "gpu-1"]))
     created = server.store.get("pods", "team-a", "train")
     server.store.create("events", {"metadata": {"name": "train.1", "namespace": "team-a"},
                                    "involvedObject": {"kind": "Pod", "name": "train", "uid": created["metadata"]["uid"]},
                                    "type": "Warning", "reason": "FailedScheduling", "message": "cannot allocate all claims",
                                    "lastTimestamp": "2026-03-01T12:00:00Z", "count": 3})
-    resync(live_cluster)
+    resync(live_cluster, kinds=("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod"))
     report = explain_pod(live_cluster, "team-a", "train")
     assert report["source"] == "live"
     assert report["steps"][0]["status"] == FAIL and "cannot allocate" in report["steps"][0]["detail"]
@@ -40,7 +44,9 @@ def test_unallocated_claim_is_explained_with_events(server, live_cluster):
     assert statuses(claim["steps"])["exists"] == PASS
     assert statuses(claim["steps"])["allocated"] == FAIL
     engine = next(s for s in claim["steps"] if s["key"] == "engine")
-    assert engine["detail"]  # the engine's explanation, or why there is none
+    assert engine["status"] == FAIL
+    assert engine["detail"] == ("Fits on none of 1 nodes. Most common reason: request `gpu`: 2 devices match class `gpu.example.com`, "
+                                "2 are already allocated to other claims (e.g. team-a/holder), 0 free < count 1")
     assert report["verdict"]["status"] == FAIL and report["verdict"]["title"] == "Scheduled"
 
 

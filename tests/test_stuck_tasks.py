@@ -1,5 +1,10 @@
 """The detector's Celery tasks and the debounced trigger the sync calls after relevant changes."""
 
+import base64
+import json
+import time
+from datetime import datetime
+
 import pytest
 import redis
 from django.conf import settings as django_settings
@@ -41,24 +46,42 @@ def test_beat_schedule_has_the_detector():
     assert entry == {"task": "claims.tasks.detect_stuck_claims", "schedule": 60.0}
 
 
-def test_request_detection_is_debounced_and_ignores_unrelated_kinds(cluster, clean_debounce, monkeypatch):
-    queued = []
-    # The broker is outside this test: record what would be queued instead of sending it.
-    monkeypatch.setattr(tasks.detect_stuck_claims_for_cluster, "apply_async", lambda **kw: queued.append(kw))
-    monkeypatch.setattr(tasks.threading, "Timer", lambda delay, fn, args: _Recorder(queued, delay, args))
-    assert tasks.request_detection(cluster, kinds=["DeviceClass"]) is False
+@pytest.mark.skipif(not django_settings.REDIS_URL, reason="the Celery broker is Redis only when REDIS_URL is set")
+def test_request_detection_queues_one_delayed_run_on_the_broker(cluster, clean_debounce):
+    from gpudash.celery import app
+
+    app.control.purge()  # tasks queued by watchers of earlier tests
+    asked_at = time.time()
+    assert tasks.request_detection(cluster, kinds=["DeviceClass"]) is False  # not a kind that can make a claim stuck
     assert tasks.request_detection(cluster, kinds=["ResourceClaim", "DeviceClass"]) is True
-    assert tasks.request_detection(cluster, kinds=["Pod"]) is False  # inside the window
-    assert len(queued) == 1
-    first = queued[0]
-    assert (first.get("args") or first.get("fn_args")) == [cluster.id]
-    assert first.get("countdown", first.get("delay")) == 30
+    assert tasks.request_detection(cluster, kinds=["Pod"]) is False  # inside the 30 s window
+    queued = redis.Redis.from_url(django_settings.REDIS_URL).lrange(app.conf.task_default_queue, 0, -1)
+    app.control.purge()
+    ours = [json.loads(m) for m in queued]
+    ours = [m for m in ours if m["headers"]["task"] == "claims.tasks.detect_stuck_claims_for_cluster"]
+    assert len(ours) == 1
+    args, kwargs, _ = json.loads(base64.b64decode(ours[0]["body"]))
+    assert (args, kwargs) == ([cluster.id], {})
+    eta = datetime.fromisoformat(ours[0]["headers"]["eta"]).timestamp()
+    assert asked_at + 29 <= eta <= time.time() + 31  # started after the window, so a burst is judged once
 
 
-class _Recorder:
-    def __init__(self, queued, delay, args):
-        queued.append({"fn_args": list(args), "delay": delay})
-        self.daemon = False
+@pytest.mark.django_db(transaction=True)
+def test_without_a_broker_the_debounced_run_happens_in_this_process(settings):
+    """The embedded default (no REDIS_URL): the watchers' process runs the detector itself, after the window."""
+    from inventory.models import Cluster
 
-    def start(self):
-        pass
+    settings.REDIS_URL = ""
+    settings.GPUDASH_STUCK = {k: 0 for k in stuck.DEFAULTS} | {"DEBOUNCE_SECONDS": 0.3}
+    tasks._last_request.clear()
+    cluster = Cluster.objects.create(name="embedded")
+    apply(cluster, "Node", node_raw("node-1"))
+    apply(cluster, "ResourceSlice", slice_raw("node-1"))
+    apply(cluster, "ResourceClaim", claim_raw("a", devices=["gpu-0"]))
+    apply(cluster, "ResourceClaim", claim_raw("b", devices=["gpu-0"]))
+    assert tasks.request_detection(cluster, kinds=["ResourceClaim"]) is True
+    assert tasks.request_detection(cluster, kinds=["ResourceClaim"]) is False
+    deadline = time.monotonic() + 20
+    while Finding.objects.filter(cluster=cluster, rule=stuck.DOUBLE_ALLOCATION).active().count() < 2:
+        assert time.monotonic() < deadline, "the in-process detector run did not record the double allocation"
+        time.sleep(0.1)

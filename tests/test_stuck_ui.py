@@ -102,3 +102,20 @@ def test_stale_reservation_bulk_dry_run_shows_refusal_when_pod_is_back(server, l
     server.store.create("pods", pod_raw("p1", uid=uid, claim="c1"))
     page = login(make_user("olivia", roles.OPERATOR)).post("/stuck/release/", {"ids": [finding.id], "step": "dry-run"}).content.decode()
     assert "outcome-refused" in page and "Not safe now" in page and 'id="confirm-form"' not in page
+
+
+def test_claim_changed_after_the_dry_run_is_a_conflict_on_the_page(server, orphan):
+    stuck.detect(orphan)
+    finding = Finding.objects.get(rule=stuck.ORPHANED_ALLOCATION)
+    client = login(make_user("olivia", roles.OPERATOR))
+    dry = client.post("/stuck/release/", {"ids": [finding.id], "step": "dry-run"}).content.decode()
+    rv = server.store.get("resourceclaims", "team-a", "c1")["metadata"]["resourceVersion"]
+    assert f'name="rv-{finding.id}" value="{rv}"' in dry
+    # Someone else changes the claim between the dry run and the confirmation.
+    server.store.patch("resourceclaims", "team-a", "c1", {"metadata": {"labels": {"touched": "yes"}}}, "application/merge-patch+json")
+    response = client.post("/stuck/release/", {"ids": [finding.id], "step": "release", f"rv-{finding.id}": rv})
+    page = response.content.decode()
+    assert response.status_code == 200 and "outcome-conflict" in page and "re-evaluate" in page
+    assert server.store.get("resourceclaims", "team-a", "c1")["status"]["allocation"]  # nothing was sent
+    assert not any(method == "PATCH" for method, _ in server.requests)
+    assert list(AuditEntry.objects.order_by("id").values_list("username", "outcome")) == [("olivia", "dry-run"), ("olivia", "conflict")]

@@ -3,15 +3,11 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from django.db import connection
 
+from tests.browser import ROOT, stop_process, subprocess_env
 from tests.sync_fixtures import assert_mirror_equals_server, make_claim, make_node, state, wait_for
-
-pytest_plugins = ["tests.sync_fixtures"]
-ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = [
     pytest.mark.slow,
@@ -25,9 +21,7 @@ def test_celery_worker_runs_the_watchers(cluster, devcluster, fast_sync, tmp_pat
 
     devcluster.store.create("nodes", make_node("n1"))
     devcluster.store.create("resourceclaims", make_claim("ns", "c1"))
-    db = connection.settings_dict
-    env = dict(os.environ, DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-               GPUDASH_LEASE_SECONDS="2", GPUDASH_WATCH_TIMEOUT="5", GPUDASH_BACKOFF_MAX="0.5")
+    env = dict(subprocess_env(), GPUDASH_LEASE_SECONDS="2", GPUDASH_WATCH_TIMEOUT="5", GPUDASH_BACKOFF_MAX="0.5")
     log = open(tmp_path / "worker.log", "wb")
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "gpudash", "worker", "-P", "solo", "--without-mingle", "--without-gossip", "-l", "INFO"],
@@ -44,10 +38,5 @@ def test_celery_worker_runs_the_watchers(cluster, devcluster, fast_sync, tmp_pat
         ensure_watchers.delay()  # a second beat changes nothing: still one holder
         assert f":{worker.pid}:" in state(cluster, "ResourceClaim").lease_holder
     finally:
-        worker.terminate()
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait(10)
+        stop_process(worker, grace=20)
         log.close()

@@ -15,8 +15,6 @@ from gpudash.sync.apply import apply_object
 from inventory.models import Cluster, Device, ResourceSlice, SyncState
 from tests.sync_fixtures import allocation, assert_mirror_equals_server, make_claim, make_class, make_node, make_pod, make_slice
 
-pytest_plugins = ["tests.sync_fixtures"]
-
 
 def test_add_cluster_registers_and_validates(transactional_db, devcluster, tmp_path):
     path = devcluster.write_kubeconfig(tmp_path / "kc", context="ctx-a")

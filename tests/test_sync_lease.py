@@ -4,16 +4,12 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from inventory.models import SyncState
+from tests.browser import ROOT, subprocess_env
 from tests.sync_fixtures import assert_mirror_equals_server, make_claim, state, wait_for
-
-pytest_plugins = ["tests.sync_fixtures"]
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.sqlite_default
@@ -29,14 +25,15 @@ def test_two_workers_compete_only_one_applies(cluster, devcluster, fast_sync, ru
     holder = state(cluster, "ResourceClaim").lease_holder
     active, standby = (a, b) if holder == "worker-a" else (b, a)
     assert holder in ("worker-a", "worker-b")
-    assert active.watcher.stats.listed == 10 and active.watcher.stats.events == 5
+    # The counters move just after the commit the mirror check saw: wait for them, then compare exactly.
+    wait_for(lambda: (active.watcher.stats.listed, active.watcher.stats.events) == (10, 5), message="the active watcher's counts")
     assert standby.watcher.stats.listed == 0 and standby.watcher.stats.events == 0
 
     active.stop()  # a clean stop releases the lease; the standby takes over
     wait_for(lambda: state(cluster, "ResourceClaim").lease_holder == standby.watcher.holder, message="takeover")
     devcluster.store.delete("resourceclaims", "ns", "c0")
     assert_mirror_equals_server(cluster, devcluster, ["ResourceClaim"])
-    assert standby.watcher.stats.events + standby.watcher.stats.listed >= 1
+    wait_for(lambda: standby.watcher.stats.events + standby.watcher.stats.listed >= 1, message="the standby to apply the delete")
 
 
 def test_watcher_that_lost_its_lease_applies_nothing(cluster, devcluster, fast_sync, run_watcher):
@@ -61,9 +58,7 @@ def cluster_claims(cluster):
 def test_worker_killed_holding_the_lease_is_taken_over(cluster, devcluster, fast_sync, run_watcher, tmp_path):
     for i in range(5):
         devcluster.store.create("resourceclaims", make_claim("ns", f"c{i}"))
-    db = connection.settings_dict
-    env = dict(os.environ, DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-               GPUDASH_LEASE_SECONDS="2", GPUDASH_WATCH_TIMEOUT="5", GPUDASH_BACKOFF_MAX="0.5", GPUDASH_LIST_PAGE_SIZE="3")
+    env = dict(subprocess_env(), GPUDASH_LEASE_SECONDS="2", GPUDASH_WATCH_TIMEOUT="5", GPUDASH_BACKOFF_MAX="0.5", GPUDASH_LIST_PAGE_SIZE="3")
     log = open(tmp_path / "watch.log", "wb")
     proc = subprocess.Popen([sys.executable, "manage.py", "watch", "--cluster", "dev"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -81,7 +76,8 @@ def test_worker_killed_holding_the_lease_is_taken_over(cluster, devcluster, fast
         assert_mirror_equals_server(cluster, devcluster, ["ResourceClaim"])
         assert state(cluster, "ResourceClaim").lease_holder == "successor" != dead_holder
         # It resumed from the dead worker's stored resourceVersion rather than relisting.
-        assert successor.watcher.stats.listed == 0 and successor.watcher.stats.events == 2
+        wait_for(lambda: successor.watcher.stats.events == 2, message="the successor to apply both changes")
+        assert successor.watcher.stats.listed == 0
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -15,8 +15,6 @@ from tests.sync_fixtures import (
     wait_for,
 )
 
-pytest_plugins = ["tests.sync_fixtures"]
-
 
 def seed(server, nodes=10, claims=20):
     for i in range(nodes):

@@ -1,9 +1,13 @@
 """The live websocket consumer over the real channel layer (Redis when REDIS_URL is set)."""
 
+import asyncio
+from urllib.parse import urlsplit, urlunsplit
+
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
+from django.conf import settings as django_settings
 from django.contrib.auth.models import AnonymousUser
 
 from gpudash.consumers import LiveConsumer, groups_for, parse_scope
@@ -138,3 +142,36 @@ def test_groups_for_uses_the_narrowest_groups():
     assert groups_for(parse_scope({"cluster": 3, "kind": ["Pod", "ResourceClaim"]})) == ["gpudash.c3.k.Pod", "gpudash.c3.k.ResourceClaim"]
     assert groups_for(parse_scope({"cluster": 3, "namespace": "team-a"})) == ["gpudash.c3.ns.team-a"]
     assert groups_for(parse_scope({"cluster": "3", "node": "n1", "kind": ["Pod"]})) == ["gpudash.c3.n.n1"]
+
+
+@pytest.mark.skipif(not django_settings.REDIS_URL, reason="only the Redis layer is shared between processes")
+def test_dashboards_on_other_redis_databases_do_not_hear_each_other():
+    """Redis pub/sub ignores the database number; the layer's prefix names it, so a dashboard (or a test
+    run) using another database of the same Redis server never receives this one's changes."""
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    ours = django_settings.CHANNEL_LAYERS["default"]["CONFIG"]
+    db = urlsplit(ours["hosts"][0]).path.strip("/") or "0"
+    other_db = "1" if db != "1" else "2"
+    assert ours["prefix"].endswith("db" + db)
+    other = RedisPubSubChannelLayer(hosts=[urlunsplit(urlsplit(ours["hosts"][0])._replace(path="/" + other_db))],
+                                    prefix=ours["prefix"][: -len(db)] + other_db)
+    group = "gpudash.c1.k.ResourceClaim"
+
+    async def scenario():
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(group, channel)
+        await other.group_send(group, {"type": "kube.changes", "changes": [{"name": "foreign"}]})
+        await layer.group_send(group, {"type": "kube.changes", "changes": [{"name": "ours"}]})
+        first = await asyncio.wait_for(layer.receive(channel), 5)
+        try:
+            extra = await asyncio.wait_for(layer.receive(channel), 0.5)
+        except asyncio.TimeoutError:
+            extra = None
+        await layer.group_discard(group, channel)
+        await other.flush()
+        return first, extra
+
+    first, extra = run(scenario)
+    assert first["changes"] == [{"name": "ours"}] and extra is None

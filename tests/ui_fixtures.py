@@ -9,28 +9,18 @@ cluster "alpha":
   team-a/pending-claim: no allocation, its pod is Pending (Unschedulable).
 """
 
-import itertools
-
-from django.contrib.auth.models import User
 from django.utils import timezone
 
 from claims.models import Finding
 from gpudash import roles
-from gpudash.sync.apply import apply_object
 from inventory.models import Cluster, SyncState
+
+from . import fleet_data
+from .fleet_data import apply_all, meta
 
 DRIVER = "gpu.nvidia.com"
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100 80GB PCIe"
-_rv = itertools.count(100)
-
-
-def meta(name, namespace="", **extra):
-    out = {"name": name, "uid": f"uid-{namespace or 'cluster'}-{name}", "resourceVersion": str(next(_rv)), "creationTimestamp": "2026-01-05T10:00:00Z"}
-    if namespace:
-        out["namespace"] = namespace
-    out.update(extra)
-    return out
 
 
 def node(name, ready=True):
@@ -148,8 +138,7 @@ def fleet_objects():
 
 def load_fleet(cluster_name="alpha"):
     cluster = Cluster.objects.create(name=cluster_name)
-    for kind, raw in fleet_objects():
-        apply_object(cluster, kind, raw)
+    apply_all(cluster, fleet_objects())
     now = timezone.now()
     SyncState.objects.create(cluster=cluster, kind="ResourceClaim", status=SyncState.Status.CONNECTED, connected_since=now, last_event_at=now)
     stuck_uid = "uid-team-b-stuck-claim"
@@ -160,8 +149,6 @@ def load_fleet(cluster_name="alpha"):
     return cluster
 
 
-def make_user(username, role=roles.VIEWER, namespaces=None, password="pw-for-tests-123"):
-    user = User.objects.create_user(username, password=password)
-    if role:
-        roles.grant(user, role, namespaces)
-    return user
+def make_user(username, role=roles.VIEWER, namespaces=None, password=None):
+    """The UI tests' users are viewers unless told otherwise."""
+    return fleet_data.make_user(username, role, namespaces, password)

@@ -1,9 +1,11 @@
 """Small formatting helpers for the UI templates: typed DRA values, states, relative times."""
 
+import html
+
 from django import template
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import escape, format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from inventory.fleet import STATE_LABELS
@@ -39,8 +41,8 @@ def state_label(state):
 @register.simple_tag
 def state_badge(st):
     """A coloured badge for a fleet.DeviceState, with its secondary flags."""
-    flags = "".join(format_html(' <span class="flag flag-{}">{}</span>', f, STATE_LABELS[f]) for f in sorted(st.flags) if f != st.state)
-    return format_html('<span class="badge s-{}">{}</span>{}', st.state, st.label, format_html(flags) if flags else "")
+    flags = format_html_join("", ' <span class="flag flag-{}">{}</span>', ((f, STATE_LABELS[f]) for f in sorted(st.flags) if f != st.state))
+    return format_html('<span class="badge s-{}">{}</span>{}', st.state, st.label, flags)
 
 
 @register.filter
@@ -83,7 +85,8 @@ def pct(part, whole):
 @register.simple_tag
 def map_cells(row, devices_url):
     """The device cells of one fleet-map row, built in Python: a page has thousands of cells and
-    the equivalent template loops dominate the page's server time."""
+    the equivalent template loops dominate the page's server time (the standard library's escape,
+    too: Django's lazy-aware one cost a third of the map's rendering)."""
     parts = []
     prefix = f"{devices_url}{row['cluster_name']}/"
     for d in row["devices"]:
@@ -96,6 +99,6 @@ def map_cells(row, devices_url):
         for h in st.holders:
             title.append((f"{h.namespace}/{h.name}" if h.visible else "(claim in another namespace)") + (" [admin]" if h.admin_access else ""))
         parts.append(
-            f'<a class="{classes}" href="{escape(prefix + d["driver"] + "/" + d["pool"] + "/" + d["name"])}/" title="{escape(" · ".join(title))}"></a>'
+            f'<a class="{classes}" href="{html.escape(prefix + d["driver"] + "/" + d["pool"] + "/" + d["name"])}/" title="{html.escape(" · ".join(title))}"></a>'
         )
     return mark_safe("".join(parts))

@@ -1,0 +1,140 @@
+"""Helpers shared by the tests that run the dashboard for real: free ports, subprocess servers (daphne),
+waiting on conditions, and headless Chromium driven by Playwright.
+
+The browser tests need Debian's chromium and REDIS_URL (the ASGI server subprocess and the watchers
+share the Redis channel layer); `BROWSER_MARKS` skips them otherwise. `make test` provides both.
+"""
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+BROWSER_MARKS = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium"),
+    pytest.mark.skipif(not settings.REDIS_URL, reason="the ASGI server subprocess and the watcher share Redis"),
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def stop_process(proc, grace=10):
+    """Terminate a subprocess, killing it when it does not exit within `grace` seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+def subprocess_env():
+    """The environment for a subprocess that must use this test run's database (not create its own test DB)."""
+    db = connection.settings_dict
+    env = {k: v for k, v in os.environ.items() if k != "GPUDASH_TEST_DB_NAME"}
+    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    return env
+
+
+class AsgiServer:
+    """daphne serving gpudash.asgi against this test run's database and Redis."""
+
+    def __init__(self, port, log_path):
+        self.port = port
+        self.log_path = log_path
+        self.env = subprocess_env()
+        self.proc = None
+        self.log = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self):
+        # daphne, not uvicorn: the tests do not depend on uvicorn's websocket library.
+        cmd = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "-v", "0", "gpudash.asgi:application"]
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daphne exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                urllib.request.urlopen(self.url + "/accounts/login/", timeout=2)
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"daphne did not answer within 30 s; see {self.log_path}")
+
+    def stop(self):
+        stop_process(self.proc)
+        self.proc = None
+        if self.log:
+            self.log.close()
+            self.log = None
+
+
+@contextlib.contextmanager
+def chromium():
+    """Headless Debian chromium through Playwright; closed on exit."""
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in the test's thread; the ORM calls a test makes between
+    # browser steps are ordinary blocking calls, which this switch allows -- only while the browser runs,
+    # so Django's async-safety checks still guard every other test.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+            try:
+                yield browser
+            finally:
+                browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+def log_in(page, base, username, password):
+    page.goto(base + "/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(base + "/")
+    return page
+
+
+def wait_live(page):
+    """The page's websocket is connected (the live indicator is on)."""
+    page.wait_for_function("document.body.dataset.live === 'on'", timeout=10000)
