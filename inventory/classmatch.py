@@ -1,22 +1,26 @@
-"""How many devices each DeviceClass matches now, using the allocator's CEL engine when it is installed.
+"""How many devices each DeviceClass matches, using the allocator's CEL engine when it is installed.
 
-Computed on demand (not in the background): selectors that pin `device.driver` only look at that
-driver's devices, and the allocator's projection sharing evaluates each selector once per distinct
-set of the fields it reads. Results are cached per (class resourceVersion, newest slice
-resourceVersion): unchanged inventory costs nothing.
+Counted off the request path: the sync apply path asks for a recount after DeviceClass and
+ResourceSlice changes (inventory/tasks.py: debounced, a Celery task with Redis, a thread without),
+`refresh_cluster` counts every class of the cluster and stores the result on the DeviceClass row
+(match_count, match_error, match_computed_at, and match_version: the inventory it counted); the
+classes page and the API read what is stored, say when it was counted and whether the class or
+the slices changed since. Counting itself: selectors that
+pin `device.driver` only look at that driver's devices, and the allocator's projection sharing
+evaluates each selector once per distinct set of the fields it reads.
 """
 
 import logging
 import re
 from types import SimpleNamespace
 
-from django.core.cache import cache
-from django.db.models import Max, TextField
+from django.db.models import Count, Max, TextField
 from django.db.models.functions import Cast
+from django.utils import timezone
 
 from gpudash.sync import fastjson
 
-from .models import Device, ResourceSlice
+from .models import Device, DeviceClass, ResourceSlice
 
 log = logging.getLogger(__name__)
 
@@ -118,19 +122,16 @@ def _count(cls, cel, cluster_devices):
 
 
 def annotate_matches(classes):
-    """Set `match_count` (int or None) and `match_error` on each DeviceClass."""
+    """Count now: set `match_count` (int or None) and `match_error` on each DeviceClass (not saved).
+
+    Takes seconds on a large fleet: only `refresh_cluster` (the background job) and tests call it.
+    """
     cel = _engine()
-    newest = dict(ResourceSlice.objects.values_list("cluster_id").annotate(rv=Max("resource_version_num")).order_by())
     per_cluster = {}
     for cls in classes:
         cls.match_count, cls.match_error = None, ""
         if cel is None:
             cls.match_error = "CEL engine not installed"
-            continue
-        key = f"gpudash:classmatch:{cls.cluster_id}:{cls.uid}:{cls.resource_version}:{newest.get(cls.cluster_id, 0)}"
-        cached = cache.get(key)
-        if cached is not None:
-            cls.match_count, cls.match_error = cached
             continue
         try:
             shared = per_cluster.setdefault(cls.cluster_id, _ClusterDevices(cls.cluster_id))
@@ -140,4 +141,36 @@ def annotate_matches(classes):
         except cel.CelError as exc:  # a bad selector must show on the page, not break it
             log.info("class %s: selector does not compile: %s", cls.name, exc)
             cls.match_error = f"selector error: {exc}"
-        cache.set(key, (cls.match_count, cls.match_error), 300)
+
+
+def inventory_versions(cluster_ids=None):
+    """{cluster_id: "<newest slice resourceVersion>.<slice count>"}: the inventory a count is for.
+    Any slice written gets the cluster's newest resourceVersion; a slice deleted lowers the count."""
+    slices = ResourceSlice.objects.all() if cluster_ids is None else ResourceSlice.objects.filter(cluster_id__in=cluster_ids)
+    rows = slices.values_list("cluster_id").annotate(rv=Max("resource_version_num"), n=Count("id")).order_by()
+    return {cluster_id: f"{rv}.{n}" for cluster_id, rv, n in rows}
+
+
+def version_of(cls, versions):
+    """What a count of `cls` depends on: the class's own resourceVersion and its cluster's slices."""
+    return f"{cls.resource_version_num}:{versions.get(cls.cluster_id, '0.0')}"
+
+
+def is_current(cls, versions):
+    return cls.match_computed_at is not None and cls.match_version == version_of(cls, versions)
+
+
+def refresh_cluster(cluster_id):
+    """Count the matches of every class of the cluster and store them. Returns the classes."""
+    versions = inventory_versions([cluster_id])
+    classes = list(DeviceClass.objects.filter(cluster_id=cluster_id))
+    if not classes:
+        return []
+    annotate_matches(classes)
+    now = timezone.now()
+    for cls in classes:
+        cls.match_computed_at, cls.match_version = now, version_of(cls, versions)
+    # Only these columns: a class the sync updated meanwhile keeps its new spec (and, its version
+    # no longer matching, is counted again on the next request).
+    DeviceClass.objects.bulk_update(classes, ["match_count", "match_error", "match_computed_at", "match_version"], batch_size=500)
+    return classes

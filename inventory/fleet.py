@@ -1,24 +1,26 @@
 """Device states across the fleet, and the aggregates the overview and the fleet map show.
 
 The state vocabulary and how a state is decided live in inventory/devicestate.py (stored columns
-kept current by the watchers, plus SQL for stuck claims and NotReady nodes); this module groups and
-counts in SQL (one GROUP BY per request) and shapes the results for the pages.
+kept current by the watchers, plus SQL for stuck claims and NotReady nodes). The overview and the
+map read the per-node summary the watchers keep with those columns (NodeDeviceSummary,
+inventory/summary.py) and apply the read-time parts to it: the node's readiness (a join on Node) and
+the devices held by stuck claims (a short indexed list). Device rows are read only for the map's page
+and the lists.
 """
 
-import re
+import functools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Case, Count, F, Q, TextField, Value, When
-from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce, Concat
+from django.db.models import Count, Q, Sum
 
 from claims.models import AllocationResult, Finding
 from gpudash import roles
 
-from . import devicestate
+from . import devicestate, summary
 from .devicestate import ADMIN, ALLOCATED, FREE, PARTIAL, STATES, STUCK, TAINTED, UNHEALTHY  # one vocabulary
-from .models import Device
+from .models import Device, NodeDeviceSummary
+from .summary import natural_key  # noqa: F401  (the pages sort device names with it)
 
 STATE_LABELS = {
     FREE: "free",
@@ -65,45 +67,104 @@ class DeviceState:
         return STATE_LABELS[self.state]
 
 
-_MODEL = Coalesce(KT("attribute_values__productName"), KT("attribute_values__model"), Value(""), output_field=TextField())
-_MAP_KEY = Case(When(node_name="", then=Concat(Value("pool:"), F("pool"))), default=F("node_name"), output_field=TextField())
-
-
-@dataclass(frozen=True)
-class _Group:
-    """Devices sharing (cluster, node, driver, state): one row of the fleet's GROUP BY."""
-
-    cluster_id: int
-    map_key: str
-    node_name: str
-    driver: str
-    state: str
-    unhealthy: bool
-    n: int
-    tainted: int
-    admin: int
+@functools.lru_cache(maxsize=4096)  # device names repeat on every node (gpu-0 ... gpu-7)
+def _name_order(name):
+    return tuple(natural_key(name))
 
 
 def _with_state(queryset):
     return queryset.annotate(st=devicestate.state_expression(), unhealthy=devicestate.node_not_ready())
 
 
-class FleetSnapshot:
-    """Device counts of some clusters by node, driver, model and state: one GROUP BY in SQL per request
-    (a few thousand groups for 5,000 nodes); device rows are only read for the map's page."""
+# What a summary row is keyed by (the stuck devices are counted per the same key).
+_SUMMARY_KEY = summary.KEY
 
-    def __init__(self, devices_qs, cluster_ids=None, user=None):
-        self.devices_qs = devices_qs
+
+def _stuck_devices(cluster_ids, nodes=None):
+    """{summary key: {stored state: devices}} of the devices held by a claim with an active finding.
+
+    Findings come and go without the device's pool changing, so the summary does not hold them:
+    this reads the (few) devices whose holder is stuck, through the index on held_by_claim_id.
+    """
+    devices = Device.objects.filter(held_by_claim_id__in=devicestate.stuck_claim_ids())
+    if cluster_ids is not None:
+        devices = devices.filter(cluster_id__in=cluster_ids)
+    if nodes is not None:
+        devices = devices.filter(node_name__in={n for _, n in nodes})
+    rows = devices.order_by().annotate(model=summary.MODEL).values_list(*_SUMMARY_KEY, "allocation_state").annotate(n=Count("id"))
+    out = defaultdict(Counter)
+    for *key, state, n in rows:
+        if nodes is None or (key[0], key[3]) in nodes:
+            out[tuple(key)][state] += n
+    return out
+
+
+def _sums():
+    """Sums of summary rows, the node's readiness applied: `free` only on Ready nodes, `unready_free`
+    (the "node not ready" state) and `on_unready` (the flag) on NotReady ones."""
+    unready = Q(unready=True)
+    return {
+        "n": Sum("n_total"), "tainted": Sum("n_tainted"), "admin_watched": Sum("n_admin_watched"),
+        "on_unready": Sum("n_total", filter=unready), "free": Sum("n_free", filter=~unready), "unready_free": Sum("n_free", filter=unready),
+        "tainted_unheld": Sum("n_tainted_unheld"), "allocated": Sum("n_allocated"), "admin": Sum("n_admin"), "partial": Sum("n_partial"),
+    }
+
+
+def _decide(row, stuck):
+    """States of a group of summary rows (devicestate's order): stuck first, then the stored state,
+    then tainted, then node not ready for what would otherwise be free. Zero counts are left out."""
+    stuck = stuck or {}
+    states = {
+        STUCK: sum(stuck.values()),
+        ALLOCATED: row["allocated"] - stuck.get(ALLOCATED, 0),
+        ADMIN: row["admin"] - stuck.get(ADMIN, 0),
+        PARTIAL: row["partial"] - stuck.get(PARTIAL, 0),
+        TAINTED: row["tainted_unheld"],
+        UNHEALTHY: row["unready_free"] or 0,
+        FREE: row["free"] or 0,
+    }
+    return Counter({s: n for s, n in states.items() if n})
+
+
+class FleetSnapshot:
+    """Device counts of some clusters by driver, model, node and state, from SQL sums over the
+    per-node summary (one row per node and driver: a few thousand rows for 5,000 nodes)."""
+
+    def __init__(self, cluster_ids=None, user=None, nodes=None):
+        """`nodes`: only these (cluster_id, node name) pairs (the node list's page)."""
         self.cluster_ids = cluster_ids
         self.user = user
-        rows = (
-            _with_state(devices_qs.order_by())
-            .annotate(map_key=_MAP_KEY)
-            .values_list("cluster_id", "map_key", "node_name", "driver", "st", "unhealthy")
-            .annotate(n=Count("id"), n_tainted=Count("id", filter=Q(tainted=True)), n_admin=Count("id", filter=Q(admin_watched=True)))
-        )
-        self.groups = [_Group(*row) for row in rows]
-        self.total = sum(g.n for g in self.groups)
+        self.nodes = nodes
+        self.stuck = _stuck_devices(cluster_ids, nodes)
+        self._by_model = None
+
+    def _summary(self):
+        rows = NodeDeviceSummary.objects.annotate(unready=devicestate.node_not_ready())
+        if self.cluster_ids is not None:
+            rows = rows.filter(cluster_id__in=self.cluster_ids)
+        if self.nodes is not None:
+            rows = rows.filter(node_name__in={n for _, n in self.nodes})
+        return rows
+
+    def grouped(self, *keys):
+        """Summary sums per `keys` (summary columns), each row with its `states` decided."""
+        positions = [_SUMMARY_KEY.index(k) for k in keys]
+        stuck = defaultdict(Counter)
+        for key, counts in self.stuck.items():
+            stuck[tuple(key[i] for i in positions)].update(counts)
+        rows = list(self._summary().values(*keys).annotate(**_sums()).order_by())
+        for row in rows:
+            row["states"] = _decide(row, stuck.get(tuple(row[k] for k in keys)))
+        return rows
+
+    def model_groups(self):
+        if self._by_model is None:
+            self._by_model = self.grouped("driver", "model")
+        return self._by_model
+
+    @property
+    def total(self):
+        return sum(g["n"] for g in self.model_groups())
 
     # -- overview -------------------------------------------------------------------------------
     def totals(self):
@@ -116,11 +177,11 @@ class FleetSnapshot:
         (allocated + stuck), `tainted`/`unhealthy` = flag counts.
         """
         c, flags = Counter(), Counter()
-        for g in self.groups:
-            c[g.state] += g.n
-            flags[TAINTED] += g.tainted
-            flags[ADMIN] += g.admin
-            flags[UNHEALTHY] += g.n if g.unhealthy else 0
+        for g in self.model_groups():
+            c.update(g["states"])
+            flags[TAINTED] += g["tainted"]
+            flags[ADMIN] += g["admin_watched"]
+            flags[UNHEALTHY] += g["on_unready"] or 0
         return {
             "total": self.total,
             "allocated": c[ALLOCATED] + c[STUCK],
@@ -136,17 +197,11 @@ class FleetSnapshot:
 
     def by_model(self):
         """Rows (driver, model, counts per state), biggest first."""
-        # Its own GROUP BY: carrying the attributes through the per-node grouping would make that
-        # sort spill to disk, and only the overview needs models.
-        groups = defaultdict(Counter)
-        rows = _with_state(self.devices_qs.order_by()).annotate(model=_MODEL).values_list("driver", "model", "st").annotate(n=Count("id"))
-        for driver, model, state, n in rows:
-            groups[(driver, model)][state] += n
         rows = []
-        for (driver, model), c in groups.items():
-            total = sum(c.values())
+        for g in self.model_groups():
+            c = g["states"]
             held = c[ALLOCATED] + c[STUCK] + c[ADMIN]
-            rows.append({"driver": driver, "model": model or "(no model attribute)", "total": total, "counts": c, "used_pct": round(100 * held / total) if total else 0})
+            rows.append({"driver": g["driver"], "model": g["model"] or "(no model attribute)", "total": g["n"], "counts": c, "used_pct": round(100 * held / g["n"]) if g["n"] else 0})
         return sorted(rows, key=lambda r: (-r["total"], r["driver"], r["model"]))
 
     def namespaces(self):
@@ -167,15 +222,15 @@ class FleetSnapshot:
         A whole-node claim needs every device of the driver on one node; `histogram` counts nodes by
         how many free devices they have, so "8 free GPUs on 3 nodes" and "1 free GPU on 40 nodes" read apart.
         """
-        per_node = defaultdict(lambda: [0, 0])  # (driver, cluster, node) -> [total, free]
-        for g in self.groups:
-            if not g.node_name:
-                continue
-            slot = per_node[(g.driver, g.cluster_id, g.node_name)]
-            slot[0] += g.n
-            slot[1] += g.n if g.state == FREE else 0
+        # Free = unheld, untainted, on a Ready node: stuck claims only ever hold devices, so the
+        # stuck list does not change these numbers.
+        per_node = (
+            self._summary().exclude(node_name="").values_list("driver", "cluster_id", "node_name")
+            .annotate(total=Sum("n_total"), free=Sum("n_free", filter=Q(unready=False))).order_by()
+        )
         out = defaultdict(lambda: {"nodes": 0, "whole_free_nodes": 0, "free_devices": 0, "scattered_free": 0, "histogram": Counter()})
-        for (driver, _cluster, _node), (total, free) in per_node.items():
+        for driver, _cluster, _node, total, free in per_node:
+            free = free or 0
             row = out[driver]
             row["nodes"] += 1
             row["free_devices"] += free
@@ -192,22 +247,83 @@ class FleetSnapshot:
     def node_counts(self):
         """(cluster_id, node) -> Counter of states plus "total"."""
         out = defaultdict(Counter)
-        for g in self.groups:
-            if g.node_name:
-                out[(g.cluster_id, g.node_name)][g.state] += g.n
-                out[(g.cluster_id, g.node_name)]["total"] += g.n
+        for g in self.grouped("cluster_id", "node_name"):
+            if g["node_name"] and (self.nodes is None or (g["cluster_id"], g["node_name"]) in self.nodes):
+                out[(g["cluster_id"], g["node_name"])].update(g["states"], total=g["n"])
         return out
 
-    # -- map --------------------------------------------------------------------------------------
-    def map_rows(self):
-        """One row per (cluster, node) (devices without a node grouped by pool), in natural order, with
-        state counts; `attach_devices` fills in the device cells of the rows actually shown."""
-        rows = {}
-        for g in self.groups:
-            row = rows.setdefault((g.cluster_id, g.map_key), {"cluster_id": g.cluster_id, "node": g.map_key, "devices": [], "states": Counter(), "unhealthy": False})
-            row["states"][g.state] += g.n
-            row["unhealthy"] = row["unhealthy"] or g.unhealthy
-        return sorted(rows.values(), key=lambda r: (r["cluster_id"], natural_key(r["node"])))
+
+class FleetMap:
+    """The fleet map's rows: one per (cluster, node), devices without a node grouped by pool.
+
+    Rows come from the summary grouped per node, filtered, ordered (natural order via `sort_key`) and
+    paged in SQL; only the shown page gets its states decided and its device cells loaded.
+    """
+
+    def __init__(self, snapshot, state="", search=""):
+        """`snapshot`: the FleetSnapshot of the same clusters (its totals head the page; its stuck devices are reused)."""
+        self.cluster_ids = snapshot.cluster_ids
+        self.user = snapshot.user
+        self.stuck = defaultdict(Counter)  # (cluster_id, map_key) -> stored state -> devices held by stuck claims
+        for (cluster_id, _driver, pool, node_name, _model), counts in snapshot.stuck.items():
+            self.stuck[(cluster_id, node_name or f"pool:{pool}")].update(counts)
+        self.rows = self._filtered(self._grouped(), state, search)
+
+    def _grouped(self):
+        rows = NodeDeviceSummary.objects.all()
+        if self.cluster_ids is not None:
+            rows = rows.filter(cluster_id__in=self.cluster_ids)
+        return (
+            rows.annotate(unhealthy=devicestate.node_not_ready())
+            .values("cluster_id", "map_key", "sort_key", "unhealthy")
+            .annotate(
+                total=Sum("n_total"), free=Sum("n_free"), tainted_unheld=Sum("n_tainted_unheld"),
+                allocated=Sum("n_allocated"), admin=Sum("n_admin"), partial=Sum("n_partial"),
+            )
+            .order_by("cluster_id", "sort_key")
+        )
+
+    def _keys_q(self, keys):
+        by_cluster = defaultdict(set)
+        for cluster_id, map_key in keys:
+            by_cluster[cluster_id].add(map_key)
+        q = Q(pk__in=[])
+        for cluster_id, map_keys in by_cluster.items():
+            q |= Q(cluster_id=cluster_id, map_key__in=sorted(map_keys))
+        return q
+
+    def _filtered(self, rows, state, search):
+        """"Nodes with a device in state X" and a node name search, both in SQL."""
+        if search:
+            rows = rows.filter(map_key__contains=search)
+        if not state:
+            return rows
+        if state == STUCK:
+            return rows.filter(self._keys_q(self.stuck))
+        if state == UNHEALTHY:
+            return rows.filter(unhealthy=True)
+        if state == FREE:
+            return rows.filter(free__gt=0, unhealthy=False)
+        if state == TAINTED:
+            return rows.filter(tainted_unheld__gt=0)
+        if state in (ALLOCATED, ADMIN, PARTIAL):
+            # Rows whose devices in this stored state are all held by stuck claims show as stuck only.
+            maybe_all_stuck = {k for k, c in self.stuck.items() if c[state]}
+            all_stuck = {(r["cluster_id"], r["map_key"]) for r in rows.filter(self._keys_q(maybe_all_stuck)) if r[state] == self.stuck[(r["cluster_id"], r["map_key"])][state]}
+            return rows.filter(**{f"{state}__gt": 0}).exclude(self._keys_q(all_stuck))
+        raise ValueError(f"unknown device state {state!r}; expected one of {', '.join(STATES)}")
+
+    def decide(self, rows):
+        """Turn a page of grouped rows into map rows: states decided, device cells loaded."""
+        out = []
+        for r in rows:
+            unready = r["unhealthy"]
+            r = r | {"free": 0 if unready else r["free"], "unready_free": r["free"] if unready else 0}
+            out.append({
+                "cluster_id": r["cluster_id"], "node": r["map_key"], "unhealthy": unready, "devices": [],
+                "states": _decide(r, self.stuck.get((r["cluster_id"], r["map_key"]))),
+            })
+        return self.attach_devices(out)
 
     def attach_devices(self, rows):
         """Load the devices (with state and holder) of these map rows: one query for the page."""
@@ -223,7 +339,7 @@ class FleetSnapshot:
         scope = roles.visible_namespaces(self.user) if self.user is not None else None
         fields = ("id", "cluster_id", "driver", "pool", "name", "node_name", "tainted", "admin_watched", "allocation_state", "held_by_namespace", "held_by_name", "st", "unhealthy", "model")
         index = {(r["cluster_id"], r["node"]): r for r in rows}
-        for values in _with_state(self.devices_qs.filter(where).order_by()).annotate(model=_MODEL).values_list(*fields):
+        for values in _with_state(Device.objects.filter(where).order_by()).annotate(model=summary.MODEL).values_list(*fields):
             d = dict(zip(fields, values))
             holders = []
             if d["held_by_name"]:
@@ -235,17 +351,13 @@ class FleetSnapshot:
             if row is not None:
                 row["devices"].append(d)
         for r in rows:
-            r["devices"].sort(key=lambda d: (d["driver"], natural_key(d["name"])))
+            r["devices"].sort(key=lambda d: (d["driver"], _name_order(d["name"])))
         return rows
 
 
+@functools.cache  # eight combinations; the map asks for one per cell
 def _flags(tainted, unhealthy, admin):
     return frozenset(f for f, on in ((TAINTED, tainted), (UNHEALTHY, unhealthy), (ADMIN, admin)) if on)
-
-
-def natural_key(text):
-    """gpu-2 before gpu-10, node-9 before node-10."""
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
 
 
 def states_for(devices, cluster_ids=None, user=None):

@@ -18,6 +18,7 @@ __all__ = (
     "Device",
     "DeviceTaintRule",
     "Namespace",
+    "NodeDeviceSummary",
 )
 
 
@@ -110,6 +111,14 @@ class Node(KubeObject):
 
 class DeviceClass(KubeObject):
     extended_resource_name = models.CharField(max_length=253, blank=True)
+    # How many devices of the cluster the selectors match, counted off the request path
+    # (inventory/classmatch.py, run after class and slice changes) and read by the pages and the API.
+    # Not read from `raw`: the sync's updates leave these columns alone.
+    match_count = models.IntegerField(null=True, blank=True)
+    match_error = models.TextField(blank=True)
+    match_computed_at = models.DateTimeField(null=True, blank=True)
+    # What the count was computed for: "<class resourceVersion>:<newest slice resourceVersion>".
+    match_version = models.CharField(max_length=64, blank=True)
 
     class Meta(KubeObject.Meta):
         verbose_name_plural = "device classes"
@@ -297,3 +306,41 @@ class Namespace(KubeObject):
         fields = super().fields_from_raw(raw)
         fields["admin_access"] = fields["labels"].get(cls.ADMIN_ACCESS_LABEL) == "true"
         return fields
+
+
+class NodeDeviceSummary(models.Model):
+    """Device counts per (cluster, driver, pool, node, model) by stored allocation state: what the
+    overview and the fleet map aggregate (one row per node and driver instead of every device).
+
+    Rebuilt with the device state it sums, by `devicestate.refresh_pools` (inventory/summary.py);
+    stuck claims and NotReady nodes change without the pool changing, so inventory/fleet.py applies
+    them when reading (a join on Node, a short list of devices held by stuck claims).
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    driver = models.CharField(max_length=63)
+    pool = models.CharField(max_length=253)
+    node_name = models.CharField(max_length=253, blank=True)
+    model = models.TextField(blank=True)  # productName, else the model attribute
+    map_key = models.CharField(max_length=260)  # the fleet-map row: the node, or "pool:<pool>" without one
+    sort_key = models.TextField()  # map_key in natural order, comparable as plain text (summary.natural_sort_key)
+    n_total = models.IntegerField(default=0)
+    n_free = models.IntegerField(default=0)  # unheld, untainted: free, or "node not ready" on a NotReady node
+    n_tainted_unheld = models.IntegerField(default=0)  # unheld but tainted: the tainted state
+    n_allocated = models.IntegerField(default=0)  # by stored allocation_state (stuck ones included)
+    n_admin = models.IntegerField(default=0)
+    n_partial = models.IntegerField(default=0)
+    n_tainted = models.IntegerField(default=0)  # flag, whatever the state
+    n_admin_watched = models.IntegerField(default=0)  # flag, whatever the state
+
+    class Meta:
+        # The key also serves the refresh's lookups by (cluster, driver, pool).
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "driver", "pool", "node_name", "model"), name="inventory_summary_unique_key"),
+        ]
+        indexes = [
+            models.Index(fields=("cluster", "sort_key"), name="inventory_summary_order_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.map_key} {self.driver}/{self.pool}: {self.n_total} devices"

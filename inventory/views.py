@@ -26,7 +26,7 @@ class OverviewView(DashboardView):
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
-        snap = fleet.FleetSnapshot(self.in_cluster(Device.objects.all()), self.cluster_ids, user=self.request.user)
+        snap = fleet.FleetSnapshot(self.cluster_ids, user=self.request.user)
         nodes = self.in_cluster(Node.objects.all())
         ctx.update(
             totals=snap.totals(),
@@ -54,21 +54,22 @@ class FleetMapView(DashboardView):
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
-        snap = fleet.FleetSnapshot(self.in_cluster(Device.objects.all()), self.cluster_ids, user=self.request.user)
-        rows = snap.map_rows()
         state = self.request.GET.get("state", "")
         search = self.request.GET.get("q", "").strip()
-        if state:
-            rows = [r for r in rows if r["states"].get(state) or (state == fleet.UNHEALTHY and r["unhealthy"])]
-        if search:
-            rows = [r for r in rows if search in r["node"]]
+        error = ""
+        if state and state not in fleet.STATES:
+            error = f"Unknown state {state!r}: use one of {', '.join(fleet.STATES)}."
+        # Totals over the whole fleet; rows filtered, ordered and paged in SQL, cells for the page only.
+        snap = fleet.FleetSnapshot(self.cluster_ids, user=self.request.user)
+        fleet_map = fleet.FleetMap(snap, state="" if error else state, search=search)
+        ctx.update(self.paginate(fleet_map.rows.none() if error else fleet_map.rows, self.nodes_per_page))
+        page = ctx["page_obj"]
+        page.object_list = fleet_map.decide(page.object_list)
         names = {c.id: c.name for c in Cluster.objects.all()}
-        for r in rows:
+        for r in page.object_list:
             r["cluster_name"] = names.get(r["cluster_id"], "?")
         ctx.update(totals=snap.totals(), states=fleet.STATES, state_labels=fleet.STATE_LABELS, display_states=fleet.DISPLAY_STATES,
-                   flag_labels=fleet.FLAG_LABELS, state=state, q=search, row_count=len(rows))
-        ctx.update(self.paginate(rows, self.nodes_per_page))
-        snap.attach_devices(list(ctx["page_obj"].object_list))  # device cells for the shown rows only
+                   flag_labels=fleet.FLAG_LABELS, state=state, q=search, row_count=page.paginator.count, error=error)
         return ctx
 
 
@@ -91,8 +92,7 @@ class NodeListView(DashboardView):
         page_nodes = list(ctx["page_obj"].object_list)
         # Device counts per node for the page only: one grouped query, one allocation lookup.
         keys = {(n.cluster_id, n.name) for n in page_nodes}
-        devs = Device.objects.filter(cluster_id__in={k[0] for k in keys}, node_name__in={k[1] for k in keys})
-        per_node = fleet.FleetSnapshot(devs, list({k[0] for k in keys}), user=self.request.user).node_counts() if keys else {}
+        per_node = fleet.FleetSnapshot(list({k[0] for k in keys}), user=self.request.user, nodes=keys).node_counts() if keys else {}
         names = {c.id: c.name for c in Cluster.objects.all()}
         for n in page_nodes:
             n.counts = dict(per_node.get((n.cluster_id, n.name), {"total": 0}))
@@ -250,14 +250,19 @@ class DeviceClassListView(DashboardView):
     nav = "classes"
 
     def get_context_data(self, **kwargs):
-        from . import classmatch
+        from . import classmatch, tasks
 
         ctx = super().get_context_data(**kwargs)
         classes = list(self.in_cluster(DeviceClass.objects.all()).order_by("cluster_id", "name"))
-        classmatch.annotate_matches(classes)
+        # Stored counts only (counting takes seconds on a large fleet): what is out of date says so
+        # and asks the background job for a recount, which the sync has usually asked for already.
+        versions = classmatch.inventory_versions(self.cluster_ids)
         names = {c.id: c.name for c in Cluster.objects.all()}
         for c in classes:
             c.cluster_name = names.get(c.cluster_id)
+            c.match_current = classmatch.is_current(c, versions)
+        for cluster_id in sorted({c.cluster_id for c in classes if not c.match_current}):
+            tasks.request_after_commit(cluster_id)
         ctx.update(classes=classes)
         return ctx
 

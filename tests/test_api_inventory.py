@@ -2,7 +2,7 @@
 
 import pytest
 
-from inventory.models import Device
+from inventory.models import Cluster, Device
 from tests.api_fixtures import H100, fleet, queries_for, viewer  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -50,12 +50,15 @@ def test_nodes_raw_only_when_asked(fleet, viewer):
 
 
 def test_device_classes_list_selectors(fleet, viewer):
+    from inventory.tasks import count_class_matches
+
+    count_class_matches(Cluster.objects.get(name="alpha").id)  # what the background recount stores
     body = viewer.get("/api/v1/device-classes/").json()
     cls = body["results"][0]
     assert cls["name"] == "gpu.nvidia.com"
     assert cls["selectors"][0]["cel"]["expression"] == "device.driver == 'gpu.nvidia.com'"
     # The CEL engine counts alpha's 10 NVIDIA devices (not beta's, not the NIC).
-    assert (cls["matching_devices"], cls["matching_error"]) == (10, "")
+    assert (cls["matching_devices"], cls["matching_error"], cls["matching_current"]) == (10, "", True)
 
 
 def test_resource_slices_filter_and_count(fleet, viewer):

@@ -1,5 +1,8 @@
 """Every UI page with the Django test client: access, key content, filters, namespace scope, fragments."""
 
+import html
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -190,7 +193,10 @@ def test_pool_list_flags_inconsistent_pools(viewer, alpha):
     assert "incomplete: 1 of 2 slices published" in rows[0]["problems"]
 
 
-def test_class_list_shows_selectors_and_matching_devices(viewer):
+def test_class_list_shows_selectors_and_matching_devices(viewer, alpha):
+    from inventory.tasks import count_class_matches
+
+    count_class_matches(alpha.id)  # what the background recount stores
     resp = viewer.get(reverse("inventory:class-list"))
     body = resp.content.decode()
     assert "mig.nvidia.com" in body and "device.attributes[&#x27;gpu.nvidia.com&#x27;].type == &#x27;mig&#x27;" in body
@@ -287,31 +293,26 @@ def test_preview_needs_operator(viewer, alpha):
     assert resp.status_code == 403
 
 
-def test_preview_page_shows_fitting_nodes(client, alpha, monkeypatch):
-    import sys
-    import types
+TWO_GPU_SPEC = "devices:\n  requests:\n  - name: gpus\n    exactly: {deviceClassName: gpu.nvidia.com, count: 2}\n"
 
-    calls = []
 
-    def run_preview(cluster, yaml_text=None, claim=None, namespace=None):
-        calls.append((cluster.name, yaml_text, claim.name if claim else None, namespace))
-        return {"nodes": [
-            {"node": "node-a", "fits": True, "results": [{"request": "gpus", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-2"}], "reason": "", "error": ""},
-            {"node": "node-c", "fits": False, "results": [], "reason": "node is NotReady", "error": ""},
-        ], "summary": {"fits": 1}}
+def test_preview_page_shows_fitting_nodes(client, alpha):
+    """The real engine on the hand-made fleet: the page lists the nodes the engine says fit, with the
+    devices it chose, and the reasons of the others (tests/test_preview_view.py covers the rest)."""
+    from claims.preview import run_preview
 
-    if "claims.preview" not in sys.modules:
-        try:
-            import claims.preview  # noqa: F401
-        except ImportError:
-            monkeypatch.setitem(sys.modules, "claims.preview", types.ModuleType("claims.preview"))
-    monkeypatch.setattr(sys.modules["claims.preview"], "run_preview", run_preview, raising=False)
     client.force_login(make_user("olga", role=roles.OPERATOR))
-    resp = client.post(reverse("claims:preview") + "?cluster=alpha", {"claim": "team-a/pending-claim"})
-    body = resp.content.decode()
+    resp = client.post(reverse("claims:preview") + "?cluster=alpha", {"yaml": TWO_GPU_SPEC, "namespace": "team-a"})
     assert resp.status_code == 200
-    assert calls == [("alpha", None, "pending-claim", "team-a")]
-    assert "gpu.nvidia.com/node-a/gpu-2" in body and "node is NotReady" in body
+    engine = run_preview(alpha, yaml_text=TWO_GPU_SPEC, namespace="team-a")
+    fitting = [n for n in engine["nodes"] if n["fits"]]
+    assert fitting and [n["node"] for n in resp.context["fits"].rows] == [n["node"] for n in fitting]
+    body = resp.content.decode()
+    chosen = fitting[0]["results"][0]
+    assert f'{chosen["driver"]}/{chosen["pool"]}/{chosen["device"]}' in body
+    misfit = next(n for n in engine["nodes"] if not n["fits"])
+    row = re.search(rf'<tr data-node="{misfit["node"]}"><td.*?</tr>', body, re.S).group(0)
+    assert html.unescape(re.sub(r"<[^>]+>", "", row)).endswith(misfit["reason"].replace("`", ""))  # names shown as <code>
     resp = client.post(reverse("claims:preview") + "?cluster=alpha", {"yaml": ""})
     assert "Paste a ResourceClaim" in resp.context["error"]
 

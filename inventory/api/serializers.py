@@ -57,16 +57,27 @@ class NodeSerializer(KubeObjectSerializer):
 class DeviceClassSerializer(KubeObjectSerializer):
     extended_resource_name = serializers.CharField(read_only=True)
     selectors = serializers.ListField(child=serializers.DictField(), read_only=True)
-    matching_devices = serializers.SerializerMethodField(
-        help_text="Devices of the class's cluster its selectors match now; null when they cannot be evaluated."
+    matching_devices = serializers.IntegerField(
+        source="match_count", allow_null=True, read_only=True,
+        help_text="Devices of the class's cluster its selectors matched when last counted (see matching_counted_at); "
+        "null when not counted yet or when they cannot be evaluated.",
     )
-    matching_error = serializers.SerializerMethodField(help_text="Why matching_devices is null.")
-
-    def get_matching_devices(self, obj) -> int | None:
-        return self.context["class_matches"].get(obj.pk, (None, ""))[0]
+    matching_error = serializers.SerializerMethodField(help_text="Why matching_devices is null, or on how many devices the selectors failed.")
+    matching_counted_at = serializers.DateTimeField(
+        source="match_computed_at", allow_null=True, read_only=True,
+        help_text="When the count was made (in the background, after class and slice changes); null: not counted yet.",
+    )
+    matching_current = serializers.SerializerMethodField(
+        help_text="False when the class or the cluster's slices changed since the count (a recount is queued)."
+    )
 
     def get_matching_error(self, obj) -> str:
-        return self.context["class_matches"].get(obj.pk, (None, ""))[1]
+        if obj.match_computed_at is None:
+            return "not counted yet (counted in the background after class and slice changes)"
+        return obj.match_error
+
+    def get_matching_current(self, obj) -> bool:
+        return obj.pk in self.context.get("class_matches_current", ())
 
 
 class ResourceSliceSerializer(KubeObjectSerializer):

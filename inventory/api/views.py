@@ -9,6 +9,7 @@ from gpudash.api.pagination import IdsFirstPagination, StablePagePagination
 from gpudash.api.permissions import IsViewer
 from gpudash.api.views import MirrorViewSet
 from inventory import classmatch
+from inventory import tasks as class_counts
 from inventory.filtersets import (
     ClusterFilterSet,
     DeviceClassFilterSet,
@@ -51,7 +52,7 @@ class NodeViewSet(MirrorViewSet):
 
 
 class DeviceClassViewSet(MirrorViewSet):
-    """Device classes, with how many devices of their cluster each matches now (CEL, cached)."""
+    """Device classes, with how many devices of their cluster each matches (CEL, counted in the background)."""
 
     queryset = DeviceClass.objects.select_related("cluster")
     serializer_class = serializers.DeviceClassSerializer
@@ -63,12 +64,16 @@ class DeviceClassViewSet(MirrorViewSet):
         return qs
 
     def get_serializer(self, *args, **kwargs):
+        # Counts are stored by the background recount (inventory/tasks.py); say which are out of date.
         if args:
             objs = args[0] if isinstance(args[0], (list, tuple)) else [args[0]]
             if all(isinstance(o, DeviceClass) for o in objs):
-                classmatch.annotate_matches(objs)
+                versions = classmatch.inventory_versions({o.cluster_id for o in objs})
                 kwargs.setdefault("context", self.get_serializer_context())
-                kwargs["context"]["class_matches"] = {o.pk: (o.match_count, o.match_error) for o in objs}
+                current = {o.pk for o in objs if classmatch.is_current(o, versions)}
+                kwargs["context"]["class_matches_current"] = current
+                for cluster_id in sorted({o.cluster_id for o in objs if o.pk not in current}):
+                    class_counts.request_after_commit(cluster_id)
         return super().get_serializer(*args, **kwargs)
 
 
