@@ -45,6 +45,8 @@ class BatchResult:
     updated: int = 0
     deleted: int = 0
     unchanged: int = 0
+    # Pools whose stored device state is left for the caller to refresh (apply_batch(defer_device_state=True)).
+    device_pools: set = field(default_factory=set)
 
     @property
     def written(self):
@@ -231,7 +233,7 @@ def _is_stale(current, new_rv_num):
     return bool(current is not None and current.rv_num and new_rv_num and new_rv_num <= current.rv_num)
 
 
-def apply_batch(cluster, kind, events, publish=True, record_states=True):
+def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_device_state=False):
     """Apply [(event type, raw), ...] in order; returns a BatchResult. Runs in one transaction.
 
     Event types: LISTED (an item of a list), ADDED, MODIFIED, DELETED. Malformed objects are logged,
@@ -331,7 +333,11 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True):
         if len(to_insert) >= ANALYZE_AFTER_INSERTS:
             _analyze(model)
         if kind in DEVICE_STATE_KINDS:
-            refresh_pools(touched | _device_pools(kind, [row.pk for row in to_insert] + restated))
+            pools = touched | _device_pools(kind, [row.pk for row in to_insert] + restated)
+            if defer_device_state:
+                result.device_pools = pools
+            else:
+                refresh_pools(pools)
         if kind in class_counts.RELEVANT_KINDS and (to_insert or to_update or to_delete):
             class_counts.request_after_commit(cluster, [kind])
         if state_changes:
@@ -456,14 +462,16 @@ def apply_batch_safely(cluster, kind, events, **kwargs):
         total.updated += part.updated
         total.deleted += part.deleted
         total.unchanged += part.unchanged
+        total.device_pools |= part.device_pools
     return total
 
 
-def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True):
+def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=()):
     """After a full relist: delete rows the list did not contain.
 
     Rows changed after the list was taken (a higher resourceVersion, e.g. written back by a release
-    action meanwhile) are kept: the watch that follows will tell about them.
+    action meanwhile) are kept: the watch that follows will tell about them. `device_pools`: pools the
+    list's pages deferred (a list refreshes each pool once here instead of once per page touching it).
     """
     model = KINDS_BY_NAME[kind].model
     has_state = any(f.attname == "state" for f in model._meta.concrete_fields)
@@ -477,14 +485,16 @@ def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True):
         if row["id"] not in seen_ids and (not list_rv_num or row["resource_version_num"] <= list_rv_num)
     ]
     if not gone:
+        if device_pools:
+            refresh_pools(set(device_pools))
         return []
     now = timezone.now()
     changes = []
     with transaction.atomic():
         touched = _device_pools(kind, [row["id"] for row in gone])
         _delete_ids(model, [row["id"] for row in gone])
-        if touched:
-            refresh_pools(touched)
+        if touched or device_pools:
+            refresh_pools(touched | set(device_pools))
         if kind in class_counts.RELEVANT_KINDS:
             class_counts.request_after_commit(cluster, [kind])
         for row in gone:

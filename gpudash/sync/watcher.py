@@ -207,6 +207,7 @@ class Watcher:
             self.lease.fence(status=SyncState.Status.LISTING)
         page_size = int(sync_setting("LIST_PAGE_SIZE", 500))
         seen_ids, cont, list_rv = set(), "", ""
+        device_pools = set()  # refreshed once at the end of the list, not per page
         api_version = self.spec.group_version if self.version == self.spec.version else f"{self.spec.group}/{self.version}"
         while True:
             started = time.monotonic()
@@ -217,7 +218,7 @@ class Watcher:
                     raise NotServed(f"{self.path}: not served (404)") from exc
                 if exc.gone and cont:
                     # The continue token expired mid-list: start over for a consistent snapshot.
-                    seen_ids, cont, list_rv = set(), "", ""
+                    seen_ids, cont, list_rv = set(), "", ""  # pages already applied keep their device_pools
                     continue
                 raise
             self.stats.list_fetch_seconds += time.monotonic() - started
@@ -235,19 +236,21 @@ class Watcher:
             started = time.monotonic()
             with transaction.atomic():
                 self.lease.fence(status=SyncState.Status.LISTING)
-                result = apply.apply_batch_safely(self.cluster, self.kind, [(apply.LISTED, item) for item in items])
+                result = apply.apply_batch_safely(self.cluster, self.kind, [(apply.LISTED, item) for item in items],
+                                                    defer_device_state=True)
                 if result.malformed:
                     self.lease.fence(malformed_count=increment("malformed_count", len(result.malformed)))
             self.stats.apply_seconds += time.monotonic() - started
             self.stats.listed += len(items)
             seen_ids |= result.seen_ids
+            device_pools |= result.device_pools
             cont = str(meta.get("continue") or "")
             if not cont:
                 break
         started = time.monotonic()
         with transaction.atomic():
             self.lease.fence()
-            apply.reconcile(self.cluster, self.kind, seen_ids, resource_version_number(list_rv))
+            apply.reconcile(self.cluster, self.kind, seen_ids, resource_version_number(list_rv), device_pools=device_pools)
             now = timezone.now()
             self.lease.fence(
                 status=SyncState.Status.CONNECTED,
