@@ -7,11 +7,12 @@ date. Requests are debounced per cluster, like the stuck-claim detector's (claim
 """
 
 import logging
-import threading
 import time
 
 from celery import shared_task
 from django.conf import settings
+
+from gpudash.debounce import ClusterDebounce
 
 log = logging.getLogger(__name__)
 
@@ -20,8 +21,6 @@ RELEVANT_KINDS = frozenset({"DeviceClass", "ResourceSlice"})
 # A burst of slice changes (a node joining, a driver republishing) is counted once, at its end.
 DEFAULT_DEBOUNCE_SECONDS = 10
 
-_last_request = {}
-_lock = threading.Lock()
 
 
 def debounce_seconds():
@@ -54,42 +53,13 @@ def _publish(classes):
     publish_on_commit([Change(c.cluster_id, names.get(c.cluster_id, ""), "DeviceClass", "MODIFIED", c.namespace, c.name, c.uid) for c in classes])
 
 
-def _first_in_window(cluster_id, window):
-    """True for the first request of a debounce window (Redis when configured, so all workers share it)."""
-    if settings.REDIS_URL:
-        import redis
-
-        try:
-            conn = redis.Redis.from_url(settings.REDIS_URL)
-            return bool(conn.set(f"gpudash:class-count:{cluster_id}", "1", nx=True, px=max(int(window * 1000), 1)))
-        except redis.RedisError:
-            log.warning("redis unavailable for the class count debounce; falling back to this process", exc_info=True)
-    with _lock:
-        now = time.monotonic()
-        if now - _last_request.get(cluster_id, -1e9) < window:
-            return False
-        _last_request[cluster_id] = now
-        return True
-
-
 def request_class_counts(cluster, kinds=None):
     """Ask for a recount of the cluster's class matches soon (at most one per debounce window,
     started at the window's end so a burst is counted once, on its final state). Cheap: call it
     after every committed batch. Returns True when a run was scheduled."""
     if kinds is not None and not (set(kinds) & RELEVANT_KINDS):
         return False
-    cluster_id = getattr(cluster, "id", cluster)
-    window = debounce_seconds()
-    if not _first_in_window(cluster_id, window):
-        return False
-    if settings.REDIS_URL:
-        count_class_matches.apply_async(args=[cluster_id], countdown=window)
-    else:
-        # No broker (embedded mode): count in this process, off the caller's thread.
-        timer = threading.Timer(window, _run_in_thread, args=[cluster_id])
-        timer.daemon = True
-        timer.start()
-    return True
+    return _debounce.request(cluster, debounce_seconds())
 
 
 def request_after_commit(cluster, kinds=None):
@@ -106,12 +76,5 @@ def _request_quietly(cluster, kinds):
         log.warning("could not request a device class recount for cluster %s", getattr(cluster, "id", cluster), exc_info=True)
 
 
-def _run_in_thread(cluster_id):
-    from django.db import connection
-
-    try:
-        count_class_matches(cluster_id)
-    except Exception:
-        log.exception("device class count failed for cluster %s", cluster_id)
-    finally:
-        connection.close()  # this thread's own connection; left open it would outlive the timer
+_debounce = ClusterDebounce("class-count", count_class_matches)
+_last_request = _debounce.last_request  # tests reset the process-local windows through this

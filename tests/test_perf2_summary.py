@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from claims.models import Finding
+from gpudash import debounce
 from gpudash.sync.apply import apply_batch, apply_object, delete_object
 from inventory import classmatch, fleet, summary, tasks
 from inventory.models import Device, DeviceClass, NodeDeviceSummary
@@ -194,7 +195,7 @@ def queued(monkeypatch):
     """What request_class_counts would start (the broker and timers are outside these tests)."""
     out = []
     monkeypatch.setattr(tasks.count_class_matches, "apply_async", lambda args, countdown: out.append((args[0], countdown)))
-    monkeypatch.setattr(tasks.threading, "Timer", lambda delay, fn, args: _Started(out, args[0], delay))
+    monkeypatch.setattr(debounce.threading, "Timer", lambda delay, fn, args: _Started(out, args[0], delay))
     return out
 
 
