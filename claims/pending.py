@@ -173,7 +173,7 @@ def scheduling_step(pod):
                 "(scheduling gates, or the claim does not exist yet).", phase=phase)
 
 
-def claim_steps(cluster, reader, pod, pod_claim, claim_name, template):
+def claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_namespaces=None):
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     pod_uid, node = meta.get("uid"), (pod.get("spec") or {}).get("nodeName")
     steps = []
@@ -194,7 +194,7 @@ def claim_steps(cluster, reader, pod, pod_claim, claim_name, template):
     allocation = cstatus.get("allocation")
     if not allocation:
         steps.append(step("allocated", "Allocated", FAIL, "Not allocated: no node has devices that satisfy it (see the engine's explanation)."))
-        steps.append(engine_step(cluster, meta.get("namespace"), claim_name))
+        steps.append(engine_step(cluster, meta.get("namespace"), claim_name, visible_namespaces))
         return steps, claim
     claim_node = ResourceClaim.node_from_selector(allocation.get("nodeSelector"))
     results = (allocation.get("devices") or {}).get("results") or []
@@ -240,7 +240,7 @@ def prepared_step(pod, claim, results):
     return step("prepared", "Devices prepared", INFO, "Not applicable until the pod is bound to a node.", conditions=device_conditions)
 
 
-def engine_step(cluster, namespace, claim_name):
+def engine_step(cluster, namespace, claim_name, visible_namespaces=None):
     row = ResourceClaim.objects.filter(cluster=cluster, namespace=namespace, name=claim_name).first()
     try:
         from .preview import run_preview
@@ -251,7 +251,7 @@ def engine_step(cluster, namespace, claim_name):
     try:
         from .stuck import summarize_preview
 
-        result = summarize_preview(run_preview(cluster, claim=row))
+        result = summarize_preview(run_preview(cluster, claim=row, visible_namespaces=visible_namespaces))
     except Exception as exc:  # an engine failure is reported, the rest of the checklist still runs
         return step("engine", "Where could it fit?", WARN, f"The allocation engine could not explain it: {exc}")
     summary = result["summary"]
@@ -313,8 +313,9 @@ def pool_step(cluster, driver, pool):
     return step(f"pool:{driver}/{pool}", f"{driver}: pool {pool} complete", PASS, f"{len(current)}/{expected} slices, generation {newest}.")
 
 
-def explain_pod(cluster, namespace, name, live=True):
-    """The whole checklist for one pod; PodNotFound if neither the API server nor the mirror knows it."""
+def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None):
+    """The whole checklist for one pod; PodNotFound if neither the API server nor the mirror knows it.
+    `visible_namespaces`: the viewer's scope; the engine's reasons then do not name other namespaces' claims."""
     with ClusterReader(cluster, live=live) as reader:
         pod, source = reader.pod(namespace, name)
         if pod is None:
@@ -332,7 +333,7 @@ def explain_pod(cluster, namespace, name, live=True):
         }
         nodes, drivers = set(), set()
         for pod_claim, claim_name, template in pod_claim_names(pod):
-            steps, claim = claim_steps(cluster, reader, pod, pod_claim, claim_name, template)
+            steps, claim = claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_namespaces)
             report["claims"].append({"pod_claim": pod_claim, "claim": claim_name, "template": template, "steps": steps})
             if claim:
                 allocation = (claim.get("status") or {}).get("allocation") or {}

@@ -119,7 +119,7 @@ class PendingPodView(DashboardView):
                 ctx["error"] = f"Pod {namespace}/{name} not found."
             else:
                 try:
-                    ctx["report"] = explain_pod(cluster, namespace, name)
+                    ctx["report"] = explain_pod(cluster, namespace, name, visible_namespaces=roles.visible_namespaces(self.request.user))
                 except PodNotFound as exc:
                     ctx["error"] = str(exc)
         return ctx

@@ -49,6 +49,12 @@ def test_unallocated_claim_is_explained_with_events(server, live_cluster):
                                 "2 are already allocated to other claims (e.g. team-a/holder), 0 free < count 1")
     assert report["verdict"]["status"] == FAIL and report["verdict"]["title"] == "Scheduled"
 
+    # A viewer scoped to other namespaces is not told which claim holds the devices.
+    scoped = explain_pod(live_cluster, "team-a", "train", visible_namespaces={"team-b"})
+    [claim] = scoped["claims"]
+    detail = next(s for s in claim["steps"] if s["key"] == "engine")["detail"]
+    assert "team-a/holder" not in detail and "(e.g. a claim in another namespace)" in detail
+
 
 def test_bound_pod_not_reserved_and_driver_missing(server, live_cluster):
     pod_uid = new_uid()
