@@ -11,6 +11,7 @@ from gpudash.kube import KubeClient, KubeError
 from inventory.models import Node, ResourceSlice
 
 from .models import Pod, ResourceClaim
+from .preview import run_preview
 
 PASS, WARN, FAIL, INFO = "pass", "warn", "fail", "info"
 TERMINAL = ("Succeeded", "Failed")
@@ -242,10 +243,6 @@ def prepared_step(pod, claim, results):
 
 def engine_step(cluster, namespace, claim_name, visible_namespaces=None):
     row = ResourceClaim.objects.filter(cluster=cluster, namespace=namespace, name=claim_name).first()
-    try:
-        from .preview import run_preview
-    except ImportError:
-        return step("engine", "Where could it fit?", INFO, "The allocation engine is not installed: no per-node explanation.")
     if row is None:
         return step("engine", "Where could it fit?", INFO, "The claim is not in the mirror yet: no per-node explanation.")
     try:

@@ -430,11 +430,9 @@ class _Explainer:
 
 
 def _explain_unallocatable(cluster, candidate):
-    """The allocation engine's per-node explanation, if the engine is installed."""
-    try:
-        from claims.preview import run_preview
-    except ImportError:
-        return {"available": False, "message": "The allocation engine (claims.preview) is not installed."}
+    """The allocation engine's per-node explanation."""
+    from claims.preview import run_preview  # imported here: claims.preview imports this app's models
+
     try:
         result = run_preview(cluster, claim=candidate.claim)
     except Exception as exc:  # the engine's failure must not stop the other rules

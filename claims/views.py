@@ -228,11 +228,7 @@ class PreviewView(DashboardView):
         if claim is None and not yaml_text.strip():
             ctx["error"] = "Paste a ResourceClaim, ResourceClaimTemplate or Pod (or a bare claim spec) as YAML, or pick a pending claim."
             return self.render_to_response(ctx)
-        try:
-            from claims.preview import run_preview
-        except ImportError:
-            ctx["error"] = "The allocation preview engine (claims.preview) is not installed in this build."
-            return self.render_to_response(ctx)
+        from claims.preview import run_preview
         from claims.preview_page import NODES_PER_GROUP_PAGE, PreviewReport, attach_device_strips, yaml_error_position
 
         try:

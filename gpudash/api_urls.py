@@ -5,6 +5,7 @@ from rest_framework.routers import DefaultRouter
 
 from claims.api import views as claim_views
 from claims.api.aggregates import AllocationAggregateView
+from claims.api import operations
 from claims.api.preview import PreviewView
 from gpudash.api.errors import not_found_view
 from inventory.api import views as inventory_views
@@ -31,15 +32,6 @@ urlpatterns = [
 ]
 
 
-def _release_urls():
-    """Release actions (claims/api/operations.py, the operations issue), when present."""
-    try:
-        from claims.api import operations
-    except ImportError:
-        return []
-    return list(getattr(operations, "urlpatterns", []))
-
-
-urlpatterns += _release_urls()
+urlpatterns += operations.urlpatterns
 # Anything else under /api/v1/ answers in the API's error shape.
 urlpatterns.append(re_path(r"^.*$", not_found_view))

@@ -18,21 +18,12 @@ from django.db.models import Count, Max, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from claims.allocator import cel
 from gpudash.sync import fastjson
 
 from .models import Device, DeviceClass, ResourceSlice
 
 log = logging.getLogger(__name__)
-
-
-def _engine():
-    try:
-        from claims.allocator import cel
-    except ImportError:
-        return None
-    if not (hasattr(cel, "compile_selector") and hasattr(cel, "make_device")):
-        return None
-    return cel
 
 
 # `device.driver == "x"` as a conjunct of the whole expression. Only trusted when the expression has
@@ -126,13 +117,9 @@ def annotate_matches(classes):
 
     Takes seconds on a large fleet: only `refresh_cluster` (the background job) and tests call it.
     """
-    cel = _engine()
     per_cluster = {}
     for cls in classes:
         cls.match_count, cls.match_error = None, ""
-        if cel is None:
-            cls.match_error = "CEL engine not installed"
-            continue
         try:
             shared = per_cluster.setdefault(cls.cluster_id, _ClusterDevices(cls.cluster_id))
             cls.match_count, failed = _count(cls, cel, shared)

@@ -3,21 +3,16 @@
 import dataclasses
 
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
-from rest_framework import serializers, status
-from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
+from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gpudash import roles
 from gpudash.api.permissions import IsOperator
 from claims.models import ResourceClaim
+from claims.preview import PreviewError, run_preview
 from inventory.models import Cluster
-
-
-class PreviewUnavailable(APIException):
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "The allocation engine is not installed."
-    default_code = "preview_unavailable"
 
 
 class PreviewRequestSerializer(serializers.Serializer):
@@ -110,10 +105,6 @@ class PreviewView(APIView):
         data = body.validated_data
         if not roles.can_operate(request.user, data["namespace"]):
             raise PermissionDenied(f"You may not preview claims in namespace {data['namespace']!r}.")
-        try:
-            from claims.preview import PreviewError, run_preview
-        except ImportError as exc:
-            raise PreviewUnavailable() from exc
         claim = None
         if data.get("claim"):
             claim = ResourceClaim.objects.filter(cluster=data["cluster"], namespace=data["namespace"], name=data["claim"]).first()
