@@ -6,7 +6,7 @@ kept per cluster and process, and rebuilt when the cluster's data changed (a che
 counts and newest resourceVersions/sync times per kind, one aggregate query per kind).
 """
 
-import re
+import logging
 import threading
 
 from django.db.models import Count, Max
@@ -15,9 +15,10 @@ from claims.allocator import Features, InputError, Inventory, headroom, load_doc
 from claims.allocator.errors import AllocationError
 from claims.allocator.model import ClaimSpec
 from claims.models import ResourceClaim, ResourceClaimTemplate
+from claims.preview_scope import OutOfScope, check_documents, check_namespace, redact_result
 from inventory.models import DeviceClass, DeviceTaintRule, Namespace, Node, ResourceSlice
 
-__all__ = ["PreviewError", "cluster_inventory", "run_preview", "invalidate"]
+__all__ = ["OutOfScope", "PreviewError", "cluster_inventory", "run_preview", "invalidate"]
 
 # Kind -> model, in the order the Inventory wants them.
 SOURCES = (
@@ -36,6 +37,19 @@ _lock = threading.Lock()
 
 class PreviewError(ValueError):
     """Bad preview input (YAML, kinds, claim choice, cluster settings); the message says what and where."""
+
+
+class EngineFailure(PreviewError):
+    """The engine raised something it should not have on this input: logged as a bug, answered as an error."""
+
+
+logger = logging.getLogger(__name__)
+
+
+def _engine_failure(cluster, exc, what="preview"):
+    logger.error("allocation engine failed in a %s of cluster %s", what, cluster.name, exc_info=exc)
+    return EngineFailure(f"the allocation engine could not evaluate this input ({type(exc).__name__}: {str(exc)[:300]}); "
+                         "the failure was logged for the administrators")
 
 
 def _fingerprint(cluster):
@@ -68,29 +82,10 @@ def cluster_inventory(cluster):
     return inv
 
 
-# The engine names one holder of a taken device as an example: "(e.g. NAMESPACE/NAME)".
-_EXAMPLE_HOLDER = re.compile(r"\(e\.g\. ([a-z0-9]([-a-z0-9]*[a-z0-9])?)/([^)\s]+)\)")
-
-
 def redact_other_claims(result, visible_namespaces):
-    """Hide the names of claims in namespaces the viewer may not see (the UI does the same on devices)."""
-
-    def hide(match):
-        return match.group(0) if match.group(1) in visible_namespaces else "(e.g. a claim in another namespace)"
-
-    for entry in result.get("nodes", []):
-        if entry.get("reason"):
-            entry["reason"] = _EXAMPLE_HOLDER.sub(hide, entry["reason"])
-    summary = result.get("summary") or {}
-    for key, value in list(summary.items()):
-        if isinstance(value, str):
-            summary[key] = _EXAMPLE_HOLDER.sub(hide, value)
-    for item in summary.get("reasons") or []:
-        if isinstance(item, dict):
-            for key, value in list(item.items()):
-                if isinstance(value, str):
-                    item[key] = _EXAMPLE_HOLDER.sub(hide, value)
-    return result
+    """Hide the names of claims in namespaces the viewer may not see (the UI does the same on devices):
+    example holders in every reason, summary and example, and mirrored claims named in `problems`."""
+    return redact_result(result, visible_namespaces)
 
 
 def invalidate(cluster=None):
@@ -107,9 +102,16 @@ def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_hea
     """Preview `yaml_text` (claims, templates or one pod) or an existing pending `claim` row on every
     node of `cluster`. Returns the engine's JSON dict; raises PreviewError for bad input.
     `reason_codes` adds each failing node's reason code to its entry (the UI groups by it).
-    `visible_namespaces` (a set, or None for all): claims of other namespaces named in reasons are hidden."""
+    `visible_namespaces` (a set, or None for all): the user's scope. Every namespace the preview would
+    read (`namespace`, the objects' own, the claim's) must be in it, checked before anything is looked
+    up (OutOfScope otherwise, the same answer whether the objects exist or not); claims of other
+    namespaces named in the answer are hidden."""
     if (yaml_text is None) == (claim is None):
         raise PreviewError("give either YAML (a claim, template or pod) or an existing claim, not both")
+    if namespace is not None:
+        check_namespace(namespace, visible_namespaces)
+    if claim is not None:
+        check_namespace(claim.namespace, visible_namespaces)
     inv = cluster_inventory(cluster)
     try:
         if claim is not None:
@@ -119,10 +121,16 @@ def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_hea
                 raise PreviewError(f"claim {claim.namespace}/{claim.name} is already allocated{' on ' + claim.node_name if claim.node_name else ''}; pick a pending claim")
             claims, bound = [ClaimSpec(claim.namespace, claim.name, claim.raw.get("spec"))], []
         else:
-            claims, bound = resolve_claims(inv, load_documents(yaml_text, "YAML"), namespace=namespace)
+            documents = load_documents(yaml_text, "YAML")
+            check_documents(documents, namespace, visible_namespaces)  # before resolve_claims looks anything up
+            claims, bound = resolve_claims(inv, documents, namespace=namespace)
         result = preview(inv, claims, bound=bound, nodes=nodes, reason_codes=reason_codes)
     except InputError as exc:
         raise PreviewError(str(exc)) from None
+    except (PreviewError, OutOfScope):
+        raise
+    except Exception as exc:  # e.g. a CEL library error on an odd expression: never a 500 page
+        raise _engine_failure(cluster, exc) from exc
     result["summary"]["cluster"] = cluster.name
     if visible_namespaces is not None:
         redact_other_claims(result, visible_namespaces)
@@ -131,4 +139,6 @@ def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_hea
             result["headroom"] = headroom(inv, claims)
         except AllocationError as exc:
             result["headroom"] = {"error": str(exc)}
+        except Exception as exc:  # as above: the preview itself stands, the headroom says why it is missing
+            result["headroom"] = {"error": str(_engine_failure(cluster, exc, "headroom count"))}
     return result

@@ -73,11 +73,10 @@ class ClaimDetailView(DashboardView):
     regions = {"claim": "claims/_claim_body.html"}
     nav = "claims"
 
-    def dispatch(self, request, *args, **kwargs):
+    def look_up(self, request, **kwargs):
+        if not roles.can_see_namespace(request.user, kwargs["namespace"]):
+            raise Http404("No such claim.")  # not 403, and before the lookup: do not confirm it exists
         self.claim = get_object_or_404(ResourceClaim, cluster__name=kwargs["cluster"], namespace=kwargs["namespace"], name=kwargs["name"])
-        if request.user.is_authenticated and not roles.can_see_namespace(request.user, self.claim.namespace):
-            raise Http404("No such claim.")  # not 403: do not confirm it exists
-        return super().dispatch(request, *args, **kwargs)
 
     def live_scope(self):
         return {"cluster": self.claim.cluster_id, "namespace": self.claim.namespace, "kind": ["ResourceClaim", "Pod", "Finding"]}
@@ -212,11 +211,15 @@ class PreviewView(DashboardView):
         if self.cluster is None:
             ctx["error"] = "Pick a cluster first (the preview runs against one cluster's inventory)."
             return self.render_to_response(ctx)
+        from claims.preview_scope import OutOfScope
+
         claim = None
         if ref:
             ns, _, name = ref.partition("/")
+            if not roles.can_operate(request.user, ns):  # before the lookup: the same answer whether it exists
+                return self.out_of_scope(ctx, OutOfScope(ns))
             claim = ResourceClaim.objects.filter(cluster=self.cluster, namespace=ns, name=name).first()
-            if claim is None or not roles.can_see_namespace(request.user, ns):
+            if claim is None:
                 ctx["error"] = f"No claim {ref!r} in cluster {self.cluster.name}."
                 return self.render_to_response(ctx)
             namespace = ctx["namespace"] = ns
@@ -224,7 +227,7 @@ class PreviewView(DashboardView):
             ctx["yaml_text"] = yaml.safe_dump({"apiVersion": claim.raw.get("apiVersion", "resource.k8s.io/v1"), "kind": "ResourceClaim",
                                                "metadata": {"name": name, "namespace": ns}, "spec": claim.raw.get("spec") or {}}, sort_keys=False, width=10000)
         if not roles.can_operate(request.user, namespace):
-            raise PermissionDenied(f"Running a preview in namespace {namespace} needs the operator role there.")
+            return self.out_of_scope(ctx, OutOfScope(namespace))
         if claim is None and not yaml_text.strip():
             ctx["error"] = "Paste a ResourceClaim, ResourceClaimTemplate or Pod (or a bare claim spec) as YAML, or pick a pending claim."
             return self.render_to_response(ctx)
@@ -235,14 +238,11 @@ class PreviewView(DashboardView):
             outcome = run_preview(self.cluster, yaml_text=None if claim else yaml_text, claim=claim, namespace=namespace,
                                   with_headroom=with_headroom, reason_codes=True,
                                   visible_namespaces=roles.visible_namespaces(self.request.user))
+        except OutOfScope as exc:  # a namespace the YAML names (checked before its claims are looked up)
+            return self.out_of_scope(ctx, exc)
         except ValueError as exc:  # bad YAML / bad claim: the engine names what is wrong (and where)
             ctx.update(error=str(exc), error_position=yaml_error_position(str(exc)))
             return self.render_to_response(ctx)
-        # Claims in the YAML name their own namespace: a scoped operator may only preview in theirs.
-        others = {ref.partition("/")[0] for ref in outcome["summary"].get("claims") or []} - {namespace}
-        refused = sorted(ns for ns in others if not roles.can_operate(request.user, ns))
-        if refused:
-            raise PermissionDenied(f"Running a preview in namespace {', '.join(refused)} needs the operator role there.")
         report = PreviewReport(outcome, cluster=self.cluster, yaml_text=yaml_text or None,
                                claim_spec=claim.raw.get("spec") if claim else None, show=params.get("show", ""))
         fits = report.fits
@@ -255,6 +255,11 @@ class PreviewView(DashboardView):
             rerun_query=urlencode({"cluster": self.cluster.name, "claim": ref, "headroom": "1" if with_headroom else "0"}),
         )
         return self.render_to_response(ctx)
+
+    def out_of_scope(self, ctx, exc):
+        """The page with the refusal (403): nothing ran, and nothing says whether the object exists."""
+        ctx.update(error=str(exc), yaml_text="" if ctx.get("picked") else ctx.get("yaml_text", ""))
+        return self.render_to_response(ctx, status=403)
 
     def pending_claims(self):
         """Pending claims of the selected cluster the user may see, newest first, filtered by `pq`."""

@@ -29,7 +29,7 @@ def test_unallocated_claim_is_explained_with_events(server, live_cluster):
     # Both of node-1's GPUs are taken by another claim, so the engine has a concrete reason.
     server.store.create("deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
                                           "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}})
-    server.store.create("resourceclaims", claim_raw("holder", devices=["gpu-0", "gpu-1"]))
+    server.store.create("resourceclaims", claim_raw("holder", namespace="team-b", devices=["gpu-0", "gpu-1"]))
     created = server.store.get("pods", "team-a", "train")
     server.store.create("events", {"metadata": {"name": "train.1", "namespace": "team-a"},
                                    "involvedObject": {"kind": "Pod", "name": "train", "uid": created["metadata"]["uid"]},
@@ -46,14 +46,14 @@ def test_unallocated_claim_is_explained_with_events(server, live_cluster):
     engine = next(s for s in claim["steps"] if s["key"] == "engine")
     assert engine["status"] == FAIL
     assert engine["detail"] == ("Fits on none of 1 nodes. Most common reason: request `gpu`: 2 devices match class `gpu.example.com`, "
-                                "2 are already allocated to other claims (e.g. team-a/holder), 0 free < count 1")
+                                "2 are already allocated to other claims (e.g. team-b/holder), 0 free < count 1")
     assert report["verdict"]["status"] == FAIL and report["verdict"]["title"] == "Scheduled"
 
     # A viewer scoped to other namespaces is not told which claim holds the devices.
-    scoped = explain_pod(live_cluster, "team-a", "train", visible_namespaces={"team-b"})
+    scoped = explain_pod(live_cluster, "team-a", "train", visible_namespaces={"team-a"})
     [claim] = scoped["claims"]
     detail = next(s for s in claim["steps"] if s["key"] == "engine")["detail"]
-    assert "team-a/holder" not in detail and "(e.g. a claim in another namespace)" in detail
+    assert "team-b/holder" not in detail and "(e.g. a claim in another namespace)" in detail
 
 
 def test_bound_pod_not_reserved_and_driver_missing(server, live_cluster):

@@ -11,7 +11,8 @@ from rest_framework.views import APIView
 from gpudash import roles
 from gpudash.api.permissions import IsOperator
 from claims.models import ResourceClaim
-from claims.preview import PreviewError, run_preview
+from claims.preview import EngineFailure, OutOfScope, PreviewError, run_preview
+from gpudash.api.errors import EngineError
 from inventory.models import Cluster
 
 
@@ -55,7 +56,10 @@ class PreviewView(APIView):
             "claim(s) fit, the devices chosen, or why not; a summary with counts per reason; with `headroom` "
             "also how many more copies fit. Bad YAML, an unknown or already-allocated claim are 400s naming "
             "`yaml` or `claim`; hard errors of the claim itself (unknown class, CEL compile error with line and "
-            "column) are part of the 200 answer, as the scheduler would report them per node."
+            "column) are part of the 200 answer, as the scheduler would report them per node. For a namespace-scoped "
+            "user, a namespace outside the scope (the request's, or one the YAML names) is a 403 decided before "
+            "any lookup, the same whether or not anything exists there; claims of other namespaces named in "
+            "reasons are replaced by `a claim in another namespace`."
         ),
         request=PreviewRequestSerializer,
         responses={
@@ -103,8 +107,10 @@ class PreviewView(APIView):
         body = PreviewRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        visible = roles.visible_namespaces(request.user)
         if not roles.can_operate(request.user, data["namespace"]):
-            raise PermissionDenied(f"You may not preview claims in namespace {data['namespace']!r}.")
+            # IsOperator passed, so only the scope refuses; said before any lookup, whatever exists.
+            raise PermissionDenied(str(OutOfScope(data["namespace"])))
         claim = None
         if data.get("claim"):
             claim = ResourceClaim.objects.filter(cluster=data["cluster"], namespace=data["namespace"], name=data["claim"]).first()
@@ -113,8 +119,12 @@ class PreviewView(APIView):
         try:
             result = run_preview(
                 data["cluster"], yaml_text=data.get("yaml"), claim=claim, namespace=data["namespace"], with_headroom=data["headroom"],
-                visible_namespaces=roles.visible_namespaces(request.user),
+                visible_namespaces=visible,
             )
+        except OutOfScope as exc:  # a namespace named in the YAML: the same 403 as the request's own
+            raise PermissionDenied(str(exc)) from exc
+        except EngineFailure as exc:  # logged by run_preview; still the API's JSON error, never a 500 page
+            raise EngineError(str(exc)) from exc
         except PreviewError as exc:
             # The engine's own input errors (bad YAML, unknown kind, unsupported feature) name the problem.
             raise ValidationError({"yaml" if data.get("yaml") else "claim": [str(exc)]}) from exc
