@@ -4,7 +4,7 @@ Only run for nodes where the search failed, so the fast path stays fast. Each re
 code so a fleet summary can count them ("most common reason").
 """
 
-from .search import NodeAllocator, SUCCESS
+from .search import ERROR, SUCCESS, NodeAllocator
 
 MAX_EXPR = 90
 
@@ -29,12 +29,17 @@ class Funnel:
         class_chain = [c for c in allocator.plan.chains[id(variant)][1] if c[0].startswith("class ")]
         self.n_class = len(allocator.chain_candidates(view, class_key, class_chain))
         cands = allocator.candidates(view, variant)
-        self.n_sel = len(cands)
+        # Devices whose selectors raise were not reached by the search (else it would have been an
+        # error, not a failure): they are neither matches nor free.
+        self.n_err = sum(1 for c in cands if c[2] is not None)
+        self.n_sel = len(cands) - self.n_err
         self.n_alloc = self.n_taint = self.n_counter = self.n_cap = 0
         self.owner = self.taint = None
         self.free = []
         f = inv.features
         for dev, pool, err in cands:
+            if err is not None:
+                continue
             if not variant.admin and (dev.key in inv.state.dedicated):
                 self.n_alloc += 1
                 self.owner = self.owner or (inv.state.owners.get(dev.key) or [None])[0]
@@ -69,6 +74,8 @@ class Funnel:
         if v.selectors:
             exprs = " && ".join(((s or {}).get("cel") or {}).get("expression") or "" for s in v.selectors)
             parts.append(f"{_plural(len(v.selectors), 'selector', 'selectors')} `{_short(exprs)}` {_plural(len(v.selectors), 'leaves', 'leave')} {self.n_sel}")
+        if self.n_err:
+            parts.append(f"{self.n_err} more {_plural(self.n_err, 'raises a CEL error', 'raise a CEL error')} (not reached by the search)")
         if self.n_alloc:
             who = f" (e.g. {self.owner})" if self.owner else ""
             parts.append(f"{self.n_alloc} {_plural(self.n_alloc, 'is', 'are')} already allocated to other claims{who}")
@@ -163,7 +170,7 @@ def explain(plan, view):
             for ci, claim in enumerate(claims):
                 for i, c in enumerate(claim.constraints):
                     plan.only_constraints = {(ci, i)}
-                    if NodeAllocator(plan).run(view).status != SUCCESS:
+                    if NodeAllocator(plan).run(view).status not in (SUCCESS, ERROR):
                         covered = [f for cl, _, f in funnels if cl is claim and c.covers(f.v)]
                         need = sum(f.need for f in covered)
                         free = len({d.key for f in covered for d in f.free})

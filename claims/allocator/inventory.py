@@ -79,12 +79,15 @@ class PoolCounters:
 class PoolView:
     """One pool as seen from one node: complete/invalid, its devices in scheduler order."""
 
-    __slots__ = ("driver", "name", "key", "generation", "devices", "complete", "invalid", "has_binding", "counters", "slice_count", "expected", "match_cache")
+    __slots__ = ("driver", "name", "key", "generation", "devices", "off_node", "complete", "invalid", "has_binding", "counters", "slice_count", "expected", "match_cache")
 
-    def __init__(self, key, generation, devices, complete, invalid, has_binding, counters, slice_count, expected):
+    def __init__(self, key, generation, devices, complete, invalid, has_binding, counters, slice_count, expected, off_node=frozenset()):
         self.key, self.driver, self.name = key, key[0], key[1]
         self.generation = generation
         self.devices = devices
+        # Devices of perDeviceNodeSelection slices that do not run on this node: upstream still
+        # evaluates their selectors (a CEL error there is an error) and only then rejects them.
+        self.off_node = off_node
         self.complete, self.invalid = complete, invalid
         self.has_binding = has_binding
         self.counters = counters
@@ -264,8 +267,11 @@ class Inventory:
             view = self._pool_view(key, relevant, node, labels)
             if view is not None:
                 pools.append(view)
-        # Pools ordered by (driver, pool); pools with binding conditions after the others.
-        pools.sort(key=lambda p: (p.has_binding and feats.binding_conditions, p.key))
+        # Pools ordered by (driver, pool); pools with binding conditions after the others. The
+        # stable allocator (chosen when neither binding conditions nor consumable capacity is on)
+        # does not reorder.
+        incubating = feats.binding_conditions or feats.consumable_capacity
+        pools.sort(key=lambda p: (p.has_binding and incubating, p.key))
         # Only the broken ones matter (All-mode errors, "invalid pools" failures): usually none.
         extra_invalid = [v for k, v in self._counter_only_pools().items() if k not in groups and v.complete and v.invalid]
         extra_incomplete = [v for k, v in self._counter_only_pools().items() if k not in groups and not v.complete]
@@ -300,6 +306,7 @@ class Inventory:
             return view
         device_slices = [s for s in kept if not s.counter_sets]
         devices = []
+        off_node = set()
         invalid = None
         if complete:
             seen = set()
@@ -312,11 +319,12 @@ class Inventory:
         for s in device_slices:
             for d in s.devices:
                 if s.per_device and not d.runs_on(node, labels):
-                    continue
+                    off_node.add(d.key)
                 devices.append(d)
         counters = self._counters(key, gen) if complete and not invalid else None
-        has_binding = any(d.binding_conditions for d in devices)
-        view = PoolView(key, gen, tuple(devices), complete, invalid, has_binding, counters, len(kept), expected)
+        # Upstream sorts only complete, valid pools by binding conditions (broken ones carry no devices).
+        has_binding = complete and not invalid and any(d.binding_conditions for d in devices)
+        view = PoolView(key, gen, tuple(devices), complete, invalid, has_binding, counters, len(kept), expected, frozenset(off_node))
         self._pool_views[cache_key] = view
         return view
 

@@ -190,12 +190,16 @@ class NodeAllocator:
             matches = pool.match_cache.get(chain_key)
             if matches is None:
                 matches = []
+                off_node = pool.off_node
                 for dev in pool.devices:
                     if dev.binding_conditions and not binding_ok:
                         continue
                     res = evaluate_chain(dev, chain)
-                    if res is not False:
-                        matches.append((dev, pool, None if res is True else res))
+                    if res is True:
+                        if dev.key not in off_node:
+                            matches.append((dev, pool, None))
+                    elif res is not False:  # a CEL error: raised where the search reaches it
+                        matches.append((dev, pool, res))
                 pool.match_cache[chain_key] = matches
             out.extend(matches)
         view.candidates[chain_key] = out
@@ -206,7 +210,10 @@ class NodeAllocator:
     def run(self, view):
         claims = self.plan.claims
         self.view = view
-        self.picked_dedicated = set()
+        self.picked_dedicated = set()  # non-admin dedicated picks: what a headroom copy uses up
+        # Upstream's allocatingDevices: every dedicated pick, admin access included, blocks later
+        # non-admin requests of any claim; an admin request is only kept off its own claim's picks.
+        self.allocating = {}  # key -> number of claims it is being allocated for
         self.picked_by_claim = [set() for _ in claims]
         self.share_capacity = {}
         self.share_recorded = set()
@@ -256,14 +263,18 @@ class NodeAllocator:
         extra = self.extra.dedicated if self.extra is not None else ()
         for claim in self.plan.claims:
             for req in claim.requests:
+                # Requests are searched in order: one that may raise comes first, no shortcut past it.
+                if any(v.mode != "All" and self._last_error(self.candidates(view, v)) >= 0 for v in req.variants):
+                    return False
+                # An `All` request fails hard when a constraint rejects one of its devices.
+                if claim.constraints and any(v.mode == "All" for v in req.variants):
+                    return False
                 if req.prioritized:
                     continue
                 v = req.variants[0]
                 if v.mode != "ExactCount" or v.admin:
                     continue
                 cands = self.candidates(view, v)
-                if self._last_error(cands) >= 0:
-                    return False
                 free = 0
                 for dev, _, _ in cands:
                     if dev.key not in dedicated and dev.key not in extra:
@@ -275,22 +286,26 @@ class NodeAllocator:
         return False
 
     def _all_list(self, view, claim, v):
-        for pool in view.pools:
+        # Upstream walks the pools in order: a broken pool or a CEL error, whichever comes first.
+        extra = [p for p in view.invalid + view.incomplete if p not in view.pools]
+        pools = sorted([p for p in view.pools if not p.has_binding] + extra, key=lambda p: p.key)
+        pools += [p for p in view.pools if p.has_binding]
+        chain_key, chain = self.plan.chains[id(v)]
+        by_pool = {}
+        for dev, pool, err in self.candidates(view, v):
+            by_pool.setdefault(id(pool), []).append((dev, pool, err))
+        out = []
+        for pool in pools:
             if not pool.complete:
                 raise AllocationError(f"claim {claim.ref}, request {v.label}: asks for all devices, but resource pool {pool.label} is currently being updated")
             if pool.invalid:
                 raise AllocationError(f"claim {claim.ref}, request {v.label}: asks for all devices, but resource pool {pool.label} is currently invalid ({pool.invalid})")
-        for pool in view.incomplete:
-            raise AllocationError(f"claim {claim.ref}, request {v.label}: asks for all devices, but resource pool {pool.label} is currently being updated")
-        for pool in view.invalid:
-            raise AllocationError(f"claim {claim.ref}, request {v.label}: asks for all devices, but resource pool {pool.label} is currently invalid ({pool.invalid})")
-        out = []
-        for dev, pool, err in self.candidates(view, v):
-            if err is not None:
-                raise AllocationError(format_cel_error(claim, err))
-            if v.capacity_requests and self.f.consumable_capacity and self._capacity(dev, v, persisted_only=True) is None:
-                continue
-            out.append((dev, pool, None))
+            for dev, _, err in by_pool.get(id(pool), ()):
+                if err is not None:
+                    raise AllocationError(format_cel_error(claim, err))
+                if v.capacity_requests and self.f.consumable_capacity and self._capacity(dev, v, persisted_only=True) is None:
+                    continue
+                out.append((dev, pool, None))
         return out
 
     def _claim(self, ci):
@@ -377,7 +392,7 @@ class NodeAllocator:
     def _in_use(self, ci, v, key, shareable):
         if v.admin:
             return key in self.picked_by_claim[ci]
-        if key in self.state.dedicated or key in self.picked_dedicated:
+        if key in self.state.dedicated or key in self.allocating:
             return True
         extra = self.extra
         if extra is not None and key in extra.dedicated:
@@ -465,16 +480,14 @@ class NodeAllocator:
             newly_recorded = False
             if not v.admin:
                 self.picked_dedicated.add(key)
-        new_for_claim = key not in self.picked_by_claim[ci]
-        self.picked_by_claim[ci].add(key)
+            self.allocating[key] = self.allocating.get(key, 0) + 1
+            self.picked_by_claim[ci].add(key)
         self.picks[ci].append(Pick(claim, v, dev, pool, shareable, consumed if shareable else None))
-        return (v, dev, pool, shareable, consumed, counted, accepted, newly_recorded, new_for_claim)
+        return (v, dev, pool, shareable, consumed, counted, accepted, newly_recorded)
 
     def _undo(self, ci, token):
-        v, dev, pool, shareable, consumed, counted, accepted, newly_recorded, new_for_claim = token
+        v, dev, pool, shareable, consumed, counted, accepted, newly_recorded = token
         self.picks[ci].pop()
-        if new_for_claim:
-            self.picked_by_claim[ci].discard(dev.key)
         for cs in reversed(accepted):
             cs.remove(v.label, dev)
         if shareable:
@@ -489,6 +502,12 @@ class NodeAllocator:
         else:
             if not v.admin:
                 self.picked_dedicated.discard(dev.key)
+            n = self.allocating[dev.key] - 1
+            if n:
+                self.allocating[dev.key] = n
+            else:
+                del self.allocating[dev.key]
+            self.picked_by_claim[ci].discard(dev.key)
             self._release(pool, counted)
 
     # -- counters (brief 2.10) -----------------------------------------------------------------
