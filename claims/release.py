@@ -377,9 +377,9 @@ def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, 
     def finish(outcome, before=None, after=None):
         return _audit(user, cluster, namespace, name, action, rule, dry_run, outcome, before, after)
 
-    if not roles.can_operate(user, namespace):
-        why = "requires the operator role" if not roles.has_role(user, roles.OPERATOR) else f"namespace {namespace} is outside your scope"
-        return finish(Outcome(REFUSED, f"Permission denied: {why}.", permission_denied=True))
+    refusal = _permission_refusal(user, namespace)
+    if refusal is not None:
+        return finish(refusal)
     if not dry_run and not cluster.writable:
         return finish(Outcome(REFUSED, f"Cluster {cluster.name} is read-only: writes are switched off."))
 
@@ -453,10 +453,21 @@ def _record_result(cluster, namespace, name, plan, body):
     return after
 
 
+def _permission_refusal(user, namespace):
+    """The refusal for a user who may not release in `namespace`, else None."""
+    if roles.can_operate(user, namespace):
+        return None
+    why = "requires the operator role" if not roles.has_role(user, roles.OPERATOR) else f"namespace {namespace} is outside your scope"
+    return Outcome(REFUSED, f"Permission denied: {why}.", permission_denied=True)
+
+
 def release_finding(user, finding, *, dry_run=True, expected_resource_version=""):
     """Run the remedy a finding names, for exactly the subject it is about."""
     cluster = finding.cluster
     action = finding.remedy
+    refusal = _permission_refusal(user, finding.namespace)  # first: a viewer learns nothing about the finding's state
+    if refusal is not None:
+        return _audit(user, cluster, finding.namespace, finding.claim_name, action or "none", finding.rule, dry_run, refusal)
     if finding.cleared_at is not None or not action:
         reason = "The finding has cleared: nothing to release." if finding.cleared_at else "This finding has no safe automatic remedy."
         outcome = Outcome(REFUSED, reason)

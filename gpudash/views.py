@@ -44,8 +44,13 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             return self.handle_no_permission()
         if not roles.has_role(request.user, self.required_role):
             raise PermissionDenied(f"The {self.required_role} role is needed to see this page.")
+        self.look_up(request, **kwargs)
         self.cluster = self.selected_cluster(request)
         return super().dispatch(request, *args, **kwargs)
+
+    def look_up(self, request, **kwargs):
+        """Detail pages find their object here: after the login and role checks, so a stranger gets the
+        same redirect to the login page whether the object exists or not."""
 
     @staticmethod
     def selected_cluster(request):

@@ -109,9 +109,8 @@ class NodeDetailView(DashboardView):
     def live_scope(self):
         return {"cluster": self.node.cluster_id, "node": self.node.name}
 
-    def dispatch(self, request, *args, **kwargs):
+    def look_up(self, request, **kwargs):
         self.node = get_object_or_404(Node, cluster__name=kwargs["cluster"], name=kwargs["name"])
-        return super().dispatch(request, *args, **kwargs)
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
@@ -202,7 +201,7 @@ class DeviceDetailView(DashboardView):
     live_kinds = ("ResourceSlice", "ResourceClaim")
     nav = "devices"
 
-    def dispatch(self, request, *args, **kwargs):
+    def look_up(self, request, **kwargs):
         self.device = (
             Device.objects.select_related("slice")
             .filter(cluster__name=kwargs["cluster"], driver=kwargs["driver"], pool=kwargs["pool"], name=kwargs["device"])
@@ -210,7 +209,6 @@ class DeviceDetailView(DashboardView):
         )
         if self.device is None:
             raise Http404("No such device (it may have been removed from its ResourceSlice).")
-        return super().dispatch(request, *args, **kwargs)
 
     def live_scope(self):
         return {"cluster": self.device.cluster_id, "kind": list(self.live_kinds)}

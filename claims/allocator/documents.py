@@ -7,6 +7,7 @@ import yaml
 from .errors import InputError, SnapshotError
 from .inventory import KIND_ALIASES, Inventory
 from .model import ClaimSpec
+from .shapes import check_object, check_text
 
 CLAIM_API_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2")
 PLACEABLE_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "Pod")
@@ -23,11 +24,17 @@ def load_documents(text, where="input"):
         pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(f"{where}: malformed YAML{pos}: {problem}") from None
+    except RecursionError:  # PyYAML's composer recurses once per nesting level
+        raise InputError(f"{where}: nested too deeply to be a Kubernetes object") from None
     out = []
     for i, doc in enumerate(docs, 1):
         if not isinstance(doc, dict):
             raise InputError(f"{where}: document {i} is a {type(doc).__name__}, not a Kubernetes object")
-        if doc.get("kind") == "List" or (doc.get("kind") or "").endswith("List"):
+        check_text(doc, f"{where}: document {i}")
+        kind = doc.get("kind")
+        if kind is not None and not isinstance(kind, str):
+            raise InputError(f"{where}: document {i}: kind: must be a string, not {type(kind).__name__} {kind!r}"[:300])
+        if kind and kind.endswith("List"):
             items = doc.get("items")
             if not isinstance(items, list):
                 raise InputError(f"{where}: document {i}: a List needs an `items` array")
@@ -40,7 +47,15 @@ def load_documents(text, where="input"):
             out[i - 1] = obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "preview"}, "spec": obj}
         if not isinstance(obj, dict) or not obj.get("kind"):
             raise InputError(f"{where}: object {i} has no `kind` (expected a ResourceClaim, ResourceClaimTemplate, Pod or a bare claim spec with `devices:`)")
+        check_object(obj, _document(i, obj))  # here already: callers read namespaces before resolve_claims
     return out
+
+
+def _document(i, obj):
+    """How messages name the i-th object: "document 2 (ResourceClaim gpu-x)"."""
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return f"document {i} ({obj.get('kind')} {name})" if isinstance(name, str) and name else f"document {i} ({obj.get('kind')})"
 
 
 def snapshot_inventory(path_or_text, features=None, where=None):
@@ -95,6 +110,7 @@ def resolve_claims(inventory, objects, namespace=None):
         kind = obj.get("kind")
         if kind not in PLACEABLE_KINDS:
             raise InputError(f"object {i}: unsupported kind {kind!r}; expected ResourceClaim, ResourceClaimTemplate or Pod")
+        check_object(obj, _document(i, obj))
         api = obj.get("apiVersion")
         if kind != "Pod" and api and api not in CLAIM_API_VERSIONS:
             raise InputError(f"{kind} {_meta(obj).get('name')}: apiVersion {api} is not supported; use resource.k8s.io/v1")

@@ -9,6 +9,7 @@ import re
 from functools import lru_cache
 
 from .errors import InputError
+from .shapes import CLAIM_SPEC, check_shape
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 MAX_DEVICES_PER_CLAIM = 32  # AllocationResultsMaxSize
@@ -372,6 +373,7 @@ class ClaimSpec:
             spec = {}
         if not isinstance(spec, dict):
             raise InputError(f"{where}: spec must be an object")
+        check_shape(spec, CLAIM_SPEC, where, "spec")  # mirrored claims too: the engine must not crash on them
         devices = spec.get("devices") or {}
         if not isinstance(devices, dict):
             raise InputError(f"{where}: spec.devices must be an object")

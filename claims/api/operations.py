@@ -20,6 +20,7 @@ from claims.stuck import RULE_TITLES
 from gpudash import roles
 from gpudash.api.errors import error_body
 from gpudash.api.pagination import StablePagePagination
+from gpudash.api.serializers import JSONBooleanField
 from gpudash.api.permissions import IsViewer
 from inventory.models import Cluster
 from inventory.readiness import run_checks
@@ -46,7 +47,7 @@ class FindingSerializer(serializers.ModelSerializer):
 
 class ReleaseRequestSerializer(serializers.Serializer):
     action = serializers.ChoiceField(choices=sorted(PLANNERS), required=False)
-    dry_run = serializers.BooleanField(default=True)
+    dry_run = JSONBooleanField(default=True)
     uids = serializers.ListField(child=serializers.CharField(max_length=64), required=False, allow_empty=False,
                                  help_text="remove_reservations only: the reservedFor entries (pod uids) to remove.")
     resource_version = serializers.CharField(required=False, allow_blank=True, max_length=64,
@@ -55,7 +56,7 @@ class ReleaseRequestSerializer(serializers.Serializer):
 
 class BulkReleaseSerializer(serializers.Serializer):
     ids = serializers.ListField(child=serializers.IntegerField(min_value=1), allow_empty=False, max_length=200)
-    dry_run = serializers.BooleanField(default=True)
+    dry_run = JSONBooleanField(default=True)
     resource_versions = serializers.DictField(child=serializers.CharField(max_length=64), required=False,
                                               help_text="finding id -> resourceVersion from the dry run.")
 

@@ -4,16 +4,30 @@ DRF's own errors (validation dicts, 401/403/404/405, parse errors) are reshaped 
 only ever parse one shape. `field` names the offending parameter or body field, else null.
 """
 
+import logging
+
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
+
+logger = logging.getLogger("gpudash.api")
 
 
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The object changed or is in a state that does not allow this."
     default_code = "conflict"
+
+
+class EngineError(exceptions.APIException):
+    """The preview engine failed on this input (logged as a bug); 422 so clients see it is about the input."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = "The allocation engine could not evaluate this input."
+    default_code = "engine_error"
 
 
 def _first_error(detail, prefix=""):
@@ -39,11 +53,22 @@ def exception_handler(exc, context):
         exc = exceptions.PermissionDenied()
     response = drf_exception_handler(exc, context)
     if response is None:
-        return None  # a genuine bug: let Django log it and answer 500
+        return server_error(exc, context)
     field, first = _first_error(exc.detail)
     code = getattr(first, "code", None) or getattr(exc, "default_code", "error")
     response.data = error_body(code, first, field)
     return response
+
+
+def server_error(exc, context):
+    """A genuine bug: logged with its traceback like Django would, answered in the API's shape (with
+    DEBUG, re-raised for Django's debug page)."""
+    if settings.DEBUG:
+        return None
+    request = context.get("request")
+    logger.error("Internal Server Error: %s", getattr(request, "path", "?"), exc_info=exc)
+    set_rollback()
+    return JsonResponse(error_body("server_error", "Internal error; it was logged for the administrators."), status=500)
 
 
 def not_found_view(request, *args, **kwargs):

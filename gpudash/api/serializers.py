@@ -31,3 +31,15 @@ class KubeObjectSerializer(RawOptionalMixin, serializers.Serializer):
 
 class NamespacedSerializer(KubeObjectSerializer):
     namespace = serializers.CharField(read_only=True)
+
+
+class JSONBooleanField(serializers.BooleanField):
+    """Only a JSON `true` or `false`: DRF's BooleanField also takes "no", "off", "0", which read as a
+    real send when a caller meant the opposite. Forms are not involved (the pages post their own views)."""
+
+    default_error_messages = {"invalid": "Must be a JSON boolean (true or false), not {input!r}."}
+
+    def to_internal_value(self, data):
+        if data is True or data is False:
+            return data
+        self.fail("invalid", input=data)

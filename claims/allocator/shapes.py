@@ -1,0 +1,154 @@
+"""Shape checks of what users hand in: a wrong type is an InputError naming the path
+("document 1 (ResourceClaim x): spec.devices.requests[0].selectors: must be a list"), not a crash
+deep inside the engine.
+
+Hand-written rather than a JSON Schema validator: the engine reads a few dozen fields, a table of
+them gives Kubernetes-style paths in the messages, and the engine stays free of extra dependencies.
+Only the fields the engine reads are checked; others pass through untouched, and null counts as
+absent (as in Kubernetes).
+"""
+
+from .errors import InputError
+
+# Deeper than any Kubernetes object needs; keeps every later walk (here, rendering) far from
+# Python's recursion limit.
+MAX_DEPTH = 100
+
+
+class MapOf:
+    """An object with arbitrary keys whose values all have one shape (labels, resource limits)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+QUANTITY = (str, int, float)
+SELECTOR = {"cel": {"expression": str}}
+VARIANT = {
+    "name": str,
+    "deviceClassName": str,
+    "selectors": [SELECTOR],
+    "allocationMode": str,
+    "count": int,
+    "adminAccess": bool,
+    "tolerations": [dict],
+    "capacity": {"requests": MapOf(QUANTITY)},
+}
+REQUEST = {"name": str, "exactly": VARIANT, "firstAvailable": [VARIANT], "deviceClassName": str}
+CONSTRAINT = {"requests": [str], "matchAttribute": str, "distinctAttribute": str}
+CLAIM_SPEC = {"devices": {"requests": [REQUEST], "constraints": [CONSTRAINT], "config": [dict]}}
+METADATA = {"name": str, "namespace": str, "generateName": str, "labels": MapOf(str), "annotations": MapOf(str)}
+CONTAINER = {"name": str, "resources": {"limits": MapOf(QUANTITY), "requests": MapOf(QUANTITY)}}
+POD_SPEC = {
+    "resourceClaims": [{"name": str, "resourceClaimName": str, "resourceClaimTemplateName": str}],
+    "containers": [CONTAINER],
+    "initContainers": [CONTAINER],
+    "nodeName": str,
+    "nodeSelector": MapOf(str),
+    "tolerations": [dict],
+}
+_BASE = {"apiVersion": str, "kind": str, "metadata": METADATA}
+OBJECTS = {
+    "ResourceClaim": {**_BASE, "spec": CLAIM_SPEC, "status": {"allocation": dict}},
+    "ResourceClaimTemplate": {**_BASE, "spec": {"metadata": METADATA, "spec": CLAIM_SPEC}},
+    "Pod": {**_BASE, "spec": POD_SPEC},
+}
+
+_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", bool: "true or false", float: "a number"}
+
+
+def _wanted(expected):
+    if isinstance(expected, tuple):
+        return " or ".join(_NAMES[t] for t in expected)
+    return _NAMES[expected]
+
+
+def _got(value):
+    text = repr(value)
+    return f"{_NAMES.get(type(value), type(value).__name__)} {text[:40] + '...' if len(text) > 40 else text}"
+
+
+def _is(value, expected):
+    types = expected if isinstance(expected, tuple) else (expected,)
+    if isinstance(value, bool) and bool not in types:
+        return False  # YAML `count: true` is not the integer 1
+    return isinstance(value, types)
+
+
+def _fail(where, path, expected, value):
+    raise InputError(f"{where}: {path or '(top level)'}: must be {_wanted(expected)}, not {_got(value)}")
+
+
+def check_shape(value, shape, where, path=""):
+    """Raise InputError at the first field of `value` whose type differs from `shape`.
+
+    `shape`: a dict (an object with those fields), a one-item list (a list of that shape), MapOf,
+    or a type / tuple of types.
+    """
+    if value is None:
+        return
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            _fail(where, path, dict, value)
+        for key, inner in shape.items():
+            if key in value:
+                check_shape(value[key], inner, where, f"{path}.{key}" if path else key)
+    elif isinstance(shape, list):
+        if not isinstance(value, list):
+            _fail(where, path, list, value)
+        for i, item in enumerate(value):
+            if item is None:
+                _fail(where, f"{path}[{i}]", shape[0] if not isinstance(shape[0], (dict, list, MapOf)) else dict, item)
+            check_shape(item, shape[0], where, f"{path}[{i}]")
+    elif isinstance(shape, MapOf):
+        if not isinstance(value, dict):
+            _fail(where, path, dict, value)
+        for key, inner in value.items():
+            check_shape(inner, shape.value, where, f"{path}[{key!r}]")
+    elif not _is(value, shape):
+        _fail(where, path, shape, value)
+
+
+def check_object(obj, where):
+    """The fields the engine reads of one ResourceClaim, ResourceClaimTemplate or Pod."""
+    shape = OBJECTS.get(obj.get("kind"))
+    if shape is not None:
+        check_shape(obj, shape, where)
+
+
+def check_text(value, where):
+    """Every string (keys too) is valid Unicode and the nesting stays under MAX_DEPTH.
+
+    YAML's `"\\ud83d"` escape yields a lone surrogate, which no JSON encoder or page can write out.
+    Iterative, and each container is visited once: YAML aliases may share one node many times.
+    """
+    seen = set()
+    stack = [(value, "", 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            _check_string(item, where, path)
+        elif isinstance(item, (dict, list)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            if depth >= MAX_DEPTH:
+                raise InputError(f"{where}: {path}: nested more than {MAX_DEPTH} levels deep")
+            if isinstance(item, dict):
+                for key, inner in item.items():
+                    if isinstance(key, str):
+                        _check_string(key, where, f"{path}.{key!r}" if path else repr(key))
+                    stack.append((inner, f"{path}.{key}" if path else str(key), depth + 1))
+            else:
+                stack.extend((inner, f"{path}[{i}]", depth + 1) for i, inner in enumerate(item))
+
+
+def _check_string(text, where, path):
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        raise InputError(f"{where}: {path or '(top level)'}: contains a lone surrogate \\u{ord(bad):04x}; "
+                         "text must be valid Unicode") from None
