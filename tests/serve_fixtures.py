@@ -1,0 +1,101 @@
+"""The production web server (`manage.py serve`: uvicorn + gpudash.asgi) as a subprocess on this test
+run's database, and a check that it keeps answering /healthz while another request is in flight.
+
+Used by the hardening and fuzz tests: a request that the server spends long on (or crashes on) must
+not stall the others.
+"""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from .browser import ROOT, free_port, stop_process, subprocess_env
+
+HEALTHZ_TIMEOUT = 10  # a liveness bound, not a speed figure: a stalled server never answers
+
+
+class ServeProcess:
+    def __init__(self, log_path):
+        self.port = free_port()
+        self.log_path = log_path
+        self.proc = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self):
+        cmd = [sys.executable, "manage.py", "serve", "--port", str(self.port), "--no-watchers"]
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=subprocess_env(), stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"manage.py serve exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                urllib.request.urlopen(self.url + "/healthz", timeout=2)
+                return self
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"manage.py serve did not answer within 30 s; see {self.log_path}")
+
+    def stop(self):
+        stop_process(self.proc)
+        self.log.close()
+
+    def request(self, method, path, body=None, token=None, timeout=60):
+        """(status, parsed JSON body or None, content type) of one request."""
+        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if token:
+            req.add_header("Authorization", f"Token {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                status, raw, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as exc:
+            status, raw, ctype = exc.code, exc.read(), exc.headers.get("Content-Type", "")
+        parsed = json.loads(raw) if ctype.startswith("application/json") else None
+        return status, parsed, ctype
+
+
+def while_in_flight(server, send):
+    """Run `send()` in a thread and poll /healthz until it returns; every poll must answer 200 within
+    HEALTHZ_TIMEOUT. Returns (send's result, number of health checks made while it ran)."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = send()
+        except BaseException as exc:  # re-raised in the test's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    polls = 0
+    while True:
+        status, body, _ = server.request("GET", "/healthz", timeout=HEALTHZ_TIMEOUT)
+        assert status == 200 and body == {"status": "ok"}, (status, body)
+        polls += 1
+        if not worker.is_alive():
+            break
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"], polls
+
+
+@pytest.fixture(scope="module")
+def serve(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One `manage.py serve` for the module, on the test database (tests load their own rows)."""
+    with django_db_blocker.unblock():
+        server = ServeProcess(tmp_path_factory.mktemp("serve") / "serve.log").start()
+    yield server
+    server.stop()
