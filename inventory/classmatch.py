@@ -128,6 +128,10 @@ def annotate_matches(classes):
         except cel.CelError as exc:  # a bad selector must show on the page, not break it
             log.info("class %s: selector does not compile: %s", cls.name, exc)
             cls.match_error = f"selector error: {exc}"
+        except Exception as exc:  # the CEL library failing on one class (e.g. a budget): the other classes still count
+            log.warning("class %s: selector could not be evaluated", cls.name, exc_info=exc)
+            cls.match_count = None
+            cls.match_error = f"selector could not be evaluated ({type(exc).__name__}: {str(exc)[:300]})"
 
 
 def inventory_versions(cluster_ids=None):

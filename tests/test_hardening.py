@@ -6,6 +6,7 @@ lone surrogates, dry_run strings) are 400s; detail pages check login before they
 import pytest
 from django.test import Client
 from django.utils.html import escape
+from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
 from gpudash import roles
@@ -184,3 +185,31 @@ def test_a_scoped_viewer_gets_404_for_claims_of_other_namespaces_existing_or_not
     assert scoped.get("/claims/alpha/team-a/train/").status_code == 200
     assert [scoped.get(url).status_code for url in ("/claims/alpha/team-b/stuck/", "/claims/alpha/team-b/nope/")] == [404, 404]
 
+
+
+# --- odd names in the mirror ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_mirrored_name_with_a_slash_keeps_every_page_working():
+    """Kubernetes refuses such names, but a mirror must not 500 for everyone when one slips through."""
+    import re
+
+    from gpudash.sync.apply import apply_object
+
+    from .api_fixtures import claim, pod
+
+    alpha, _ = load_fleet()
+    apply_object(alpha, "ResourceClaim", claim("slash/claim", "team-a"))
+    apply_object(alpha, "Pod", pod("slash/pod", "team-a", "slash/claim", phase="Pending"))
+    client = Client()
+    client.force_login(make_user("ada", roles.ADMIN))
+    for url in ("/claims/", "/pods/", "/pending/", "/preview/?cluster=alpha", "/stuck/", "/"):
+        assert client.get(url).status_code == 200, url
+    listing = client.get("/claims/?q=slash").content.decode()
+    link = re.search(r'href="(/claims/alpha/team-a/[^"]*slash[^"]*)"', listing).group(1)
+    detail = client.get(link)
+    assert detail.status_code == 200 and "slash/claim" in detail.content.decode()
+    assert client.get("/pending/alpha/team-a/slash/pod/").status_code == 200
+    api = client_for(User.objects.get(username="ada"))
+    assert api.get("/api/v1/pods/alpha/team-a/slash/pod/pending").status_code == 200

@@ -209,7 +209,8 @@ urlpatterns = [
     path("findings/release", BulkReleaseView.as_view(), name="finding-bulk-release"),
     path("findings/<int:pk>", FindingDetailView.as_view(), name="finding-detail"),
     path("findings/<int:pk>/release", FindingReleaseView.as_view(), name="finding-release"),
-    path("claims/<slug:cluster>/<str:namespace>/<str:name>/release", ClaimReleaseView.as_view(), name="claim-release"),
-    path("pods/<slug:cluster>/<str:namespace>/<str:name>/pending", PodPendingView.as_view(), name="pod-pending"),
+    # <path:name>: a mirrored name with a slash (which Kubernetes would refuse) still has working URLs.
+    path("claims/<slug:cluster>/<str:namespace>/<path:name>/release", ClaimReleaseView.as_view(), name="claim-release"),
+    path("pods/<slug:cluster>/<str:namespace>/<path:name>/pending", PodPendingView.as_view(), name="pod-pending"),
     path("clusters/<slug:cluster>/readiness", ReadinessView.as_view(), name="cluster-readiness"),
 ]
