@@ -4,6 +4,7 @@ Only run for nodes where the search failed, so the fast path stays fast. Each re
 code so a fleet summary can count them ("most common reason").
 """
 
+from .deadline import TimedOut
 from .search import ERROR, SUCCESS, NodeAllocator
 
 MAX_EXPR = 90
@@ -142,9 +143,23 @@ def _counters_fit(dev, pool, features):
     return True
 
 
-def explain(plan, view):
-    """(code, text) for a node where Allocate found no solution."""
+def explain(plan, view, deadline=None):
+    """(code, text) for a node where Allocate found no solution.
+
+    The extra searches (constraints relaxed) get the same time limits as the search itself; when
+    they run out, the node still does not fit, only the explanation is cut short.
+    """
+    try:
+        return _explain(plan, view, deadline)
+    except TimedOut:
+        return "unexplained", "cannot allocate all claims (the search for an explanation ran out of time)"
+
+
+def _explain(plan, view, deadline):
     allocator = NodeAllocator(plan)
+
+    def search():
+        return NodeAllocator(plan, deadline=deadline).run(view, raise_timeout=True).status
     claims = plan.claims
     multi = len(claims) > 1
 
@@ -166,11 +181,11 @@ def explain(plan, view):
     saved = plan.only_constraints
     try:
         plan.only_constraints = set()
-        if NodeAllocator(plan).run(view).status == SUCCESS:
+        if search() == SUCCESS:
             for ci, claim in enumerate(claims):
                 for i, c in enumerate(claim.constraints):
                     plan.only_constraints = {(ci, i)}
-                    if NodeAllocator(plan).run(view).status not in (SUCCESS, ERROR):
+                    if search() not in (SUCCESS, ERROR):
                         covered = [f for cl, _, f in funnels if cl is claim and c.covers(f.v)]
                         need = sum(f.need for f in covered)
                         free = len({d.key for f in covered for d in f.free})

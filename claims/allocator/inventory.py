@@ -218,19 +218,14 @@ class Inventory:
                 self.nonlocal_slices.append(s)
 
     def _apply_taint_rules(self):
-        for rule in self.taint_rules:
-            spec = rule.get("spec") or {}
-            sel, taint = spec.get("deviceSelector") or {}, spec.get("taint")
-            if not taint:
-                continue
-            for dev in self.devices_by_key.values():
-                if sel.get("driver") and sel["driver"] != dev.driver:
-                    continue
-                if sel.get("pool") and sel["pool"] != dev.pool:
-                    continue
-                if sel.get("device") and sel["device"] != dev.name:
-                    continue
-                dev.taints.append(dict(taint, rule=(rule.get("metadata") or {}).get("name")))
+        from .taintrules import apply_rules
+
+        problems = apply_rules(self.taint_rules, self.classes, self.devices_by_key.values())
+        for name, text in problems.items():
+            if "_problem_of" in self.__dict__:  # an incremental update: keyed, replaced per rule
+                self._problem("DeviceTaintRule", name, text)
+            else:
+                self.problems.append(text)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -262,16 +257,16 @@ class Inventory:
             if s.relevant_for(node, labels, feats):
                 groups[s.pool_key].append(s)
         pools = []
+        # Counter slices are always relevant, unless the scheduler does not know them (feature off).
+        counter_slices = self.counter_slices if feats.partitionable_devices else {}
         for key, relevant in groups.items():
-            relevant = relevant + self.counter_slices.get(key, [])  # counter slices are always relevant
+            relevant = relevant + counter_slices.get(key, [])
             view = self._pool_view(key, relevant, node, labels)
             if view is not None:
                 pools.append(view)
-        # Pools ordered by (driver, pool); pools with binding conditions after the others. The
-        # stable allocator (chosen when neither binding conditions nor consumable capacity is on)
-        # does not reorder.
-        incubating = feats.binding_conditions or feats.consumable_capacity
-        pools.sort(key=lambda p: (p.has_binding and incubating, p.key))
+        # Pools ordered by (driver, pool); pools with binding conditions after the others (the
+        # incubating allocator does this whether or not the binding-conditions gate is on).
+        pools.sort(key=lambda p: (p.has_binding, p.key))
         # Only the broken ones matter (All-mode errors, "invalid pools" failures): usually none.
         extra_invalid = [v for k, v in self._counter_only_pools().items() if k not in groups and v.complete and v.invalid]
         extra_incomplete = [v for k, v in self._counter_only_pools().items() if k not in groups and not v.complete]
@@ -281,7 +276,7 @@ class Inventory:
         """Broken pools seen by a node only through their counter slices (the same for every such node)."""
         if self._counter_only is None:
             self._counter_only = {}
-            for key, slices in self.counter_slices.items():
+            for key, slices in (self.counter_slices if self.features.partitionable_devices else {}).items():
                 view = self._pool_view(key, list(slices), None, {})
                 if view is not None and (not view.complete or view.invalid):
                     self._counter_only[key] = view

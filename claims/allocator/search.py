@@ -5,8 +5,10 @@ pool -> slice -> device order, device #i+1 only after device #i of the same requ
 solution wins, exact undo on backtrack (apart from the switchable 1.36 counter leak).
 """
 
+import time
 from fractions import Fraction
 
+from .deadline import FILTER_TIMEOUT_SECONDS, TimedOut, timed_out_message
 from .errors import AllocationError
 from .model import MAX_DEVICES_PER_CLAIM
 from .projection import projector_for
@@ -16,6 +18,8 @@ from .projection import projector_for
 SHARE_RESULTS = True
 
 SUCCESS, UNSCHEDULABLE, NODE_FAILURE, ERROR = "success", "unschedulable", "node-failure", "error"
+# Not decided: the whole request's deadline (deadline.py) passed first. Never upstream's verdict.
+DEADLINE = "deadline"
 INVALID_POOLS_MESSAGE = "invalid resource pools were encountered"
 
 
@@ -159,12 +163,15 @@ class Plan:
         self.claims = claims
         self.chains = chains  # id(variant) -> (chain_key, [(owner, index, compiled, expr)])
         self.only_constraints = None
+        # ((claim, request, variant) position, AllocationError): an up-front check that failed after
+        # an `All` request, raised by the search once it gets there (fleet.prepare).
+        self.deferred = None
 
 
 class NodeAllocator:
     """Runs the search for one node at a time; reuse it across nodes of one preview."""
 
-    def __init__(self, plan, extra=None):
+    def __init__(self, plan, extra=None, deadline=None, filter_timeout=FILTER_TIMEOUT_SECONDS):
         self.plan = plan
         self.inv = plan.inventory
         self.f = self.inv.features
@@ -172,6 +179,23 @@ class NodeAllocator:
         # `extra` carries allocations made by earlier copies in a headroom run (same shape as the
         # per-call state), so greedy placement sees them as allocated.
         self.extra = extra
+        # Each run() gets `filter_timeout` seconds (the scheduler's per-node Filter timeout; None =
+        # unlimited), cut short by `deadline` (a deadline.Deadline for the whole request).
+        self.deadline = deadline
+        self.filter_timeout = filter_timeout
+        self._until = None
+        self._until_is_request = False
+
+    def _start_clock(self):
+        until = time.monotonic() + self.filter_timeout if self.filter_timeout else None
+        at = self.deadline.at if self.deadline is not None else None
+        self._until_is_request = at is not None and (until is None or at <= until)
+        self._until = at if self._until_is_request else until
+
+    def _tick(self):
+        """Upstream checks its context at every step of the search; so does this."""
+        if self._until is not None and time.monotonic() >= self._until:
+            raise TimedOut(self._until_is_request)
 
     # -- candidates ----------------------------------------------------------------------------
 
@@ -194,6 +218,7 @@ class NodeAllocator:
                 for dev in pool.devices:
                     if dev.binding_conditions and not binding_ok:
                         continue
+                    self._tick()
                     res = evaluate_chain(dev, chain)
                     if res is True:
                         if dev.key not in off_node:
@@ -207,7 +232,22 @@ class NodeAllocator:
 
     # -- the call ------------------------------------------------------------------------------
 
-    def run(self, view):
+    def run(self, view, raise_timeout=False):
+        """One Allocate call; a timeout is an ERROR outcome (the scheduler's Filter status), or a
+        DEADLINE one when the whole request's deadline came first. `raise_timeout` lets it through."""
+        self._start_clock()
+        try:
+            return self._run(view)
+        except TimedOut as exc:
+            if raise_timeout:
+                raise
+            if exc.whole_request:
+                return Outcome(view.name, DEADLINE, message=deadline_message(self.deadline))
+            return Outcome(view.name, ERROR, message=timed_out_message(view.name))
+        finally:
+            self._until = None
+
+    def _run(self, view):
         claims = self.plan.claims
         self.view = view
         self.picked_dedicated = set()  # non-admin dedicated picks: what a headroom copy uses up
@@ -228,13 +268,16 @@ class NodeAllocator:
             ]
             for ci, claim in enumerate(claims)
         ]
+        deferred = self.plan.deferred
         try:
             self.all_lists = {}
-            for claim in claims:
+            for ci, claim in enumerate(claims):
                 total = 0
-                for req in claim.requests:
+                for ri, req in enumerate(claim.requests):
                     needs = []
-                    for v in req.variants:
+                    for vi, v in enumerate(req.variants):
+                        if deferred is not None and deferred[0] <= (ci, ri, vi):
+                            raise deferred[1]
                         if v.mode == "All":
                             lst = self._all_list(view, claim, v)
                             self.all_lists[id(v)] = lst
@@ -242,8 +285,12 @@ class NodeAllocator:
                         else:
                             needs.append(v.count)
                     total += min(needs) if needs else 0
+                if deferred is not None and deferred[0] <= (ci, len(claim.requests), 0):
+                    raise deferred[1]
                 if total > MAX_DEVICES_PER_CLAIM:
                     raise AllocationError(f"claim {claim.ref}: number of requested devices {total} exceeds the claim limit of {MAX_DEVICES_PER_CLAIM}")
+            if deferred is not None:
+                raise deferred[1]
             ok = not self._hopeless(view) and self._claim(0)
         except AllocationError as exc:
             return Outcome(view.name, ERROR, message=str(exc))
@@ -332,6 +379,7 @@ class NodeAllocator:
         return False
 
     def _device(self, ci, ri, v, di, start):
+        self._tick()
         all_mode = v.mode == "All"
         if all_mode:
             lst = self.all_lists[id(v)]
@@ -596,6 +644,10 @@ def evaluate_chain(device, chain):
             return False
         return (owner, index, res)
     return True
+
+
+def deadline_message(deadline):
+    return f"not decided: the request's deadline of {deadline.seconds:g} s passed first"
 
 
 def invalid_detail(view, limit=3):
