@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from gpudash.models import parse_k8s_time
 from inventory.models import Device, Node, SyncState
+from monitoring.models import OpsCounter
 
 from .models import AllocationResult, ClaimConsumer, Finding, Pod, PodClaimRef, ResourceClaim, StuckObservation
 
@@ -365,6 +366,12 @@ def rule_device_vanished(m, cfg, now):
             )
 
 
+def double_allocation_summary(device, claim_names):
+    """Also rebuilt when shown, with other namespaces' claims unnamed (claims/finding_scope.py)."""
+    return (f"Device {device} is allocated to {len(claim_names)} claims ({', '.join(claim_names)}) without admin access "
+            "or shared capacity: data-integrity alarm.")
+
+
 def rule_double_allocation(m, cfg, now):
     """8. Two claims hold the same device without admin access or shared capacity."""
     holders = defaultdict(list)
@@ -388,8 +395,7 @@ def rule_double_allocation(m, cfg, now):
                 DOUBLE_ALLOCATION,
                 claim,
                 subject=subject,
-                summary=f"Device {subject} is allocated to {len(claims)} claims ({', '.join(names)}) without admin access "
-                "or shared capacity: data-integrity alarm.",
+                summary=double_allocation_summary(subject, names),
                 severity=Finding.Severity.CRITICAL,
                 evidence={"claim": claim_ref(claim), "device": subject, "claims": names},
                 grace=0,
@@ -545,6 +551,7 @@ def detect(cluster, now=None):
         for chunk in _chunks([f.id for f in gone]):
             cleared += Finding.objects.filter(id__in=chunk).update(cleared_at=now)
         _publish_findings(cluster, [(ADDED, f) for f in new_rows] + [(MODIFIED, f) for f in changed] + [(DELETED, f) for f in gone])
+    OpsCounter.add("detector_runs", cluster.name)  # gpudash_detector_runs_total on /metrics
     return {"opened": opened, "updated": updated, "cleared": cleared, "candidates": len(found)}
 
 

@@ -83,11 +83,13 @@ class ClaimDetailView(DashboardView):
 
     def findings_with_actions(self):
         """The claim's open findings, each with its remedy and whether this user may run it (or why not)."""
+        from .finding_scope import show_findings
         from .release import ACTION_TITLES
         from .stuck import RULE_TITLES
 
         findings = list(Finding.objects.active().filter(cluster_id=self.claim.cluster_id, claim_uid=self.claim.uid).order_by("first_seen", "id"))
         may_operate = roles.can_operate(self.request.user, self.claim.namespace)
+        show_findings(findings, self.request.user)
         for f in findings:
             f.rule_title = RULE_TITLES.get(f.rule, f.rule)
             f.action_title = ACTION_TITLES.get(f.remedy, f.remedy)

@@ -13,6 +13,7 @@ from gpudash import roles
 from gpudash.views import DashboardView
 from inventory.models import Cluster
 
+from .finding_scope import show_findings
 from .models import AuditEntry, Finding, Pod
 from .pending import PodNotFound, explain_pod
 from .release import ACTION_TITLES, release_finding
@@ -40,6 +41,7 @@ class StuckClaimsView(DashboardView):
             if value:
                 qs = qs.filter(**{key: value})
         ctx.update(self.paginate(qs.order_by("cleared_at", "-first_seen", "-id"), 100))
+        show_findings(ctx["page_obj"].object_list, self.request.user)
         for f in ctx["page_obj"].object_list:
             f.rule_title = RULE_TITLES.get(f.rule, f.rule)
             f.action_title = ACTION_TITLES.get(f.remedy, "")
@@ -73,6 +75,7 @@ class ReleaseFindingsView(DashboardView):
             messages.error(request, "Select at least one finding with a remedy.")
             return redirect("ops:stuck")
         results = []
+        show_findings(findings, request.user)
         for finding in findings:
             rv = request.POST.get(f"rv-{finding.id}", "")
             outcome = release_finding(request.user, finding, dry_run=step == "dry-run", expected_resource_version=rv)

@@ -4,7 +4,8 @@ The page sends {"subscribe": {"cluster": id|null, "kind": [...], "node": name, "
 the consumer joins the narrowest groups gpudash/sync/publish.py sends to, filters what arrives
 by the same scope, redacts changes outside the user's namespaces, and forwards {"type": "changes", ...}.
 A new subscribe replaces the previous one. Anonymous connections and users without a role are
-refused at the handshake.
+refused at the handshake. A namespace-scoped user may not subscribe to another namespace, and a
+frame that is not JSON gets an error frame; neither closes the socket.
 """
 
 from collections import OrderedDict
@@ -73,14 +74,17 @@ def wanted(change, scope):
     return True
 
 
+# What a change outside the user's namespaces keeps: enough for a page to refresh (device states on
+# shared nodes), nothing that says which claim or pod, or where (no name, uid, node, version, state).
+REDACTED_FIELDS = ("cluster", "cluster_name", "kind", "event")
+
+
 def redact(change, visible):
-    """The change as this user may see it: outside their namespaces only that *something* changed
-    (device states on shared nodes still refresh), never which claim or pod."""
+    """The change as this user may see it: outside their namespaces only that *something* changed."""
     ns = change.get("namespace") or ""
     if visible is None or not ns or ns in visible:
         return change
-    keep = ("cluster", "cluster_name", "kind", "event", "node")
-    return {**{k: change.get(k) for k in keep}, "redacted": True}
+    return {**{k: change.get(k) for k in REDACTED_FIELDS}, "redacted": True}
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
@@ -103,6 +107,18 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(group, self.channel_name)
         self.joined = []
 
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        """A frame that is not JSON text is answered with an error frame; the socket stays open."""
+        if text_data is None:
+            await self.send_json({"type": "error", "error": "expected a JSON text frame, got a binary frame"})
+            return
+        try:
+            content = await self.decode_json(text_data)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; RecursionError: absurd nesting
+            await self.send_json({"type": "error", "error": f"not JSON: {exc}" if isinstance(exc, ValueError) else "not JSON: nested too deeply"})
+            return
+        await self.receive_json(content, **kwargs)
+
     async def receive_json(self, content, **kwargs):
         if not isinstance(content, dict) or "subscribe" not in content:
             await self.send_json({"type": "error", "error": "expected {\"subscribe\": {...}}"})
@@ -111,6 +127,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             scope = parse_scope(content["subscribe"])
         except ScopeError as exc:
             await self.send_json({"type": "error", "error": str(exc)})
+            return
+        if scope["namespace"] and self.visible is not None and scope["namespace"] not in self.visible:
+            # Refused like a read, before anything is joined: the same answer whether the namespace exists.
+            await self.send_json({"type": "error", "error": f"namespace {scope['namespace']} is outside your scope"})
             return
         await self._leave()
         self.sub = scope

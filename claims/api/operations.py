@@ -13,6 +13,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from claims.finding_scope import scoped_summary_and_evidence
 from claims.models import Finding
 from claims.pending import PodNotFound, explain_pod
 from claims.release import DONE, DRY_RUN, ERROR, PLANNERS, release, release_finding
@@ -43,6 +44,15 @@ class FindingSerializer(serializers.ModelSerializer):
 
     def get_rule_title(self, obj) -> str:
         return RULE_TITLES.get(obj.rule, obj.rule)
+
+    def to_representation(self, obj):
+        """Summary and evidence without the claims of namespaces outside the requester's scope."""
+        data = super().to_representation(obj)
+        if "visible_namespaces" not in self.context:  # once per request, not per row
+            request = self.context.get("request")
+            self.context["visible_namespaces"] = roles.visible_namespaces(request.user) if request else set()
+        data["summary"], data["evidence"] = scoped_summary_and_evidence(obj.rule, obj.summary, obj.evidence, self.context["visible_namespaces"])
+        return data
 
 
 class ReleaseRequestSerializer(serializers.Serializer):

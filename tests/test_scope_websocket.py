@@ -1,0 +1,141 @@
+"""The websocket's share of the namespace-scope matrix (tests/test_scope_matrix.py has the rest): the real
+LiveConsumer over the real channel layer (Redis when REDIS_URL is set), through channels' communicator.
+
+viewer (scoped) / operator (scoped) / admin x own namespace / other namespace x a namespace with
+objects / one without: subscriptions to another namespace are refused with one answer; changes of
+other namespaces arrive as "something changed" with nothing that identifies the object or its node.
+Frames that are not JSON are answered with an error frame and the socket stays usable.
+"""
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+
+from gpudash import roles
+from gpudash.consumers import REDACTED_FIELDS, LiveConsumer
+from gpudash.sync.publish import Change, group_messages
+
+from .api_fixtures import load_fleet
+from .fleet_data import make_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+OWN, OTHER, NOWHERE = "team-a", "team-b", "no-such-namespace"
+USERS = ("viewer", "scoped", "admin")
+
+
+@pytest.fixture
+def alpha():
+    return load_fleet()[0]  # team-b has claims and pods in the mirror; NOWHERE has nothing
+
+
+@pytest.fixture
+def users():
+    return {
+        "viewer": make_user("wsv", roles.VIEWER, namespaces=[OWN]),
+        "scoped": make_user("wso", roles.OPERATOR, namespaces=[OWN]),
+        "admin": make_user("wsa", roles.ADMIN),
+    }
+
+
+def change(cluster, namespace, name, node="node-b", rv="9", event="MODIFIED"):
+    return Change(cluster.pk, cluster.name, "ResourceClaim", event, namespace, name, f"uid-{namespace}-{name}", node, rv, "allocated")
+
+
+async def publish(*changes):
+    layer = get_channel_layer()
+    for group, message in group_messages(list(changes)).items():
+        await layer.group_send(group, message)
+
+
+async def connect(user):
+    comm = WebsocketCommunicator(LiveConsumer.as_asgi(), "/ws/live/")
+    comm.scope["user"] = user
+    connected, _ = await comm.connect()
+    assert connected
+    return comm
+
+
+@pytest.mark.parametrize("who", USERS)
+def test_subscribing_to_a_namespace(alpha, users, who):
+    async def scenario():
+        comm = await connect(users[who])
+        answers = {}
+        for namespace in (OWN, OTHER, NOWHERE):
+            await comm.send_json_to({"subscribe": {"cluster": alpha.pk, "namespace": namespace}})
+            answers[namespace] = await comm.receive_json_from(timeout=2)
+        await comm.disconnect()
+        return answers
+
+    answers = run(scenario)
+    assert answers[OWN]["type"] == "subscribed" and answers[OWN]["groups"] == [f"gpudash.c{alpha.pk}.ns.{OWN}"]
+    for namespace in (OTHER, NOWHERE):
+        if who == "admin":
+            assert answers[namespace]["type"] == "subscribed"
+        else:
+            assert answers[namespace] == {"type": "error", "error": f"namespace {namespace} is outside your scope"}
+    if who != "admin":  # a namespace with objects and one without: the same answer
+        assert str(answers[OTHER]).replace(OTHER, "X") == str(answers[NOWHERE]).replace(NOWHERE, "X")
+
+
+@pytest.mark.parametrize("who", USERS)
+def test_changes_of_other_namespaces_name_nothing(alpha, users, who):
+    async def scenario():
+        comm = await connect(users[who])
+        await comm.send_json_to({"subscribe": {"cluster": None, "kind": ["ResourceClaim"]}})
+        await comm.receive_json_from(timeout=2)
+        # An existing claim of each namespace changes, and a claim nobody has heard of is deleted.
+        await publish(change(alpha, OWN, "train", node="node-a"), change(alpha, OTHER, "stuck"),
+                      change(alpha, OTHER, "does-not-exist", node="node-z", event="DELETED"))
+        got = []
+        while len(got) < 3:
+            got += (await comm.receive_json_from(timeout=2))["changes"]
+        await comm.disconnect()
+        return got
+
+    got = run(scenario)
+    own = [c for c in got if c.get("namespace") == OWN]
+    assert len(own) == 1 and own[0]["name"] == "train" and own[0]["node"] == "node-a"
+    others = [c for c in got if c is not own[0]]
+    if who == "admin":
+        assert {(c["name"], c["node"]) for c in others} == {("stuck", "node-b"), ("does-not-exist", "node-z")}
+        return
+    assert len(others) == 2
+    for c in others:
+        assert set(c) == set(REDACTED_FIELDS) | {"redacted"} and c["redacted"] is True
+        assert c["kind"] == "ResourceClaim" and c["cluster"] == alpha.pk
+        text = str(c)
+        for secret in (OTHER, "stuck", "does-not-exist", "node-b", "node-z", "uid-", "allocated"):
+            assert secret not in text, (secret, c)
+    # Apart from the event, an existing and a missing object's changes look alike.
+    assert {k: v for k, v in others[0].items() if k != "event"} == {k: v for k, v in others[1].items() if k != "event"}
+
+
+def test_frames_that_are_not_json_get_an_error_and_the_socket_stays_open(alpha, users):
+    async def scenario():
+        comm = await connect(users["scoped"])
+        replies = []
+        for frame in ("not json", "", "[" * 100000, '{"subscribe": '):
+            await comm.send_input({"type": "websocket.receive", "text": frame})  # send_to refuses an empty frame
+            replies.append(await comm.receive_json_from(timeout=2))
+        await comm.send_to(bytes_data=b"\x00\x01")
+        replies.append(await comm.receive_json_from(timeout=2))
+        # Still open and working: a subscription and a change after the garbage.
+        await comm.send_json_to({"subscribe": {"cluster": alpha.pk, "kind": ["ResourceClaim"]}})
+        ack = await comm.receive_json_from(timeout=2)
+        await publish(change(alpha, OWN, "train"))
+        got = await comm.receive_json_from(timeout=2)
+        await comm.disconnect()
+        return replies, ack, got
+
+    replies, ack, got = run(scenario)
+    assert [r["type"] for r in replies] == ["error"] * 5
+    assert all(r["error"].startswith("not JSON") for r in replies[:4]), replies
+    assert "binary" in replies[4]["error"]
+    assert ack["type"] == "subscribed"
+    assert [c["name"] for c in got["changes"]] == ["train"]
+
+
+def run(coro_fn, *args):
+    return async_to_sync(coro_fn)(*args)
