@@ -1,0 +1,690 @@
+"""The kube-scheduler's node Filter plugins (v1.36, default profile) that run before DynamicResources.
+
+Plain Python, no Django. Read from pkg/scheduler/framework/plugins/{nodeunschedulable,nodename,
+tainttoleration,nodeaffinity,nodeports,noderesources} and the component-helpers they call: per node the
+plugins run in the scheduler's order and stop at the first rejection, with the upstream reason texts.
+
+    pod = SchedulingPod.from_pod(raw_pod)          # or SchedulingPod.would_be(tolerations, node_selector)
+    node = NodeFacts(raw_node)
+    results = run_filters(pod, node, usage)        # [FilterResult(plugin, passed, reasons)]
+
+Not simulated (named in every result where the pod uses them, never passed silently): inter-pod
+affinity, topology spread, volume plugins.
+"""
+
+import math
+import re
+
+from .errors import InputError
+from .model import quantity, term_matches
+
+NODE_UNSCHEDULABLE, NODE_NAME, TAINT_TOLERATION = "NodeUnschedulable", "NodeName", "TaintToleration"
+NODE_AFFINITY, NODE_PORTS, NODE_RESOURCES_FIT = "NodeAffinity", "NodePorts", "NodeResourcesFit"
+DYNAMIC_RESOURCES = "DynamicResources"
+FILTER_ORDER = (NODE_UNSCHEDULABLE, NODE_NAME, TAINT_TOLERATION, NODE_AFFINITY, NODE_PORTS, NODE_RESOURCES_FIT)
+
+# The exact Filter reasons of v1.36.
+REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+REASON_NODE_NAME = "node(s) didn't match the requested node name"
+REASON_TAINT = "node(s) had untolerated taint(s)"
+REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+REASON_PORTS = "node(s) didn't have free ports for the requested pod ports"
+REASON_TOO_MANY_PODS = "Too many pods"
+
+UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "value": ""}
+NOT_READY_KEY, UNREACHABLE_KEY = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
+FILTERED_EFFECTS = ("NoSchedule", "NoExecute")  # PreferNoSchedule only scores
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+TERMINAL_PHASES = ("Succeeded", "Failed")  # the scheduler's pod informer drops these
+NATIVE = ("cpu", "memory", "ephemeral-storage")
+
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class FilterResult:
+    """One plugin's verdict on one node. `passed` None = not simulated (the reason says why)."""
+
+    __slots__ = ("plugin", "passed", "reasons")
+
+    def __init__(self, plugin, passed, reasons=()):
+        self.plugin, self.passed, self.reasons = plugin, passed, tuple(reasons)
+
+    @property
+    def reason(self):
+        return ", ".join(self.reasons) if self.reasons else None
+
+    def to_dict(self):
+        return {"plugin": self.plugin, "passed": self.passed, "reason": self.reason, "reasons": list(self.reasons)}
+
+    def __repr__(self):
+        return f"FilterResult({self.plugin}, {self.passed}, {list(self.reasons)})"
+
+
+# ----------------------------------------------------------------------------------------------
+# Tolerations (staging/src/k8s.io/api/core/v1/toleration.go; validation: ValidateTolerations)
+
+
+class Toleration:
+    __slots__ = ("key", "operator", "value", "effect", "seconds")
+
+    def __init__(self, key="", operator="Equal", value="", effect="", seconds=None):
+        self.key, self.operator, self.value, self.effect, self.seconds = key, operator, value, effect, seconds
+
+    def tolerates(self, taint):
+        if self.effect and self.effect != (taint.get("effect") or ""):
+            return False
+        if self.key and self.key != (taint.get("key") or ""):
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == (taint.get("value") or "")  # Equal (Lt/Gt need an alpha gate, off by default)
+
+    def to_dict(self):
+        out = {"key": self.key, "operator": self.operator, "value": self.value, "effect": self.effect}
+        if self.seconds is not None:
+            out["tolerationSeconds"] = self.seconds
+        return out
+
+
+def parse_tolerations(raw, where="spec.tolerations"):
+    """Tolerations as the API server would accept them; anything it would reject is an InputError."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InputError(f"{where}: must be a list of tolerations")
+    out = []
+    for i, tol in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(tol, dict):
+            raise InputError(f"{at}: must be an object with key, operator, value, effect")
+        unknown = sorted(set(tol) - {"key", "operator", "value", "effect", "tolerationSeconds"})
+        if unknown:
+            raise InputError(f"{at}: unknown field(s) {', '.join(unknown)}")
+        key, op, value, effect = (tol.get(k, "") if tol.get(k) is not None else "" for k in ("key", "operator", "value", "effect"))
+        for name, val in (("key", key), ("operator", op), ("value", value), ("effect", effect)):
+            if not isinstance(val, str):
+                raise InputError(f"{at}.{name}: must be a string, not {type(val).__name__}")
+        op = op or "Equal"
+        if op not in ("Exists", "Equal"):
+            raise InputError(f"{at}.operator: must be Exists or Equal, not {op!r}")
+        if key:
+            _check_label_key(key, f"{at}.key")
+        elif op != "Exists":
+            raise InputError(f"{at}.operator: must be Exists when `key` is empty (an empty key with Exists tolerates every taint)")
+        if op == "Exists" and value:
+            raise InputError(f"{at}.value: must be empty when `operator` is Exists")
+        if op == "Equal" and value and not _label_value_ok(value):
+            raise InputError(f"{at}.value: {value!r} is not a valid label value")
+        if effect and effect not in TAINT_EFFECTS:
+            raise InputError(f"{at}.effect: must be one of {', '.join(TAINT_EFFECTS)}, not {effect!r}")
+        seconds = tol.get("tolerationSeconds")
+        if seconds is not None:
+            if isinstance(seconds, bool) or not isinstance(seconds, int):
+                raise InputError(f"{at}.tolerationSeconds: must be an integer number of seconds")
+            if effect != "NoExecute":
+                raise InputError(f"{at}.tolerationSeconds: only allowed with effect NoExecute")
+        out.append(Toleration(key, op, value, effect, seconds))
+    return out
+
+
+def with_default_tolerations(tolerations):
+    """What the DefaultTolerationSeconds admission plugin adds on create: 300 s for the not-ready and
+    unreachable NoExecute taints, each unless a toleration with that key (or no key) and effect
+    NoExecute (or none) exists. They cover NoExecute only: the NoSchedule twins still filter."""
+    out = list(tolerations)
+    for key in (NOT_READY_KEY, UNREACHABLE_KEY):
+        if not any((t.key in ("", key)) and t.effect in ("", "NoExecute") for t in tolerations):
+            out.append(Toleration(key, "Exists", "", "NoExecute", 300))
+    return out
+
+
+def first_untolerated(taints, tolerations, effects=FILTERED_EFFECTS):
+    for taint in taints:
+        if taint.get("effect") in effects and not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+def parse_toleration_flag(text):
+    """`KEY[=VALUE][:EFFECT]`, `KEY:EFFECT`, or `*` (tolerate everything), as kubectl writes taints."""
+    text = (text or "").strip()
+    if not text:
+        raise InputError("toleration: empty; write KEY[=VALUE][:EFFECT]")
+    if text in ("*", "Exists"):
+        return {"operator": "Exists"}
+    body, _, effect = text.partition(":")
+    key, eq, value = body.partition("=")
+    tol = {"key": key.strip(), "operator": "Equal" if eq else "Exists"}
+    if eq:
+        tol["value"] = value.strip()
+    if effect:
+        tol["effect"] = effect.strip()
+    return tol
+
+
+# ----------------------------------------------------------------------------------------------
+# Label keys/values and node selectors
+
+
+def _label_value_ok(value):
+    return value == "" or (len(value) <= 63 and bool(_LABEL_NAME.match(value)))
+
+
+def _label_key_ok(key):
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_LABEL_NAME.match(name))
+
+
+def _check_label_key(key, where):
+    if not _label_key_ok(key):
+        raise InputError(f"{where}: {key!r} is not a valid label key (name or prefix/name, alphanumerics, '-', '_', '.')")
+
+
+def parse_node_selector(raw, where="spec.nodeSelector"):
+    """A pod's nodeSelector: {label: value}; also `k=v,k2=v2` text (the page and command forms)."""
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        out = {}
+        for part in raw.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            key, eq, value = part.partition("=")
+            if not eq:
+                raise InputError(f"{where}: {part!r} must be KEY=VALUE")
+            out[key.strip()] = value.strip()
+        raw = out
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: must be a map of label to value")
+    for key, value in raw.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InputError(f"{where}: {key!r}: keys and values must be strings")
+        _check_label_key(key, f"{where}.{key}")
+        if not _label_value_ok(value):
+            raise InputError(f"{where}.{key}: {value!r} is not a valid label value")
+    return dict(raw)
+
+
+_SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+def parse_required_affinity(affinity, where="spec.affinity"):
+    """requiredDuringSchedulingIgnoredDuringExecution checked as the API server validates it; None if absent."""
+    if affinity is None:
+        return None
+    if not isinstance(affinity, dict):
+        raise InputError(f"{where}: must be an object")
+    node_aff = affinity.get("nodeAffinity")
+    if node_aff is None:
+        return None
+    if not isinstance(node_aff, dict):
+        raise InputError(f"{where}.nodeAffinity: must be an object")
+    required = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        return None
+    at = f"{where}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    if not isinstance(required, dict):
+        raise InputError(f"{at}: must be an object with nodeSelectorTerms")
+    terms = required.get("nodeSelectorTerms")
+    if not isinstance(terms, list) or not terms:
+        raise InputError(f"{at}.nodeSelectorTerms: must have at least one term")
+    for i, term in enumerate(terms):
+        t_at = f"{at}.nodeSelectorTerms[{i}]"
+        if not isinstance(term, dict):
+            raise InputError(f"{t_at}: must be an object with matchExpressions and/or matchFields")
+        for part in ("matchExpressions", "matchFields"):
+            reqs = term.get(part)
+            if reqs is None:
+                continue
+            if not isinstance(reqs, list):
+                raise InputError(f"{t_at}.{part}: must be a list")
+            for j, req in enumerate(reqs):
+                _check_requirement(req, f"{t_at}.{part}[{j}]", fields=part == "matchFields")
+    return required
+
+
+def _check_requirement(req, at, fields):
+    if not isinstance(req, dict):
+        raise InputError(f"{at}: must be an object with key, operator, values")
+    key, op, values = req.get("key"), req.get("operator"), req.get("values")
+    if not isinstance(key, str) or not key:
+        raise InputError(f"{at}.key: required")
+    if values is not None and (not isinstance(values, list) or not all(isinstance(v, str) for v in values)):
+        raise InputError(f"{at}.values: must be a list of strings")
+    values = values or []
+    if fields:
+        if key != "metadata.name":
+            raise InputError(f"{at}.key: matchFields supports only metadata.name, not {key!r}")
+        if op not in ("In", "NotIn"):
+            raise InputError(f"{at}.operator: matchFields supports In and NotIn, not {op!r}")
+        if len(values) != 1:
+            raise InputError(f"{at}.values: matchFields needs exactly one value, got {len(values)}")
+        return
+    _check_label_key(key, f"{at}.key")
+    if op not in _SELECTOR_OPS:
+        raise InputError(f"{at}.operator: must be one of {', '.join(_SELECTOR_OPS)}, not {op!r}")
+    if op in ("In", "NotIn") and not values:
+        raise InputError(f"{at}.values: must be non-empty for {op}")
+    if op in ("Exists", "DoesNotExist") and values:
+        raise InputError(f"{at}.values: must be empty for {op}")
+    if op in ("Gt", "Lt"):
+        if len(values) != 1:
+            raise InputError(f"{at}.values: {op} needs exactly one value, got {len(values)}")
+        try:
+            int(values[0])
+        except ValueError:
+            raise InputError(f"{at}.values: {op} needs an integer, got {values[0]!r}") from None
+
+
+def required_affinity_matches(required, node_name, labels):
+    """Terms are ORed; a term whose values are not valid label values fails (labels.NewRequirement)."""
+    for term in required.get("nodeSelectorTerms") or []:
+        if any(not _label_value_ok(v) for r in term.get("matchExpressions") or [] for v in r.get("values") or []):
+            continue
+        if term_matches(term, node_name, labels):
+            return True
+    return False
+
+
+# ----------------------------------------------------------------------------------------------
+# Resources (component-helpers/resource PodRequests; noderesources/fit.go)
+
+
+def is_scalar_resource(name):
+    """IsScalarResourceName: extended (vendor/x), hugepages-*, attachable-volumes-*, *kubernetes.io/*."""
+    if name.startswith(("hugepages-", "attachable-volumes-")):
+        return True
+    if "/" not in name:
+        return False
+    return not name.startswith("requests.")  # extended or *kubernetes.io/* native-prefixed; quota names are not
+
+
+def _amount(name, value, where):
+    if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
+        raise InputError(f"{where}: must be a quantity such as 500m, 2 or 4Gi, not {value!r}")
+    try:
+        q = quantity(str(value))
+    except Exception as exc:
+        raise InputError(f"{where}: {value!r} is not a quantity ({exc})") from None
+    if q < 0:
+        raise InputError(f"{where}: must not be negative")
+    return math.ceil(q * 1000) if name == "cpu" else math.ceil(q)  # MilliValue / Value round up
+
+
+def _resource_list(raw, where):
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: must be a map of resource name to quantity")
+    out = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not name:
+            raise InputError(f"{where}: resource names must be strings")
+        out[name] = _amount(name, value, f"{where}.{name}")
+    return out
+
+
+def container_requests(container, where):
+    """requests, defaulted from limits as the API server does on create."""
+    if not isinstance(container, dict):
+        raise InputError(f"{where}: must be an object")
+    resources = container.get("resources") or {}
+    if not isinstance(resources, dict):
+        raise InputError(f"{where}.resources: must be an object")
+    limits = _resource_list(resources.get("limits"), f"{where}.resources.limits")
+    requests = _resource_list(resources.get("requests"), f"{where}.resources.requests")
+    return {**limits, **requests}
+
+
+def _add(total, more):
+    for name, value in more.items():
+        total[name] = total.get(name, 0) + value
+
+
+def _containers(spec, field):
+    items = spec.get(field)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise InputError(f"spec.{field}: must be a list")
+    return items
+
+
+def pod_requests(spec):
+    """The pod's effective request: max(app containers + sidecars, each init container's peak) + overhead.
+
+    Init containers run one at a time; a sidecar (restartPolicy Always) keeps running, so each later init
+    container's peak includes the sidecars started before it. Pod-level requests (cpu, memory,
+    hugepages-*) replace the container sums; overhead is added last. CPU in millicores."""
+    if not isinstance(spec, dict):
+        raise InputError("spec: must be an object")
+    app = {}
+    for i, c in enumerate(_containers(spec, "containers")):
+        _add(app, container_requests(c, f"spec.containers[{i}]"))
+    sidecars, peaks = {}, {}
+    for i, c in enumerate(_containers(spec, "initContainers")):
+        req = container_requests(c, f"spec.initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":
+            _add(app, req)
+            _add(sidecars, req)
+            use = dict(sidecars)
+        else:
+            use = dict(sidecars)
+            _add(use, req)
+        for name, value in use.items():
+            peaks[name] = max(peaks.get(name, 0), value)
+    total = dict(app)
+    for name, value in peaks.items():
+        total[name] = max(total.get(name, 0), value)
+    pod_level = spec.get("resources")
+    if pod_level is not None:
+        if not isinstance(pod_level, dict):
+            raise InputError("spec.resources: must be an object")
+        level = {**_resource_list(pod_level.get("limits"), "spec.resources.limits"), **_resource_list(pod_level.get("requests"), "spec.resources.requests")}
+        for name, value in level.items():
+            if name in ("cpu", "memory") or name.startswith("hugepages-"):
+                total[name] = value
+    _add(total, _resource_list(spec.get("overhead"), "spec.overhead"))
+    return {k: v for k, v in total.items() if v}
+
+
+def pod_host_ports(spec):
+    """[(protocol, hostIP, hostPort)] of app containers and sidecars (GetHostPorts); defaults TCP, 0.0.0.0."""
+    out = []
+    containers = list(_containers(spec, "containers")) + [c for c in _containers(spec, "initContainers") if isinstance(c, dict) and c.get("restartPolicy") == "Always"]
+    for c in containers:
+        if not isinstance(c, dict):
+            continue
+        ports = c.get("ports") or []
+        if not isinstance(ports, list):
+            raise InputError(f"container {c.get('name')}: ports must be a list")
+        for p in ports:
+            if not isinstance(p, dict):
+                raise InputError(f"container {c.get('name')}: each port must be an object")
+            host_port = p.get("hostPort") or 0
+            if isinstance(host_port, bool) or not isinstance(host_port, int) or not 0 <= host_port <= 65535:
+                raise InputError(f"container {c.get('name')}: hostPort must be a port number, not {host_port!r}")
+            if host_port > 0:
+                out.append((p.get("protocol") or "TCP", p.get("hostIP") or "0.0.0.0", host_port))
+    return out
+
+
+def ports_conflict(wanted, used):
+    """HostPortInfo.CheckConflict: same (protocol, port), and either side binds 0.0.0.0 or the IPs are equal."""
+    for proto, ip, port in wanted:
+        for u_proto, u_ip, u_port in used:
+            if proto == u_proto and port == u_port and (ip == "0.0.0.0" or u_ip == "0.0.0.0" or ip == u_ip):
+                return True
+    return False
+
+
+def pod_footprint(raw):
+    """What a bound pod takes from its node: the compact record the mirror keeps for every pod.
+    {namespace, name, uid, node, phase, requests, hostPorts}; raises InputError for unreadable resources."""
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    return {
+        "namespace": meta.get("namespace") or "",
+        "name": meta.get("name") or "",
+        "uid": meta.get("uid") or "",
+        "node": spec.get("nodeName") or "",
+        "phase": status.get("phase") or "",
+        "requests": pod_requests(spec),
+        "hostPorts": [list(p) for p in pod_host_ports(spec)],
+    }
+
+
+def counts_on_node(footprint):
+    """Whether the scheduler counts this pod on its node: bound and not Succeeded/Failed."""
+    return bool(footprint.get("node")) and footprint.get("phase") not in TERMINAL_PHASES
+
+
+class NodeUsage:
+    """Requests of the non-terminal pods bound to one node (NodeInfo.Requested), their host ports.
+    Immutable: plus()/minus() return a new one (inventories sharing it may be read by other threads)."""
+
+    __slots__ = ("pods", "requested", "ports")
+
+    def __init__(self, pods=0, requested=None, ports=()):
+        self.pods = pods
+        self.requested = requested or {}
+        self.ports = tuple(ports)
+
+    def plus(self, fp):
+        requested = dict(self.requested)
+        _add(requested, fp.get("requests") or {})
+        return NodeUsage(self.pods + 1, requested, self.ports + tuple(tuple(p) for p in fp.get("hostPorts") or []))
+
+    def minus(self, fp):
+        requested = dict(self.requested)
+        for name, value in (fp.get("requests") or {}).items():
+            requested[name] = requested.get(name, 0) - value
+        ports = list(self.ports)
+        for p in fp.get("hostPorts") or []:
+            if tuple(p) in ports:
+                ports.remove(tuple(p))
+        return NodeUsage(self.pods - 1, requested, ports)
+
+
+EMPTY_USAGE = NodeUsage()
+
+
+# ----------------------------------------------------------------------------------------------
+# Nodes and pods as the filters see them
+
+
+class NodeFacts:
+    """The parts of a Node the filters read; `allocatable` None when the node reports none."""
+
+    __slots__ = ("name", "labels", "taints", "unschedulable", "allocatable", "ready")
+
+    def __init__(self, raw):
+        meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+        self.name = meta.get("name") or ""
+        self.labels = meta.get("labels") or {}
+        self.taints = [t for t in spec.get("taints") or [] if isinstance(t, dict)]
+        self.unschedulable = bool(spec.get("unschedulable"))
+        alloc = status.get("allocatable")
+        self.allocatable = None
+        if isinstance(alloc, dict) and alloc:
+            self.allocatable = {}
+            for name, value in alloc.items():
+                try:
+                    self.allocatable[name] = _amount(name, value, f"Node {self.name} status.allocatable.{name}")
+                except InputError:
+                    self.allocatable[name] = 0
+        cond = next((c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"), None)
+        self.ready = None if cond is None else cond.get("status") == "True"
+
+
+class SchedulingPod:
+    """What the filters need of the pod being placed."""
+
+    __slots__ = ("ref", "node_name", "tolerations", "node_selector", "required", "requests", "host_ports", "not_simulated", "hypothetical", "raw")
+
+    def __init__(self, ref, *, node_name="", tolerations=(), node_selector=None, required=None, requests=None, host_ports=(), not_simulated=(), hypothetical=False, raw=None):
+        self.ref = ref
+        self.node_name = node_name
+        self.tolerations = with_default_tolerations(list(tolerations))
+        self.node_selector = node_selector or {}
+        self.required = required
+        self.requests = requests or {}
+        self.host_ports = list(host_ports)
+        self.not_simulated = list(not_simulated)
+        self.hypothetical = hypothetical  # a would-be pod for a bare claim/template
+        self.raw = raw  # the Pod object (its extended-resource claim is rebuilt per node)
+
+    @classmethod
+    def from_pod(cls, raw, namespace=None):
+        """From a Pod object; anything the API server would reject is an InputError naming the field."""
+        meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+        if not isinstance(spec, dict):
+            raise InputError("Pod spec: must be an object")
+        ns = meta.get("namespace") or namespace or "default"
+        ref = f"{ns}/{meta.get('name') or meta.get('generateName') or 'pod'}"
+        node_name = spec.get("nodeName") or ""
+        if not isinstance(node_name, str):
+            raise InputError("spec.nodeName: must be a string")
+        return cls(
+            ref,
+            node_name=node_name,
+            tolerations=parse_tolerations(spec.get("tolerations")),
+            node_selector=parse_node_selector(spec.get("nodeSelector")),
+            required=parse_required_affinity(spec.get("affinity")),
+            requests=pod_requests(spec),
+            host_ports=pod_host_ports(spec),
+            not_simulated=unsimulated_plugins(spec),
+            raw=raw,
+        )
+
+    @classmethod
+    def would_be(cls, tolerations=None, node_selector=None):
+        """The pod that would use a bare claim or template: no requests, the given tolerations/selector."""
+        return cls("(the pod using the claim)", tolerations=parse_tolerations(tolerations, "tolerations"),
+                   node_selector=parse_node_selector(node_selector, "nodeSelector"), hypothetical=True)
+
+    def describe(self):
+        """The constraints in JSON form (the summary echoes them)."""
+        return {
+            "pod": self.ref,
+            "tolerations": [t.to_dict() for t in self.tolerations],
+            "nodeSelector": dict(self.node_selector),
+            "requiredNodeAffinity": self.required,
+            "requests": dict(self.requests),
+            "hostPorts": [list(p) for p in self.host_ports],
+        }
+
+
+VOLUME_SOURCES_NEEDING_PLUGINS = ("persistentVolumeClaim", "ephemeral", "csi", "awsElasticBlockStore", "gcePersistentDisk", "azureDisk", "cinder", "iscsi", "rbd")
+
+
+def unsimulated_plugins(spec):
+    """[(plugin, why)] for the Filters this preview does not reproduce but the pod would meet."""
+    out = []
+    affinity = spec.get("affinity") or {}
+    if isinstance(affinity, dict):
+        for kind, plugin_reason in (("podAffinity", "required pod affinity"), ("podAntiAffinity", "required pod anti-affinity")):
+            part = affinity.get(kind) or {}
+            if isinstance(part, dict) and part.get("requiredDuringSchedulingIgnoredDuringExecution"):
+                out.append(("InterPodAffinity", f"{plugin_reason} depends on where other pods run"))
+    if any(isinstance(c, dict) and c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule" for c in spec.get("topologySpreadConstraints") or []):
+        out.append(("PodTopologySpread", "DoNotSchedule topology spread depends on where other pods run"))
+    volumes = [v for v in spec.get("volumes") or [] if isinstance(v, dict) and any(k in v for k in VOLUME_SOURCES_NEEDING_PLUGINS)]
+    if volumes:
+        names = ", ".join(str(v.get("name")) for v in volumes[:3])
+        out.append(("VolumeBinding/VolumeRestrictions/NodeVolumeLimits/VolumeZone", f"volumes ({names}) depend on PersistentVolumes and CSI limits"))
+    seen, unique = set(), []
+    for plugin, why in out:
+        if plugin not in seen:
+            seen.add(plugin)
+            unique.append((plugin, why))
+    return unique
+
+
+# ----------------------------------------------------------------------------------------------
+# The filters
+
+
+def run_filters(pod, node, usage=None, dra_resources=frozenset()):
+    """The plugins in order up to the first rejection: [FilterResult]. `usage`: the node's NodeUsage.
+    `dra_resources`: extended resource names a DeviceClass maps (DRA serves them where the node's
+    allocatable lacks them)."""
+    usage = usage or EMPTY_USAGE
+    out = []
+    for plugin, check in _CHECKS:
+        result = check(pod, node, usage, dra_resources)
+        if result is None:
+            continue  # PreFilter Skip: nothing to check for this pod
+        out.append(result)
+        if result.passed is False:
+            break
+    return out
+
+
+def _unschedulable(pod, node, usage, dra):
+    if node.unschedulable and not any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
+        return FilterResult(NODE_UNSCHEDULABLE, False, [REASON_UNSCHEDULABLE])
+    return FilterResult(NODE_UNSCHEDULABLE, True)
+
+
+def _node_name(pod, node, usage, dra):
+    if not pod.node_name:
+        return None
+    ok = pod.node_name == node.name
+    return FilterResult(NODE_NAME, ok, () if ok else [REASON_NODE_NAME])
+
+
+def _taints(pod, node, usage, dra):
+    taint = first_untolerated(node.taints, pod.tolerations)
+    return FilterResult(TAINT_TOLERATION, taint is None, () if taint is None else [REASON_TAINT])
+
+
+def _affinity(pod, node, usage, dra):
+    if not pod.node_selector and pod.required is None:
+        return None
+    ok = all(node.labels.get(k) == v and k in node.labels for k, v in pod.node_selector.items())
+    if ok and pod.required is not None:
+        ok = required_affinity_matches(pod.required, node.name, node.labels)
+    return FilterResult(NODE_AFFINITY, ok, () if ok else [REASON_AFFINITY])
+
+
+def _ports(pod, node, usage, dra):
+    if not pod.host_ports:
+        return None
+    clash = ports_conflict(pod.host_ports, usage.ports)
+    return FilterResult(NODE_PORTS, not clash, [REASON_PORTS] if clash else ())
+
+
+def _resources(pod, node, usage, dra):
+    alloc = node.allocatable
+    if alloc is None:
+        return FilterResult(NODE_RESOURCES_FIT, None, ["not simulated: the node reports no status.allocatable"])
+    reasons = []
+    if usage.pods + 1 > alloc.get("pods", 0):
+        reasons.append(REASON_TOO_MANY_PODS)
+    requests = pod.requests
+    if requests:
+        for name in NATIVE:
+            want = requests.get(name, 0)
+            if want and want > alloc.get(name, 0) - usage.requested.get(name, 0):
+                reasons.append(f"Insufficient {name}")
+        for name in sorted(requests):
+            if name in NATIVE or not is_scalar_resource(name):
+                continue
+            have = alloc.get(name, 0)
+            if name in dra and have == 0:
+                continue  # DRA-backed extended resource: DynamicResources allocates devices for it
+            if requests[name] > have - usage.requested.get(name, 0):
+                reasons.append(f"Insufficient {name}")
+    return FilterResult(NODE_RESOURCES_FIT, not reasons, reasons)
+
+
+_CHECKS = (
+    (NODE_UNSCHEDULABLE, _unschedulable),
+    (NODE_NAME, _node_name),
+    (TAINT_TOLERATION, _taints),
+    (NODE_AFFINITY, _affinity),
+    (NODE_PORTS, _ports),
+    (NODE_RESOURCES_FIT, _resources),
+)
+
+
+def rejected(results):
+    """The failing FilterResult, or None."""
+    return next((r for r in results if r.passed is False), None)
+
+
+def served_by_device_plugin(node, resources):
+    """The DRA-mappable extended resources this node's device plugin advertises (allocatable > 0)."""
+    alloc = node.allocatable or {}
+    return frozenset(r for r in resources if alloc.get(r, 0) > 0)
+
+
+__all__ = [
+    "FILTER_ORDER", "FilterResult", "NodeFacts", "NodeUsage", "SchedulingPod", "Toleration", "counts_on_node",
+    "first_untolerated", "parse_node_selector", "parse_toleration_flag", "parse_tolerations", "pod_footprint",
+    "pod_host_ports", "pod_requests", "rejected", "run_filters", "served_by_device_plugin", "with_default_tolerations",
+]
