@@ -1,38 +1,21 @@
 """Django side of the allocation engine: build its input from the mirrored rows of one cluster.
 
 The engine (claims.allocator) knows nothing about Django. Building an Inventory for a big cluster
-costs a second or two and its per-device CEL caches make later previews fast, so one Inventory is
-kept per cluster and process, and rebuilt when the cluster's data changed (a cheap fingerprint of
-counts and newest resourceVersions/sync times per kind, one aggregate query per kind).
+costs seconds and its per-device CEL caches make later previews fast, so one Inventory is kept per
+cluster and process and updated from the sync's change log, never rebuilt on churn
+(claims/live_inventory.py).
 """
 
 import logging
-import threading
 
-from django.db.models import Count, Max
-
-from claims.allocator import Features, InputError, Inventory, headroom, load_documents, preview, resolve_claims
+from claims.allocator import Features, InputError, headroom, load_documents, preview, resolve_claims
 from claims.allocator.errors import AllocationError
 from claims.allocator.model import ClaimSpec
-from claims.models import ResourceClaim, ResourceClaimTemplate
+from claims.live_inventory import forget, live_inventory
 from claims.preview_scope import OutOfScope, check_documents, check_namespace, redact_result
-from inventory.models import DeviceClass, DeviceTaintRule, Namespace, Node, ResourceSlice
+from monitoring.instruments import PREVIEW_SECONDS
 
 __all__ = ["OutOfScope", "PreviewError", "cluster_inventory", "run_preview", "invalidate"]
-
-# Kind -> model, in the order the Inventory wants them.
-SOURCES = (
-    ("device_classes", DeviceClass),
-    ("resource_slices", ResourceSlice),
-    ("resource_claims", ResourceClaim),
-    ("resource_claim_templates", ResourceClaimTemplate),
-    ("nodes", Node),
-    ("device_taint_rules", DeviceTaintRule),
-    ("namespaces", Namespace),
-)
-
-_cache = {}
-_lock = threading.Lock()
 
 
 class PreviewError(ValueError):
@@ -52,15 +35,6 @@ def _engine_failure(cluster, exc, what="preview"):
                          "the failure was logged for the administrators")
 
 
-def _fingerprint(cluster):
-    parts = []
-    for _, model in SOURCES:
-        agg = model.objects.filter(cluster=cluster).aggregate(n=Count("id"), rv=Max("resource_version_num"), at=Max("synced_at"))
-        parts.append((agg["n"], agg["rv"], agg["at"]))
-    parts.append(tuple(sorted((cluster.features or {}).items())))
-    return tuple(parts)
-
-
 def features_of(cluster):
     try:
         return Features.from_dict(cluster.features)
@@ -69,17 +43,11 @@ def features_of(cluster):
 
 
 def cluster_inventory(cluster):
-    """The Inventory of `cluster`, rebuilt only when its mirrored data changed."""
-    fp = _fingerprint(cluster)
-    with _lock:
-        hit = _cache.get(cluster.pk)
-        if hit and hit[0] == fp:
-            return hit[1]
-    objects = {kind: list(model.objects.filter(cluster=cluster).order_by("namespace", "name").values_list("raw", flat=True)) for kind, model in SOURCES}
-    inv = Inventory(features=features_of(cluster), **objects)
-    with _lock:
-        _cache[cluster.pk] = (fp, inv)
-    return inv
+    """The Inventory of `cluster` with every change the sync committed before this call; built on
+    first use, then updated from the rows the sync's change log names (one small query when idle).
+    Treat it as read-only: the next update publishes a new one."""
+    features = features_of(cluster)
+    return live_inventory(cluster.pk).current(cluster, features)
 
 
 def redact_other_claims(result, visible_namespaces):
@@ -89,12 +57,9 @@ def redact_other_claims(result, visible_namespaces):
 
 
 def invalidate(cluster=None):
-    """Forget cached inventories (all, or one cluster's)."""
-    with _lock:
-        if cluster is None:
-            _cache.clear()
-        else:
-            _cache.pop(cluster.pk, None)
+    """Forget this process's inventories (all, or one cluster's): the next preview builds afresh.
+    Only needed after writing mirrored rows outside gpudash.sync.apply (which logs its changes)."""
+    forget(None if cluster is None else cluster.pk)
 
 
 def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_headroom=False, nodes=None, reason_codes=False,

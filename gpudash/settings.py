@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "gpudash",
     "inventory",
     "claims",
+    "monitoring",
     "devcluster",
 ]
 
@@ -161,6 +162,7 @@ CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BEAT_SCHEDULE = {
     "ensure-watchers": {"task": "gpudash.sync.tasks.ensure_watchers", "schedule": 15.0},
     "detect-stuck-claims": {"task": "claims.tasks.detect_stuck_claims", "schedule": 60.0},
+    "poll-utilization": {"task": "monitoring.tasks.poll_utilization", "schedule": float(os.environ.get("GPUDASH_UTILIZATION_POLL", "60"))},
 }
 
 REST_FRAMEWORK = {
@@ -239,6 +241,25 @@ GPUDASH_OPS = {
         {"user": "gpudash-probe-user", "groups": ["system:authenticated"]},
     ],
     "API_TIMEOUT_SECONDS": float(os.environ.get("GPUDASH_API_TIMEOUT", "10")),
+}
+
+# Monitoring (monitoring/, docs/operations.md "Metrics" and "GPU utilization").
+GPUDASH_MONITORING = {
+    # Bearer token /metrics asks for; unset = /metrics is open (protect it with a NetworkPolicy then).
+    "METRICS_TOKEN": os.environ.get("GPUDASH_METRICS_TOKEN", ""),
+    # Node labels naming a node's pool, first present wins (free whole GPUs are counted per pool).
+    "NODE_POOL_LABELS": [
+        "karpenter.sh/nodepool", "cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup",
+        "kubernetes.azure.com/agentpool", "node.kubernetes.io/pool",
+    ],
+    # Utilization from each cluster's Prometheus (dcgm-exporter series): poll period, query timeout,
+    # how long the per-minute history is kept.
+    "POLL_SECONDS": float(os.environ.get("GPUDASH_UTILIZATION_POLL", "60")),
+    "QUERY_TIMEOUT_SECONDS": float(os.environ.get("GPUDASH_PROMETHEUS_TIMEOUT", "10")),
+    "HISTORY_HOURS": float(os.environ.get("GPUDASH_UTILIZATION_HISTORY_HOURS", "24")),
+    # Idle-GPU finding: allocated, under this utilization (%) for this long (s). Report-only.
+    "IDLE_THRESHOLD_PERCENT": float(os.environ.get("GPUDASH_IDLE_THRESHOLD", "5")),
+    "IDLE_PERIOD_SECONDS": float(os.environ.get("GPUDASH_IDLE_PERIOD", "1800")),
 }
 
 LOGGING = {

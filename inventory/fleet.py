@@ -91,7 +91,7 @@ def _stuck_devices(cluster_ids, nodes=None):
         devices = devices.filter(cluster_id__in=cluster_ids)
     if nodes is not None:
         devices = devices.filter(node_name__in={n for _, n in nodes})
-    rows = devices.order_by().annotate(model=summary.MODEL).values_list(*_SUMMARY_KEY, "allocation_state").annotate(n=Count("id"))
+    rows = devices.order_by().annotate(model=summary.MODEL, kind=summary.KIND).values_list(*_SUMMARY_KEY, "allocation_state").annotate(n=Count("id"))
     out = defaultdict(Counter)
     for *key, state, n in rows:
         if nodes is None or (key[0], key[3]) in nodes:
@@ -265,7 +265,7 @@ class FleetMap:
         self.cluster_ids = snapshot.cluster_ids
         self.user = snapshot.user
         self.stuck = defaultdict(Counter)  # (cluster_id, map_key) -> stored state -> devices held by stuck claims
-        for (cluster_id, _driver, pool, node_name, _model), counts in snapshot.stuck.items():
+        for (cluster_id, _driver, pool, node_name, *_model_kind), counts in snapshot.stuck.items():
             self.stuck[(cluster_id, node_name or f"pool:{pool}")].update(counts)
         self.rows = self._filtered(self._grouped(), state, search)
 

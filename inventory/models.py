@@ -75,6 +75,8 @@ class SyncState(models.Model):
     events_applied = models.BigIntegerField(default=0)
     malformed_count = models.IntegerField(default=0)
     relist_count = models.IntegerField(default=0)
+    gone_count = models.IntegerField(default=0)  # 410 Gone answers (resourceVersion compacted away)
+    watch_restarts = models.BigIntegerField(default=0)  # watch connections opened
     lease_holder = models.CharField(max_length=255, blank=True)
     lease_expires = models.DateTimeField(null=True, blank=True)
     updated = models.DateTimeField(auto_now=True)
@@ -322,6 +324,7 @@ class NodeDeviceSummary(models.Model):
     pool = models.CharField(max_length=253)
     node_name = models.CharField(max_length=253, blank=True)
     model = models.TextField(blank=True)  # productName, else the model attribute
+    kind = models.CharField(max_length=16, default="other")  # gpu, partition or other (summary.KIND)
     map_key = models.CharField(max_length=260)  # the fleet-map row: the node, or "pool:<pool>" without one
     sort_key = models.TextField()  # map_key in natural order, comparable as plain text (summary.natural_sort_key)
     n_total = models.IntegerField(default=0)
@@ -336,7 +339,7 @@ class NodeDeviceSummary(models.Model):
     class Meta:
         # The key also serves the refresh's lookups by (cluster, driver, pool).
         constraints = [
-            models.UniqueConstraint(fields=("cluster", "driver", "pool", "node_name", "model"), name="inventory_summary_unique_key"),
+            models.UniqueConstraint(fields=("cluster", "driver", "pool", "node_name", "model", "kind"), name="inventory_summary_unique_key"),
         ]
         indexes = [
             models.Index(fields=("cluster", "sort_key"), name="inventory_summary_order_idx"),

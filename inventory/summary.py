@@ -14,11 +14,19 @@ from django.db.models.functions import Coalesce, Concat
 
 # The model the overview groups by: productName, else the model attribute.
 MODEL = Coalesce(KT("attribute_values__productName"), KT("attribute_values__model"), Value(""), output_field=TextField())
+# The device kind the metrics count by: a partition (MIG device: type "mig", or one naming its parent
+# GPU), a whole GPU (type "gpu"), anything else (NICs, FPGAs, ...). Attribute copies are keyed bare.
+KINDS = ("gpu", "partition", "other")
+KIND = Case(
+    When(Q(attribute_values__type="mig") | Q(attribute_values__has_key="parentUUID"), then=Value("partition")),
+    When(attribute_values__type="gpu", then=Value("gpu")),
+    default=Value("other"), output_field=TextField(),
+)
 # A fleet-map row: the node, or the pool for devices without one (no node name contains ":").
 MAP_KEY = Case(When(node_name="", then=Concat(Value("pool:"), F("pool"))), default=F("node_name"), output_field=TextField())
 
 # A summary row's key, and what it counts (see NodeDeviceSummary).
-KEY = ("cluster_id", "driver", "pool", "node_name", "model")
+KEY = ("cluster_id", "driver", "pool", "node_name", "model", "kind")
 COUNTS = ("n_total", "n_free", "n_tainted_unheld", "n_allocated", "n_admin", "n_partial", "n_tainted", "n_admin_watched")
 _DIGITS = re.compile(r"(\d+)")
 _WRITE_BATCH = 1000
@@ -53,8 +61,8 @@ def rebuild(scope, device_model=None, summary_model=None):
     rows = (
         device_model.objects.filter(scope)
         .order_by()
-        .annotate(model=MODEL)
-        .values_list("cluster_id", "driver", "pool", "node_name", "model")
+        .annotate(model=MODEL, kind=KIND)
+        .values_list(*KEY)
         .annotate(
             n_total=Count("id"),
             n_free=Count("id", filter=unheld & Q(tainted=False)),

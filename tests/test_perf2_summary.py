@@ -93,7 +93,9 @@ def slice_raw(node_name):
 
 
 def test_summary_matches_the_devices_as_loaded(alpha):
-    assert NodeDeviceSummary.objects.filter(cluster=alpha).count() == 3  # one per node: one driver, one model each
+    # One per node and device kind: one driver, one model each, node-b's MIG partitions a row of their own.
+    assert sorted(NodeDeviceSummary.objects.filter(cluster=alpha).values_list("node_name", "kind")) == [
+        ("node-a", "gpu"), ("node-b", "gpu"), ("node-b", "partition"), ("node-c", "gpu")]
     assert per_device()["states"][fleet.STUCK] == 1  # the fixture has every state the reads apply
     assert_summary_matches_devices()
     assert_summary_matches_devices([alpha.id])

@@ -161,7 +161,10 @@ def _store(cluster, raw):
     raw["metadata"].setdefault("uid", f"uid-{raw['metadata']['name']}")
     raw["metadata"].setdefault("resourceVersion", str(_store.rv))
     _store.rv += 1
-    return model.objects.create(cluster=cluster, **model.fields_from_raw(raw))
+    from gpudash.sync.apply import apply_object
+
+    # The sync's write path: it logs the change, which the live preview inventory follows.
+    return apply_object(cluster, raw["kind"], raw) or model.objects.get(cluster=cluster, namespace=raw["metadata"].get("namespace") or "", name=raw["metadata"]["name"])
 
 
 _store.rv = 100

@@ -1,6 +1,7 @@
 """The cluster state a preview runs against, indexed once and reused across previews.
 
-An Inventory is immutable once built: build a new one when the cluster changes. Per-node views
+A published Inventory is never changed in place: `with_changes` (incremental.py) returns an updated
+copy that shares everything the changes did not touch. Per-node views
 (which pools a node sees, in the scheduler's order) and per-(device, selector) CEL results are
 computed lazily and cached on it, so the first preview pays for CEL and later ones are cheap.
 """
@@ -8,6 +9,7 @@ computed lazily and cached on it, so the first preview pays for CEL and later on
 from collections import defaultdict
 
 from .features import Features
+from .incremental import IncrementalMixin
 from .model import ADMIN_ACCESS_LABEL, DeviceClassInfo, Slice, _q
 
 KIND_ALIASES = {
@@ -117,8 +119,8 @@ class NodeView:
         self.candidates = {}
 
 
-class Inventory:
-    """Raw objects of one cluster, indexed for allocation previews."""
+class Inventory(IncrementalMixin):
+    """Raw objects of one cluster, indexed for allocation previews (kept current by incremental.py)."""
 
     def __init__(
         self,
@@ -147,9 +149,7 @@ class Inventory:
                 self.problems.append(f"ResourceSlice {((raw or {}).get('metadata') or {}).get('name')}: {exc}")
         self.nodes = {}
         for raw in nodes:
-            meta = raw.get("metadata") or {}
-            if meta.get("name"):
-                self.nodes[meta["name"]] = meta.get("labels") or {}
+            self._index_node(raw)
         self.node_names = sorted(self.nodes)
         self.namespaces = {(r.get("metadata") or {}).get("name"): (r.get("metadata") or {}).get("labels") or {} for r in namespaces}
         self.claims = {}
@@ -179,6 +179,12 @@ class Inventory:
                 self.devices_by_key.setdefault(d.key, d)
         if self.features.device_taint_rules and self.taint_rules:
             self._apply_taint_rules()
+
+    def _index_node(self, raw):
+        """One Node's part of the inventory (also the live inventory's upsert_node: keep both in one place)."""
+        meta = raw.get("metadata") or {}
+        if meta.get("name"):
+            self.nodes[meta["name"]] = meta.get("labels") or {}
 
     # -- construction helpers ------------------------------------------------------------------
 

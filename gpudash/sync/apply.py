@@ -21,7 +21,7 @@ from inventory import devicestate
 from inventory import tasks as class_counts
 from inventory.devicestate import refresh_pools
 
-from . import pgcopy
+from . import changelog, pgcopy
 from .kinds import KINDS_BY_NAME
 from .publish import Change, publish_on_commit
 
@@ -342,6 +342,7 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
             class_counts.request_after_commit(cluster, [kind])
         if state_changes:
             _insert(apps.get_model("claims.ClaimStateChange"), state_changes)
+        changelog.record(cluster.pk, kind, changes)  # last write: its lock orders the log (changelog.py)
 
         result.inserted, result.updated, result.deleted = len(to_insert), len(to_update), len(to_delete)
         result.seen_ids.update(row.pk for row in to_insert + to_update)
@@ -505,6 +506,7 @@ def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(
                 [_state_change(cluster, (r["namespace"], r["name"]), r["uid"], r.get("state"), "deleted", r["resource_version"], r.get("node_name"), now) for r in gone],
                 batch_size=_WRITE_BATCH,
             )
+        changelog.record(cluster.pk, kind, [(row["namespace"], row["name"]) for row in gone])  # last write (changelog.py)
         if publish:
             publish_on_commit(changes)
     return changes

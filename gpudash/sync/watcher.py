@@ -139,6 +139,7 @@ class Watcher:
                     return
             except Gone:
                 log.info("%s %s: resourceVersion %s expired; relisting", self.cluster.name, self.kind, self.rv)
+                self._record(gone_count=increment("gone_count", 1))
                 self.rv = ""
             except LeaseLost as exc:
                 log.warning("%s %s: %s; stopping", self.cluster.name, self.kind, exc)
@@ -286,7 +287,7 @@ class Watcher:
         reader = threading.Thread(target=_read_lines, args=(lines, events), name=f"watch-{self.kind}", daemon=True)
         reader.start()
         with transaction.atomic():
-            self.lease.fence(status=SyncState.Status.CONNECTED)
+            self.lease.fence(status=SyncState.Status.CONNECTED, watch_restarts=increment("watch_restarts", 1))
         try:
             while not self.stop.is_set():
                 try:

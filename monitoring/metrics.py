@@ -1,0 +1,182 @@
+"""/metrics: the fleet, the sync and operations in Prometheus' text format (prometheus-client).
+
+Every family is read from what is already stored (the per-node device summary, claim states, the
+sync state rows, the audit log, stored counters), a handful of GROUP BYs per scrape, so a scrape
+costs the same whatever else the dashboard is doing and every web replica reports the same fleet.
+Only the preview histogram is process-local (previews run in the process that serves them).
+Names follow Prometheus conventions: `gpudash_` prefix, base units, `_total` for counters.
+"""
+
+import hmac
+
+from django.conf import settings
+from django.db.models import Count, Q, Sum, TextField, Value
+from django.db.models.fields.json import KT
+from django.db.models.functions import Coalesce
+from django.http import HttpResponse
+from django.utils import timezone
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from . import instruments
+
+
+def monitoring_setting(name, default=None):
+    return (getattr(settings, "GPUDASH_MONITORING", None) or {}).get(name, default)
+
+
+def _cluster_names():
+    from inventory.models import Cluster
+
+    return dict(Cluster.objects.values_list("id", "name"))
+
+
+def _node_pool_expression():
+    """The node's pool: the first of NODE_POOL_LABELS the node carries, else ''."""
+    from django.db.models import OuterRef, Subquery
+
+    from inventory.models import Node
+
+    labels = monitoring_setting("NODE_POOL_LABELS", []) or []
+    if not labels:
+        return Value("", output_field=TextField())
+    pool = Coalesce(*[KT(f"labels__{label}") for label in labels], Value(""), output_field=TextField())
+    nodes = Node.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("node_name")).annotate(node_pool=pool)
+    return Coalesce(Subquery(nodes.values("node_pool")[:1]), Value(""), output_field=TextField())
+
+
+class FleetCollector:
+    """Devices, free whole GPUs, claims and findings."""
+
+    def collect(self):
+        from claims.models import Finding, ResourceClaim
+        from inventory import devicestate, fleet
+        from inventory.models import NodeDeviceSummary
+
+        names = _cluster_names()
+        devices = GaugeMetricFamily("gpudash_devices", "Devices by cluster, driver, model, kind (gpu, partition, other) and state.",
+                                    labels=["cluster", "driver", "model", "kind", "state"])
+        for row in fleet.FleetSnapshot().grouped("cluster_id", "driver", "model", "kind"):
+            for state, n in row["states"].items():
+                devices.add_metric([names.get(row["cluster_id"], ""), row["driver"], row["model"], row["kind"], state], n)
+        yield devices
+
+        free = GaugeMetricFamily("gpudash_free_whole_gpus", "Whole GPUs that are free (unheld, untainted, on a Ready node), by node pool and model.",
+                                 labels=["cluster", "node_pool", "model"])
+        rows = (NodeDeviceSummary.objects.filter(kind="gpu").exclude(node_name="")
+                .annotate(unready=devicestate.node_not_ready(), node_pool=_node_pool_expression())
+                .values("cluster_id", "node_pool", "model").annotate(n=Sum("n_free", filter=Q(unready=False))).order_by())
+        for row in rows:
+            free.add_metric([names.get(row["cluster_id"], ""), row["node_pool"], row["model"]], row["n"] or 0)
+        yield free
+
+        claims = GaugeMetricFamily("gpudash_claims", "ResourceClaims by state and namespace.", labels=["cluster", "namespace", "state"])
+        pending = GaugeMetricFamily("gpudash_pending_claims", "ResourceClaims waiting for an allocation.", labels=["cluster"])
+        pending_by_cluster = {cid: 0 for cid in names}
+        for cid, namespace, state, n in ResourceClaim.objects.values_list("cluster_id", "namespace", "state").annotate(n=Count("id")).order_by():
+            claims.add_metric([names.get(cid, ""), namespace, state], n)
+            if state == ResourceClaim.State.PENDING:
+                pending_by_cluster[cid] = pending_by_cluster.get(cid, 0) + n
+        for cid, n in pending_by_cluster.items():
+            pending.add_metric([names.get(cid, "")], n)
+        yield claims
+        yield pending
+
+        findings = GaugeMetricFamily("gpudash_active_findings", "Active findings (stuck claims, idle GPUs) by rule and severity.",
+                                     labels=["cluster", "rule", "severity"])
+        for cid, rule, severity, n in Finding.objects.active().values_list("cluster_id", "rule", "severity").annotate(n=Count("id")).order_by():
+            findings.add_metric([names.get(cid, ""), rule, severity], n)
+        yield findings
+
+
+class SyncCollector:
+    """Per cluster and kind, from the watchers' SyncState rows."""
+
+    COUNTERS = (
+        ("events_applied", "gpudash_sync_events_applied", "Watch events applied to the mirror."),
+        ("relist_count", "gpudash_sync_relists", "Full re-LISTs after the first one."),
+        ("gone_count", "gpudash_sync_gone", "410 Gone answers (resourceVersion expired), each followed by a relist."),
+        ("watch_restarts", "gpudash_sync_watch_restarts", "Watch connections opened (the server ends each after its timeout)."),
+        ("malformed_count", "gpudash_sync_malformed_objects", "Objects or watch lines skipped as malformed."),
+    )
+
+    def collect(self):
+        from inventory.models import SyncState
+
+        now = timezone.now()
+        labels = ["cluster", "kind"]
+        since = GaugeMetricFamily("gpudash_sync_seconds_since_last_event", "Seconds since the last watch event was applied (or the last list).", labels=labels)
+        objects = GaugeMetricFamily("gpudash_sync_objects", "Objects mirrored.", labels=labels)
+        status = GaugeMetricFamily("gpudash_sync_status", "1 for the watcher's current status.", labels=labels + ["status"])
+        lease = GaugeMetricFamily("gpudash_sync_lease_held", "1 while a watcher holds the (cluster, kind) lease, by holder.", labels=labels + ["holder"])
+        counters = {field: CounterMetricFamily(name, text, labels=labels) for field, name, text in self.COUNTERS}
+        for s in SyncState.objects.select_related("cluster"):
+            key = [s.cluster.name, s.kind]
+            last = max((t for t in (s.last_event_at, s.last_list_at) if t), default=None)
+            if last is not None:
+                since.add_metric(key, max((now - last).total_seconds(), 0.0))
+            objects.add_metric(key, s.object_count)
+            status.add_metric(key + [s.status], 1)
+            held = bool(s.lease_holder) and s.lease_expires is not None and s.lease_expires > now
+            if held:
+                lease.add_metric(key + [s.lease_holder], 1)
+            for field, family in counters.items():
+                family.add_metric(key, getattr(s, field))
+        yield from (since, objects, status, lease, *counters.values())
+
+
+class OperationsCollector:
+    """Release actions (the audit log), detector runs and utilization polls (stored counters)."""
+
+    def collect(self):
+        from claims.models import AuditEntry
+
+        from .models import OpsCounter, PrometheusSource
+
+        release = CounterMetricFamily("gpudash_release_actions", "Release actions by action and outcome (dry runs included, outcome dry-run).",
+                                      labels=["cluster", "action", "outcome"])
+        for cluster, action, outcome, n in AuditEntry.objects.values_list("cluster_name", "action", "outcome").annotate(n=Count("id")).order_by():
+            release.add_metric([cluster, action, outcome], n)
+        yield release
+        families = {
+            "detector_runs": CounterMetricFamily("gpudash_detector_runs", "Stuck-claim detector runs.", labels=["cluster"]),
+            "utilization_polls": CounterMetricFamily("gpudash_utilization_polls", "Utilization polls of the cluster's Prometheus, by outcome.", labels=["cluster", "outcome"]),
+        }
+        for name, cluster, label, value in OpsCounter.objects.filter(name__in=families).values_list("name", "cluster_name", "label", "value"):
+            families[name].add_metric([cluster] + ([label] if name == "utilization_polls" else []), value)
+        yield from families.values()
+        success = GaugeMetricFamily("gpudash_utilization_last_success_timestamp_seconds", "When utilization was last read from the cluster's Prometheus.", labels=["cluster"])
+        matched = GaugeMetricFamily("gpudash_utilization_devices_matched", "Devices the last utilization poll found series for.", labels=["cluster"])
+        for source in PrometheusSource.objects.select_related("cluster").filter(enabled=True):
+            if source.last_success_at:
+                success.add_metric([source.cluster.name], source.last_success_at.timestamp())
+            matched.add_metric([source.cluster.name], source.devices_matched)
+        yield success
+        yield matched
+
+
+def build_registry():
+    registry = CollectorRegistry(auto_describe=False)
+    for collector in (FleetCollector(), SyncCollector(), OperationsCollector()):
+        registry.register(collector)
+    registry.register(instruments.PREVIEW_SECONDS)
+    return registry
+
+
+REGISTRY = build_registry()
+
+
+def _authorized(request):
+    token = monitoring_setting("METRICS_TOKEN", "")
+    if not token:
+        return True  # off when unset: documented, protect /metrics with a NetworkPolicy instead
+    given = request.headers.get("Authorization", "")
+    return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+
+
+def metrics_view(request):
+    if not _authorized(request):
+        response = HttpResponse("a bearer token is required (Authorization: Bearer <GPUDASH_METRICS_TOKEN>)\n", status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = 'Bearer realm="gpudash metrics"'
+        return response
+    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,81 @@
+"""Monitoring: where a cluster's Prometheus is, GPU utilization samples from it, and the operation
+counters /metrics reports across processes (detector runs happen in workers, scrapes hit the web)."""
+
+from django.db import IntegrityError, models, transaction
+from django.db.models import F
+
+
+class PrometheusSource(models.Model):
+    """The Prometheus that scrapes a cluster's dcgm-exporter; gpudash polls it for utilization."""
+
+    cluster = models.OneToOneField("inventory.Cluster", on_delete=models.CASCADE, related_name="prometheus")
+    url = models.URLField(max_length=500, help_text="Base URL, e.g. http://prometheus.monitoring:9090 (the API is under /api/v1/).")
+    auth_header = models.CharField(max_length=2000, blank=True, help_text="Sent as the Authorization header, e.g. 'Bearer TOKEN'. Optional.")
+    enabled = models.BooleanField(default=True)
+    last_poll_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    # The minute the last successful poll stored: its samples are the devices' current values.
+    last_minute = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    devices_matched = models.IntegerField(default=0)
+    series_unmatched = models.IntegerField(default=0)
+
+    def __str__(self):
+        return f"{self.cluster}: {self.url}"
+
+
+class UtilizationSample(models.Model):
+    """One device's utilization in one minute (the latest poll of that minute wins).
+
+    Keyed by the device's identity (driver, pool, name) rather than a foreign key: device rows are
+    replaced whenever their slice changes, the history must outlive that. The holder at sample time
+    is kept so idle GPU-hours can be counted per namespace afterwards.
+    """
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    driver = models.CharField(max_length=63)
+    pool = models.CharField(max_length=253)
+    device = models.CharField(max_length=63)
+    minute = models.DateTimeField()
+    gpu_util = models.FloatField(null=True)  # percent, DCGM_FI_DEV_GPU_UTIL
+    fb_used_bytes = models.FloatField(null=True)  # DCGM_FI_DEV_FB_USED (MiB) in bytes
+    power_watts = models.FloatField(null=True)  # DCGM_FI_DEV_POWER_USAGE
+    gr_engine_active = models.FloatField(null=True)  # ratio 0-1, DCGM_FI_PROF_GR_ENGINE_ACTIVE (profiling, optional)
+    allocated = models.BooleanField(default=False)
+    held_by_namespace = models.CharField(max_length=253, blank=True)
+    held_by_name = models.CharField(max_length=253, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "driver", "pool", "device", "minute"), name="monitoring_sample_unique_minute"),
+        ]
+        indexes = [
+            models.Index(fields=("cluster", "minute"), name="monitoring_sample_minute_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.driver}/{self.pool}/{self.device} @ {self.minute:%H:%M}: {self.gpu_util}%"
+
+
+class OpsCounter(models.Model):
+    """A monotonically increasing count kept in the database (exported as a Prometheus counter)."""
+
+    name = models.CharField(max_length=64)
+    cluster_name = models.CharField(max_length=63, blank=True)
+    label = models.CharField(max_length=128, blank=True)  # one extra label value, e.g. a finding rule
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=("name", "cluster_name", "label"), name="monitoring_counter_unique")]
+
+    @classmethod
+    def add(cls, name, cluster_name="", label="", by=1):
+        key = {"name": name, "cluster_name": cluster_name, "label": label}
+        if cls.objects.filter(**key).update(value=F("value") + by):
+            return
+        try:
+            with transaction.atomic():
+                cls.objects.create(value=by, **key)
+        except IntegrityError:  # created meanwhile by another process
+            cls.objects.filter(**key).update(value=F("value") + by)

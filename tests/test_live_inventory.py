@@ -1,0 +1,285 @@
+"""The live preview inventory (claims/live_inventory.py) equals a fresh rebuild after every change the
+sync applies: creates, updates, deletes, relist reconciles. Changes go through the sync's own write
+path (gpudash.sync.apply) into PostgreSQL; the fresh rebuild reads every row again."""
+
+import copy
+import random
+import threading
+
+import pytest
+
+from claims.allocator import Features, Inventory, headroom, load_documents, preview, resolve_claims
+from devcluster.fleet import generate_fleet
+
+CLAIMS = [
+    ("gpu.nvidia.com", "count: 1"),
+    ("gpu.nvidia.com", "count: 8"),
+    ("mig.nvidia.com", "count: 2"),
+    ("gpu.nvidia.com", "count: 2\n        selectors: [{cel: {expression: \"device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H')\"}}]"),
+]
+KIND_OF_PLURAL = {"namespaces": "Namespace", "nodes": "Node", "deviceclasses": "DeviceClass", "resourceslices": "ResourceSlice",
+                  "resourceclaimtemplates": "ResourceClaimTemplate", "resourceclaims": "ResourceClaim"}
+
+
+def claim_yaml(cls, count):
+    return f"""apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: probe, namespace: team-00}}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: {cls}
+        {count}
+"""
+
+
+def verdicts(inv):
+    """What previews and headroom say for several claims (timings removed)."""
+    out = []
+    for cls, count in CLAIMS:
+        claims, bound = resolve_claims(inv, load_documents(claim_yaml(cls, count), "YAML"))
+        result = preview(inv, claims, bound=bound, reason_codes=True)
+        result["summary"].pop("seconds")
+        room = headroom(inv, claims)
+        room.pop("seconds")
+        out.append((result, room))
+    return out
+
+
+def fresh(cluster):
+    from claims.live_inventory import SOURCES, load_raw
+
+    return Inventory(features=Features.from_dict(cluster.features), **{kw: load_raw(model, cluster.pk) for kw, model in SOURCES.values()})
+
+
+class Fleet:
+    """A small devcluster fleet written through the sync's apply path, and random changes to it."""
+
+    def __init__(self, cluster, seed=7):
+        from gpudash.sync.apply import LISTED, apply_batch
+
+        self.cluster, self.rng, self.rv = cluster, random.Random(seed), 10_000
+        self.objects = {}
+        for plural, items in generate_fleet(nodes=30, claims=120, seed=seed).items():
+            kind = KIND_OF_PLURAL.get(plural)
+            if kind:
+                self.objects[kind] = {self.key(r): r for r in items}
+                apply_batch(cluster, kind, [(LISTED, r) for r in items])
+
+    @staticmethod
+    def key(raw):
+        meta = raw["metadata"]
+        return (meta.get("namespace") or "", meta["name"])
+
+    def bump(self, raw):
+        self.rv += 1
+        raw["metadata"]["resourceVersion"] = str(self.rv)
+        return raw
+
+    def change(self, kind):
+        """One random create, update or delete of `kind`, applied; returns the event."""
+        from gpudash.sync.apply import ADDED, DELETED, MODIFIED, apply_batch
+
+        rng, objects = self.rng, self.objects[kind]
+        key = rng.choice(sorted(objects))
+        raw = copy.deepcopy(objects[key])
+        roll = rng.random()
+        if roll < 0.2:
+            event = DELETED
+            del objects[key]
+        elif roll < 0.35:
+            event = ADDED
+            raw["metadata"]["name"] += f"-copy{self.rv}"
+            raw["metadata"]["uid"] = f"uid-{self.rv}"
+            if kind == "Node":
+                raw["metadata"]["labels"]["kubernetes.io/hostname"] = raw["metadata"]["name"]
+        else:
+            event = MODIFIED
+            self.modify(kind, raw)
+        self.bump(raw)
+        if event != DELETED:
+            objects[self.key(raw)] = raw
+        apply_batch(self.cluster, kind, [(event, raw)])
+        return event
+
+    def modify(self, kind, raw):
+        rng = self.rng
+        if kind == "ResourceClaim":
+            status = raw.setdefault("status", {})
+            if status.get("allocation"):
+                status.pop("allocation")
+                status.pop("reservedFor", None)
+            else:
+                sl = rng.choice(sorted(self.objects["ResourceSlice"].values(), key=lambda s: s["metadata"]["name"]))
+                devices = sl["spec"].get("devices") or []
+                if devices:
+                    dev = rng.choice(devices)
+                    status["allocation"] = {"devices": {"results": [
+                        {"request": "gpu", "driver": sl["spec"]["driver"], "pool": sl["spec"]["pool"]["name"], "device": dev["name"]}]}}
+        elif kind == "ResourceSlice":
+            devices = raw["spec"].get("devices")
+            if devices and rng.random() < 0.5:
+                devices.pop(rng.randrange(len(devices)))
+            else:
+                raw["spec"]["pool"]["generation"] = int(raw["spec"]["pool"].get("generation") or 0) + 1
+        elif kind == "Node":
+            raw["metadata"].setdefault("labels", {})["gpudash.io/node-pool"] = rng.choice(["a", "b"])
+        elif kind == "DeviceClass":
+            raw["spec"]["selectors"] = [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]
+        else:
+            raw["metadata"].setdefault("labels", {})["touched"] = str(self.rv)
+
+
+@pytest.fixture
+def fleet(db):
+    from claims.live_inventory import forget
+    from inventory.models import Cluster
+
+    forget()
+    yield Fleet(Cluster.objects.create(name="live"))
+    forget()
+
+
+def test_live_inventory_equals_a_rebuild_after_creates_updates_deletes(fleet):
+    from claims.live_inventory import live_inventory
+    from claims.preview import cluster_inventory
+
+    cluster = fleet.cluster
+    first = cluster_inventory(cluster)
+    assert verdicts(first) == verdicts(fresh(cluster))
+    kinds = ["ResourceClaim"] * 6 + ["ResourceSlice"] * 3 + ["Node"] * 2 + ["Namespace", "ResourceClaimTemplate"]
+    for round_ in range(6):
+        events = [fleet.change(fleet.rng.choice(kinds)) for _ in range(8)]
+        if round_ == 3:
+            events.append(fleet.change("DeviceClass"))
+        live = cluster_inventory(cluster)
+        assert verdicts(live) == verdicts(fresh(cluster)), f"round {round_}: {events}"
+    state = live_inventory(cluster.pk)
+    assert state.builds == 1  # every round was an update, never a rebuild
+    assert state.updates == 6
+
+
+def test_unchanged_devices_and_nodes_keep_their_cached_work(fleet):
+    from claims.preview import cluster_inventory
+    from gpudash.sync.apply import MODIFIED, apply_batch
+
+    cluster = fleet.cluster
+    before = cluster_inventory(cluster)
+    verdicts(before)
+    claims = fleet.objects["ResourceClaim"]
+    allocated = next(raw for _, raw in sorted(claims.items()) if (raw.get("status") or {}).get("allocation"))
+    raw = fleet.bump(copy.deepcopy(allocated))
+    raw["status"].pop("allocation")
+    raw["status"].pop("reservedFor", None)
+    apply_batch(cluster, "ResourceClaim", [(MODIFIED, raw)])
+    after = cluster_inventory(cluster)
+    assert after is not before
+    device = next(d for d in before.devices_by_key.values() if d.sel_cache)
+    assert after.devices_by_key[device.key] is device  # the same parsed device, CEL results included
+    untouched = [n for n in before.node_names if n in after._views and after._views[n] is before._views.get(n)]
+    assert len(untouched) >= len(before.node_names) - 2  # only the freed device's node view (if any) is rebuilt
+    assert verdicts(after) == verdicts(fresh(cluster))
+
+
+def test_relist_reconcile_keeps_the_live_inventory_equal(fleet):
+    """After a 410 the watcher relists and deletes what the list lacks: the live inventory follows."""
+    from claims.preview import cluster_inventory
+    from gpudash.sync.apply import LISTED, apply_batch, reconcile
+
+    cluster = fleet.cluster
+    cluster_inventory(cluster)
+    for kind in ("ResourceClaim", "ResourceSlice", "Node"):
+        objects = fleet.objects[kind]
+        keep = sorted(objects)[: len(objects) * 2 // 3]
+        listed = [fleet.bump(copy.deepcopy(objects[k])) for k in keep]
+        if kind == "ResourceClaim":
+            for raw in listed[:5]:
+                (raw.get("status") or {}).pop("allocation", None)
+        result = apply_batch(cluster, kind, [(LISTED, raw) for raw in listed])
+        gone = reconcile(cluster, kind, result.seen_ids, fleet.rv)
+        assert gone, kind  # the relist did remove rows
+        fleet.objects[kind] = {fleet.key(raw): raw for raw in listed}
+        assert verdicts(cluster_inventory(cluster)) == verdicts(fresh(cluster)), kind
+
+
+def test_a_process_too_far_behind_rebuilds(fleet, monkeypatch):
+    from claims.live_inventory import live_inventory
+    from claims.preview import cluster_inventory
+    from gpudash.sync import changelog
+
+    cluster = fleet.cluster
+    cluster_inventory(cluster)
+    monkeypatch.setattr(changelog, "KEEP", 2)
+    monkeypatch.setattr(changelog, "_PRUNE_EVERY", 1)
+    for _ in range(4):
+        fleet.change("ResourceClaim")
+    assert verdicts(cluster_inventory(cluster)) == verdicts(fresh(cluster))
+    assert live_inventory(cluster.pk).builds == 2  # the log no longer reached back: one rebuild
+
+
+def test_rolled_back_writes_leave_no_log_entry(fleet):
+    from django.db import transaction
+
+    from gpudash.models import ChangeCursor, MirrorChange
+    from gpudash.sync.apply import MODIFIED, apply_batch
+
+    cluster = fleet.cluster
+    before = ChangeCursor.objects.get(cluster=cluster, kind="Node").seq
+    node = fleet.bump(copy.deepcopy(next(iter(fleet.objects["Node"].values()))))
+    with pytest.raises(RuntimeError), transaction.atomic():
+        apply_batch(cluster, "Node", [(MODIFIED, node)])
+        raise RuntimeError("the watcher lost its lease")
+    assert ChangeCursor.objects.get(cluster=cluster, kind="Node").seq == before
+    assert not MirrorChange.objects.filter(cluster=cluster, kind="Node", seq__gt=before).exists()
+    apply_batch(cluster, "Node", [(MODIFIED, node)])
+    entry = MirrorChange.objects.get(cluster=cluster, kind="Node", seq=before + 1)
+    assert entry.keys == [["", node["metadata"]["name"]]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_previews_during_updates_never_error():
+    """Previews in several threads (own connections) while the sync commits changes: no errors, and
+    once the writes stop the live inventory equals a rebuild."""
+    from django.db import connection
+
+    from claims.live_inventory import forget, live_inventory
+    from claims.preview import run_preview
+    from inventory.models import Cluster
+
+    forget()
+    fleet = Fleet(Cluster.objects.create(name="live-threads"), seed=11)
+    cluster = fleet.cluster
+    errors, done, counts = [], threading.Event(), []
+
+    def previews():
+        n = 0
+        try:
+            while not done.is_set():
+                result = run_preview(Cluster.objects.get(pk=cluster.pk), yaml_text=claim_yaml(*CLAIMS[n % len(CLAIMS)]), with_headroom=n % 3 == 0)
+                assert result["summary"]["nodes"] > 0
+                n += 1
+        except Exception as exc:  # reported below, with the thread's traceback
+            errors.append(exc)
+        finally:
+            counts.append(n)
+            connection.close()
+
+    threads = [threading.Thread(target=previews) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(60):
+            fleet.change(fleet.rng.choice(["ResourceClaim", "ResourceClaim", "ResourceSlice", "Node"]))
+    finally:
+        done.set()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors
+    assert sum(counts) >= 3
+    assert live_inventory(cluster.pk).updates >= 1
+    from claims.preview import cluster_inventory
+
+    assert verdicts(cluster_inventory(cluster)) == verdicts(fresh(cluster))
+    forget()
