@@ -39,10 +39,12 @@ from fractions import Fraction
 from functools import lru_cache
 import threading
 
+import re2
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2
 
+from . import celcost
 from .quantity import QuantityError, parse_quantity, format_quantity
 from .semver import Semver, SemverError, parse_semver
 
@@ -353,15 +355,35 @@ def _list_last_index_of(items, value):
     return -1
 
 
-# Kubernetes regex library. Python's `re` is close to RE2 for the patterns
-# selectors use; compiled patterns are cached.
+# Kubernetes regex library, on RE2 like upstream (Go's regexp is RE2):
+# matching is linear in the text, so no pattern can stall the process, and
+# RE2-only syntax (no backreferences or lookaround) is what is accepted.
+# The engine's own `matches` already uses RE2.
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # errors become CEL errors, not stderr noise
+
+
+def regex_error_text(exc):
+    text = exc.args[0] if exc.args else exc
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return f"error parsing regexp: {text}"
+
 
 @lru_cache(maxsize=256)
-def _regex(pattern):
+def _compiled_regex(pattern):
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise _CelFunctionError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return re2.compile(pattern, _RE2_OPTIONS), None
+    except re2.error as exc:
+        return None, regex_error_text(exc)
+
+
+def _regex(pattern):
+    compiled, problem = _compiled_regex(pattern)
+    if problem is not None:
+        raise _CelFunctionError(f"Illegal regex: {problem}")
+    return compiled
 
 
 def _find(text, pattern):
@@ -370,8 +392,25 @@ def _find(text, pattern):
 
 
 def _find_all(text, pattern, limit=-1):
-    matches = [m.group(0) for m in _regex(pattern).finditer(text)]
-    return matches if limit < 0 else matches[:limit]
+    """Go's FindAllString: successive non-overlapping matches, where an
+    empty match right after the previous match is skipped."""
+    compiled = _regex(pattern)
+    found = []
+    pos, previous_end = 0, -1
+    while pos <= len(text) and (limit < 0 or len(found) < limit):
+        match = compiled.search(text, pos)
+        if match is None:
+            break
+        start, end = match.span()
+        if start == end:
+            pos = end + 1
+            if start == previous_end:
+                continue
+        else:
+            pos = end
+        found.append(match.group(0))
+        previous_end = end
+    return found
 
 
 # cel-go sets extension.
@@ -655,17 +694,6 @@ def _runtime_source(expression, tokens):
     return expression
 
 
-# Upstream refuses selectors whose estimated worst-case cost exceeds 1,000,000
-# and stops evaluations past that cost. The engine has neither, so nested
-# comprehensions are bounded here, before compiling: each level multiplies
-# by its range (a literal list's length, else the largest map or list a
-# device can hold) and a small per-iteration cost.
-MAX_COST = 1_000_000
-_MACROS = {"all", "exists", "exists_one", "map", "filter"}
-_MAX_RANGE = 48  # attributes+capacities per device (32), values of a list attribute (48)
-_ITERATION_COST = 5
-
-
 def _matching(tokens, index, opening, closing, step):
     depth = 0
     k = index
@@ -680,51 +708,6 @@ def _matching(tokens, index, opening, closing, step):
     return None
 
 
-def _literal_list_size(tokens, close):
-    """Element count if tokens[close] ends a list literal, else None."""
-    start = _matching(tokens, close, "]", "[", -1)
-    if start is None:
-        return None
-    if start > 0 and (tokens[start - 1][0] in ("ident", "string") or tokens[start - 1][1] in ")]"):
-        return None  # an index operation, not a literal
-    inner = tokens[start + 1 : close]
-    if not inner:
-        return 0
-    depth, commas = 0, 0
-    for kind, text, *_ in inner:
-        if kind == "other" and text in "([{":
-            depth += 1
-        elif kind == "other" and text in ")]}":
-            depth -= 1
-        elif kind == "other" and text == "," and depth == 0:
-            commas += 1
-    trailing = inner[-1][1] == ","
-    return commas + (0 if trailing else 1)
-
-
-def _estimated_cost(tokens):
-    spans = []  # (open index, close index, range size)
-    for k in range(1, len(tokens) - 2):
-        if tokens[k][1] == "." and tokens[k + 1][0] == "ident" and tokens[k + 1][1] in _MACROS and tokens[k + 2][1] == "(":
-            close = _matching(tokens, k + 2, "(", ")", 1)
-            if close is None:
-                continue
-            size = _MAX_RANGE
-            if tokens[k - 1][1] == "]":
-                literal = _literal_list_size(tokens, k - 1)
-                if literal is not None:
-                    size = literal
-            spans.append((k + 2, close, size))
-    worst = 0
-    for start, end, size in spans:
-        cost = size
-        for other_start, other_end, other_size in spans:
-            if other_start < start and end < other_end:
-                cost *= max(other_size, 1)
-        worst = max(worst, cost * _ITERATION_COST)
-    return worst
-
-
 def _type_name(cel_type):
     try:
         return cel_type.name()
@@ -733,14 +716,20 @@ def _type_name(cel_type):
 
 
 class Selector:
-    """A compiled selector; `evaluate(device)` answers whether it matches."""
+    """A compiled selector; `evaluate(device)` answers whether it matches.
 
-    __slots__ = ("expression", "_program", "result_type")
+    `max_cost` is Kubernetes' estimated worst-case cost. A selector over the
+    runtime limit (only possible when compiled with stored=True) is bounded
+    per device before it runs (see claims/allocator/celcost.py)."""
 
-    def __init__(self, expression, program, result_type):
+    __slots__ = ("expression", "_program", "result_type", "max_cost", "_cost_ast")
+
+    def __init__(self, expression, program, result_type, max_cost=0, cost_ast=None):
         self.expression = expression
         self._program = program
         self.result_type = result_type
+        self.max_cost = max_cost
+        self._cost_ast = cost_ast
 
     def __repr__(self):
         return f"<Selector {self.expression!r}>"
@@ -748,7 +737,12 @@ class Selector:
     def evaluate(self, device):
         if device.error is not None:
             raise CelRuntimeError(self.expression, device.error)
-        result = self._program.eval(device.activation)
+        if self._cost_ast is not None:
+            self._check_actual_cost(device)
+        try:
+            result = self._program.eval(device.activation)
+        except Exception as exc:  # the engine raises (not returns) for its own limits
+            raise CelRuntimeError(self.expression, _engine_failure(exc)) from None
         value = result.value()
         if value is True or value is False:
             return value
@@ -759,10 +753,29 @@ class Selector:
             f"CEL result of type {_type_name(result.type()).lower()} could not be converted to bool",
         )
 
+    def _check_actual_cost(self, device):
+        shape = celcost.device_shape(device.driver, device.attributes, device.capacity)
+        if celcost.estimate_cost(self._cost_ast, shape) > RUNTIME_COST_LIMIT:
+            raise CelRuntimeError(self.expression, "operation cancelled: actual cost limit exceeded")
+
 
 _MISSING_KEY = re.compile(r'Key not found in map : "?(.*?)"?$')
 _NO_OVERLOAD = re.compile(r"No matching overloads found : (.*)$")
 _STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
+_STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]$")
+# cel-cpp's fixed limits (cel-expr-python 0.1.3 offers no way to raise them).
+ENGINE_MAX_ITERATIONS = 10_000
+ENGINE_MAX_NESTING = 32
+
+
+def _engine_failure(exc):
+    text = _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", str(exc), count=1))
+    if "Iteration budget exceeded" in text:
+        return (
+            f"the evaluation needs more than {ENGINE_MAX_ITERATIONS:,} comprehension iterations, the most "
+            "gpudash's CEL engine runs per evaluation (Kubernetes bounds it only by the cost limit)"
+        )
+    return f"evaluation failed: {text}"
 
 
 def _runtime_message(text):
@@ -781,15 +794,79 @@ def _runtime_message(text):
 
 
 _compile_lock = threading.Lock()
+# Kubernetes' CELSelectorExpressionMaxCost, for the estimate and at runtime.
+MAX_COST = celcost.MAX_COST
+RUNTIME_COST_LIMIT = celcost.MAX_COST
+_NESTING = re.compile(r"recursion limit exceeded|max recursion depth", re.IGNORECASE)
+
+
+def _position(expression, offset):
+    """1-based (line, column) of a code point offset."""
+    before = expression[: max(offset, 0)]
+    line = before.count("\n") + 1
+    return line, len(before) - (before.rfind("\n") + 1) + 1
+
+
+def _check_regex_literals(expression, ast):
+    """Upstream checks literal patterns at compile time: `matches` through
+    cel.ValidateRegexLiterals, find/findAll when the program is built."""
+    for node in ast.walk():
+        if node.kind != "call" or node.name not in ("matches", "find", "findAll"):
+            continue
+        pattern = node.args[0] if node.target is not None else (node.args[1] if len(node.args) > 1 else None)
+        if pattern is None or pattern.kind != "const" or not isinstance(pattern.value, str):
+            continue
+        _, problem = _compiled_regex(pattern.value)
+        if problem is None:
+            continue
+        line, column = _position(expression, ast.offsets.get(pattern.id, 0))
+        if node.name == "matches":
+            raise CelCompileError(expression, "invalid matches argument", line, column)
+        raise CelCompileError(expression, f"program instantiation failed: {problem}", line, column)
+
+
+def compile_selector(expression, *, stored=False):
+    """Compile a DRA selector. Raises CelCompileError (with line/column when
+    the engine reports a position). Cached per expression.
+
+    Like the API server, a selector whose estimated cost is over the limit
+    is refused ("too complex, exceeds cost limit"). `stored=True` compiles
+    it anyway, as the scheduler does for objects that already exist; such a
+    selector then fails at runtime on devices where it would run over the
+    runtime cost limit."""
+    try:
+        return _compile_cached(expression, bool(stored))
+    except CelError:
+        raise
+    except TypeError:  # unhashable expression
+        raise CelCompileError(str(expression)[:200], f"expression must be a string, not {type(expression).__name__}") from None
 
 
 @lru_cache(maxsize=SELECTOR_CACHE_SIZE)
-def compile_selector(expression):
-    """Compile a DRA selector. Raises CelCompileError (with line/column when
-    the engine reports a position). Cached per expression."""
+def _compile_cached(expression, stored):
+    try:
+        return _compile(expression, stored)
+    except CelError:
+        raise
+    except RecursionError:
+        raise CelCompileError(expression, "expression is nested too deeply") from None
+    except Exception as exc:  # never let an engine failure escape as a non-CEL error
+        raise CelCompileError(expression, f"internal error compiling the expression: {exc}") from None
+
+
+def _compile(expression, stored):
     if not isinstance(expression, str):
         raise CelCompileError(str(expression), f"expression must be a string, not {type(expression).__name__}")
-    size = len(expression.encode("utf-8"))
+    try:
+        size = len(expression.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        line, column = _position(expression, exc.start)
+        raise CelCompileError(
+            expression.encode("utf-8", "backslashreplace").decode("ascii", "replace"),
+            f"expression is not valid UTF-8 text (a lone surrogate {expression[exc.start]!a})",
+            line,
+            column,
+        ) from None
     if size > MAX_EXPRESSION_BYTES:
         raise CelCompileError(
             expression[:200],
@@ -798,18 +875,18 @@ def compile_selector(expression):
     if not expression.strip():
         raise CelCompileError(expression, "expression is empty", 1, 1)
     tokens = _lex(expression)
-    cost = _estimated_cost(tokens)
-    if cost > MAX_COST:
-        raise CelCompileError(
-            expression,
-            f"too complex, exceeds cost limit (estimated worst case {cost:,} > {MAX_COST:,}: "
-            "nested comprehensions)",
-        )
     with _compile_lock:
         try:
             checked = _CHECK_ENV.compile(expression)
         except RuntimeError as exc:
-            line, column, message = _first_issue(expression, str(exc))
+            text = str(exc)
+            if _NESTING.search(text):
+                raise CelCompileError(
+                    expression,
+                    f"expression nests more than {ENGINE_MAX_NESTING} levels deep, the most gpudash's CEL engine "
+                    "can parse (Kubernetes allows 250)",
+                ) from None
+            line, column, message = _first_issue(expression, text)
             raise CelCompileError(expression, message, line, column) from None
         result_type = checked.return_type()
         if result_type != cel.Type.BOOL and result_type != cel.Type.DYN:
@@ -819,11 +896,17 @@ def compile_selector(expression):
                 1,
                 1,
             )
+        ast = celcost.CheckedAst(checked.serialize())
+        _check_regex_literals(expression, ast)
+        max_cost = celcost.estimate_cost(ast)
+        if max_cost > MAX_COST and not stored:
+            raise CelCompileError(expression, "too complex, exceeds cost limit")
         try:
             program = _RUN_ENV.compile(_runtime_source(expression, tokens))
         except RuntimeError as exc:  # pragma: no cover - the rewrite keeps valid syntax
             raise CelCompileError(expression, f"internal rewrite failed: {exc}") from None
-    return Selector(expression, program, _type_name(result_type).lower())
+    return Selector(expression, program, _type_name(result_type).lower(), max_cost,
+                    ast if max_cost > RUNTIME_COST_LIMIT else None)
 
 
 # --------------------------------------------------------------------------
@@ -840,15 +923,29 @@ class CelDevice:
     evaluation then fails with it.
     """
 
-    __slots__ = ("driver", "attributes", "capacity", "allow_multiple_allocations", "error", "activation")
+    __slots__ = ("driver", "attributes", "capacity", "allow_multiple_allocations", "error", "_data", "_local")
 
-    def __init__(self, driver, attributes, capacity, allow_multiple_allocations, error, activation):
+    def __init__(self, driver, attributes, capacity, allow_multiple_allocations, error, data):
         self.driver = driver
         self.attributes = attributes
         self.capacity = capacity
         self.allow_multiple_allocations = allow_multiple_allocations
         self.error = error
-        self.activation = activation
+        self._data = data
+        # The engine's activations only work in the thread that made them:
+        # Python callbacks look their arena up in a thread-local registry
+        # ("No PyCelArena found for google::protobuf::Arena" elsewhere). So
+        # each thread gets its own, made on first use and freed with the thread.
+        self._local = threading.local()
+
+    @property
+    def activation(self):
+        """This thread's engine activation for the device."""
+        try:
+            return self._local.activation
+        except AttributeError:
+            activation = self._local.activation = _RUN_ENV.Activation(self._data)
+            return activation
 
     def attribute(self, qualified_name):
         """Value of a (possibly unqualified) attribute name, or None."""
@@ -923,11 +1020,11 @@ def make_device(driver, attributes, capacity, allow_multiple_allocations=False, 
             "allowMultipleAllocations": bool(allow_multiple_allocations),
         }
     }
-    activation = _RUN_ENV.Activation(data)
+    device = CelDevice(driver, python_attrs, python_caps, bool(allow_multiple_allocations), error, data)
     # The engine converts the maps on an activation's first evaluation
     # (~40 us); pay it here, once per device, not inside a preview.
-    _warm_up_program().eval(activation)
-    return CelDevice(driver, python_attrs, python_caps, bool(allow_multiple_allocations), error, activation)
+    _warm_up_program().eval(device.activation)
+    return device
 
 
 @lru_cache(maxsize=1)
