@@ -84,3 +84,34 @@ class AccessProfile(models.Model):
 
     def __str__(self):
         return f"{self.user}: {', '.join(self.namespaces) or 'all namespaces'}"
+
+
+class ChangeCursor(models.Model):
+    """Per (cluster, kind): the number of committed transactions that changed mirrored rows.
+
+    Bumped as the last statement of each such transaction (its row lock orders them), so every
+    log entry numbered up to a committed `seq` is visible: readers in other processes (the live
+    preview inventory) follow the changes from the position they saw, never missing one.
+    """
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=40)
+    seq = models.BigIntegerField(default=0)
+    pruned_through = models.BigIntegerField(default=0, help_text="Log entries up to this seq were deleted.")
+    epoch = models.CharField(max_length=32, help_text="Random; a re-created row never passes for the old one.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "kind"], name="changecursor_cluster_kind")]
+
+
+class MirrorChange(models.Model):
+    """The keys of the mirrored objects one transaction wrote or deleted (gpudash/sync/changelog.py)."""
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=40)
+    seq = models.BigIntegerField()
+    keys = models.JSONField(default=list, help_text="[[namespace, name], ...]")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["cluster", "kind", "seq"], name="mirrorchange_cursor")]
