@@ -44,7 +44,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2
 
-from . import celcost
+from . import celcost, celsplit
 from .quantity import QuantityError, parse_quantity, format_quantity
 from .semver import Semver, SemverError, parse_semver
 
@@ -722,7 +722,7 @@ class Selector:
     runtime limit (only possible when compiled with stored=True) is bounded
     per device before it runs (see claims/allocator/celcost.py)."""
 
-    __slots__ = ("expression", "_program", "result_type", "max_cost", "_cost_ast")
+    __slots__ = ("expression", "_program", "result_type", "max_cost", "_cost_ast", "_split")
 
     def __init__(self, expression, program, result_type, max_cost=0, cost_ast=None):
         self.expression = expression
@@ -730,6 +730,7 @@ class Selector:
         self.result_type = result_type
         self.max_cost = max_cost
         self._cost_ast = cost_ast
+        self._split = None  # the engine's budget error, once a device ran out of iterations
 
     def __repr__(self):
         return f"<Selector {self.expression!r}>"
@@ -739,9 +740,14 @@ class Selector:
             raise CelRuntimeError(self.expression, device.error)
         if self._cost_ast is not None:
             self._check_actual_cost(device)
+        if self._split is not None:
+            return self._evaluate_split(device, self._split)
         try:
             result = self._program.eval(device.activation)
         except Exception as exc:  # the engine raises (not returns) for its own limits
+            if _BUDGET in str(exc):
+                self._split = exc
+                return self._evaluate_split(device, exc)
             raise CelRuntimeError(self.expression, _engine_failure(exc)) from None
         value = result.value()
         if value is True or value is False:
@@ -752,6 +758,32 @@ class Selector:
             self.expression,
             f"CEL result of type {_type_name(result.type()).lower()} could not be converted to bool",
         )
+
+    def _evaluate_split(self, device, budget_error):
+        """Past the engine's iteration budget: evaluate part by part (celsplit)."""
+        activation = device.activation
+
+        def run(source):
+            program = _split_program(source)
+            if program is None:
+                return ("budget", None)
+            try:
+                result = program.eval(activation)
+            except Exception as exc:
+                if _BUDGET in str(exc):
+                    return ("budget", None)
+                return ("error", _engine_failure(exc))
+            if result.type() == cel.Type.ERROR:
+                return ("error", _runtime_message(result.value()))
+            return ("value", result.plain_value())
+
+        try:
+            outcome = celsplit.split_evaluate(self.expression, [], run, _lex, _message_literal)
+        except celsplit.Unsplittable:
+            raise CelRuntimeError(self.expression, _engine_failure(budget_error)) from None
+        if isinstance(outcome, celsplit.CelErrorValue):
+            raise CelRuntimeError(self.expression, outcome.message)
+        return outcome
 
     def _check_actual_cost(self, device):
         shape = celcost.device_shape(device.driver, device.attributes, device.capacity)
@@ -766,6 +798,29 @@ _STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]$")
 # cel-cpp's fixed limits (cel-expr-python 0.1.3 offers no way to raise them).
 ENGINE_MAX_ITERATIONS = 10_000
 ENGINE_MAX_NESTING = 32
+
+
+_BUDGET = "Iteration budget exceeded"
+
+
+@lru_cache(maxsize=4096)
+def _split_program(source):
+    """A part of a selector split by celsplit, compiled for the runtime
+    environment (None if it does not compile on its own)."""
+    with _compile_lock:
+        try:
+            return _RUN_ENV.compile(_runtime_source(source, _lex(source)))
+        except RuntimeError:
+            return None
+
+
+def _message_literal(message):
+    """CEL source for a Quantity or Semver value (celsplit binds elements)."""
+    name = getattr(getattr(message, "DESCRIPTOR", None), "full_name", "")
+    if name in ("kubernetes.Quantity", "kubernetes.Semver"):
+        value = message.value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'{name}{{value: "{value}"}}'
+    raise celsplit.Unsplittable(f"cannot bind a {type(message).__name__}")
 
 
 def _engine_failure(exc):
