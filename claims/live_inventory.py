@@ -21,7 +21,7 @@ import orjson
 from django.db import connection
 
 from claims.allocator import Inventory
-from claims.models import ResourceClaim, ResourceClaimTemplate
+from claims.models import PodFootprint, ResourceClaim, ResourceClaimTemplate
 from gpudash.sync import changelog
 from inventory.models import DeviceClass, DeviceTaintRule, Namespace, Node, ResourceSlice
 
@@ -36,6 +36,8 @@ SOURCES = {
     "Node": ("nodes", Node),
     "DeviceTaintRule": ("device_taint_rules", DeviceTaintRule),
     "Namespace": ("namespaces", Namespace),
+    # Every pod's requests and host ports (the node filters' per-node usage), DRA or not.
+    "PodFootprint": ("pod_footprints", PodFootprint),
 }
 if getattr(Inventory, "USES_PODS", False):  # node resource fit counts the pods bound to each node
     from claims.models import Pod
@@ -67,6 +69,7 @@ class LiveInventory:
         self._update = threading.Lock()  # one builder/applier at a time; readers never take it
         self.builds = 0
         self.updates = 0
+        self.last_update = None  # (kinds changed, seconds reading the log and rows, seconds applying)
 
     def current(self, cluster, features):
         """The Inventory including every change committed before this call."""
@@ -93,6 +96,7 @@ class LiveInventory:
         return Snapshot(inv, {kind: (seq, epoch) for kind, (seq, _, epoch) in heads.items()}, features_key(cluster), time.time(), seconds)
 
     def _catch_up(self, snap, heads):
+        started = time.perf_counter()
         since = {kind: seq for kind, (seq, _) in snap.seen.items()}
         until = {kind: seq for kind, (seq, _, _) in heads.items()}
         changed = changelog.changed_keys(self.cluster_id, since, until)
@@ -103,10 +107,12 @@ class LiveInventory:
             kwarg, model = SOURCES[kind]
             found = load_raw_by_key(model, self.cluster_id, keys)
             upserts[kwarg] = [found[k] for k in sorted(found)]
-            namespaced = kwarg in ("resource_claims", "resource_claim_templates", "pods")
+            namespaced = kwarg in ("resource_claims", "resource_claim_templates", "pods", "pod_footprints")
             removals[kwarg] = [k if namespaced else k[1] for k in sorted(keys - found.keys())]
+        read = time.perf_counter()
         inv = snap.inventory.with_changes(upserts, removals)
         self.updates += 1
+        self.last_update = (len(changed), read - started, time.perf_counter() - read)
         seen = {kind: (seq, epoch) for kind, (seq, _, epoch) in heads.items()}
         return Snapshot(inv, seen, snap.features, time.time(), snap.build_seconds)
 
@@ -138,19 +144,20 @@ def load_raw(model, cluster_id):
 
 
 def load_raw_by_key(model, cluster_id, keys):
-    """{(namespace, name): raw} of the rows of `keys` that exist now."""
+    """{(namespace, name): raw} of the rows of `keys` that exist now (by the (cluster, namespace,
+    name) unique index)."""
     out = {}
-    names = sorted({name for _, name in keys})
+    keys = sorted(keys)
     table = connection.ops.quote_name(model._meta.db_table)
     cast = "raw::text" if connection.vendor == "postgresql" else "raw"
-    for start in range(0, len(names), _NAMES_PER_QUERY):
-        chunk = names[start : start + _NAMES_PER_QUERY]
-        marks = ", ".join(["%s"] * len(chunk))
+    for start in range(0, len(keys), _NAMES_PER_QUERY):
+        chunk = keys[start : start + _NAMES_PER_QUERY]
+        marks = ", ".join(["(%s, %s)"] * len(chunk))
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT namespace, name, {cast} FROM {table} WHERE cluster_id = %s AND name IN ({marks})", [cluster_id, *chunk])
+            cursor.execute(f"SELECT namespace, name, {cast} FROM {table} WHERE cluster_id = %s AND (namespace, name) IN ({marks})",
+                           [cluster_id, *(part for key in chunk for part in key)])
             for namespace, name, text in cursor.fetchall():
-                if (namespace, name) in keys:
-                    out[(namespace, name)] = orjson.loads(text)
+                out[(namespace, name)] = orjson.loads(text)
     return out
 
 

@@ -258,6 +258,38 @@ class Pod(KubeObject):
         PodClaimRef.objects.bulk_create(self.child_rows())
 
 
+class PodFootprintQuerySet(models.QuerySet):
+    def on_nodes(self):
+        """The pods the scheduler counts on their nodes: bound, not Succeeded/Failed."""
+        return self.exclude(node_name="").exclude(phase__in=("Succeeded", "Failed"))
+
+
+class PodFootprint(models.Model):
+    """What one pod takes from its node (summed requests, host ports), for EVERY pod the pod watcher sees,
+    DRA or not: the node filters of a preview (NodeResourcesFit, NodePorts) need each node's usage, and
+    a full Pod row for every pod of a big cluster would cost far more. `raw` is the engine's footprint
+    document (claims.allocator.nodefilters.pod_footprint), read as is into the preview Inventory."""
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    phase = models.CharField(max_length=16, blank=True)
+    resource_version_num = models.BigIntegerField(default=0)
+    raw = models.JSONField(default=dict)
+    synced_at = models.DateTimeField(auto_now=True)
+
+    objects = PodFootprintQuerySet.as_manager()
+
+    class Meta:
+        ordering = ("cluster_id", "namespace", "name")
+        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_podfootprint_unique_name")]
+
+    def __str__(self):
+        return f"{self.namespace}/{self.name}"
+
+
 class PodClaimRef(models.Model):
     """A pod's `spec.resourceClaims[]` entry, resolved to the claim name where known."""
 

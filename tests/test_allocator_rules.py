@@ -35,6 +35,7 @@ def test_reason_counts_every_filter_stage():
     inv = one_node([gpu_node()], allocated=[f"{NV}/node-1/gpu-{i}" for i in range(3)])
     out = preview(inv, [claim("c", [req("gpu", cls="h100", count=8, selectors=[MEM80])])])
     (entry,) = out["nodes"]
+    assert entry.pop("filters")[-1]["plugin"] == "DynamicResources"  # the node filters passed; DRA decided
     assert entry == {
         "node": "node-1", "fits": False, "results": [], "error": None,
         "reason": (
@@ -222,7 +223,7 @@ def test_features_off_behave_like_the_scheduler():
     off = Features(prioritized_list=False, admin_access=False, consumable_capacity=False)
     for c, msg in (
         (claim("c", [first("r", sub("a"))]), "DRAPrioritizedList feature is disabled"),
-        (claim("c", [req("r", admin=True)]), "DRAAdminAccess feature is disabled"),
+        (claim("c", [req("r", admin=True)]), "admin access is requested, but the feature is disabled"),
         (claim("c", [req("r", capacity={"m": 1})]), "DRAConsumableCapacity feature is disabled"),
         (claim("c", [req("r")], constraints=[{"distinctAttribute": "driver-a/x"}]), "empty constraint"),
     ):

@@ -380,5 +380,5 @@ def test_footprint_of_a_bound_pod():
     raw = {"metadata": {"name": "w", "namespace": "ns", "uid": "u1"}, "spec": {"nodeName": "n1", "containers": [
         {"name": "c", "resources": {"requests": {"cpu": "500m", "nvidia.com/gpu": "1"}}, "ports": [{"containerPort": 80, "hostPort": 8080}]}]},
         "status": {"phase": "Running"}}
-    assert pod_footprint(raw) == {"namespace": "ns", "name": "w", "uid": "u1", "node": "n1", "phase": "Running",
-                                  "requests": {"cpu": 500, "nvidia.com/gpu": 1}, "hostPorts": [["TCP", "0.0.0.0", 8080]]}
+    assert pod_footprint(raw) == {"kind": "PodFootprint", "metadata": {"namespace": "ns", "name": "w", "uid": "u1"}, "node": "n1",
+                                  "phase": "Running", "requests": {"cpu": 500, "nvidia.com/gpu": 1}, "hostPorts": [["TCP", "0.0.0.0", 8080]]}

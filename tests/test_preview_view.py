@@ -223,7 +223,7 @@ def test_api_headroom_on_request(wide):
     assert room["copies"] == 6 and room["byNodePool"] == {"h100-free": 6}
     assert "headroom" not in api.post("/api/v1/preview", body, format="json").json()["result"]
     # Per-node entries keep the documented keys (no UI-only `code`).
-    assert set(r.json()["result"]["nodes"][0]) == {"node", "fits", "results", "reason", "error"}
+    assert set(r.json()["result"]["nodes"][0]) == {"node", "fits", "results", "reason", "error", "filters"}
     err = api.post("/api/v1/preview", {**body, "yaml": MALFORMED}, format="json").json()["error"]
     assert err["field"] == "yaml" and "line 4, column 5" in err["message"]
     err = api.post("/api/v1/preview", {**body, "headroom": "maybe"}, format="json").json()["error"]

@@ -180,12 +180,13 @@ EXTENDED_CLAIM_NAME = "<extended-resources>"
 IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
-def extended_resource_claim(inventory, pod, namespace):
+def extended_resource_claim(inventory, pod, namespace, served=frozenset()):
     """The scheduler's in-memory claim for extended resources backed by DeviceClasses (KEP 5004).
 
     Init containers come first in the index space; `j` is the resource's position among the
-    container's sorted request names. Node-level device-plugin resources (status.allocatable) are
-    not subtracted here: a preview assumes no device plugin serves the same resource.
+    container's sorted request names. `served`: resources the node's device plugin advertises
+    (status.allocatable > 0); NodeResourcesFit checks those and the node's claim leaves them out
+    (filterExtendedResources), so each such node gets its own variant.
     """
     by_resource = {}
     for name in sorted(inventory.classes):
@@ -204,7 +205,7 @@ def extended_resource_claim(inventory, pod, namespace):
             if cls is None and res_name.startswith(IMPLICIT_CLASS_PREFIX):
                 cand = res_name[len(IMPLICIT_CLASS_PREFIX):]
                 cls = cand if cand in inventory.classes else None
-            if cls is None:
+            if cls is None or res_name in served:
                 continue
             try:
                 count = int(str(wanted[res_name]))

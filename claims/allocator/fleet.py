@@ -3,10 +3,16 @@
 import time
 from collections import Counter, defaultdict
 
+from .deadline import FILTER_TIMEOUT_SECONDS, Deadline
 from .errors import AllocationError, InputError
 from .explain import explain
 from .model import MAX_DEVICES_PER_CLAIM, ADMIN_ACCESS_LABEL, node_selector_matches
-from .search import ERROR, NODE_FAILURE, SUCCESS, NodeAllocator, Overlay, Plan
+from .search import DEADLINE, ERROR, NODE_FAILURE, SUCCESS, NodeAllocator, Overlay, Plan, deadline_message
+from .documents import EXTENDED_CLAIM_NAME, extended_resource_claim
+from .nodefilters import (
+    DYNAMIC_RESOURCES, FILTER_ORDER, NODE_AFFINITY, NODE_NAME, NODE_PORTS, NODE_RESOURCES_FIT, NODE_UNSCHEDULABLE,
+    TAINT_TOLERATION, SchedulingPod, rejected, run_filters, served_by_device_plugin,
+)
 
 # Node labels that name a node pool, most specific first.
 NODE_POOL_LABELS = (
@@ -35,33 +41,70 @@ def _compile(expr, owner, index):
 
 
 def prepare(inventory, claims):
-    """Up-front checks shared by every node (brief 2.3); hard errors raise AllocationError."""
-    f = inventory.features
+    """Up-front checks shared by every node (brief 2.3); hard errors raise AllocationError.
+
+    Upstream interleaves these checks with building `allocationMode: All` lists, which evaluate
+    selectors on the node's devices (and may fail first). When an `All` request comes before the
+    first failing check, that check is deferred to the search at its position (Plan.deferred).
+    """
     chains = {}
     class_chains = {}
-    for claim in claims:
-        if claim.uses_admin_access and inventory.admin_access_allowed(claim.namespace) is False:
-            raise AllocationError(
-                f"claim {claim.ref}: adminAccess needs namespace {claim.namespace} to have label "
-                f"{ADMIN_ACCESS_LABEL}=true (the API server would reject this claim)"
-            )
-        fixed = 0
-        for req in claim.requests:
-            if req.prioritized and not f.prioritized_list:
-                raise AllocationError(f"claim {claim.ref}, request {req.name}: has subrequests, but the DRAPrioritizedList feature is disabled")
+    seen_all = False
+    for ci, claim in enumerate(claims):
+        try:
+            seen_all = _prepare_claim(inventory, claim, ci, chains, class_chains, seen_all)
+        except _Failed as failed:
+            if not failed.after_all:
+                raise failed.error from None
+            plan = Plan(inventory, claims, chains)
+            plan.deferred = (failed.position, failed.error)
+            return plan
+    return Plan(inventory, claims, chains)
+
+
+class _Failed(Exception):
+    def __init__(self, position, error, after_all):
+        self.position, self.error, self.after_all = position, error, after_all
+
+
+def _prepare_claim(inventory, claim, ci, chains, class_chains, seen_all):
+    """Checks of one claim in upstream order; returns whether an `All` request has been seen."""
+    f = inventory.features
+
+    def fail(position, message):
+        raise _Failed(position, AllocationError(message), seen_all)
+
+    if claim.uses_admin_access and inventory.admin_access_allowed(claim.namespace) is False:
+        fail((ci, -1, 0), (
+            f"claim {claim.ref}: adminAccess needs namespace {claim.namespace} to have label "
+            f"{ADMIN_ACCESS_LABEL}=true (the API server would reject this claim)"
+        ))
+    fixed = 0
+    has_all = False
+    for ri, req in enumerate(claim.requests):
+        if req.prioritized and not f.prioritized_list:
+            fail((ci, ri, -2), f"claim {claim.ref}, request {req.name}: has subrequests, but the DRAPrioritizedList feature is disabled")
+        if not f.consumable_capacity:
             for v in req.variants:
-                where = f"claim {claim.ref}, request {v.label}"
-                if v.admin and not f.admin_access:
-                    raise AllocationError(f"{where}: adminAccess requested, but the DRAAdminAccess feature is disabled")
-                if v.capacity_requests and not f.consumable_capacity:
-                    raise AllocationError(f"{where}: capacity requests, but the DRAConsumableCapacity feature is disabled")
-                if not v.class_name:
-                    raise AllocationError(f"{where}: missing device class name")
-                cls = inventory.device_class(v.class_name)
-                if cls is None:
-                    raise AllocationError(f"{where}: could not retrieve device class {v.class_name} (no DeviceClass of that name)")
-                if v.mode not in ("ExactCount", "All"):
-                    raise AllocationError(f"{where}: unsupported count mode {v.mode}")
+                if v.capacity_requests:
+                    what = f"subrequest {v.sub}" if v.sub else f"request {req.name}"
+                    fail((ci, ri, -1), f"claim {claim.ref}, {what}: has capacity requests, but the DRAConsumableCapacity feature is disabled")
+        for vi, v in enumerate(req.variants):
+            pos = (ci, ri, vi)
+            where = f"claim {claim.ref}, request {v.label}"
+            for i, sel in enumerate(v.selectors):
+                if not ((sel or {}).get("cel") or {}).get("expression"):
+                    fail(pos, f"{where}, selector #{i}: CEL expression empty (unsupported selector type?)")
+            if v.admin and not f.admin_access:
+                fail(pos, f"{where}: admin access is requested, but the feature is disabled")
+            if not v.class_name:
+                fail(pos, f"{where}: missing device class name (unsupported request type?)")
+            cls = inventory.device_class(v.class_name)
+            if cls is None:
+                fail(pos, f"{where}: could not retrieve device class {v.class_name} (no DeviceClass of that name)")
+            if v.mode not in ("ExactCount", "All"):
+                fail(pos, f"{where}: unsupported count mode {v.mode}")
+            try:
                 if cls.name not in class_chains:
                     chain = []
                     for i, sel in enumerate(cls.selectors):
@@ -73,21 +116,24 @@ def prepare(inventory, claims):
                 chain = list(class_chains[cls.name])
                 exprs = []
                 for i, sel in enumerate(v.selectors):
-                    expr = ((sel or {}).get("cel") or {}).get("expression") or ""
-                    if not expr:
-                        raise AllocationError(f"claim {claim.ref}: selector #{i}: CEL expression empty (unsupported selector type?)")
+                    expr = sel["cel"]["expression"]
                     chain.append((f"claim {claim.ref}", i, _compile(expr, f"claim {claim.ref}", i), expr))
                     exprs.append(expr)
-                chains[id(v)] = ((cls.name, tuple(exprs)), chain)
-            counts = [v.count for v in req.variants if v.mode == "ExactCount"]
-            if len(counts) == len(req.variants):
-                fixed += min(counts) if counts else 0
-        if fixed > MAX_DEVICES_PER_CLAIM:
-            raise AllocationError(f"claim {claim.ref}: number of requested devices {fixed} exceeds the claim limit of {MAX_DEVICES_PER_CLAIM}")
-        for c in claim.constraints:
-            if not (c.match or (c.distinct and f.consumable_capacity)):
-                raise AllocationError(f"claim {claim.ref}: empty constraint (unsupported constraint type?)")
-    return Plan(inventory, claims, chains)
+            except AllocationError as exc:
+                fail(pos, str(exc))
+            chains[id(v)] = ((cls.name, tuple(exprs)), chain)
+            if v.mode == "All":
+                has_all = seen_all = True
+        counts = [v.count for v in req.variants if v.mode == "ExactCount"]
+        if len(counts) == len(req.variants):
+            fixed += min(counts) if counts else 0
+    # With `All` requests the count depends on the node: the search checks it (NodeAllocator.run).
+    if not has_all and fixed > MAX_DEVICES_PER_CLAIM:
+        fail((ci, len(claim.requests), 0), f"claim {claim.ref}: number of requested devices {fixed} exceeds the claim limit of {MAX_DEVICES_PER_CLAIM}")
+    for i, c in enumerate(claim.constraints):
+        if not (c.match or (c.distinct and f.consumable_capacity)):
+            fail((ci, len(claim.requests), 1), f"claim {claim.ref}, constraint #{i}: empty constraint (unsupported constraint type?)")
+    return seen_all
 
 
 def _node_entry(outcome, reason=None):
@@ -101,48 +147,154 @@ def _node_entry(outcome, reason=None):
     }
 
 
-def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, reason_codes=False):
+# Reason codes of the node filters (the summary groups failing nodes by code).
+FILTER_CODES = {
+    NODE_UNSCHEDULABLE: "node-unschedulable", NODE_NAME: "node-name", TAINT_TOLERATION: "node-taints",
+    NODE_AFFINITY: "node-affinity", NODE_PORTS: "node-ports", NODE_RESOURCES_FIT: "node-resources",
+}
+
+
+class _PodPlans:
+    """The pod's node filters and its DRA plan per node. Nodes whose device plugin advertises some of
+    the pod's DeviceClass-mapped extended resources get a plan whose extended-resource claim leaves
+    those out (NodeResourcesFit counted them instead), as upstream builds one claim variant per node."""
+
+    def __init__(self, inventory, claims, pod, extra=None, deadline=None, filter_timeout=FILTER_TIMEOUT_SECONDS):
+        self.inventory, self.claims, self.pod, self.extra = inventory, claims, pod, extra
+        self.limits = {"deadline": deadline, "filter_timeout": filter_timeout}  # for every NodeAllocator
+        self.dra = _all_mapped(inventory, pod) if pod is not None else frozenset()
+        has_ext = pod is not None and pod.raw is not None and any(c.name == EXTENDED_CLAIM_NAME for c in claims)
+        self.mapped = self.dra if has_ext else frozenset()  # names whose claim requests vary per node
+        self.base = prepare(inventory, claims)  # hard errors raise
+        self._variants = {frozenset(): (self.base, NodeAllocator(self.base, extra=extra, **self.limits) if claims else None)}
+
+    def filters(self, name, usage=None):
+        """[FilterResult] up to the first rejection ([] without a pod or for a node without a Node object)."""
+        facts = self.inventory.node_facts.get(name)
+        if self.pod is None or facts is None:
+            return []
+        return run_filters(self.pod, facts, self.inventory.usage_of(name) if usage is None else usage, self.dra)
+
+    def for_node(self, name):
+        """(plan, allocator or None when DRA has nothing to allocate on this node)."""
+        served = frozenset()
+        if self.mapped:
+            served = served_by_device_plugin(self.inventory.node_facts.get(name), self.mapped) if name in self.inventory.node_facts else frozenset()
+        hit = self._variants.get(served)
+        if hit is None:
+            others = [c for c in self.claims if c.name != EXTENDED_CLAIM_NAME]
+            ext = extended_resource_claim(self.inventory, self.pod.raw, self.pod.ref.split("/", 1)[0], served=served)
+            variant = others + ([ext] if ext is not None else [])
+            plan = prepare(self.inventory, variant) if variant else self.base
+            hit = self._variants[served] = (plan, NodeAllocator(plan, extra=self.extra, **self.limits) if variant else None)
+        return hit
+
+
+def _all_mapped(inventory, pod):
+    """DRA-mappable names among the pod's requests (NodeResourcesFit leaves them to DRA where the node lacks them)."""
+    if not pod.requests:
+        return frozenset()
+    dra = inventory.dra_extended_resources()
+    return frozenset(r for r in pod.requests if r in dra)
+
+
+def _filter_dicts(results, pod):
+    out = [r.to_dict() for r in results]
+    if pod is not None and not any(r.passed is False for r in results):
+        out += [{"plugin": plugin, "passed": None, "reason": f"not simulated: {why}", "reasons": []} for plugin, why in pod.not_simulated]
+    return out
+
+
+def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, reason_codes=False, pod=None, node_filters=True,
+            deadline=None, filter_timeout=FILTER_TIMEOUT_SECONDS):
     """Place `claims` on every node (or `nodes`). `bound` = [(ref, nodeSelector)] of already-allocated
     claims of the same pod, which must be usable on the node.
+
+    `pod` (nodefilters.SchedulingPod): the pod being placed; its node filters run first on each node, in
+    the scheduler's order, and a node they reject never fits. Without one, a would-be pod with no
+    tolerations (beyond the default ones) and no selector is assumed, unless `node_filters` is False.
 
     Returns the documented JSON shape: {"nodes": [...], "summary": {...}}. With `reason_codes` each
     node entry also carries `code` (the summary's reason code, None where it fits), which the UI
     needs to group thousands of failing nodes by reason.
+
+    `filter_timeout` (seconds, None = none): each node's search, as the scheduler's per-node Filter
+    timeout (10 s); past it the node has the scheduler's timeout error. `deadline` (seconds or a
+    deadline.Deadline): the whole call; nodes not decided by then get code "deadline", and
+    `summary.deadline` says how many.
     """
     started = time.perf_counter()
+    deadline = Deadline.of(deadline)
     names = list(nodes) if nodes is not None else inventory.node_names
     unknown = [n for n in names if n not in inventory.nodes]
     if unknown:
         raise InputError(f"unknown node(s): {', '.join(unknown[:5])}")
+    if pod is None and node_filters:
+        pod = SchedulingPod.would_be()
+    if not node_filters:
+        pod = None
     try:
-        plan = prepare(inventory, claims)
+        plans = _PodPlans(inventory, claims, pod, deadline=deadline, filter_timeout=filter_timeout)
     except AllocationError as exc:
-        entries = [{"node": n, "fits": False, "results": [], "reason": None, "error": str(exc)} for n in names]
+        entries = [{"node": n, "fits": False, "results": [], "reason": None, "error": str(exc), "filters": []} for n in names]
         codes = ["error"] * len(entries)
-        return _with_codes(entries, codes, reason_codes, summarize(entries, claims, inventory, started, codes=codes))
-    allocator = NodeAllocator(plan)
-    entries, codes = [], []
+        return _with_codes(entries, codes, reason_codes, summarize(entries, claims, inventory, started, codes=codes, pod=pod))
+    entries, codes, sched = [], [], []
     for name in names:
+        if deadline.expired():
+            entries.append(_deadline_entry(name, deadline))
+            codes.append("deadline")
+            sched.append([])
+            continue
+        results = plans.filters(name)
+        failed = rejected(results)
+        if failed is not None:
+            entries.append({"node": name, "fits": False, "results": [], "reason": f"{failed.plugin}: {failed.reason}", "error": None,
+                            "filters": _filter_dicts(results, pod)})
+            codes.append(FILTER_CODES[failed.plugin])
+            sched.append(failed.reasons)
+            continue
         view = inventory.node(name)
         blocked = next((ref for ref, sel in bound if sel and not node_selector_matches(sel, name, view.labels)), None)
         if blocked:
-            entries.append({"node": name, "fits": False, "results": [], "reason": f"claim {blocked} is allocated and not available on this node (resourceclaim not available on the node)", "error": None})
-            codes.append("unavailable")
-            continue
-        outcome = allocator.run(view)
-        if outcome.status == SUCCESS:
-            entries.append(_node_entry(outcome))
-            codes.append(None)
-        elif outcome.status == ERROR:
-            entries.append(_node_entry(outcome))
-            codes.append("error")
+            entry = {"node": name, "fits": False, "results": [], "reason": f"claim {blocked} is allocated and not available on this node (resourceclaim not available on the node)", "error": None}
+            code, reasons = "unavailable", ["resourceclaim not available on the node"]
         else:
-            code, text = explain(plan, view) if explain_failures else ("unschedulable", "cannot allocate all claims")
-            if outcome.status == NODE_FAILURE:
-                text, code = f"{outcome.message}; {text}", "invalid-pools"
-            entries.append(_node_entry(outcome, text))
-            codes.append(code)
-    return _with_codes(entries, codes, reason_codes, summarize(entries, claims, inventory, started, codes))
+            plan, allocator = plans.for_node(name)
+            if allocator is None:  # every extended resource comes from the node's device plugin: nothing for DRA
+                entry, code, reasons = {"node": name, "fits": True, "results": [], "reason": None, "error": None}, None, []
+            else:
+                outcome = allocator.run(view)
+                entry, code, reasons = _dra_entry(outcome, plan, view, explain_failures, deadline)
+        dra = {"plugin": DYNAMIC_RESOURCES, "passed": entry["fits"] if not entry["error"] else False,
+               "reason": None if entry["fits"] else (entry["error"] or ", ".join(reasons)), "reasons": list(reasons)}
+        entry["filters"] = _filter_dicts(results, pod) + [dra]
+        entries.append(entry)
+        codes.append(code)
+        sched.append(reasons)
+    summary = summarize(entries, claims, inventory, started, codes, sched=sched, pod=pod)
+    if deadline.seconds is not None:
+        summary["deadline"] = {"seconds": deadline.seconds, "reached": "deadline" in codes, "undecidedNodes": codes.count("deadline")}
+    return _with_codes(entries, codes, reason_codes, summary)
+
+
+def _deadline_entry(name, deadline):
+    return {"node": name, "fits": False, "results": [], "reason": deadline_message(deadline), "error": None, "filters": []}
+
+
+def _dra_entry(outcome, plan, view, explain_failures, deadline=None):
+    """(entry, code, scheduler reasons) of the DynamicResources Filter on one node."""
+    if outcome.status == SUCCESS:
+        return _node_entry(outcome), None, []
+    if outcome.status == ERROR:
+        return _node_entry(outcome), "error", []
+    if outcome.status == DEADLINE:
+        return _node_entry(outcome, outcome.message), "deadline", []
+    code, text = explain(plan, view, deadline) if explain_failures else ("unschedulable", "cannot allocate all claims")
+    reason = "cannot allocate all claims"
+    if outcome.status == NODE_FAILURE:
+        text, code, reason = f"{outcome.message}; {text}", "invalid-pools", SCHEDULER_REASONS["invalid-pools"]
+    return _node_entry(outcome, text), code, [reason]
 
 
 def _with_codes(entries, codes, wanted, summary):
@@ -152,7 +304,9 @@ def _with_codes(entries, codes, wanted, summary):
     return {"nodes": entries, "summary": summary}
 
 
-def summarize(entries, claims, inventory, started, codes):
+def summarize(entries, claims, inventory, started, codes, sched=None, pod=None):
+    """`sched`: per entry, the scheduler's reasons for it (a filter's, or DynamicResources'); derived
+    from the codes when not given."""
     fits = sum(1 for e in entries if e["fits"])
     errors = sum(1 for e in entries if e["error"])
     by_code = Counter(c for c in codes if c)
@@ -161,17 +315,35 @@ def summarize(entries, claims, inventory, started, codes):
         if code and code not in examples:
             examples[code] = entry["reason"] or entry["error"]
     reasons = [{"code": code, "nodes": n, "example": examples[code]} for code, n in by_code.most_common()]
-    scheduler = Counter(SCHEDULER_REASONS.get(c, "cannot allocate all claims") for c in codes if c and c != "error")
+    if sched is None:
+        sched = [[SCHEDULER_REASONS.get(c, "cannot allocate all claims")] if c and c != "error" else [] for c in codes]
+    scheduler = Counter(r for node_reasons in sched for r in node_reasons)
+    filtered = sum(1 for c in codes if c in FILTER_CODES.values())
     return {
         "claims": [c.ref for c in claims],
         "nodes": len(entries),
         "fits": fits,
         "errors": errors,
+        "filtered": filtered,
         "mostCommonReason": reasons[0] if reasons else None,
         "reasons": reasons,
         "problems": list(inventory.problems),
         "schedulerMessage": scheduler_message(entries, scheduler),
+        "nodeFilters": _filters_summary(inventory, pod),
         "seconds": round(time.perf_counter() - started, 4),
+    }
+
+
+def _filters_summary(inventory, pod):
+    if pod is None:
+        return {"enabled": False}
+    return {
+        "enabled": True,
+        "pod": pod.describe(),
+        "simulated": list(FILTER_ORDER) + [DYNAMIC_RESOURCES],
+        "notSimulated": [{"plugin": p, "reason": why} for p, why in pod.not_simulated],
+        "podsCounted": len(inventory.pod_footprints),
+        "podsKnown": inventory.pods_known,
     }
 
 
@@ -179,13 +351,14 @@ SCHEDULER_REASONS = {"invalid-pools": "invalid resource pools were encountered",
 
 
 def scheduler_message(entries, counts):
-    """What `kubectl describe pod` would show if no node fits (brief 6.1), else None."""
+    """What `kubectl describe pod` would show if no node fits (FitError.Error), else None: each reason
+    counted once per rejected node, "<count> <reason>" sorted as strings (Go sort.Strings)."""
     if not entries or any(e["fits"] for e in entries):
         return None
     error = next((e["error"] for e in entries if e["error"]), None)
     if error:
         return f'running "DynamicResources" filter plugin: {error}'
-    parts = sorted(f"{n} {reason}" for reason, n in counts.items())
+    parts = sorted((f"{n} {reason}" for reason, n in counts.items()), key=lambda s: s.encode())
     return f"0/{len(entries)} nodes are available: {', '.join(parts)}."
 
 
@@ -196,27 +369,55 @@ def node_pool_of(labels, label=None):
     return "(no node pool label)"
 
 
-def headroom(inventory, claims, *, max_per_node=64, pool_label=None, nodes=None):
+def headroom(inventory, claims, *, max_per_node=64, pool_label=None, nodes=None, pod=None, node_filters=True,
+             deadline=None, filter_timeout=FILTER_TIMEOUT_SECONDS):
     """How many more copies of `claims` fit right now: greedy, node after node, each copy placed on
-    top of the previous ones (devices, shares, counters), like the scheduler would one pod at a time.
+    top of the previous ones (devices, shares, counters, and the pod's own requests and host ports),
+    like the scheduler would one pod at a time. Nodes the pod's filters reject count nothing.
+
+    `deadline` (seconds or a Deadline) stops counting when it passes: `deadlineReached` is then true
+    and the counts are a lower bound. A node whose search times out counts the copies found so far.
     """
     started = time.perf_counter()
-    plan = prepare(inventory, claims)  # hard errors raise: there is no headroom to speak of
+    deadline = Deadline.of(deadline)
+    stopped = False
+    if pod is None and node_filters:
+        pod = SchedulingPod.would_be()
+    if not node_filters:
+        pod = None
     overlay = Overlay()
-    allocator = NodeAllocator(plan, extra=overlay)
+    plans = _PodPlans(inventory, claims, pod, extra=overlay, deadline=deadline, filter_timeout=filter_timeout)  # hard errors raise
+    copy_fp = {"requests": pod.requests, "hostPorts": pod.host_ports} if pod is not None else None
     by_node, by_pool, by_model = {}, defaultdict(int), defaultdict(int)
-    capped = []
+    capped, filtered = [], 0
     for name in (nodes if nodes is not None else inventory.node_names):
+        if deadline.expired():
+            stopped = True
+            break
         view = inventory.node(name)
+        usage = inventory.usage_of(name)
+        if rejected(plans.filters(name, usage)) is not None:
+            filtered += 1
+            continue
+        _, allocator = plans.for_node(name)
         n = 0
         while n < max_per_node:
-            outcome = allocator.run(view)
-            if outcome.status != SUCCESS:
-                break
-            overlay.commit(allocator)
+            if n and copy_fp is not None and rejected(plans.filters(name, usage)) is not None:
+                break  # the copies so far used up the node's cpu, memory, pods or ports
+            if allocator is None:
+                model = "(device plugin)"
+            else:
+                outcome = allocator.run(view)
+                if outcome.status != SUCCESS:
+                    stopped = stopped or outcome.status == DEADLINE
+                    break
+                overlay.commit(allocator)
+                first = next((p for picks in outcome.picks for p in picks), None)
+                model = first.device.display_model() if first else "(no devices)"
             n += 1
-            first = next((p for picks in outcome.picks for p in picks), None)
-            by_model[first.device.display_model() if first else "(no devices)"] += 1
+            by_model[model] += 1
+            if copy_fp is not None:
+                usage = usage.plus(copy_fp)
         if n:
             by_node[name] = n
             by_pool[node_pool_of(view.labels, pool_label)] += n
@@ -229,12 +430,14 @@ def headroom(inventory, claims, *, max_per_node=64, pool_label=None, nodes=None)
         "byDeviceModel": dict(sorted(by_model.items())),
         "byNode": by_node,
         "cappedNodes": capped,
+        "filteredNodes": filtered,
         "maxPerNode": max_per_node,
+        "deadlineReached": stopped,
         "seconds": round(time.perf_counter() - started, 4),
     }
 
 
-def allocate(inventory, claims, node):
+def allocate(inventory, claims, node, filter_timeout=FILTER_TIMEOUT_SECONDS, deadline=None):
     """One Allocate(node, claims) call, as the scheduler's Filter makes it (for tests and the CLI)."""
     from .search import Outcome
 
@@ -242,4 +445,4 @@ def allocate(inventory, claims, node):
         plan = prepare(inventory, claims)
     except AllocationError as exc:
         return Outcome(node, ERROR, message=str(exc))
-    return NodeAllocator(plan).run(inventory.node(node))
+    return NodeAllocator(plan, deadline=Deadline.of(deadline), filter_timeout=filter_timeout).run(inventory.node(node))

@@ -14,8 +14,8 @@ from collections import defaultdict
 from .model import DeviceClassInfo, Slice
 
 # Inventory keyword -> how objects of that kind are keyed.
-NAMESPACED = {"resource_claims", "resource_claim_templates", "pods"}
-KINDS = ("device_classes", "resource_slices", "resource_claims", "resource_claim_templates", "pods", "nodes", "device_taint_rules", "namespaces")
+NAMESPACED = {"resource_claims", "resource_claim_templates", "pods", "pod_footprints"}
+KINDS = ("device_classes", "resource_slices", "resource_claims", "resource_claim_templates", "pods", "pod_footprints", "nodes", "device_taint_rules", "namespaces")
 
 
 def object_key(kind, raw):
@@ -330,6 +330,7 @@ class IncrementalMixin:
 _SINGULAR = {
     "device_classes": "class", "resource_slices": "slice", "resource_claims": "claim", "resource_claim_templates": "template",
     "pods": "pod", "nodes": "node", "device_taint_rules": "taint_rule", "namespaces": "namespace",
+    "pod_footprints": "pod",  # what every pod takes from its node (inventory.py upsert_pod/remove_pod)
 }
 _TAG_ORDER = {"~": 0, "ResourceSlice": 1, "ResourceClaim": 2}
 

@@ -10,7 +10,11 @@ from collections import defaultdict
 
 from .features import Features
 from .incremental import IncrementalMixin
+from .errors import InputError
 from .model import ADMIN_ACCESS_LABEL, DeviceClassInfo, Slice, _q
+from .nodefilters import EMPTY_USAGE, FOOTPRINT_KIND, NodeFacts, NodeUsage, counts_on_node, pod_footprint
+
+IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 KIND_ALIASES = {
     "DeviceClass": "deviceclasses",
@@ -134,6 +138,7 @@ class Inventory(IncrementalMixin):
         device_taint_rules=(),
         namespaces=(),
         features=None,
+        pod_footprints=None,
     ):
         self.features = features or Features()
         self.problems = []  # objects that could not be used, with why (never dropped silently)
@@ -148,6 +153,7 @@ class Inventory(IncrementalMixin):
             except Exception as exc:  # malformed slice: report it, keep going
                 self.problems.append(f"ResourceSlice {((raw or {}).get('metadata') or {}).get('name')}: {exc}")
         self.nodes = {}
+        self.node_facts = {}  # name -> NodeFacts (taints, cordon, allocatable) for the node filters
         for raw in nodes:
             self._index_node(raw)
         self.node_names = sorted(self.nodes)
@@ -166,6 +172,7 @@ class Inventory(IncrementalMixin):
             meta = raw.get("metadata") or {}
             self.templates[(meta.get("namespace") or "", meta.get("name") or "")] = raw
         self.pods = {((r.get("metadata") or {}).get("namespace") or "", (r.get("metadata") or {}).get("name") or ""): r for r in pods}
+        self._index_footprints(pods, pod_footprints)
         self.taint_rules = list(device_taint_rules)
         self._index_slices()
         self._views = {}
@@ -185,6 +192,66 @@ class Inventory(IncrementalMixin):
         meta = raw.get("metadata") or {}
         if meta.get("name"):
             self.nodes[meta["name"]] = meta.get("labels") or {}
+            self.node_facts[meta["name"]] = NodeFacts(raw)
+
+    # -- what bound pods take from their nodes (NodeResourcesFit, NodePorts) -----------------------
+
+    def _index_footprints(self, pods, footprints):
+        """`footprints` (dicts of nodefilters.pod_footprint, e.g. the mirror's rows for every pod) when
+        given, else the raw `pods`. Per node: the non-terminal pods bound to it, summed."""
+        self.pod_footprints = {}
+        self.node_usage = {}
+        self.pods_known = footprints is not None or bool(pods)
+        for item in (footprints if footprints is not None else pods):
+            self.upsert_pod(item)
+
+    def upsert_pod(self, pod):
+        """Store or replace one pod: a raw Pod or its footprint (nodefilters.pod_footprint). Replaces,
+        never mutates, the NodeUsage objects (a published Inventory is shared with preview threads)."""
+        meta = pod.get("metadata") or {}
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        if pod.get("kind") == FOOTPRINT_KIND:
+            fp = pod
+        else:
+            self.pods[key] = pod
+            try:
+                fp = pod_footprint(pod)
+            except InputError as exc:
+                self.problems.append(f"Pod {key[0]}/{key[1]}: {exc}; its requests are not counted on its node")
+                fp = dict(pod_footprint({"metadata": meta, "status": pod.get("status") or {}}), node=((pod.get("spec") or {}).get("nodeName") or ""))
+        self._drop_footprint(key)
+        if counts_on_node(fp):
+            self.pod_footprints[key] = fp
+            usage = self.node_usage.get(fp["node"])
+            self.node_usage[fp["node"]] = usage.plus(fp) if usage else NodeUsage().plus(fp)
+
+    def remove_pod(self, namespace, name):
+        self.pods.pop((namespace, name), None)
+        self._drop_footprint((namespace, name))
+
+    def _drop_footprint(self, key):
+        old = self.pod_footprints.pop(key, None)
+        if old is not None and old["node"] in self.node_usage:
+            self.node_usage[old["node"]] = self.node_usage[old["node"]].minus(old)
+
+    def pod_node(self, namespace, name):
+        """The node a known pod is bound to ("" if none): its node's usage changes with it."""
+        fp = self.pod_footprints.get((namespace, name))
+        return fp["node"] if fp else ((self.pods.get((namespace, name)) or {}).get("spec") or {}).get("nodeName") or ""
+
+    def usage_of(self, node):
+        return self.node_usage.get(node) or EMPTY_USAGE
+
+    def dra_extended_resources(self):
+        """{extended resource name: device class}: explicit `extendedResourceName`s and the implicit
+        deviceclass.resource.kubernetes.io/<class> names (DRAExtendedResource, beta, on)."""
+        out = {}
+        for name in sorted(self.classes):
+            ext = (self.classes[name].raw.get("spec") or {}).get("extendedResourceName")
+            if ext:
+                out.setdefault(ext, name)
+            out.setdefault(IMPLICIT_CLASS_PREFIX + name, name)
+        return out
 
     # -- construction helpers ------------------------------------------------------------------
 

@@ -422,14 +422,17 @@ def ports_conflict(wanted, used):
     return False
 
 
+FOOTPRINT_KIND = "PodFootprint"
+
+
 def pod_footprint(raw):
-    """What a bound pod takes from its node: the compact record the mirror keeps for every pod.
-    {namespace, name, uid, node, phase, requests, hostPorts}; raises InputError for unreadable resources."""
+    """What a pod takes from its node: the compact document the mirror keeps for every pod,
+    {kind: PodFootprint, metadata: {namespace, name, uid}, node, phase, requests, hostPorts}
+    (keyed like the Pod, so the live inventory handles it like any object). InputError for unreadable resources."""
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
     return {
-        "namespace": meta.get("namespace") or "",
-        "name": meta.get("name") or "",
-        "uid": meta.get("uid") or "",
+        "kind": FOOTPRINT_KIND,
+        "metadata": {"namespace": meta.get("namespace") or "", "name": meta.get("name") or "", "uid": meta.get("uid") or ""},
         "node": spec.get("nodeName") or "",
         "phase": status.get("phase") or "",
         "requests": pod_requests(spec),

@@ -21,7 +21,7 @@ from inventory import devicestate
 from inventory import tasks as class_counts
 from inventory.devicestate import refresh_pools
 
-from . import changelog, pgcopy
+from . import changelog, footprints, pgcopy
 from .kinds import KINDS_BY_NAME
 from .publish import Change, publish_on_commit
 
@@ -47,6 +47,7 @@ class BatchResult:
     unchanged: int = 0
     # Pools whose stored device state is left for the caller to refresh (apply_batch(defer_device_state=True)).
     device_pools: set = field(default_factory=set)
+    footprint_keys: set = field(default_factory=set)  # pods whose footprint is stored now (a pod relist's reconcile keeps them)
 
     @property
     def written(self):
@@ -342,6 +343,8 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
             class_counts.request_after_commit(cluster, [kind])
         if state_changes:
             _insert(apps.get_model("claims.ClaimStateChange"), state_changes)
+        if kind == "Pod":  # every pod, DRA or not: what it takes from its node (preview node filters)
+            result.footprint_keys = footprints.apply(cluster, ops)
         changelog.record(cluster.pk, kind, changes)  # last write: its lock orders the log (changelog.py)
 
         result.inserted, result.updated, result.deleted = len(to_insert), len(to_update), len(to_delete)
@@ -464,16 +467,20 @@ def apply_batch_safely(cluster, kind, events, **kwargs):
         total.deleted += part.deleted
         total.unchanged += part.unchanged
         total.device_pools |= part.device_pools
+        total.footprint_keys |= part.footprint_keys
     return total
 
 
-def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=()):
+def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(), footprint_keys=None):
     """After a full relist: delete rows the list did not contain.
 
     Rows changed after the list was taken (a higher resourceVersion, e.g. written back by a release
     action meanwhile) are kept: the watch that follows will tell about them. `device_pools`: pools the
     list's pages deferred (a list refreshes each pool once here instead of once per page touching it).
+    `footprint_keys` (pods only): the pods whose footprints the list's pages stored; the others go.
     """
+    if kind == "Pod" and footprint_keys is not None:
+        footprints.reconcile(cluster, footprint_keys, list_rv_num)
     model = KINDS_BY_NAME[kind].model
     has_state = any(f.attname == "state" for f in model._meta.concrete_fields)
     has_node = any(f.attname == "node_name" for f in model._meta.concrete_fields)

@@ -209,6 +209,7 @@ class Watcher:
         page_size = int(sync_setting("LIST_PAGE_SIZE", 500))
         seen_ids, cont, list_rv = set(), "", ""
         device_pools = set()  # refreshed once at the end of the list, not per page
+        footprint_keys = set()  # pods the list's pages stored footprints of (every pod, DRA or not)
         api_version = self.spec.group_version if self.version == self.spec.version else f"{self.spec.group}/{self.version}"
         while True:
             started = time.monotonic()
@@ -220,6 +221,7 @@ class Watcher:
                 if exc.gone and cont:
                     # The continue token expired mid-list: start over for a consistent snapshot.
                     seen_ids, cont, list_rv = set(), "", ""  # pages already applied keep their device_pools
+                    footprint_keys = set()
                     continue
                 raise
             self.stats.list_fetch_seconds += time.monotonic() - started
@@ -245,13 +247,15 @@ class Watcher:
             self.stats.listed += len(items)
             seen_ids |= result.seen_ids
             device_pools |= result.device_pools
+            footprint_keys |= result.footprint_keys
             cont = str(meta.get("continue") or "")
             if not cont:
                 break
         started = time.monotonic()
         with transaction.atomic():
             self.lease.fence()
-            apply.reconcile(self.cluster, self.kind, seen_ids, resource_version_number(list_rv), device_pools=device_pools)
+            apply.reconcile(self.cluster, self.kind, seen_ids, resource_version_number(list_rv), device_pools=device_pools,
+                            footprint_keys=footprint_keys if self.kind == "Pod" else None)
             now = timezone.now()
             self.lease.fence(
                 status=SyncState.Status.CONNECTED,
