@@ -11,6 +11,9 @@ class PrometheusSource(models.Model):
     cluster = models.OneToOneField("inventory.Cluster", on_delete=models.CASCADE, related_name="prometheus")
     url = models.URLField(max_length=500, help_text="Base URL, e.g. http://prometheus.monitoring:9090 (the API is under /api/v1/).")
     auth_header = models.CharField(max_length=2000, blank=True, help_text="Sent as the Authorization header, e.g. 'Bearer TOKEN'. Optional.")
+    series_selector = models.CharField(
+        max_length=500, blank=True,
+        help_text='Label matchers added to every query, for a Prometheus that scrapes several clusters, e.g. cluster="prod".')
     enabled = models.BooleanField(default=True)
     last_poll_at = models.DateTimeField(null=True, blank=True)
     last_success_at = models.DateTimeField(null=True, blank=True)
