@@ -25,6 +25,11 @@ OWN, OTHER, NOWHERE = "team-a", "team-b", "no-such-namespace"
 USERS = ("viewer", "scoped", "admin")
 
 
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # users are made per test
+
+
 @pytest.fixture
 def alpha():
     return load_fleet()[0]  # team-b has claims and pods in the mirror; NOWHERE has nothing
@@ -57,59 +62,62 @@ async def connect(user):
     return comm
 
 
-@pytest.mark.parametrize("who", USERS)
-def test_subscribing_to_a_namespace(alpha, users, who):
+def test_subscribing_to_a_namespace(alpha, users):
     async def scenario():
-        comm = await connect(users[who])
         answers = {}
-        for namespace in (OWN, OTHER, NOWHERE):
-            await comm.send_json_to({"subscribe": {"cluster": alpha.pk, "namespace": namespace}})
-            answers[namespace] = await comm.receive_json_from(timeout=2)
-        await comm.disconnect()
+        for who, user in users.items():
+            comm = await connect(user)
+            for namespace in (OWN, OTHER, NOWHERE):
+                await comm.send_json_to({"subscribe": {"cluster": alpha.pk, "namespace": namespace}})
+                answers[who, namespace] = await comm.receive_json_from(timeout=2)
+            await comm.disconnect()
         return answers
 
     answers = run(scenario)
-    assert answers[OWN]["type"] == "subscribed" and answers[OWN]["groups"] == [f"gpudash.c{alpha.pk}.ns.{OWN}"]
-    for namespace in (OTHER, NOWHERE):
-        if who == "admin":
-            assert answers[namespace]["type"] == "subscribed"
-        else:
-            assert answers[namespace] == {"type": "error", "error": f"namespace {namespace} is outside your scope"}
-    if who != "admin":  # a namespace with objects and one without: the same answer
-        assert str(answers[OTHER]).replace(OTHER, "X") == str(answers[NOWHERE]).replace(NOWHERE, "X")
+    for who in USERS:
+        assert answers[who, OWN]["type"] == "subscribed" and answers[who, OWN]["groups"] == [f"gpudash.c{alpha.pk}.ns.{OWN}"]
+        for namespace in (OTHER, NOWHERE):
+            if who == "admin":
+                assert answers[who, namespace]["type"] == "subscribed"
+            else:
+                assert answers[who, namespace] == {"type": "error", "error": f"namespace {namespace} is outside your scope"}, who
+        if who != "admin":  # a namespace with objects and one without: the same answer
+            assert str(answers[who, OTHER]).replace(OTHER, "X") == str(answers[who, NOWHERE]).replace(NOWHERE, "X")
 
 
-@pytest.mark.parametrize("who", USERS)
-def test_changes_of_other_namespaces_name_nothing(alpha, users, who):
+def test_changes_of_other_namespaces_name_nothing(alpha, users):
     async def scenario():
-        comm = await connect(users[who])
-        await comm.send_json_to({"subscribe": {"cluster": None, "kind": ["ResourceClaim"]}})
-        await comm.receive_json_from(timeout=2)
+        comms = {}
+        for who, user in users.items():
+            comms[who] = await connect(user)
+            await comms[who].send_json_to({"subscribe": {"cluster": None, "kind": ["ResourceClaim"]}})
+            await comms[who].receive_json_from(timeout=2)
         # An existing claim of each namespace changes, and a claim nobody has heard of is deleted.
         await publish(change(alpha, OWN, "train", node="node-a"), change(alpha, OTHER, "stuck"),
                       change(alpha, OTHER, "does-not-exist", node="node-z", event="DELETED"))
-        got = []
-        while len(got) < 3:
-            got += (await comm.receive_json_from(timeout=2))["changes"]
-        await comm.disconnect()
+        got = {}
+        for who, comm in comms.items():
+            got[who] = []
+            while len(got[who]) < 3:
+                got[who] += (await comm.receive_json_from(timeout=2))["changes"]
+            await comm.disconnect()
         return got
 
-    got = run(scenario)
-    own = [c for c in got if c.get("namespace") == OWN]
-    assert len(own) == 1 and own[0]["name"] == "train" and own[0]["node"] == "node-a"
-    others = [c for c in got if c is not own[0]]
-    if who == "admin":
-        assert {(c["name"], c["node"]) for c in others} == {("stuck", "node-b"), ("does-not-exist", "node-z")}
-        return
-    assert len(others) == 2
-    for c in others:
-        assert set(c) == set(REDACTED_FIELDS) | {"redacted"} and c["redacted"] is True
-        assert c["kind"] == "ResourceClaim" and c["cluster"] == alpha.pk
-        text = str(c)
-        for secret in (OTHER, "stuck", "does-not-exist", "node-b", "node-z", "uid-", "allocated"):
-            assert secret not in text, (secret, c)
-    # Apart from the event, an existing and a missing object's changes look alike.
-    assert {k: v for k, v in others[0].items() if k != "event"} == {k: v for k, v in others[1].items() if k != "event"}
+    for who, changes in run(scenario).items():
+        own = [c for c in changes if c.get("namespace") == OWN]
+        assert len(own) == 1 and own[0]["name"] == "train" and own[0]["node"] == "node-a"
+        others = [c for c in changes if c is not own[0]]
+        if who == "admin":
+            assert {(c["name"], c["node"]) for c in others} == {("stuck", "node-b"), ("does-not-exist", "node-z")}
+            continue
+        assert len(others) == 2, who
+        for c in others:
+            assert set(c) == set(REDACTED_FIELDS) | {"redacted"} and c["redacted"] is True
+            assert c["kind"] == "ResourceClaim" and c["cluster"] == alpha.pk
+            for secret in (OTHER, "stuck", "does-not-exist", "node-b", "node-z", "uid-", "allocated"):
+                assert secret not in str(c), (who, secret, c)
+        # Apart from the event, an existing and a missing object's changes look alike.
+        assert {k: v for k, v in others[0].items() if k != "event"} == {k: v for k, v in others[1].items() if k != "event"}
 
 
 def test_frames_that_are_not_json_get_an_error_and_the_socket_stays_open(alpha, users):
