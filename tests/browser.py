@@ -137,4 +137,6 @@ def log_in(page, base, username, password):
 
 def wait_live(page):
     """The page's websocket is connected (the live indicator is on)."""
-    page.wait_for_function("document.body.dataset.live === 'on'", timeout=10000)
+    # A function, not an expression: Playwright evaluates expression strings with eval(), which the
+    # pages' Content-Security-Policy refuses.
+    page.wait_for_function("() => document.body.dataset.live === 'on'", timeout=10000)

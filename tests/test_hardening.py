@@ -4,9 +4,9 @@ while /healthz keeps answering; the preview page shows the same message; other b
 lone surrogates, dry_run strings) are 400s; detail pages check login before they look anything up."""
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from django.utils.html import escape
-from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
 from gpudash import roles

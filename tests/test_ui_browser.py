@@ -137,13 +137,13 @@ def test_pages_update_live_and_catch_up_after_a_server_restart(stack, page):
     page.goto(base + "/claims/?namespace=research")
     wait_live(page)
     server.stop()
-    page.wait_for_function("document.body.dataset.live !== 'on'", timeout=10000)
+    page.wait_for_function("() => document.body.dataset.live !== 'on'", timeout=10000)
     api.store.apply("resourceclaims", _claim("research", "while-down"))
     from claims.models import ResourceClaim
 
     wait_until(lambda: ResourceClaim.objects.filter(name="while-down").exists(), 10, "the watcher to store the claim")
     server.start()
-    page.wait_for_function("document.body.dataset.live === 'on'", timeout=20000)
+    page.wait_for_function("() => document.body.dataset.live === 'on'", timeout=20000)
     page.wait_for_selector("#claim-table >> text=while-down", timeout=LIVE_TIMEOUT_MS)
     # ...and keeps receiving live changes on the new connection.
     api.store.apply("resourceclaims", _claim("research", "after-restart"))
