@@ -213,3 +213,37 @@ def test_a_mirrored_name_with_a_slash_keeps_every_page_working():
     assert client.get("/pending/alpha/team-a/slash/pod/").status_code == 200
     api = client_for(User.objects.get(username="ada"))
     assert api.get("/api/v1/pods/alpha/team-a/slash/pod/pending").status_code == 200
+
+
+# --- TLS settings from the environment -----------------------------------------------------------------
+
+TLS_PROBE = """
+import django, os
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
+django.setup()
+from django.test import Client
+plain = Client().get("/accounts/login/")
+proxied = Client().get("/accounts/login/", headers={"X-Forwarded-Proto": "https"})
+probe = Client().get("/healthz")
+print(plain.status_code, plain.get("Location"), proxied.status_code, proxied.get("Strict-Transport-Security"),
+      proxied.cookies["csrftoken"]["secure"], probe.status_code, sep="|")
+"""
+
+
+def test_running_behind_a_tls_proxy_is_configured_from_the_environment(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from .browser import ROOT
+
+    env = {**os.environ, "SECURE_SSL_REDIRECT": "1", "SESSION_COOKIE_SECURE": "1", "CSRF_COOKIE_SECURE": "true",
+           "SECURE_HSTS_SECONDS": "31536000", "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1", "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto",
+           "GPUDASH_DATA_DIR": str(tmp_path), "ALLOWED_HOSTS": "testserver"}
+    env.pop("DATABASE_URL", None)  # nothing here touches the database; keep the probe off the test one
+    out = subprocess.run([sys.executable, "-c", TLS_PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    plain, location, proxied, hsts, secure_cookie, probe = out.stdout.strip().split("|")
+    assert (plain, location) == ("301", "https://testserver/accounts/login/")
+    assert proxied == "200" and hsts == "max-age=31536000; includeSubDomains" and secure_cookie == "True"
+    assert probe != "301"  # the kubelet's plain-HTTP probe is not redirected
