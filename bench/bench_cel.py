@@ -1,16 +1,38 @@
 """Selector evaluation speed over a generated fleet (prints figures only).
 
-Run from the repository root:  .venv/bin/python bench/bench_cel.py [DEVICES]
+Run from the repository root:  .venv/bin/python bench/bench_cel.py [DEVICES] [--module OTHER/cel.py]
+
+--module loads another version of cel.py (e.g. `git show REV:claims/allocator/cel.py > /tmp/old/cel.py`)
+next to this checkout's quantity/semver modules, to compare before and after on the same machine.
 """
 
+import importlib.util
 import os
-import sys
-import time
 import resource
+import sys
+import threading
+import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
-from claims.allocator.cel import compile_selector, make_device  # noqa: E402
+
+def load_cel(path):
+    """cel.py from `path` as a package module whose siblings come from this checkout."""
+    if path is None:
+        from claims.allocator import cel
+
+        return cel
+    package = "celbench_other"
+    spec = importlib.util.spec_from_loader(package, loader=None, is_package=True)
+    module = importlib.util.module_from_spec(spec)
+    module.__path__ = [os.path.dirname(os.path.abspath(path)), os.path.join(ROOT, "claims", "allocator")]
+    sys.modules[package] = module
+    spec = importlib.util.spec_from_file_location(f"{package}.cel", path)
+    cel = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = cel
+    spec.loader.exec_module(cel)
+    return cel
 
 DRIVER = "gpu.nvidia.com"
 PRODUCTS = ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", "NVIDIA H200", "NVIDIA L4"]
@@ -50,7 +72,15 @@ def generate(count):
 
 
 def main():
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 40_000
+    args = sys.argv[1:]
+    other = None
+    if "--module" in args:
+        other = args[args.index("--module") + 1]
+        del args[args.index("--module") : args.index("--module") + 2]
+    count = int(args[0]) if args else 40_000
+    cel = load_cel(other)
+    compile_selector, make_device = cel.compile_selector, cel.make_device
+    print(f"cel module: {cel.__file__}")
     raw = list(generate(count))
 
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -73,6 +103,35 @@ def main():
             elapsed = min(elapsed, time.perf_counter() - start)
         print(f"{name:34s} compile {compiled * 1000:6.2f} ms   {count / elapsed:>9,.0f} devices/s   "
               f"{elapsed * 1000:7.1f} ms for {count} (best of 3), {matched} match")
+
+    # The same selector from other threads: a long-lived worker (second pass: its activations are
+    # made) and a thread that sees the devices for the first time (what a fresh request thread pays).
+    selector = compile_selector(SELECTORS["product + memory (issue target)"])
+
+    def timed(out):
+        start = time.perf_counter()
+        try:
+            out.append((sum(1 for device in devices if selector.evaluate(device)), time.perf_counter() - start))
+        except Exception as exc:  # the old module fails here: report it, do not stop
+            out.append((f"{type(exc).__name__}: {str(exc)[:80]}", time.perf_counter() - start))
+
+    def in_new_thread(passes):
+        out = []
+        worker = threading.Thread(target=lambda: [timed(out) for _ in range(passes)])
+        worker.start()
+        worker.join()
+        return out[-1]
+
+    for label, passes in (("another thread, first pass", 1), ("another thread, second pass", 2)):
+        matched, elapsed = in_new_thread(passes)
+        print(f"{label:34s} {count / elapsed:>9,.0f} devices/s   {elapsed * 1000:7.1f} ms, result {matched}")
+
+    if hasattr(cel, "celsplit"):  # the old module's backtracking find() would take seconds per device
+        redos = compile_selector('(device.attributes["gpu.nvidia.com"].uuid + "aaaaaaaaaaaaaaaaaaaaaaaaa!").find("(a+)+$") == ""')
+        start = time.perf_counter()
+        matched = sum(1 for device in devices if redos.evaluate(device))
+        elapsed = time.perf_counter() - start
+        print(f"{'find() with (a+)+$ (RE2)':34s} {count / elapsed:>9,.0f} devices/s   {elapsed * 1000:7.1f} ms, {matched} match")
 
 
 if __name__ == "__main__":
