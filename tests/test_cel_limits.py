@@ -203,3 +203,21 @@ def test_only_cel_errors_come_out(expression):
         str(exc).encode("utf-8")
     else:
         assert result in (True, False)
+
+
+@pytest.mark.parametrize("driver, attributes, capacity, where", [
+    (DRIVER, {"model": {"string": "\ud83d"}}, {}, "attribute model"),
+    (DRIVER, {"\ud83d": {"int": 1}}, {}, "attribute \\ud83d"),
+    (DRIVER, {"models": {"strings": ["ok", "\udfff"]}}, {}, "attribute models"),
+    (DRIVER, {}, {"\ud83d": {"value": "1"}}, "capacity \\ud83d"),
+    ("bad\ud83d.example.com", {}, {}, "driver bad\\ud83d.example.com"),
+])
+def test_device_data_with_lone_surrogates_fails_its_selectors_only(driver, attributes, capacity, where):
+    # A posted document can carry them (the API server refuses them): the device is marked, the
+    # process and the other devices are not affected, and the message itself encodes.
+    bad = make_device(driver, attributes, capacity, list_attributes=True)
+    with pytest.raises(CelRuntimeError) as caught:
+        compile_selector("true").evaluate(bad)
+    assert str(caught.value) == f"{where}: not valid UTF-8 text"
+    str(caught.value).encode("utf-8")
+    assert evaluate('device.driver == "dra.example.com"') is True

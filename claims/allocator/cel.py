@@ -1037,14 +1037,21 @@ def make_device(driver, attributes, capacity, allow_multiple_allocations=False, 
     attributes = attributes or {}
     capacity = capacity or {}
     error = None
+    if not _is_text(driver):
+        # The engine cannot take a lone surrogate (only possible in a posted document, the API
+        # server refuses them): the device fails every selector instead of the whole preview.
+        driver = _printable(driver)
+        error = f"driver {driver}: not valid UTF-8 text"
     python_attrs = {}
     cel_attrs = {}
     for name, attr in attributes.items():
         domain, ident = _split_name(name, driver)
         value, cel_value, problem = _attribute_value(attr, list_attributes)
+        if problem is None and not (_is_text(name) and _is_text(cel_value)):
+            problem = "not valid UTF-8 text"
         if problem is not None:
             if error is None:
-                error = f"attribute {name}: {problem}"
+                error = f"attribute {_printable(name)}: {problem}"
             continue
         python_attrs.setdefault(domain, {})[ident] = value
         cel_attrs.setdefault(domain, {})[ident] = cel_value
@@ -1054,6 +1061,9 @@ def make_device(driver, attributes, capacity, allow_multiple_allocations=False, 
     for name, entry in capacity.items():
         domain, ident = _split_name(name, driver)
         raw = entry.get("value") if isinstance(entry, dict) else entry
+        if not _is_text(name):
+            error = error or f"capacity {_printable(name)}: not valid UTF-8 text"
+            continue
         try:
             value = parse_quantity(raw)
         except QuantityError as exc:
@@ -1078,8 +1088,29 @@ def make_device(driver, attributes, capacity, allow_multiple_allocations=False, 
     device = CelDevice(driver, python_attrs, python_caps, bool(allow_multiple_allocations), error, data)
     # The engine converts the maps on an activation's first evaluation
     # (~40 us); pay it here, once per device, not inside a preview.
-    _warm_up_program().eval(device.activation)
+    try:
+        _warm_up_program().eval(device.activation)
+    except Exception as exc:  # pragma: no cover - the values were checked above
+        device.error = device.error or f"device cannot be converted for CEL: {exc}"
     return device
+
+
+def _printable(text):
+    """`text` with lone surrogates written as \\uXXXX escapes (safe to encode)."""
+    return str(text).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _is_text(value):
+    """Whether strings in `value` (nested lists included) encode as UTF-8."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_text(v) for v in value)
+    return True
 
 
 @lru_cache(maxsize=1)
