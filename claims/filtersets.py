@@ -19,7 +19,7 @@ CLAIM_STATES = [s.value for s in ResourceClaim.State] + ["stuck"]
 
 def stuck_exists():
     """A claim is stuck while the detector has an active (uncleared) finding on it."""
-    return Exists(Finding.objects.active().filter(cluster_id=OuterRef("cluster_id"), claim_uid=OuterRef("uid")).exclude(claim_uid=""))
+    return Exists(Finding.objects.stuck().filter(cluster_id=OuterRef("cluster_id"), claim_uid=OuterRef("uid")).exclude(claim_uid=""))
 
 
 def json_list_contains(queryset, field, value):

@@ -342,9 +342,17 @@ class ClaimStateChange(models.Model):
         indexes = [models.Index(fields=("cluster", "namespace", "name"), name="claims_statechange_claim_idx")]
 
 
+# Findings that only report (monitoring/idle.py): their claim is not stuck and nothing is released.
+REPORT_ONLY_RULES = ("idle_gpu",)
+
+
 class FindingQuerySet(models.QuerySet):
     def active(self):
         return self.filter(cleared_at__isnull=True)
+
+    def stuck(self):
+        """Active findings that make their claim stuck (every rule but the report-only ones)."""
+        return self.active().exclude(rule__in=REPORT_ONLY_RULES)
 
 
 class Finding(models.Model):

@@ -29,6 +29,8 @@ NODE_GONE = "node_gone"
 NOT_PREPARED = "not_prepared"
 DEVICE_VANISHED = "device_vanished"
 DOUBLE_ALLOCATION = "double_allocation"
+# Report-only (monitoring/idle.py): no release action, the device is not shown as stuck.
+IDLE_GPU = "idle_gpu"  # listed in claims.models.REPORT_ONLY_RULES
 
 # The kind finding changes are published as on the live-updates channel, and their events.
 FINDING_KIND = "Finding"
@@ -43,6 +45,7 @@ RULE_TITLES = {
     NOT_PREPARED: "Not prepared / binding failed",
     DEVICE_VANISHED: "Device vanished",
     DOUBLE_ALLOCATION: "Double allocation",
+    IDLE_GPU: "Idle GPU",
 }
 
 DEFAULTS = {
@@ -68,6 +71,7 @@ GRACE_KEY = {
     NOT_PREPARED: "PREPARE_GRACE",
     DEVICE_VANISHED: "DEVICE_VANISHED_GRACE",
     DOUBLE_ALLOCATION: None,
+    IDLE_GPU: None,  # the rule's own period (GPUDASH_IDLE_PERIOD) is its grace
 }
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -402,6 +406,13 @@ def rule_double_allocation(m, cfg, now):
             )
 
 
+def rule_idle_gpu(mirror, cfg, now):
+    """Allocated GPUs under the utilization threshold for the idle period (report-only)."""
+    from monitoring.idle import idle_candidates  # here: monitoring imports this module
+
+    yield from idle_candidates(mirror, cfg, now)
+
+
 RULES = (
     rule_stale_reservation,
     rule_deletion_blocked,
@@ -411,6 +422,7 @@ RULES = (
     rule_not_prepared,
     rule_device_vanished,
     rule_double_allocation,
+    rule_idle_gpu,
 )
 
 

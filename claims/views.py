@@ -22,7 +22,7 @@ CLAIM_STATES = [s for s, _ in ResourceClaim.State.choices] + [STUCK]
 
 def claims_with_flags(queryset):
     """Claims annotated with `is_stuck` (an active finding names them)."""
-    findings = Finding.objects.active().filter(cluster_id=OuterRef("cluster_id"), claim_uid=OuterRef("uid"))
+    findings = Finding.objects.stuck().filter(cluster_id=OuterRef("cluster_id"), claim_uid=OuterRef("uid"))
     return queryset.annotate(is_stuck=Exists(findings))
 
 

@@ -22,7 +22,7 @@ def active_finding_count(user, cluster=None):
     """Open stuck-claim findings the user may see, in the selected cluster (what the Stuck page lists)."""
     from claims.models import Finding
 
-    qs = Finding.objects.active() if cluster is None else Finding.objects.active().filter(cluster=cluster)
+    qs = Finding.objects.stuck() if cluster is None else Finding.objects.stuck().filter(cluster=cluster)
     return roles.scope_queryset(qs, user).count()
 
 

@@ -60,7 +60,7 @@ def stuck_claim_ids():
     """Ids of claims with an active stuck-claim finding (an uncorrelated subquery: hashed once)."""
     claim = django_apps.get_model("claims", "ResourceClaim")
     finding = django_apps.get_model("claims", "Finding")
-    active = finding.objects.filter(cleared_at__isnull=True).exclude(claim_uid="").values("claim_uid")
+    active = finding.objects.stuck().exclude(claim_uid="").values("claim_uid")  # report-only findings (idle GPUs) do not count
     return claim.objects.filter(uid__in=active).values("id")
 
 

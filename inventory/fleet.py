@@ -370,7 +370,7 @@ def states_for(devices, cluster_ids=None, user=None):
     keys = {(d.cluster_id, d.driver, d.pool, d.name) for d in devices}
     results = AllocationResult.objects.filter(cluster_id__in={k[0] for k in keys}, pool__in={k[2] for k in keys})
     rows = [r for r in results.values_list("cluster_id", "driver", "pool", "device", "admin_access", "share_id", "claim__namespace", "claim__name", "claim__uid") if r[:4] in keys]
-    stuck = set(Finding.objects.active().filter(claim_uid__in={r[8] for r in rows}).values_list("claim_uid", flat=True)) if rows else set()
+    stuck = set(Finding.objects.stuck().filter(claim_uid__in={r[8] for r in rows}).values_list("claim_uid", flat=True)) if rows else set()
     scope = roles.visible_namespaces(user) if user is not None else None
     holders = defaultdict(list)
     for cid, driver, pool, device, admin, share, ns, name, uid in rows:

@@ -47,7 +47,7 @@ def claim(namespace, name, node_name, device):
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta(name, namespace),
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}},
             "status": {"allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node_name, "device": device}]}},
-                       "reservedFor": [{"resource": "pods", "name": f"{name}-pod", "uid": f"uid-{name}-pod"}]}}
+                       "reservedFor": [{"resource": "pods", "name": f"{name}-pod", "uid": f"uid-{namespace}-{name}-pod"}]}}
 
 
 def pod(namespace, name, claim_name, node_name):
@@ -248,3 +248,48 @@ def test_prometheus_down_or_garbage_is_an_error_and_keeps_the_history(setup):
     assert sorted(UtilizationSample.objects.filter(cluster=cluster).values_list("pool", "device", "minute", "gpu_util")) == before
     assert len(utilization.latest([cluster.id])) == 4
     assert dict(OpsCounter.objects.filter(name="utilization_polls").values_list("label", "value")) == {"ok": 1, "error": 5}
+
+
+def test_idle_gpu_finding_opens_and_clears(setup, settings):
+    from claims.models import Finding
+    from claims.stuck import detect
+    from inventory import devicestate, fleet
+    from inventory.models import Device
+    from monitoring.idle import idle_gpu_hours_by_namespace
+
+    cluster, source, exporter, prom = setup
+    settings.GPUDASH_MONITORING = {**settings.GPUDASH_MONITORING, "IDLE_THRESHOLD_PERCENT": 5, "IDLE_PERIOD_SECONDS": 300}
+    exporter.body = exposition(train_util=2, infer_util=50)  # train's GPU idles, infer's partition works
+    wait_scraped(prom, 2)
+    base = timezone.now().replace(second=0, microsecond=0) - timezone.timedelta(minutes=20)
+
+    def at(minutes):
+        return base + timezone.timedelta(minutes=minutes)
+
+    def idle_findings():
+        return list(Finding.objects.filter(cluster=cluster, rule="idle_gpu"))
+
+    for minute in range(4):
+        assert not utilization.poll(source, now=at(minute)).error
+    detect(cluster, now=at(3))
+    assert not idle_findings()  # under the threshold, but not for the whole period yet
+    for minute in range(4, 7):
+        utilization.poll(source, now=at(minute))
+    detect(cluster, now=at(6))
+    [finding] = idle_findings()
+    assert (finding.namespace, finding.claim_name, finding.subject, finding.severity, finding.remedy) == (
+        "team-a", "train", f"{DRIVER}/node-1/gpu-0", "info", "")  # report-only: no release action
+    assert finding.evidence["pods"] == ["team-a/train-pod"] and finding.evidence["max_utilization_percent"] == 2.0
+    assert "under 5% utilization" in finding.summary and "team-a/train" in finding.summary and finding.cleared_at is None
+    # Idle is not stuck: the device keeps its state, the claim is not in the stuck list.
+    train_gpu = Device.objects.filter(cluster=cluster, pool="node-1", name="gpu-0")
+    assert fleet.states_for(train_gpu)[0].st.state == fleet.ALLOCATED, list(Finding.objects.active().values_list("rule", "claim_name", "summary"))
+    assert not devicestate.stuck_claim_ids().exists()
+    assert idle_gpu_hours_by_namespace([cluster.id], now=at(7)) == [("team-a", round(7 / 60, 2))]
+
+    exporter.body = exposition(train_util=80, infer_util=50)
+    wait_scraped(prom, 80)
+    utilization.poll(source, now=at(7))
+    detect(cluster, now=at(7))
+    [finding] = idle_findings()
+    assert finding.cleared_at == at(7)  # busy again: cleared
