@@ -1,6 +1,12 @@
 """Preview page server time on the 5,000-node bench fleet (the one bench/bench_ui.py and bench_api.py load).
 
     .venv/bin/python bench/bench_preview.py [--runs 5]
+    .venv/bin/python bench/bench_preview.py --live [--rate 100] [--seconds 30]
+
+--live: the live preview inventory (claims/live_inventory.py) in this process, the sync in another
+(a second process applies --rate claim changes per second through gpudash.sync.apply.apply_batch,
+as a watcher does): the first preview after start (inventory build + first engine run), warm
+previews, then previews while the changes land (each preview catches up from the change log first).
 
 In-process Django test client (sessions, auth, view, engine, template): figures are printed, not asserted.
 Uses BENCH_DATABASE_URL (default: the `gpudash_bench_ui` database; load it first with bench/bench_ui.py).
@@ -31,7 +37,12 @@ EIGHT_GPUS = ONE_GPU.replace("count: 1", "count: 8").replace("one-gpu", "eight-g
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--live", action="store_true", help="The live inventory: first preview after start, warm, and under sync churn.")
+    parser.add_argument("--rate", type=float, default=100, help="--live: changes per second the sync applies meanwhile")
+    parser.add_argument("--seconds", type=float, default=30, help="--live: how long the churn runs")
     args = parser.parse_args()
+    if args.live:
+        return live_main(args)
     os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpudash_bench_ui")
     os.environ.pop("GPUDASH_TEST_DB_NAME", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
@@ -79,6 +90,141 @@ def main():
         print(f"{name:24s} median {statistics.median(times):6.0f} ms  max {max(times):6.0f} ms  engine {engine:5.0f} ms"
               f"{f'  headroom {room * 1000:5.0f} ms' if room is not None else ''}  fit {report.fit_count}/{report.total}"
               f"  groups {len(resp.context['groups'])}  html {len(resp.content) // 1024} KiB")
+
+
+POD = """apiVersion: v1
+kind: Pod
+metadata: {name: trainer, namespace: team-00}
+spec:
+  nodeSelector: {topology.kubernetes.io/zone: zone-1}
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  containers:
+  - name: main
+    image: trainer
+    resources:
+      requests: {cpu: "8", memory: 64Gi}
+      claims: [{name: gpu}]
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: gpu-1}]
+"""
+
+
+def pct(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else float("nan")
+
+
+def churn(db_url, cluster_id, rate, seconds, started, counts):
+    """(a child process) The sync's side: `rate` claim changes per second through apply_batch, in
+    batches of a tenth of a second (a watcher applies what waits in its stream together)."""
+    os.environ["DATABASE_URL"] = db_url
+    os.environ.pop("GPUDASH_TEST_DB_NAME", None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
+    import copy
+    import random
+
+    import django
+
+    django.setup()
+    from claims.models import ResourceClaim
+    from gpudash.sync.apply import MODIFIED, apply_batch
+    from inventory.models import Cluster
+
+    cluster = Cluster.objects.get(pk=cluster_id)
+    rows = list(ResourceClaim.objects.filter(cluster=cluster).values_list("raw", flat=True)[:4000])
+    originals = {r["metadata"]["name"]: r for r in rows}
+    current = {name: copy.deepcopy(r) for name, r in originals.items()}
+    rng, rv = random.Random(5), 10**9
+    per_batch = max(1, int(rate / 10))
+    started.set()
+    t0 = time.monotonic()
+    n = 0
+    while time.monotonic() - t0 < seconds:
+        batch = []
+        for name in rng.sample(sorted(current), per_batch):
+            raw = copy.deepcopy(current[name])
+            rv += 1
+            raw["metadata"]["resourceVersion"] = str(rv)
+            status = raw.setdefault("status", {})
+            if status.get("allocation"):  # released ...
+                status.pop("allocation")
+                status.pop("reservedFor", None)
+            elif (originals[name].get("status") or {}).get("allocation"):  # ... and allocated again
+                status.update(copy.deepcopy(originals[name]["status"]))
+            else:
+                raw["metadata"].setdefault("annotations", {})["bench/touched"] = str(rv)
+            current[name] = raw
+            batch.append((MODIFIED, raw))
+        apply_batch(cluster, "ResourceClaim", batch, publish=False)
+        n += len(batch)
+        time.sleep(max(0.0, t0 + n / rate - time.monotonic()))
+    counts.value = n
+
+
+def live_main(args):
+    import multiprocessing
+
+    db_url = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpudash_bench_ui")
+    os.environ["DATABASE_URL"] = db_url
+    os.environ.pop("GPUDASH_TEST_DB_NAME", None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
+    import django
+
+    django.setup()
+    from claims.live_inventory import forget, live_inventory
+    from claims.preview import cluster_inventory, run_preview
+    from inventory.models import Cluster, DeviceClass
+
+    cluster = Cluster.objects.filter(name="bench").first()
+    if cluster is None:
+        sys.exit("no `bench` cluster: run bench/bench_ui.py (or bench_api.py) first (it loads the fleet)")
+    cls = next(n for n in DeviceClass.objects.filter(cluster=cluster).values_list("name", flat=True) if "gpu" in n)
+    claim = ONE_GPU % cls
+
+    forget()
+    t0 = time.perf_counter()
+    inv = cluster_inventory(cluster)
+    built = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    first = run_preview(cluster, yaml_text=claim)
+    engine = time.perf_counter() - t1
+    print(f"fleet: {len(inv.node_names)} nodes, {len(inv.devices_by_key)} devices, {len(inv.claims)} claims")
+    print(f"first preview after start: {(built + engine) * 1000:.0f} ms (inventory build {built * 1000:.0f} ms, "
+          f"engine {engine * 1000:.0f} ms; {first['summary']['fits']} nodes fit)")
+    for name, text in (("1 GPU claim", claim), ("pod: 1 GPU, toleration, node selector, CPU", POD)):
+        times = []
+        for _ in range(max(args.runs, 5)):
+            t0 = time.perf_counter()
+            result = run_preview(cluster, yaml_text=text)
+            times.append((time.perf_counter() - t0) * 1000)
+        print(f"warm, {name:44s} median {statistics.median(times):5.0f} ms  max {max(times):5.0f} ms  fit {result['summary']['fits']}")
+
+    live = live_inventory(cluster.pk)
+    builds, updates = live.builds, live.updates
+    ctx = multiprocessing.get_context("spawn")
+    started, counts = ctx.Event(), ctx.Value("i", 0)
+    worker = ctx.Process(target=churn, args=(db_url, cluster.pk, args.rate, args.seconds, started, counts))
+    worker.start()
+    started.wait(120)
+    times, catch_up, t_start = [], [], time.monotonic()
+    n = 0
+    while worker.is_alive():
+        text = claim if n % 2 == 0 else POD
+        t0 = time.perf_counter()
+        before = live.updates
+        run_preview(cluster, yaml_text=text)
+        times.append((time.perf_counter() - t0) * 1000)
+        if live.updates != before:
+            catch_up.append(live.last_update)
+        n += 1
+    worker.join()
+    wall = time.monotonic() - t_start
+    print(f"under churn: {counts.value} claim changes in {wall:.1f} s ({counts.value / wall:.0f}/s) by another process; "
+          f"{len(times)} previews (claim and pod alternating): p50 {pct(times, 50):.0f} ms, p95 {pct(times, 95):.0f} ms, "
+          f"max {max(times):.0f} ms; {live.updates - updates} updates, {live.builds - builds} rebuilds")
+    if catch_up:
+        print(f"catching up (per preview that found changes): reading log + rows p50 {pct([c[1] for c in catch_up], 50) * 1000:.0f} ms, "
+              f"applying p50 {pct([c[2] for c in catch_up], 50) * 1000:.0f} ms (p95 {pct([c[1] + c[2] for c in catch_up], 95) * 1000:.0f} ms together)")
+    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ KINDS = ("device_classes", "resource_slices", "resource_claims", "resource_claim
 
 
 def object_key(kind, raw):
+    if kind == "pod_footprints":  # nodefilters.pod_footprint documents: flat, no metadata
+        return ((raw or {}).get("namespace") or "", (raw or {}).get("name") or "")
     meta = (raw or {}).get("metadata") or {}
     name = meta.get("name") or ""
     return (meta.get("namespace") or "", name) if kind in NAMESPACED else name
@@ -69,7 +71,7 @@ class IncrementalMixin:
         return new
 
     def upsert(self, kind, raw):
-        if kind == "pods":  # the node the pod was and is bound to: its view (resource fit) changes
+        if kind in ("pods", "pod_footprints"):  # the node the pod was and is bound to: its view (resource fit) changes
             key = object_key(kind, raw)
             self._pending["nodes"].add(self._pod_node(key))
             self.upsert_pod(raw)
@@ -78,7 +80,7 @@ class IncrementalMixin:
         getattr(self, "upsert_" + _SINGULAR[kind])(raw)
 
     def remove(self, kind, key):
-        if kind == "pods":
+        if kind in ("pods", "pod_footprints"):
             self._pending["nodes"].add(self._pod_node(key))
         if kind in NAMESPACED:
             getattr(self, "remove_" + _SINGULAR[kind])(*key)
@@ -313,18 +315,32 @@ class IncrementalMixin:
                 break
             nodes |= where
         label_nodes = p["label_nodes"]
-        self._pool_views = {k: v for k, v in self._pool_views.items() if k[0] not in pools and k[2] not in label_nodes}
-        self._pool_counters = {k: v for k, v in self._pool_counters.items() if k[0] not in pools}
-        self._counter_validity = {k: v for k, v in self._counter_validity.items() if k[0] not in pools}
+        # The caches are private copies already (copy()): delete the stale keys in place.
+        _delete(self._pool_views, [k for k in self._pool_views if k[0] in pools or k[2] in label_nodes])
+        _delete(self._pool_counters, [k for k in self._pool_counters if k[0] in pools])
+        _delete(self._counter_validity, [k for k in self._counter_validity if k[0] in pools])
         if self._counter_only is not None and any(k in self.counter_slices or k in self._counter_only for k in pools):
-            before = _broken(self._counter_only)
-            self._counter_only = None
-            if _broken(self._counter_only_pools()) != before:
+            before = self._counter_only
+            self._counter_only = self._counter_only_updated(pools)
+            if _broken(self._counter_only) != _broken(before):
                 all_nodes = True  # every node lists the pools broken through their counters
         if all_nodes:
             self._views = {}
             return
-        self._views = {name: view for name, view in self._views.items() if name not in nodes and not _sees(view, pools)}
+        # A node sees a pool in its groups only through one of the pool's slices (gathered above), and
+        # through the counter-only list (any change there dropped every view): nothing else to scan.
+        _delete(self._views, [name for name in nodes if name in self._views])
+
+    def _counter_only_updated(self, pools):
+        """_counter_only_pools (inventory.py) with only `pools` recomputed, in counter_slices order."""
+        out = {k: v for k, v in self._counter_only.items() if k not in pools}
+        counter_slices = self.counter_slices if self.features.partitionable_devices else {}
+        for key in pools:
+            if key in counter_slices:
+                view = self._pool_view(key, list(counter_slices[key]), None, {})
+                if view is not None and (not view.complete or view.invalid):
+                    out[key] = view
+        return {k: out[k] for k in counter_slices if k in out}
 
 
 _SINGULAR = {
@@ -369,8 +385,9 @@ def _nodes_of(s):
     return None
 
 
-def _sees(view, pools):
-    return any(p.key in pools for group in (view.pools, view.invalid, view.incomplete) for p in group)
+def _delete(mapping, keys):
+    for key in keys:
+        del mapping[key]
 
 
 def _broken(counter_only):
