@@ -7,6 +7,7 @@ Each step is {"key", "title", "status" (pass/warn/fail/info), "detail", "data"}.
 
 from django.conf import settings
 
+from claims.allocator.model import label_selector_matches
 from gpudash.kube import KubeClient, KubeError
 from inventory.models import Node, ResourceSlice
 
@@ -122,17 +123,9 @@ class ClusterReader:
             except KubeError:
                 pass
         for row in Pod.objects.filter(cluster=self.cluster, node_name=node):
-            if any(_labels_match(row.labels, s) for s in selectors):
+            if any(label_selector_matches(s, row.labels) for s in selectors):
                 found[(row.namespace, row.name)] = row.raw
         return [_driver_pod_view(p) for p in found.values()], selectors
-
-
-def _labels_match(labels, selector):
-    for part in selector.split(","):
-        key, _, value = part.partition("=")
-        if labels.get(key.strip()) != value.strip():
-            return False
-    return True
 
 
 def _driver_pod_view(pod):
@@ -195,7 +188,7 @@ def claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_n
     allocation = cstatus.get("allocation")
     if not allocation:
         steps.append(step("allocated", "Allocated", FAIL, "Not allocated: no node has devices that satisfy it (see the engine's explanation)."))
-        steps.append(engine_step(cluster, meta.get("namespace"), claim_name, visible_namespaces))
+        steps.append(engine_step(cluster, meta.get("namespace"), claim_name, visible_namespaces, pod=pod))
         return steps, claim
     claim_node = ResourceClaim.node_from_selector(allocation.get("nodeSelector"))
     results = (allocation.get("devices") or {}).get("results") or []
@@ -241,24 +234,40 @@ def prepared_step(pod, claim, results):
     return step("prepared", "Devices prepared", INFO, "Not applicable until the pod is bound to a node.", conditions=device_conditions)
 
 
-def engine_step(cluster, namespace, claim_name, visible_namespaces=None):
+def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=None):
+    """Where the claim could be allocated for this pod: the pod's node filters (its tolerations, selector,
+    requests) first, as the scheduler runs them, then DRA; names the first failing filter per node."""
     row = ResourceClaim.objects.filter(cluster=cluster, namespace=namespace, name=claim_name).first()
     if row is None:
         return step("engine", "Where could it fit?", INFO, "The claim is not in the mirror yet: no per-node explanation.")
     try:
         from .stuck import summarize_preview
 
-        result = summarize_preview(run_preview(cluster, claim=row, visible_namespaces=visible_namespaces))
+        full = run_preview(cluster, claim=row, visible_namespaces=visible_namespaces, pod=pod)
+        result = summarize_preview(full)
     except Exception as exc:  # an engine failure is reported, the rest of the checklist still runs
         return step("engine", "Where could it fit?", WARN, f"The allocation engine could not explain it: {exc}")
     summary = result["summary"]
     fits = summary.get("fits", 0)
     common = (summary.get("mostCommonReason") or {}).get("example") or ""
+    filtered = filter_rejections_text(summary)
     if fits:
+        caveat = "; ".join(f"{n['plugin']} not simulated ({n['reason']})" for n in (summary.get("nodeFilters") or {}).get("notSimulated") or [])
         return step("engine", "Where could it fit?", INFO, f"The engine finds {fits} node(s) where it fits now: the scheduler "
-                    "may not have retried yet, or other pod constraints rule those nodes out.", **result)
-    return step("engine", "Where could it fit?", FAIL, f"Fits on none of {summary.get('nodes', 0)} nodes. Most common reason: {common}",
+                    "may not have retried yet" + (f", or {caveat}" if caveat else "") + "." + (f" {filtered}" if filtered else ""), **result)
+    message = summary.get("schedulerMessage")
+    return step("engine", "Where could it fit?", FAIL, f"Fits on none of {summary.get('nodes', 0)} nodes. "
+                + (f"{filtered} " if filtered else "") + f"Most common reason: {common}" + (f" Scheduler: {message}" if message else ""),
                 **result)
+
+
+def filter_rejections_text(summary):
+    """'First failing filter: TaintToleration on 1 node (gpu-h100-04: node(s) had untolerated taint(s)); ...'"""
+    parts = []
+    for item in (summary.get("nodeFilters") or {}).get("rejections") or []:
+        nodes = ", ".join(item["exampleNodes"]) + (", ..." if item["nodes"] > len(item["exampleNodes"]) else "")
+        parts.append(f"{item['plugin']} on {item['nodes']} node(s) ({nodes}: {', '.join(item['reasons'])})")
+    return ("First failing filter: " + "; ".join(parts) + ".") if parts else ""
 
 
 def driver_steps(cluster, reader, node, drivers):

@@ -8,9 +8,13 @@ cluster and process and updated from the sync's change log, never rebuilt on chu
 
 import logging
 
+from django.conf import settings
+
 from claims.allocator import Features, InputError, headroom, load_documents, preview, resolve_claims
+from claims.allocator.deadline import Deadline
 from claims.allocator.errors import AllocationError
 from claims.allocator.model import ClaimSpec
+from claims.allocator.nodefilters import scheduling_pod
 from claims.live_inventory import forget, live_inventory
 from claims.preview_scope import OutOfScope, check_documents, check_namespace, redact_result
 from monitoring.instruments import PREVIEW_SECONDS
@@ -62,10 +66,22 @@ def invalidate(cluster=None):
     forget(None if cluster is None else cluster.pk)
 
 
+def engine_limits(deadline=None):
+    """The engine's time limits from settings.GPUDASH_ENGINE_LIMITS; `deadline` (seconds) overrides
+    the preview deadline. One Deadline object: a preview and its headroom share it."""
+    limits = settings.GPUDASH_ENGINE_LIMITS
+    seconds = limits["PREVIEW_DEADLINE"] if deadline is None else deadline
+    return {"deadline": Deadline(seconds or None), "filter_timeout": limits["FILTER_TIMEOUT"] or None}
+
+
+@PREVIEW_SECONDS.time()  # gpudash_preview_duration_seconds on /metrics
 def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_headroom=False, nodes=None, reason_codes=False,
-                visible_namespaces=None):
+                visible_namespaces=None, deadline=None, pod=None, tolerations=None, node_selector=None, node_filters=True):
     """Preview `yaml_text` (claims, templates or one pod) or an existing pending `claim` row on every
     node of `cluster`. Returns the engine's JSON dict; raises PreviewError for bad input.
+    The kube-scheduler's node filters run first (claims/allocator/nodefilters.py) for the pod of the
+    YAML, or `pod` (a Pod object, e.g. the Pending pod of `claim`), or else a would-be pod with
+    `tolerations` (a list) and `node_selector` (a map or `k=v,...`); `node_filters=False` skips them.
     `reason_codes` adds each failing node's reason code to its entry (the UI groups by it).
     `visible_namespaces` (a set, or None for all): the user's scope. Every namespace the preview would
     read (`namespace`, the objects' own, the claim's) must be in it, checked before anything is looked
@@ -73,6 +89,7 @@ def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_hea
     namespaces named in the answer are hidden."""
     if (yaml_text is None) == (claim is None):
         raise PreviewError("give either YAML (a claim, template or pod) or an existing claim, not both")
+    limits = engine_limits(deadline)
     if namespace is not None:
         check_namespace(namespace, visible_namespaces)
     if claim is not None:
@@ -89,7 +106,9 @@ def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_hea
             documents = load_documents(yaml_text, "YAML")
             check_documents(documents, namespace, visible_namespaces)  # before resolve_claims looks anything up
             claims, bound = resolve_claims(inv, documents, namespace=namespace)
-        result = preview(inv, claims, bound=bound, nodes=nodes, reason_codes=reason_codes)
+        placed = scheduling_pod(documents if claim is None else (), namespace=namespace, pod=pod, tolerations=tolerations,
+                                node_selector=node_selector) if node_filters else None
+        result = preview(inv, claims, bound=bound, nodes=nodes, reason_codes=reason_codes, pod=placed, node_filters=node_filters, **limits)
     except InputError as exc:
         raise PreviewError(str(exc)) from None
     except (PreviewError, OutOfScope):
@@ -101,7 +120,7 @@ def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_hea
         redact_other_claims(result, visible_namespaces)
     if with_headroom:
         try:
-            result["headroom"] = headroom(inv, claims)
+            result["headroom"] = headroom(inv, claims, pod=placed, node_filters=node_filters, **limits)  # what the preview left of the deadline
         except AllocationError as exc:
             result["headroom"] = {"error": str(exc)}
         except Exception as exc:  # as above: the preview itself stands, the headroom says why it is missing

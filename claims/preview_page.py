@@ -38,6 +38,13 @@ REASON_TITLES = {
     "invalid-pools": "Invalid resource pools",
     "unavailable": "An allocated claim of the pod is bound elsewhere",
     "unschedulable": "Cannot allocate all claims",
+    # The kube-scheduler's node filters, which run before DRA (claims/allocator/nodefilters.py).
+    "node-unschedulable": "Node cordoned (NodeUnschedulable)",
+    "node-name": "Another node named by spec.nodeName (NodeName)",
+    "node-taints": "Untolerated node taints, e.g. NotReady (TaintToleration)",
+    "node-affinity": "Node selector / affinity does not match (NodeAffinity)",
+    "node-ports": "Host ports taken (NodePorts)",
+    "node-resources": "Not enough cpu, memory, pods or extended resources (NodeResourcesFit)",
     "error": "Hard error (the scheduler fails the attempt)",
 }
 
@@ -220,6 +227,11 @@ class PreviewReport:
         return out
 
     @cached_property
+    def node_filters(self):
+        """The node filters' part of the summary: which pod, how many nodes each filter rejected, caveats."""
+        return (self.summary.get("nodeFilters") or {}) if isinstance(self.summary, dict) else {}
+
+    @cached_property
     def error_groups(self):
         """Hard errors, each distinct text once with how many nodes it hit. An up-front error (unknown
         class, CEL compile error, too many devices) is the same on every node: one group."""
@@ -394,3 +406,22 @@ spec:
           count: 4
 """
     return [("claim", "Claim: 2 devices", claim), ("template", "Template: ≥ 40Gi memory", template), ("pod", "Pod + template: 4 devices", pod)]
+
+
+def would_be_pod_params(params):
+    """The page's node-filter fields as run_preview keywords: `tolerations` (one KEY[=VALUE][:EFFECT] per
+    line or comma, or `*`), `node_selector` (KEY=VALUE, ...), `skip_node_filters` (checkbox).
+    Raises claims.preview.PreviewError naming the field."""
+    from claims.allocator.errors import InputError
+    from claims.allocator.nodefilters import parse_node_selector, parse_toleration_flag
+    from claims.preview import PreviewError
+
+    text = params.get("tolerations", "") or ""
+    selector = (params.get("node_selector", "") or "").strip()
+    try:
+        tolerations = [parse_toleration_flag(part) for part in re.split(r"[,\n]", text) if part.strip()]
+        parse_node_selector(selector, "node selector")
+    except InputError as exc:
+        raise PreviewError(f"Would-be pod: {exc}") from None
+    return {"tolerations": tolerations or None, "node_selector": selector or None,
+            "node_filters": params.get("skip_node_filters", "") not in ("1", "on", "true")}

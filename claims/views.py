@@ -34,8 +34,9 @@ class ClaimListView(DashboardView):
 
     def live_scope(self):
         scope = super().live_scope()
-        if self.request.GET.get("namespace"):
-            scope["namespace"] = self.request.GET["namespace"]
+        namespace = self.request.GET.get("namespace")
+        if namespace and roles.can_see_namespace(self.request.user, namespace):  # the socket refuses others' namespaces
+            scope["namespace"] = namespace
         return scope
 
     def get_context_data(self, **kwargs):
@@ -207,7 +208,9 @@ class PreviewView(DashboardView):
         namespace = params.get("namespace", "").strip() or "default"
         # A GET link runs with headroom unless it says headroom=0; the form sends the checkbox.
         with_headroom = params.get("headroom", "1" if request.method == "GET" else "") in ("1", "on", "true")
-        ctx.update(picked=ref, yaml_text=yaml_text, namespace=namespace, with_headroom=with_headroom)
+        ctx.update(picked=ref, yaml_text=yaml_text, namespace=namespace, with_headroom=with_headroom,
+                   pod_tolerations=params.get("tolerations", ""), pod_node_selector=params.get("node_selector", ""),
+                   skip_node_filters=params.get("skip_node_filters", "") in ("1", "on", "true"))
         if not roles.can_operate(request.user):
             return self.render_to_response(ctx)  # the page explains the operator role; nothing runs
         if self.cluster is None:
@@ -234,12 +237,16 @@ class PreviewView(DashboardView):
             ctx["error"] = "Paste a ResourceClaim, ResourceClaimTemplate or Pod (or a bare claim spec) as YAML, or pick a pending claim."
             return self.render_to_response(ctx)
         from claims.preview import run_preview
-        from claims.preview_page import NODES_PER_GROUP_PAGE, PreviewReport, attach_device_strips, yaml_error_position
+        from claims.preview_page import NODES_PER_GROUP_PAGE, PreviewReport, attach_device_strips, would_be_pod_params, yaml_error_position
 
         try:
+            pod_params = would_be_pod_params(params)
+            if claim is not None and claim.owner_pod_name and pod_params["node_filters"] and not (pod_params["tolerations"] or pod_params["node_selector"]):
+                owner = Pod.objects.filter(cluster=self.cluster, namespace=claim.namespace, name=claim.owner_pod_name).first()
+                pod_params["pod"] = owner.raw if owner else None  # the pending pod's own tolerations, selector, requests
             outcome = run_preview(self.cluster, yaml_text=None if claim else yaml_text, claim=claim, namespace=namespace,
                                   with_headroom=with_headroom, reason_codes=True,
-                                  visible_namespaces=roles.visible_namespaces(self.request.user))
+                                  visible_namespaces=roles.visible_namespaces(self.request.user), **pod_params)
         except OutOfScope as exc:  # a namespace the YAML names (checked before its claims are looked up)
             return self.out_of_scope(ctx, exc)
         except ValueError as exc:  # bad YAML / bad claim: the engine names what is wrong (and where)
@@ -254,7 +261,8 @@ class PreviewView(DashboardView):
             report=report, outcome=outcome, fits=fits, groups=groups, headroom=report.headroom, claim=claim,
             misfit_count=sum(g.total for g in groups), group_page_size=NODES_PER_GROUP_PAGE,
             fit_legend=fleet.DISPLAY_STATES,
-            rerun_query=urlencode({"cluster": self.cluster.name, "claim": ref, "headroom": "1" if with_headroom else "0"}),
+            rerun_query=urlencode({"cluster": self.cluster.name, "claim": ref, "headroom": "1" if with_headroom else "0",
+                                   **{k: params[k] for k in ("tolerations", "node_selector", "skip_node_filters") if params.get(k)}}),
         )
         return self.render_to_response(ctx)
 

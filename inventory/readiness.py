@@ -12,6 +12,7 @@ from statistics import median
 
 from django.utils import timezone
 
+from claims.allocator.model import label_selector_matches
 from claims.models import AllocationResult, ClaimStateChange, Finding, Pod, ResourceClaim
 from claims.pending import ClusterReader, ops_setting
 from gpudash.kube import KubeError
@@ -150,10 +151,8 @@ def _driver_pod_nodes(cluster, reader, driver):
             return (nodes if nodes or selectors else None), selectors
         except KubeError:
             pass
-    from claims.pending import _labels_match
-
     for pod in Pod.objects.filter(cluster=cluster, phase="Running").exclude(node_name=""):
-        if any(_labels_match(pod.labels, s) for s in selectors):
+        if any(label_selector_matches(s, pod.labels) for s in selectors):
             nodes.add(pod.node_name)
     return (nodes if nodes or selectors else None), selectors
 

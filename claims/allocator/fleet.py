@@ -3,7 +3,7 @@
 import time
 from collections import Counter, defaultdict
 
-from .deadline import FILTER_TIMEOUT_SECONDS, Deadline
+from .deadline import FILTER_TIMEOUT_SECONDS, Deadline, TimedOut
 from .errors import AllocationError, InputError
 from .explain import explain
 from .model import MAX_DEVICES_PER_CLAIM, ADMIN_ACCESS_LABEL, node_selector_matches
@@ -239,9 +239,10 @@ def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, r
         entries = [{"node": n, "fits": False, "results": [], "reason": None, "error": str(exc), "filters": []} for n in names]
         codes = ["error"] * len(entries)
         return _with_codes(entries, codes, reason_codes, summarize(entries, claims, inventory, started, codes=codes, pod=pod))
+    warmed = _warm(inventory, deadline)
     entries, codes, sched = [], [], []
     for name in names:
-        if deadline.expired():
+        if not warmed or deadline.expired():
             entries.append(_deadline_entry(name, deadline))
             codes.append("deadline")
             sched.append([])
@@ -276,6 +277,15 @@ def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, r
     if deadline.seconds is not None:
         summary["deadline"] = {"seconds": deadline.seconds, "reached": "deadline" in codes, "undecidedNodes": codes.count("deadline")}
     return _with_codes(entries, codes, reason_codes, summary)
+
+
+def _warm(inventory, deadline):
+    """Fleet-wide work the first node view of an Inventory does, within the deadline; False if not done."""
+    try:
+        inventory._counter_only_pools(deadline)
+        return True
+    except TimedOut:
+        return False
 
 
 def _deadline_entry(name, deadline):
@@ -329,22 +339,44 @@ def summarize(entries, claims, inventory, started, codes, sched=None, pod=None):
         "reasons": reasons,
         "problems": list(inventory.problems),
         "schedulerMessage": scheduler_message(entries, scheduler),
-        "nodeFilters": _filters_summary(inventory, pod),
+        "nodeFilters": _filters_summary(inventory, pod, entries),
         "seconds": round(time.perf_counter() - started, 4),
     }
 
 
-def _filters_summary(inventory, pod):
+def _filters_summary(inventory, pod, entries=()):
     if pod is None:
         return {"enabled": False}
     return {
         "enabled": True,
+        "rejections": _rejections(entries),
         "pod": pod.describe(),
         "simulated": list(FILTER_ORDER) + [DYNAMIC_RESOURCES],
         "notSimulated": [{"plugin": p, "reason": why} for p, why in pod.not_simulated],
         "podsCounted": len(inventory.pod_footprints),
         "podsKnown": inventory.pods_known,
     }
+
+
+def _rejections(entries, examples=5):
+    """Per node filter, in the scheduler's order: how many nodes it rejected first, with what, which ones."""
+    by_plugin = {}
+    for entry in entries:
+        failed = next((f for f in entry.get("filters") or () if f["passed"] is False and f["plugin"] != DYNAMIC_RESOURCES), None)
+        if failed is None:
+            continue
+        item = by_plugin.setdefault(failed["plugin"], {"plugin": failed["plugin"], "nodes": 0, "reasons": Counter(), "exampleNodes": []})
+        item["nodes"] += 1
+        item["reasons"].update(failed["reasons"])
+        if len(item["exampleNodes"]) < examples:
+            item["exampleNodes"].append(entry["node"])
+    out = []
+    for plugin in FILTER_ORDER:
+        if plugin in by_plugin:
+            item = by_plugin[plugin]
+            item["reasons"] = dict(sorted(item["reasons"].items()))
+            out.append(item)
+    return out
 
 
 SCHEDULER_REASONS = {"invalid-pools": "invalid resource pools were encountered", "unavailable": "resourceclaim not available on the node"}
@@ -391,7 +423,7 @@ def headroom(inventory, claims, *, max_per_node=64, pool_label=None, nodes=None,
     by_node, by_pool, by_model = {}, defaultdict(int), defaultdict(int)
     capped, filtered = [], 0
     for name in (nodes if nodes is not None else inventory.node_names):
-        if deadline.expired():
+        if deadline.expired() or not _warm(inventory, deadline):
             stopped = True
             break
         view = inventory.node(name)

@@ -88,6 +88,56 @@ def node_selector_matches(selector, node_name, labels):
     return any(term_matches(t, node_name, labels) for t in node_selector_terms(selector))
 
 
+_SET_REQUIREMENT = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s*\((.*)\)\s*$")
+
+
+def parse_label_selector(text):
+    """A label selector string (`app=x,tier!=db,env in (a,b),!legacy,gpu`) as node-selector style
+    requirements [{key, operator, values}]; ValueError when it cannot be read."""
+    parts, depth, current = [], 0, ""
+    for ch in text or "":
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    out = []
+    for part in (p.strip() for p in parts):
+        if not part:
+            continue
+        m = _SET_REQUIREMENT.match(part)
+        if m:
+            values = [v.strip() for v in m.group(3).split(",") if v.strip()]
+            out.append({"key": m.group(1), "operator": "In" if m.group(2) == "in" else "NotIn", "values": values})
+        elif "!=" in part:
+            key, _, value = part.partition("!=")
+            out.append({"key": key.strip(), "operator": "NotIn", "values": [value.strip()]})
+        elif "=" in part:
+            key, _, value = part.replace("==", "=").partition("=")
+            out.append({"key": key.strip(), "operator": "In", "values": [value.strip()]})
+        elif part.startswith("!"):
+            out.append({"key": part[1:].strip(), "operator": "DoesNotExist"})
+        elif re.match(r"^[^\s()]+$", part):
+            out.append({"key": part, "operator": "Exists"})
+        else:
+            raise ValueError(f"cannot read label selector part {part!r}")
+    return out
+
+
+def label_selector_matches(selector, labels):
+    """Whether `labels` satisfy a label selector string (all requirements ANDed; empty matches all; one
+    that cannot be read matches nothing, as the API server would refuse it)."""
+    labels = labels or {}
+    try:
+        requirements = parse_label_selector(selector)
+    except ValueError:
+        return False
+    return all(_requirement_matches(r, lambda key: (key in labels, labels.get(key))) for r in requirements)
+
+
 # ----------------------------------------------------------------------------------------------
 # Devices, slices, classes
 

@@ -561,6 +561,18 @@ class SchedulingPod:
         }
 
 
+def scheduling_pod(objects=(), *, namespace=None, pod=None, tolerations=None, node_selector=None):
+    """The pod a preview places: `pod` (a Pod object), else the one Pod among `objects`, else a would-be
+    pod with `tolerations` / `node_selector` for bare claims and templates."""
+    pods = [pod] if pod is not None else [o for o in objects if isinstance(o, dict) and o.get("kind") == "Pod"]
+    if pods:
+        if tolerations or node_selector:
+            raise InputError("tolerations / nodeSelector: only for bare claims and templates; for a Pod its own "
+                             "spec.tolerations and spec.nodeSelector apply")
+        return SchedulingPod.from_pod(pods[0], namespace)
+    return SchedulingPod.would_be(tolerations, node_selector)
+
+
 VOLUME_SOURCES_NEEDING_PLUGINS = ("persistentVolumeClaim", "ephemeral", "csi", "awsElasticBlockStore", "gcePersistentDisk", "azureDisk", "cinder", "iscsi", "rbd")
 
 
@@ -689,5 +701,5 @@ def served_by_device_plugin(node, resources):
 __all__ = [
     "FILTER_ORDER", "FilterResult", "NodeFacts", "NodeUsage", "SchedulingPod", "Toleration", "counts_on_node",
     "first_untolerated", "parse_node_selector", "parse_toleration_flag", "parse_tolerations", "pod_footprint",
-    "pod_host_ports", "pod_requests", "rejected", "run_filters", "served_by_device_plugin", "with_default_tolerations",
+    "pod_host_ports", "pod_requests", "rejected", "run_filters", "scheduling_pod", "served_by_device_plugin", "with_default_tolerations",
 ]

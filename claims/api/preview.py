@@ -30,6 +30,18 @@ class PreviewRequestSerializer(serializers.Serializer):
         "per node pool and device model: `result.headroom`. Slower than the preview alone.",
     )
 
+    tolerations = serializers.JSONField(
+        required=False, help_text="For a bare claim or template: the tolerations of the pod that would use it, as in a Pod's "
+        "spec.tolerations (e.g. `[{\"key\": \"nvidia.com/gpu\", \"operator\": \"Exists\"}]`). A Pod in `yaml` carries its own.",
+    )
+    nodeSelector = serializers.JSONField(
+        required=False, help_text="For a bare claim or template: the would-be pod's nodeSelector, a map (or `k=v,k2=v2`).",
+    )
+    nodeFilters = serializers.BooleanField(
+        default=True, help_text="Run the kube-scheduler's node filters (cordon, taints, node affinity, ports, resources) before "
+        "DRA (default). False previews devices only, as if any pod could run on every node.",
+    )
+
     def validate(self, data):
         if bool(data.get("yaml")) == bool(data.get("claim")):
             raise ValidationError({"yaml": ["Give exactly one of `yaml` or `claim`."]})
@@ -52,8 +64,9 @@ class PreviewView(APIView):
     @extend_schema(
         summary="Where would a claim be allocated now?",
         description=(
-            "Runs the allocation engine on every node of the cluster (docs/allocator.md): per node whether the "
-            "claim(s) fit, the devices chosen, or why not; a summary with counts per reason; with `headroom` "
+            "Runs the kube-scheduler's node filters and then the allocation engine on every node of the cluster "
+            "(docs/allocator.md): per node whether the pod/claim(s) fit, each filter's verdict (`filters`), the devices "
+            "chosen, or why not; a summary with counts per reason and the scheduler's `0/N nodes are available` message; with `headroom` "
             "also how many more copies fit. Bad YAML, an unknown or already-allocated claim are 400s naming "
             "`yaml` or `claim`; hard errors of the claim itself (unknown class, CEL compile error with line and "
             "column) are part of the 200 answer, as the scheduler would report them per node. For a namespace-scoped "
@@ -65,6 +78,8 @@ class PreviewView(APIView):
         responses={
             200: inline_serializer("PreviewResult", {"result": serializers.JSONField(help_text="The engine's result: nodes, summary, headroom.")}),
             400: inline_serializer("PreviewError", {"error": serializers.JSONField(help_text="{code, message, field}")}),
+            422: inline_serializer("PreviewEngineError", {"error": serializers.JSONField(
+                help_text="{code: engine_error, message, field: null}: the engine failed on this input (logged for the administrators)")}),
         },
         examples=[
             OpenApiExample(
@@ -119,7 +134,8 @@ class PreviewView(APIView):
         try:
             result = run_preview(
                 data["cluster"], yaml_text=data.get("yaml"), claim=claim, namespace=data["namespace"], with_headroom=data["headroom"],
-                visible_namespaces=visible,
+                visible_namespaces=visible, tolerations=data.get("tolerations"), node_selector=data.get("nodeSelector"),
+                node_filters=data["nodeFilters"],
             )
         except OutOfScope as exc:  # a namespace named in the YAML: the same 403 as the request's own
             raise PermissionDenied(str(exc)) from exc
@@ -127,5 +143,13 @@ class PreviewView(APIView):
             raise EngineError(str(exc)) from exc
         except PreviewError as exc:
             # The engine's own input errors (bad YAML, unknown kind, unsupported feature) name the problem.
-            raise ValidationError({"yaml" if data.get("yaml") else "claim": [str(exc)]}) from exc
+            raise ValidationError({_field_of(str(exc), data): [str(exc)]}) from exc
         return Response({"result": _plain(result)})
+
+
+def _field_of(message, data):
+    """Which request field a preview error is about (the would-be pod's fields name themselves)."""
+    for name in ("tolerations", "nodeSelector"):
+        if message.startswith(name) and data.get(name) is not None:
+            return name
+    return "yaml" if data.get("yaml") else "claim"

@@ -6,6 +6,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from claims.allocator import AllocationError, Features, InputError, headroom, load_documents, preview, resolve_claims, snapshot_inventory
+from claims.allocator.nodefilters import parse_toleration_flag, scheduling_pod
 
 
 class Command(BaseCommand):
@@ -22,6 +23,11 @@ class Command(BaseCommand):
         parser.add_argument("--features", help='JSON of DRA feature settings for --snapshot, e.g. \'{"device_taint_rules": true}\'.')
         parser.add_argument("--node", action="append", dest="nodes", help="Only these nodes (repeatable).")
         parser.add_argument("--headroom", action="store_true", help="Also count how many copies would fit (greedy).")
+        parser.add_argument("--toleration", action="append", dest="tolerations", metavar="KEY[=VALUE][:EFFECT]",
+                            help="For a bare claim or template: a toleration of the pod that would use it (repeatable; '*' tolerates all).")
+        parser.add_argument("--node-selector", action="append", dest="node_selector", metavar="KEY=VALUE",
+                            help="For a bare claim or template: the would-be pod's nodeSelector (repeatable).")
+        parser.add_argument("--no-node-filters", action="store_true", help="Skip the scheduler's node filters (cordon, taints, affinity, resources).")
         parser.add_argument("--json", action="store_true", help="Print the JSON document (see docs/allocator.md).")
 
     def handle(self, *args, **opts):
@@ -33,10 +39,13 @@ class Command(BaseCommand):
                 except (ValueError, TypeError) as exc:
                     raise CommandError(f"--features: {exc}") from None
                 inv = snapshot_inventory(opts["snapshot"], features=features)
-                claims, bound = resolve_claims(inv, load_documents(text, opts["claim"]), namespace=opts["namespace"])
-                result = preview(inv, claims, bound=bound, nodes=opts["nodes"])
+                documents = load_documents(text, opts["claim"])
+                claims, bound = resolve_claims(inv, documents, namespace=opts["namespace"])
+                filters = not opts["no_node_filters"]
+                pod = scheduling_pod(documents, namespace=opts["namespace"], **self._would_be(opts)) if filters else None
+                result = preview(inv, claims, bound=bound, nodes=opts["nodes"], pod=pod, node_filters=filters)
                 if opts["headroom"]:
-                    result["headroom"] = self._headroom(inv, claims)
+                    result["headroom"] = self._headroom(inv, claims, pod, filters)
             else:
                 result = self._from_database(text, opts)
         except InputError as exc:
@@ -55,9 +64,16 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"cannot read --claim {path}: {exc.strerror}") from None
 
-    def _headroom(self, inv, claims):
+    @staticmethod
+    def _would_be(opts):
+        """The would-be pod's tolerations and nodeSelector from --toleration / --node-selector."""
+        tolerations = [parse_toleration_flag(t) for t in opts["tolerations"] or []] or None
+        selector = ",".join(opts["node_selector"] or []) or None
+        return {"tolerations": tolerations, "node_selector": selector}
+
+    def _headroom(self, inv, claims, pod=None, node_filters=True):
         try:
-            return headroom(inv, claims)
+            return headroom(inv, claims, pod=pod, node_filters=node_filters)
         except AllocationError as exc:
             return {"error": str(exc)}
 
@@ -75,7 +91,8 @@ class Command(BaseCommand):
                 raise CommandError("give --cluster NAME (or --snapshot FILE): " + ("no cluster in the database" if not clusters else "there are several clusters"))
             cluster = clusters[0]
         try:
-            return run_preview(cluster, yaml_text=text, namespace=opts["namespace"], with_headroom=opts["headroom"], nodes=opts["nodes"])
+            return run_preview(cluster, yaml_text=text, namespace=opts["namespace"], with_headroom=opts["headroom"], nodes=opts["nodes"],
+                               node_filters=not opts["no_node_filters"], **self._would_be(opts))
         except PreviewError as exc:
             raise CommandError(str(exc)) from None
 
@@ -91,6 +108,8 @@ class Command(BaseCommand):
         if s["mostCommonReason"]:
             r = s["mostCommonReason"]
             self.stdout.write(f"Most common reason ({r['nodes']} nodes, {r['code']}): {r['example']}")
+        if s.get("schedulerMessage"):
+            self.stdout.write(f"Scheduler: {s['schedulerMessage']}")
         if "headroom" in result:
             h = result["headroom"]
             if "error" in h:
