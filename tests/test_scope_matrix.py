@@ -7,6 +7,7 @@ matrix is tests/test_scope_websocket.py. Fleet: tests/api_fixtures.py (cluster "
 pending claim in team-b.
 """
 
+import html
 import json
 import re
 
@@ -340,3 +341,14 @@ def test_older_summaries_are_scrubbed_by_name():
     summary, evidence = scoped_summary_and_evidence("some_rule", "held with team-b/long-name and team-b/long", {"claims": ["team-b/long", "team-b/long-name"]}, {OWN})
     assert summary == "held with a claim in another namespace and a claim in another namespace"
     assert evidence["claims"] == ["a claim in another namespace"] * 2
+
+
+def test_claim_list_subscribes_only_to_visible_namespaces(alpha, pages):
+    """The socket refuses another namespace's subscription, so the list filtered by one does not ask."""
+    def live_scope(who, namespace):
+        body = pages[who].get(reverse("claims:claim-list"), {"namespace": namespace}).content.decode()
+        return json.loads(html.unescape(re.search(r"data-live-scope='([^']*)'", body).group(1)))
+
+    assert live_scope("scoped", OWN)["namespace"] == OWN
+    assert "namespace" not in live_scope("scoped", OTHER)
+    assert live_scope("admin", OTHER)["namespace"] == OTHER
