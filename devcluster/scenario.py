@@ -101,6 +101,11 @@ class _Expander:
                 if model is None:
                     self.fail(f"node {name}", f"unknown gpu model {spec['gpu']!r} (known: {', '.join(models)})")
             node = b.make_node(name, self.rng, model, ready=spec.get("ready", True), zone=spec.get("zone", "zone-a"))
+            if spec.get("cordoned"):  # kubectl cordon; the node lifecycle controller adds the matching taint
+                node["spec"]["unschedulable"] = True
+                node["spec"].setdefault("taints", []).append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": b.TIMESTAMP})
+            for t in spec.get("taints") or []:
+                node["spec"].setdefault("taints", []).append({k: str(v) for k, v in t.items() if k in ("key", "value", "effect")})
             self.nodes[name] = node
             self.out["nodes"].append(node)
             if not model or spec.get("driver", True) is False:
