@@ -452,7 +452,8 @@ def _explain_unallocatable(cluster, candidate):
     from claims.preview import run_preview  # imported here: claims.preview imports this app's models
 
     try:
-        result = run_preview(cluster, claim=candidate.claim)
+        # Bounded: a detector run makes at most EXPLAIN_PER_RUN of these.
+        result = run_preview(cluster, claim=candidate.claim, deadline=settings.GPUDASH_ENGINE_LIMITS["STUCK_EXPLAIN_DEADLINE"])
     except Exception as exc:  # the engine's failure must not stop the other rules
         return {"available": False, "message": f"The allocation engine could not explain it: {exc}"}
     return summarize_preview(result)

@@ -259,6 +259,14 @@ GPUDASH_STUCK = {
     "EXPLAIN_PER_RUN": float(os.environ.get("GPUDASH_STUCK_EXPLAIN_PER_RUN", "20")),
 }
 
+# Time limits of the allocation engine in seconds (docs/allocator.md, "Time limits"); 0 = none.
+GPUDASH_ENGINE_LIMITS = {
+    "PREVIEW_DEADLINE": float(os.environ.get("GPUDASH_PREVIEW_DEADLINE", "20")),  # one preview (+ headroom)
+    "FILTER_TIMEOUT": float(os.environ.get("GPUDASH_FILTER_TIMEOUT", "10")),  # per node, the scheduler's filterTimeout
+    "STUCK_EXPLAIN_DEADLINE": float(os.environ.get("GPUDASH_STUCK_EXPLAIN_DEADLINE", "5")),  # one detector explanation
+    "CLASS_COUNT_DEADLINE": float(os.environ.get("GPUDASH_CLASS_COUNT_DEADLINE", "30")),  # one cluster's class recount
+}
+
 # Operations: how to recognise DRA driver pods and GPU nodes, and whom the RBAC readiness check asks about.
 GPUDASH_OPS = {
     # Pod label whose value is the DRA driver name (e.g. set by the driver's Helm chart or by you).

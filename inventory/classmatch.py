@@ -14,11 +14,13 @@ import logging
 import re
 from types import SimpleNamespace
 
+from django.conf import settings
 from django.db.models import Count, Max, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from claims.allocator import cel
+from claims.allocator.deadline import Deadline
 from gpudash.sync import fastjson
 
 from .models import Device, DeviceClass, ResourceSlice
@@ -95,7 +97,11 @@ class _ClusterDevices:
         return out
 
 
-def _count(cls, cel, cluster_devices):
+class _OutOfTime(Exception):
+    """The recount's deadline passed (settings.GPUDASH_ENGINE_LIMITS["CLASS_COUNT_DEADLINE"])."""
+
+
+def _count(cls, cel, cluster_devices, deadline=None):
     """(matching devices, devices whose evaluation failed): a runtime error means "no match" in the
     scheduler too, but the page says how many so a broken selector is not mistaken for an empty fleet."""
     from claims.allocator.search import evaluate_chain
@@ -104,6 +110,8 @@ def _count(cls, cel, cluster_devices):
     chain = [(f"class {cls.name}", i, cel.compile_selector(expr), expr) for i, expr in enumerate(expressions)]
     matched = failed = 0
     for device in cluster_devices.devices(pinned_driver(expressions)):
+        if deadline is not None and deadline.expired():
+            raise _OutOfTime()
         result = evaluate_chain(device, chain)
         if result is True:
             matched += 1
@@ -112,19 +120,23 @@ def _count(cls, cel, cluster_devices):
     return matched, failed
 
 
-def annotate_matches(classes):
+def annotate_matches(classes, deadline=None):
     """Count now: set `match_count` (int or None) and `match_error` on each DeviceClass (not saved).
 
     Takes seconds on a large fleet: only `refresh_cluster` (the background job) and tests call it.
+    `deadline` (claims.allocator.deadline.Deadline) bounds the whole count: classes not counted by
+    then keep no count and say so.
     """
     per_cluster = {}
     for cls in classes:
         cls.match_count, cls.match_error = None, ""
         try:
             shared = per_cluster.setdefault(cls.cluster_id, _ClusterDevices(cls.cluster_id))
-            cls.match_count, failed = _count(cls, cel, shared)
+            cls.match_count, failed = _count(cls, cel, shared, deadline)
             if failed:
                 cls.match_error = f"selector failed on {failed} device{'s' if failed != 1 else ''}"
+        except _OutOfTime:
+            cls.match_count, cls.match_error = None, f"not counted: the recount's time limit of {deadline.seconds:g} s passed"
         except cel.CelError as exc:  # a bad selector must show on the page, not break it
             log.info("class %s: selector does not compile: %s", cls.name, exc)
             cls.match_error = f"selector error: {exc}"
@@ -157,7 +169,7 @@ def refresh_cluster(cluster_id):
     classes = list(DeviceClass.objects.filter(cluster_id=cluster_id))
     if not classes:
         return []
-    annotate_matches(classes)
+    annotate_matches(classes, Deadline(settings.GPUDASH_ENGINE_LIMITS["CLASS_COUNT_DEADLINE"] or None))
     now = timezone.now()
     for cls in classes:
         cls.match_computed_at, cls.match_version = now, version_of(cls, versions)

@@ -8,6 +8,9 @@ from .deadline import TimedOut
 from .search import ERROR, SUCCESS, NodeAllocator
 
 MAX_EXPR = 90
+# Each extra search an explanation makes (constraints relaxed) gets this long: the verdict is known
+# already, only the wording depends on it.
+EXPLAIN_TIMEOUT_SECONDS = 1.0
 
 
 def _plural(n, one, many):
@@ -159,7 +162,7 @@ def _explain(plan, view, deadline):
     allocator = NodeAllocator(plan)
 
     def search():
-        return NodeAllocator(plan, deadline=deadline).run(view, raise_timeout=True).status
+        return NodeAllocator(plan, deadline=deadline, filter_timeout=EXPLAIN_TIMEOUT_SECONDS).run(view, raise_timeout=True).status
     claims = plan.claims
     multi = len(claims) > 1
 

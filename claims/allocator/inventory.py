@@ -345,14 +345,29 @@ class Inventory(IncrementalMixin):
         extra_incomplete = [v for k, v in self._counter_only_pools().items() if k not in groups and not v.complete]
         return NodeView(node, labels, pools, extra_invalid, extra_incomplete)
 
-    def _counter_only_pools(self):
-        """Broken pools seen by a node only through their counter slices (the same for every such node)."""
+    def _counter_only_pools(self, deadline=None):
+        """Broken pools seen by a node only through their counter slices (the same for every such node).
+
+        The first node view pays for checking every counter pool of the fleet (seconds on a big
+        one): with a `deadline` (deadline.Deadline) it raises deadline.TimedOut when that passes and
+        the next call goes on from where this one stopped (progress kept per counter-slice index).
+        """
         if self._counter_only is None:
-            self._counter_only = {}
+            progress = self.__dict__.get("_counter_only_progress")
+            if progress is None or progress[0] is not self.counter_slices:
+                progress = self._counter_only_progress = (self.counter_slices, {})
+            done = progress[1]
             for key, slices in (self.counter_slices if self.features.partitionable_devices else {}).items():
+                if key in done:
+                    continue
+                if deadline is not None and deadline.expired():
+                    from .deadline import TimedOut
+
+                    raise TimedOut(whole_request=True)
                 view = self._pool_view(key, list(slices), None, {})
-                if view is not None and (not view.complete or view.invalid):
-                    self._counter_only[key] = view
+                done[key] = view if view is not None and (not view.complete or view.invalid) else None
+            self._counter_only = {k: v for k, v in done.items() if v is not None}
+            self._counter_only_progress = None
         return self._counter_only
 
     def _pool_view(self, key, relevant, node, labels):
