@@ -1,9 +1,11 @@
 """Selector evaluation speed over a generated fleet (prints figures only).
 
 Run from the repository root:  .venv/bin/python bench/bench_cel.py [DEVICES] [--module OTHER/cel.py]
+                                .venv/bin/python bench/bench_cel.py [DEVICES] --compare OTHER/cel.py
 
 --module loads another version of cel.py (e.g. `git show REV:claims/allocator/cel.py > /tmp/old/cel.py`)
-next to this checkout's quantity/semver modules, to compare before and after on the same machine.
+next to this checkout's quantity/semver modules. --compare loads both in one process and alternates
+them, best of 6 each in thread CPU time, which is fairer on a shared machine than two separate runs.
 """
 
 import importlib.util
@@ -71,8 +73,33 @@ def generate(count):
         yield DRIVER, attributes, capacity
 
 
+def compare(count, other_path):
+    raw = list(generate(count))
+    modules = {"this checkout": load_cel(None), "other": load_cel(other_path)}
+    fleets = {name: [m.make_device(d, a, c) for d, a, c in raw] for name, m in modules.items()}
+    print(f"other = {other_path}; {count} devices; best of 6, alternating")
+    for label, expression in SELECTORS.items():
+        selectors = {name: m.compile_selector(expression) for name, m in modules.items()}
+        best = dict.fromkeys(modules, float("inf"))
+        for round_ in range(6):  # who goes first alternates too
+            for name in (list(modules) if round_ % 2 else list(modules)[::-1]):
+                selector, devices = selectors[name], fleets[name]
+                start = time.thread_time()  # CPU time: waiting for a shared core does not count
+                for device in devices:
+                    selector.evaluate(device)
+                best[name] = min(best[name], time.thread_time() - start)
+        rates = {name: count / best[name] for name in modules}
+        print(f"{label:34s} this {rates['this checkout']:>9,.0f}/s   other {rates['other']:>9,.0f}/s   "
+              f"ratio {rates['this checkout'] / rates['other']:.2f}")
+
+
 def main():
     args = sys.argv[1:]
+    if "--compare" in args:
+        other = args[args.index("--compare") + 1]
+        del args[args.index("--compare") : args.index("--compare") + 2]
+        compare(int(args[0]) if args else 40_000, other)
+        return
     other = None
     if "--module" in args:
         other = args[args.index("--module") + 1]

@@ -136,3 +136,28 @@ def test_a_device_made_in_a_worker_thread_works_in_this_one(expression, expected
     maker.start()
     maker.join()
     assert compile_selector(expression).evaluate(box["device"]) is expected
+
+
+def test_a_new_thread_with_the_id_of_the_ended_building_thread():
+    """Thread ids are reused once a thread ends; a device's fast path (the building thread's
+    activation) must then give way to the new thread's own activation, not fail."""
+    built = {}
+
+    def build():
+        built["device"], built["ident"] = gpu(), threading.get_ident()
+
+    maker = threading.Thread(target=build)
+    maker.start()
+    maker.join()
+    seen = []
+    for _ in range(20):  # the next thread usually gets the same id; try a few
+        def evaluate():
+            seen.append((threading.get_ident(), [run(e, built["device"]) for e, _ in CASES]))
+
+        worker = threading.Thread(target=evaluate)
+        worker.start()
+        worker.join()
+        if seen[-1][0] == built["ident"]:
+            break
+    for _, results in seen:
+        check(results)

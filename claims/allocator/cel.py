@@ -38,6 +38,7 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 import threading
+from threading import get_ident
 
 import re2
 from cel_expr_python import cel
@@ -742,12 +743,17 @@ class Selector:
             self._check_actual_cost(device)
         if self._split is not None:
             return self._evaluate_split(device, self._split)
+        activation = device._activation if device._owner == get_ident() else device.activation
         try:
-            result = self._program.eval(device.activation)
+            result = self._program.eval(activation)
         except Exception as exc:  # the engine raises (not returns) for its own limits
-            if _BUDGET in str(exc):
+            text = str(exc)
+            if _BUDGET in text:
                 self._split = exc
                 return self._evaluate_split(device, exc)
+            if _NO_ARENA in text and activation is device._activation:
+                device._forget_owner()  # a new thread got the id of the (ended) building thread
+                return self.evaluate(device)
             raise CelRuntimeError(self.expression, _engine_failure(exc)) from None
         value = result.value()
         if value is True or value is False:
@@ -801,6 +807,7 @@ ENGINE_MAX_NESTING = 32
 
 
 _BUDGET = "Iteration budget exceeded"
+_NO_ARENA = "No PyCelArena found"
 
 
 @lru_cache(maxsize=4096)
@@ -849,6 +856,7 @@ def _runtime_message(text):
 
 
 _compile_lock = threading.Lock()
+_local_lock = threading.Lock()
 # Kubernetes' CELSelectorExpressionMaxCost, for the estimate and at runtime.
 MAX_COST = celcost.MAX_COST
 RUNTIME_COST_LIMIT = celcost.MAX_COST
@@ -978,7 +986,8 @@ class CelDevice:
     evaluation then fails with it.
     """
 
-    __slots__ = ("driver", "attributes", "capacity", "allow_multiple_allocations", "error", "_data", "_local")
+    __slots__ = ("driver", "attributes", "capacity", "allow_multiple_allocations", "error", "_data",
+                 "_owner", "_activation", "_local")
 
     def __init__(self, driver, attributes, capacity, allow_multiple_allocations, error, data):
         self.driver = driver
@@ -989,18 +998,34 @@ class CelDevice:
         self._data = data
         # The engine's activations only work in the thread that made them:
         # Python callbacks look their arena up in a thread-local registry
-        # ("No PyCelArena found for google::protobuf::Arena" elsewhere). So
-        # each thread gets its own, made on first use and freed with the thread.
-        self._local = threading.local()
+        # ("No PyCelArena found for google::protobuf::Arena" elsewhere). The
+        # building thread keeps its activation in a slot (the fast path);
+        # every other thread gets its own, made on first use and freed with
+        # the thread.
+        self._owner = threading.get_ident()
+        self._activation = _RUN_ENV.Activation(data)
+        self._local = None
 
     @property
     def activation(self):
         """This thread's engine activation for the device."""
+        if self._owner == threading.get_ident():
+            return self._activation
+        local = self._local
+        if local is None:
+            with _local_lock:
+                if self._local is None:
+                    self._local = threading.local()
+            local = self._local
         try:
-            return self._local.activation
+            return local.activation
         except AttributeError:
-            activation = self._local.activation = _RUN_ENV.Activation(self._data)
+            activation = local.activation = _RUN_ENV.Activation(self._data)
             return activation
+
+    def _forget_owner(self):
+        """The building thread ended and its id was reused: stop the fast path."""
+        self._owner = None
 
     def attribute(self, qualified_name):
         """Value of a (possibly unqualified) attribute name, or None."""
