@@ -74,6 +74,10 @@ class SyncState(models.Model):
     object_count = models.IntegerField(default=0)
     events_applied = models.BigIntegerField(default=0)
     malformed_count = models.IntegerField(default=0)
+    # The newest object the watcher could not store, and why: shown on the readiness page, so a
+    # skipped object (bad field, a name longer than Kubernetes allows) is never dropped silently.
+    last_malformed = models.TextField(blank=True)
+    last_malformed_at = models.DateTimeField(null=True, blank=True)
     relist_count = models.IntegerField(default=0)
     gone_count = models.IntegerField(default=0)  # 410 Gone answers (resourceVersion compacted away)
     watch_restarts = models.BigIntegerField(default=0)  # watch connections opened

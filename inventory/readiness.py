@@ -2,7 +2,8 @@
 
 1. API versions served and DRA features visibly in use; 2. drivers deployed where slices are published;
 3. RBAC (SubjectAccessReview for configurable subjects, SelfSubjectRulesReview for the dashboard);
-4. device reporting accuracy; 5. the failure-recovery path (stuck claims, release durations).
+4. device reporting accuracy; 5. the failure-recovery path (stuck claims, release durations);
+6. the mirror: objects skipped as malformed, DeviceClasses whose selectors cannot be counted.
 Live calls go to the API server; everything else reads the mirror. A check that cannot run says why.
 """
 
@@ -18,7 +19,7 @@ from claims.pending import ClusterReader, ops_setting
 from gpudash.kube import KubeError
 from gpudash.sync.kinds import KINDS
 
-from .models import Device, DeviceTaintRule, Node, ResourceSlice, SharedCounterSet
+from .models import Device, DeviceClass, DeviceTaintRule, Node, ResourceSlice, SharedCounterSet, SyncState
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 _RANK = {PASS: 0, SKIP: 1, WARN: 2, FAIL: 3}
@@ -346,10 +347,30 @@ def check_recovery(cluster, now=None):
     return check("recovery", "Failure recovery path", items, data=data)
 
 
+# --- 6. the mirror itself --------------------------------------------------------------------------------
+
+
+def check_mirror(cluster):
+    """Objects the watchers skipped as malformed, and DeviceClasses whose selectors cannot be counted:
+    each is isolated (the rest of the cluster works), and shown here with its reason."""
+    items = []
+    for state in SyncState.objects.filter(cluster=cluster, malformed_count__gt=0).order_by("kind"):
+        last = f" Last: {state.last_malformed[:500]}" if state.last_malformed else ""
+        items.append(item(WARN, f"{state.malformed_count} malformed {state.kind} object(s) skipped by the watcher.{last}",
+                          kind=state.kind, count=state.malformed_count, last=state.last_malformed[:2000],
+                          at=state.last_malformed_at.isoformat() if state.last_malformed_at else None))
+    broken = list(DeviceClass.objects.filter(cluster=cluster).exclude(match_error="").order_by("name").values_list("name", "match_error")[:20])
+    for name, error in broken:
+        items.append(item(WARN, f"DeviceClass {name}: {error[:500]}", device_class=name))
+    if not items:
+        items.append(item(PASS, "Every mirrored object was stored and every DeviceClass selector could be counted."))
+    return check("mirror", "Mirrored objects", items)
+
+
 def run_checks(cluster, live=True):
     with ClusterReader(cluster, live=live) as reader:
         checks = [check_versions(cluster, reader), check_drivers(cluster, reader), check_rbac(cluster, reader),
-                  check_reporting(cluster), check_recovery(cluster)]
+                  check_reporting(cluster), check_recovery(cluster), check_mirror(cluster)]
         status = max((c["status"] for c in checks), key=_RANK.get)
         return {"cluster": cluster.name, "status": status, "live": reader.live, "checked_at": timezone.now().isoformat(),
                 "checks": checks, "error": reader.error}

@@ -242,7 +242,8 @@ class Watcher:
                 result = apply.apply_batch_safely(self.cluster, self.kind, [(apply.LISTED, item) for item in items],
                                                     defer_device_state=True)
                 if result.malformed:
-                    self.lease.fence(malformed_count=increment("malformed_count", len(result.malformed)))
+                    self.lease.fence(malformed_count=increment("malformed_count", len(result.malformed)),
+                                     last_malformed=result.malformed[-1][0][:2000], last_malformed_at=timezone.now())
             self.stats.apply_seconds += time.monotonic() - started
             self.stats.listed += len(items)
             seen_ids |= result.seen_ids
@@ -385,6 +386,8 @@ class Watcher:
                 )
             if bad:
                 values["malformed_count"] = increment("malformed_count", bad)
+                values["last_malformed"] = (result.malformed[-1][0] if result.malformed else malformed[-1])[:2000]
+                values["last_malformed_at"] = timezone.now()
             self.lease.fence(**values)
         self.rv = rv
         self.stats.apply_seconds += time.monotonic() - started
