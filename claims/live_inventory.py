@@ -90,11 +90,17 @@ class LiveInventory:
         if snap is not None and snap.features == features_key(cluster) and _caught_up(snap.seen, heads):
             return snap.inventory
         with self._update:
-            snap = self.snapshot  # another thread may have brought it up to date meanwhile
+            # Read again under the lock: another thread may have applied past what we read above.
+            heads = changelog.cursors(self.cluster_id)
+            snap = self.snapshot
             if snap is None or snap.features != features_key(cluster) or _needs_rebuild(snap.seen, heads):
                 snap = self.snapshot = self._build(cluster, features)
             elif not _caught_up(snap.seen, heads):
-                snap = self.snapshot = self._catch_up(snap, heads)
+                try:
+                    snap = self.snapshot = self._catch_up(snap, heads)
+                except Exception:  # never stay stuck on one update: start over from the rows
+                    log.exception("updating the preview inventory of cluster %s failed; rebuilding it", cluster.name)
+                    snap = self.snapshot = self._build(cluster, features)
             return snap.inventory
 
     def _build(self, cluster, features):
@@ -141,7 +147,10 @@ class LiveInventory:
 
 
 def _caught_up(seen, heads):
-    return all(seen.get(kind, (0, None))[0] == seq for kind, (seq, _, _) in heads.items()) and len(seen) == len(heads)
+    """`seen` already includes every change `heads` counts (same cursors, no fewer transactions)."""
+    if seen.keys() - heads.keys():
+        return False
+    return all(kind in seen and seen[kind][1] == epoch and seen[kind][0] >= seq for kind, (seq, _, epoch) in heads.items())
 
 
 def _needs_rebuild(seen, heads):

@@ -164,10 +164,11 @@ class IncrementalMixin:
         cls = DeviceClassInfo(raw)
         self.classes[cls.name] = cls
         self._pending["views_all"] = True  # cached candidates are keyed by class name
+        self._pending["retaint"] = True  # rules may select devices by class
 
     def remove_class(self, name):
         if self.classes.pop(name, None) is not None:
-            self._pending["views_all"] = True
+            self._pending["views_all"] = self._pending["retaint"] = True
 
     def upsert_node(self, raw):
         name = object_key("nodes", raw)
@@ -200,7 +201,8 @@ class IncrementalMixin:
 
     def upsert_taint_rule(self, raw):
         name = object_key("device_taint_rules", raw)
-        self.taint_rules = [r for r in self.taint_rules if object_key("device_taint_rules", r) != name] + [raw]
+        rules = [r for r in self.taint_rules if object_key("device_taint_rules", r) != name] + [raw]
+        self.taint_rules = sorted(rules, key=lambda r: object_key("device_taint_rules", r))  # in name order, as the rows
         self._pending["retaint"] = self._pending["rules_changed"] = True
 
     def remove_taint_rule(self, name):
@@ -291,17 +293,21 @@ class IncrementalMixin:
         state.share_ids |= {s for s in fresh.share_ids if s[:3] in keys}
 
     def _retaint(self):
-        """Rule taints over every device (rare: only where DeviceTaintRules exist). The lists are
-        replaced, not edited, so a preview on the previous copy reads whole lists."""
+        """Rule taints over every device again (only where DeviceTaintRules exist). Devices are shared
+        with the previous copy, so a preview running on it meanwhile may already see the new rule
+        taints: accepted for a rare, admin-made change (the alternative is re-parsing every slice)."""
         rules = self.taint_rules
         for dev in self.devices_by_key.values():
             dev.taints = list(dev.raw.get("taints") or [])
+        _delete(self._problem_of, [k for k in self._problem_of if k[0] == "DeviceTaintRule"])  # re-reported below
         if rules:
             self._apply_taint_rules()
 
     def _drop_stale_views(self):
         p = self._pending
         pools, nodes = p["pools"], set(p["nodes"])
+        _delete(self._pool_counters, [k for k in self._pool_counters if k[0] in pools])
+        _delete(self._counter_validity, [k for k in self._counter_validity if k[0] in pools])
         if p["views_all"]:
             self._views, self._pool_views, self._counter_only = {}, {}, None
             return
@@ -317,8 +323,6 @@ class IncrementalMixin:
         label_nodes = p["label_nodes"]
         # The caches are private copies already (copy()): delete the stale keys in place.
         _delete(self._pool_views, [k for k in self._pool_views if k[0] in pools or k[2] in label_nodes])
-        _delete(self._pool_counters, [k for k in self._pool_counters if k[0] in pools])
-        _delete(self._counter_validity, [k for k in self._counter_validity if k[0] in pools])
         if self._counter_only is not None and any(k in self.counter_slices or k in self._counter_only for k in pools):
             before = self._counter_only
             self._counter_only = self._counter_only_updated(pools)
