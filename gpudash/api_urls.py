@@ -10,6 +10,7 @@ from claims.api.preview import PreviewView
 from gpudash.api.errors import not_found_view
 from inventory.api import views as inventory_views
 from inventory.api.aggregates import DeviceAggregateView
+from monitoring.api import UtilizationView
 
 app_name = "api"
 
@@ -28,6 +29,7 @@ urlpatterns = [
     path("preview", PreviewView.as_view(), name="preview"),
     path("aggregates/devices", DeviceAggregateView.as_view(), name="aggregate-devices"),
     path("aggregates/allocation", AllocationAggregateView.as_view(), name="aggregate-allocation"),
+    path("utilization", UtilizationView.as_view(), name="utilization"),
     *router.urls,
 ]
 

@@ -68,7 +68,12 @@ class FleetMapView(DashboardView):
         names = {c.id: c.name for c in Cluster.objects.all()}
         for r in page.object_list:
             r["cluster_name"] = names.get(r["cluster_id"], "?")
-        ctx.update(totals=snap.totals(), states=fleet.STATES, state_labels=fleet.STATE_LABELS, display_states=fleet.DISPLAY_STATES,
+        colour = "utilization" if self.request.GET.get("colour") == "utilization" else "state"
+        if colour == "utilization":
+            from monitoring.utilization import attach_latest
+
+            attach_latest([d for r in page.object_list for d in r["devices"]])
+        ctx.update(colour=colour, totals=snap.totals(), states=fleet.STATES, state_labels=fleet.STATE_LABELS, display_states=fleet.DISPLAY_STATES,
                    flag_labels=fleet.FLAG_LABELS, state=state, q=search, row_count=page.paginator.count, error=error)
         return ctx
 

@@ -228,3 +228,14 @@ def latest(cluster_ids=None, keys=None):
 def status(cluster):
     """The cluster's utilization source and how its last poll went (None: no Prometheus configured)."""
     return PrometheusSource.objects.filter(cluster=cluster).first()
+
+
+def attach_latest(devices):
+    """Set `util` (percent or None) and `util_bucket` (fleet-map colour class) on device dicts of a map page."""
+    from .templatetags.utilization import bucket
+
+    found = latest({d["cluster_id"] for d in devices}, [(d["cluster_id"], d["driver"], d["pool"], d["name"]) for d in devices])
+    for d in devices:
+        sample = found.get((d["cluster_id"], d["driver"], d["pool"], d["name"]))
+        d["util"] = sample.gpu_util if sample is not None else None
+        d["util_bucket"] = "none" if d["util"] is None else bucket(d["util"])

@@ -293,3 +293,48 @@ def test_idle_gpu_finding_opens_and_clears(setup, settings):
     detect(cluster, now=at(7))
     [finding] = idle_findings()
     assert finding.cleared_at == at(7)  # busy again: cleared
+
+
+def test_pages_and_api_show_utilization_and_poll_errors(setup, client):
+    from rest_framework.test import APIClient
+
+    from tests.ui_fixtures import make_user
+
+    cluster, source, exporter, prom = setup
+    wait_scraped(prom, 87)
+    utilization.poll(source)
+    client.force_login(make_user("viewer"))
+    device = client.get("/devices/gpus/gpu.nvidia.com/node-1/gpu-0/").content.decode()
+    assert "data-gpu-util>87%" in device and "312.5 W" in device and "40.0\xa0GB" in device
+    node = client.get("/nodes/gpus/node-2/").content.decode()
+    assert "data-gpu-util>3%" in node and "data-gpu-util>50%" in node  # the 3g.40gb and the DRA-labelled 1g.10gb
+    claim = client.get("/claims/gpus/team-a/train/").content.decode()
+    assert "Utilization of the allocated devices" in claim and "data-gpu-util>87%" in claim
+    # The map coloured by utilization: gpu-0 busy (>= 75 %), gpu-1 idle (< 5 %), the 1g.10gb twin without data.
+    fleet_map = client.get("/fleet/map/?colour=utilization").content.decode()
+    assert 'class="cell s-allocated u-4" href="/devices/gpus/gpu.nvidia.com/node-1/gpu-0/"' in fleet_map
+    assert 'class="cell s-free u-0" href="/devices/gpus/gpu.nvidia.com/node-1/gpu-1/"' in fleet_map
+    assert 'u-none" href="/devices/gpus/gpu.nvidia.com/node-2/gpu-0-mig-1g10gb-19-1/"' in fleet_map
+    assert " u-" not in client.get("/fleet/map/").content.decode().split('class="fleetmap')[1]  # state colouring by default
+
+    api = APIClient()
+    api.force_authenticate(make_user("scoped", namespaces=["team-b"]))
+    body = api.get("/api/v1/utilization", {"cluster": "gpus"}).json()
+    rows = {(r["pool"], r["device"]): r for r in body["results"]}
+    assert body["count"] == 4 and rows[("node-1", "gpu-0")]["gpu_utilization_percent"] == 87.0
+    assert rows[("node-1", "gpu-0")]["held_by"] == {"hidden": True}  # team-a's claim, outside the scope
+    assert rows[("node-2", "gpu-0-mig-3g40gb-9-4")]["held_by"] == {"namespace": "team-b", "name": "infer"}
+    assert body["sources"][0]["error"] == "" and body["sources"][0]["devices_matched"] == 4
+    assert api.get("/api/v1/utilization", {"colour": "x"}).status_code == 400
+    assert api.get("/api/v1/utilization", {"limit": "0"}).status_code == 400
+
+    # Prometheus down: the pages say so, and keep showing the last values with their time.
+    source.refresh_from_db()
+    source.url = f"http://127.0.0.1:{free_port()}"
+    source.save(update_fields=["url"])
+    utilization.poll(source)
+    device = client.get("/devices/gpus/gpu.nvidia.com/node-1/gpu-0/").content.decode()
+    assert "Utilization poll failed" in device and "Connection refused" in device and "data-gpu-util>87%" in device
+    overview = client.get("/").content.decode()
+    assert "Utilization poll failed" in overview and "Idle GPU-hours by namespace" in overview
+    assert "Connection refused" in api.get("/api/v1/utilization").json()["sources"][0]["error"]

@@ -93,6 +93,9 @@ def map_cells(row, devices_url):
         st = d["st"]
         classes = " ".join([f"cell s-{st.state}"] + [f"f-{f}" for f in sorted(st.flags)])
         title = [d["name"], st.label]
+        if "util" in d:  # the map coloured by utilization (monitoring.utilization.attach_latest)
+            classes += f" u-{d['util_bucket']}"
+            title.append("no utilization data" if d["util"] is None else f"GPU {d['util']:.0f}%")
         title += [f"+{STATE_LABELS[f]}" for f in sorted(st.flags) if f != st.state]
         if d.get("model"):
             title.append(d["model"])
