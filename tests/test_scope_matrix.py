@@ -14,6 +14,8 @@ import re
 import pytest
 import yaml
 from django.urls import reverse
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from claims import stuck
 from claims.finding_scope import scoped_summary_and_evidence
@@ -352,3 +354,22 @@ def test_claim_list_subscribes_only_to_visible_namespaces(alpha, pages):
     assert live_scope("scoped", OWN)["namespace"] == OWN
     assert "namespace" not in live_scope("scoped", OTHER)
     assert live_scope("admin", OTHER)["namespace"] == OTHER
+
+
+_NS = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,10}[a-z0-9])?", fullmatch=True)
+_NAME = st.text(st.characters(blacklist_characters=")", blacklist_categories=("Cs",)), min_size=1, max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_NS, _NAME), min_size=1, max_size=4), st.sets(_NS, max_size=3))
+def test_no_example_holder_of_another_namespace_survives_redaction(holders, visible):
+    """Whatever the names (mirrored names are not always valid), a hidden namespace's holder is gone and
+    a visible one's is kept; nested anywhere in the answer."""
+    reasons = [f"request `gpu`: 1 is already allocated to other claims (e.g. {ns}/{name}), 0 free < count 1" for ns, name in holders]
+    answer = redact_result({"nodes": [{"reason": r} for r in reasons], "summary": {"reasons": [{"example": r} for r in reasons]}}, visible)
+    for (ns, name), node, summary in zip(holders, answer["nodes"], answer["summary"]["reasons"]):
+        for text in (node["reason"], summary["example"]):
+            if ns in visible:
+                assert f"(e.g. {ns}/{name})" in text
+            else:
+                assert text.endswith("(e.g. a claim in another namespace), 0 free < count 1") and f"{ns}/" not in text
