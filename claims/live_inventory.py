@@ -212,3 +212,54 @@ def forget(cluster_id=None):
             _live.clear()
         else:
             _live.pop(cluster_id, None)
+
+
+WARM_UP_CLAIM = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: gpudash-warm-up, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: one
+      exactly: {deviceClassName: %s}
+"""
+
+
+def warm_up(clusters=None):
+    """Build the live inventory of every cluster (or `clusters`) and run one preview per DeviceClass,
+    which fills the node views and the class selectors' CEL results: the first preview a user asks
+    for is then a warm one. Meant for a background thread at server start (`manage.py serve`)."""
+    from claims.preview import PreviewError, run_preview
+    from inventory.models import Cluster
+
+    started = time.perf_counter()
+    try:
+        for cluster in clusters if clusters is not None else Cluster.objects.all():
+            try:
+                for name in sorted(live_inventory(cluster.pk).current(cluster, _features(cluster)).classes):
+                    run_preview(cluster, yaml_text=WARM_UP_CLAIM % name)
+            except PreviewError as exc:  # bad feature settings: the cluster's previews say so themselves
+                log.warning("preview warm-up of cluster %s skipped: %s", cluster.name, exc)
+        log.info("preview inventories warmed up in %.1f s", time.perf_counter() - started)
+    except Exception:  # a warm-up is an optimisation: never let it take the server down
+        log.exception("preview warm-up failed")
+
+
+def warm_up_in_background():
+    """warm_up in a daemon thread (its own database connection, closed when done)."""
+
+    def run():
+        try:
+            warm_up()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, name="preview-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def _features(cluster):
+    from claims.preview import features_of
+
+    return features_of(cluster)

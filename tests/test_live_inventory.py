@@ -345,3 +345,18 @@ def test_engine_updates_equal_a_rebuild_for_every_kind():
             upserts[kind].append(raw)
         live = live.with_changes(upserts, removals)
         assert verdicts(live) == verdicts(build()), f"step {step}: {upserts.keys()} {removals}"
+
+
+def test_warm_up_builds_the_inventory_and_fills_class_selector_results(fleet):
+    from claims.live_inventory import live_inventory, warm_up
+    from claims.preview import run_preview
+
+    cluster = fleet.cluster
+    warm_up([cluster])
+    state = live_inventory(cluster.pk)
+    assert state.builds == 1
+    inv = state.snapshot.inventory
+    assert len(inv._views) == len(inv.node_names)  # every node's view is built
+    assert any(d.sel_cache for d in inv.devices_by_key.values())  # class selectors evaluated
+    run_preview(cluster, yaml_text=claim_yaml(*CLAIMS[0]))
+    assert state.builds == 1 and state.snapshot.inventory is inv  # nothing changed: the same inventory

@@ -14,11 +14,17 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-watchers", action="store_true", help="Do not start in-process watchers.")
+        parser.add_argument("--no-preview-warm-up", action="store_true", help="Do not build the preview inventories at start.")
 
     def handle(self, *args, **opts):
         in_process = not settings.REDIS_URL and not opts["no_watchers"]
         if in_process:
             self.stdout.write("Watchers running in this process (no REDIS_URL).")
+        if not opts["no_preview_warm_up"]:
+            from claims.live_inventory import warm_up_in_background
+
+            # The first preview of a big cluster would otherwise pay the inventory build and its cold CEL.
+            warm_up_in_background()
         serve(opts["host"], opts["port"], in_process_watchers=in_process)
 
 
