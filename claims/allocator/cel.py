@@ -446,6 +446,11 @@ def _overload(oid, result, params, impl, member=False):
     return cel.Overload(oid, result, params, is_member=member, impl=impl)
 
 
+# Functions implemented by Python callbacks: the engine needs the calling
+# thread's arena for them. indexOf/lastIndexOf also name C++ string functions.
+_PYTHON_FUNCTIONS = {"indexOf", "lastIndexOf"}
+
+
 def _kubernetes_extension(for_runtime):
     S, B, I, D = cel.Type.STRING, cel.Type.BOOL, cel.Type.INT, cel.Type.DOUBLE
     Q, V, L, DYN = _QUANTITY, _SEMVER, _DYN_LIST, cel.Type.DYN
@@ -506,6 +511,7 @@ def _kubernetes_extension(for_runtime):
                 _overload(f"quantity_{name}", result, [Q, Q], impl, True),
                 _overload(f"semver_{name}", result, [V, V], impl, True),
             ]
+    _PYTHON_FUNCTIONS.update(decls)
     functions = [cel.FunctionDecl(name, overloads) for name, overloads in decls.items()]
     return cel.CelExtension("kubernetes", functions)
 
@@ -723,14 +729,18 @@ class Selector:
     runtime limit (only possible when compiled with stored=True) is bounded
     per device before it runs (see claims/allocator/celcost.py)."""
 
-    __slots__ = ("expression", "_program", "result_type", "max_cost", "_cost_ast", "_split")
+    __slots__ = ("expression", "_program", "result_type", "max_cost", "_cost_ast", "_split", "_any_thread")
 
-    def __init__(self, expression, program, result_type, max_cost=0, cost_ast=None):
+    def __init__(self, expression, program, result_type, max_cost=0, cost_ast=None, calls_python=True):
         self.expression = expression
         self._program = program
         self.result_type = result_type
         self.max_cost = max_cost
         self._cost_ast = cost_ast
+        # Without Python functions the engine never looks the arena up, so the
+        # building thread's activation serves every thread (cel-cpp activations
+        # are safe to share: lazily converted values are guarded by a mutex).
+        self._any_thread = not calls_python
         self._split = None  # the engine's budget error, once a device ran out of iterations
 
     def __repr__(self):
@@ -743,7 +753,10 @@ class Selector:
             self._check_actual_cost(device)
         if self._split is not None:
             return self._evaluate_split(device, self._split)
-        activation = device._activation if device._owner == get_ident() else device.activation
+        if self._any_thread or device._owner == get_ident():
+            activation = device._activation
+        else:
+            activation = device.activation
         try:
             result = self._program.eval(activation)
         except Exception as exc:  # the engine raises (not returns) for its own limits
@@ -968,8 +981,9 @@ def _compile(expression, stored):
             program = _RUN_ENV.compile(_runtime_source(expression, tokens))
         except RuntimeError as exc:  # pragma: no cover - the rewrite keeps valid syntax
             raise CelCompileError(expression, f"internal rewrite failed: {exc}") from None
+    calls_python = any(node.kind == "call" and node.name in _PYTHON_FUNCTIONS for node in ast.walk())
     return Selector(expression, program, _type_name(result_type).lower(), max_cost,
-                    ast if max_cost > RUNTIME_COST_LIMIT else None)
+                    ast if max_cost > RUNTIME_COST_LIMIT else None, calls_python)
 
 
 # --------------------------------------------------------------------------
