@@ -286,6 +286,14 @@ def test_idle_gpu_finding_opens_and_clears(setup, settings):
     assert fleet.states_for(train_gpu)[0].st.state == fleet.ALLOCATED, list(Finding.objects.active().values_list("rule", "claim_name", "summary"))
     assert not devicestate.stuck_claim_ids().exists()
     assert idle_gpu_hours_by_namespace([cluster.id], now=at(7)) == [("team-a", round(7 / 60, 2))]
+    from django.test import Client
+
+    from tests.ui_fixtures import make_user
+
+    client = Client()
+    client.force_login(make_user("viewer"))
+    page = client.get("/claims/gpus/team-a/train/").content.decode()
+    assert "Idle GPU" in page and "under 5% utilization" in page and "s-stuck" not in page  # shown, but not as stuck
 
     exporter.body = exposition(train_util=80, infer_util=50)
     wait_scraped(prom, 80)

@@ -38,6 +38,14 @@ def devices_utilization(context, cluster_id, keys, title="Utilization"):
     return {"rows": [(k, found.get(k)) for k in keys], "source": _status(cluster_id), "title": title}
 
 
+@register.filter
+def stuck_only(findings):
+    """The findings that make a claim stuck (report-only ones, such as idle GPUs, do not)."""
+    from claims.models import REPORT_ONLY_RULES
+
+    return [f for f in findings or [] if f.rule not in REPORT_ONLY_RULES]
+
+
 @register.simple_tag
 def node_device_keys(devices):
     return [(d.driver, d.pool, d.name) for d in devices]
