@@ -310,18 +310,25 @@ class NodeAllocator:
         extra = self.extra.dedicated if self.extra is not None else ()
         for claim in self.plan.claims:
             for req in claim.requests:
-                # Requests are searched in order: one that may raise comes first, no shortcut past it.
-                if any(v.mode != "All" and self._last_error(self.candidates(view, v)) >= 0 for v in req.variants):
-                    return False
-                # An `All` request fails hard when a constraint rejects one of its devices.
-                if claim.constraints and any(v.mode == "All" for v in req.variants):
-                    return False
+                # Requests are searched in order: past one that may raise (a selector error, or an
+                # `All` request whose device a constraint rejects) there is no shortcut.
                 if req.prioritized:
+                    for v in req.variants:
+                        if v.mode == "All" and claim.constraints:
+                            return False
+                        if v.mode != "All" and self._last_error(self.candidates(view, v)) >= 0:
+                            return False
                     continue
                 v = req.variants[0]
-                if v.mode != "ExactCount" or v.admin:
+                if v.mode == "All":
+                    if claim.constraints:
+                        return False
                     continue
                 cands = self.candidates(view, v)
+                if self._last_error(cands) >= 0:
+                    return False
+                if v.admin:
+                    continue
                 free = 0
                 for dev, _, _ in cands:
                     if dev.key not in dedicated and dev.key not in extra:
