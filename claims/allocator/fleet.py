@@ -328,7 +328,8 @@ def summarize(entries, claims, inventory, started, codes, sched=None, pod=None):
     if sched is None:
         sched = [[SCHEDULER_REASONS.get(c, "cannot allocate all claims")] if c and c != "error" else [] for c in codes]
     scheduler = Counter(r for node_reasons in sched for r in node_reasons)
-    filtered = sum(1 for c in codes if c in FILTER_CODES.values())
+    filter_codes = set(FILTER_CODES.values())
+    filtered = sum(1 for c in codes if c in filter_codes)
     return {
         "claims": [c.ref for c in claims],
         "nodes": len(entries),
@@ -339,7 +340,7 @@ def summarize(entries, claims, inventory, started, codes, sched=None, pod=None):
         "reasons": reasons,
         "problems": list(inventory.problems),
         "schedulerMessage": scheduler_message(entries, scheduler),
-        "nodeFilters": _filters_summary(inventory, pod, entries),
+        "nodeFilters": _filters_summary(inventory, pod, [e for e, c in zip(entries, codes) if c in filter_codes]),
         "seconds": round(time.perf_counter() - started, 4),
     }
 
@@ -359,15 +360,18 @@ def _filters_summary(inventory, pod, entries=()):
 
 
 def _rejections(entries, examples=5):
-    """Per node filter, in the scheduler's order: how many nodes it rejected first, with what, which ones."""
+    """Per node filter, in the scheduler's order: how many nodes it rejected first, with what, which ones.
+    `entries`: the nodes a filter rejected (their last filter is the failing one)."""
     by_plugin = {}
     for entry in entries:
-        failed = next((f for f in entry.get("filters") or () if f["passed"] is False and f["plugin"] != DYNAMIC_RESOURCES), None)
-        if failed is None:
-            continue
-        item = by_plugin.setdefault(failed["plugin"], {"plugin": failed["plugin"], "nodes": 0, "reasons": Counter(), "exampleNodes": []})
+        failed = entry["filters"][-1]
+        item = by_plugin.get(failed["plugin"])
+        if item is None:
+            item = by_plugin[failed["plugin"]] = {"plugin": failed["plugin"], "nodes": 0, "reasons": {}, "exampleNodes": []}
         item["nodes"] += 1
-        item["reasons"].update(failed["reasons"])
+        counts = item["reasons"]
+        for reason in failed["reasons"]:
+            counts[reason] = counts.get(reason, 0) + 1
         if len(item["exampleNodes"]) < examples:
             item["exampleNodes"].append(entry["node"])
     out = []

@@ -45,14 +45,11 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 class FilterResult:
     """One plugin's verdict on one node. `passed` None = not simulated (the reason says why)."""
 
-    __slots__ = ("plugin", "passed", "reasons")
+    __slots__ = ("plugin", "passed", "reasons", "reason")
 
     def __init__(self, plugin, passed, reasons=()):
         self.plugin, self.passed, self.reasons = plugin, passed, tuple(reasons)
-
-    @property
-    def reason(self):
-        return ", ".join(self.reasons) if self.reasons else None
+        self.reason = ", ".join(self.reasons) if self.reasons else None
 
     def to_dict(self):
         return {"plugin": self.plugin, "passed": self.passed, "reason": self.reason, "reasons": list(self.reasons)}
@@ -140,8 +137,14 @@ def with_default_tolerations(tolerations):
 
 
 def first_untolerated(taints, tolerations, effects=FILTERED_EFFECTS):
+    # Plain loops: this runs per node of a 5,000-node preview, generator objects cost there.
     for taint in taints:
-        if taint.get("effect") in effects and not any(t.tolerates(taint) for t in tolerations):
+        if taint.get("effect") not in effects:
+            continue
+        for t in tolerations:
+            if t.tolerates(taint):
+                break
+        else:
             return taint
     return None
 
@@ -619,38 +622,48 @@ def run_filters(pod, node, usage=None, dra_resources=frozenset()):
     return out
 
 
+# Passing verdicts carry nothing node-specific: one shared object per plugin.
+_PASSED = {}
+
+
 def _unschedulable(pod, node, usage, dra):
-    if node.unschedulable and not any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
+    if node.unschedulable and first_untolerated((UNSCHEDULABLE_TAINT,), pod.tolerations) is not None:
         return FilterResult(NODE_UNSCHEDULABLE, False, [REASON_UNSCHEDULABLE])
-    return FilterResult(NODE_UNSCHEDULABLE, True)
+    return _PASSED[NODE_UNSCHEDULABLE]
 
 
 def _node_name(pod, node, usage, dra):
     if not pod.node_name:
         return None
-    ok = pod.node_name == node.name
-    return FilterResult(NODE_NAME, ok, () if ok else [REASON_NODE_NAME])
+    return _PASSED[NODE_NAME] if pod.node_name == node.name else FilterResult(NODE_NAME, False, [REASON_NODE_NAME])
 
 
 def _taints(pod, node, usage, dra):
-    taint = first_untolerated(node.taints, pod.tolerations)
-    return FilterResult(TAINT_TOLERATION, taint is None, () if taint is None else [REASON_TAINT])
+    if not node.taints or first_untolerated(node.taints, pod.tolerations) is None:
+        return _PASSED[TAINT_TOLERATION]
+    return FilterResult(TAINT_TOLERATION, False, [REASON_TAINT])
 
 
 def _affinity(pod, node, usage, dra):
     if not pod.node_selector and pod.required is None:
         return None
-    ok = all(node.labels.get(k) == v and k in node.labels for k, v in pod.node_selector.items())
+    labels = node.labels
+    ok = True
+    for key, value in pod.node_selector.items():
+        if labels.get(key) != value or key not in labels:
+            ok = False
+            break
     if ok and pod.required is not None:
-        ok = required_affinity_matches(pod.required, node.name, node.labels)
-    return FilterResult(NODE_AFFINITY, ok, () if ok else [REASON_AFFINITY])
+        ok = required_affinity_matches(pod.required, node.name, labels)
+    return _PASSED[NODE_AFFINITY] if ok else FilterResult(NODE_AFFINITY, False, [REASON_AFFINITY])
 
 
 def _ports(pod, node, usage, dra):
     if not pod.host_ports:
         return None
-    clash = ports_conflict(pod.host_ports, usage.ports)
-    return FilterResult(NODE_PORTS, not clash, [REASON_PORTS] if clash else ())
+    if ports_conflict(pod.host_ports, usage.ports):
+        return FilterResult(NODE_PORTS, False, [REASON_PORTS])
+    return _PASSED[NODE_PORTS]
 
 
 def _resources(pod, node, usage, dra):
@@ -674,7 +687,7 @@ def _resources(pod, node, usage, dra):
                 continue  # DRA-backed extended resource: DynamicResources allocates devices for it
             if requests[name] > have - usage.requested.get(name, 0):
                 reasons.append(f"Insufficient {name}")
-    return FilterResult(NODE_RESOURCES_FIT, not reasons, reasons)
+    return FilterResult(NODE_RESOURCES_FIT, False, reasons) if reasons else _PASSED[NODE_RESOURCES_FIT]
 
 
 _CHECKS = (
@@ -685,6 +698,9 @@ _CHECKS = (
     (NODE_PORTS, _ports),
     (NODE_RESOURCES_FIT, _resources),
 )
+
+
+_PASSED.update({plugin: FilterResult(plugin, True) for plugin, _ in _CHECKS})
 
 
 def rejected(results):
