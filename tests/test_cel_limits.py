@@ -221,3 +221,33 @@ def test_device_data_with_lone_surrogates_fails_its_selectors_only(driver, attri
     assert str(caught.value) == f"{where}: not valid UTF-8 text"
     str(caught.value).encode("utf-8")
     assert evaluate('device.driver == "dra.example.com"') is True
+
+
+FUZZ_DEVICE = make_device(DRIVER, {"model": {"string": "H100"}, "n": {"int": 3}, "v": {"version": "1.2.3"},
+                                   "names": {"strings": ["a", "b"]}}, {"memory": {"value": "80Gi"}}, list_attributes=True)
+_TOKENS = [
+    "device", ".", "driver", "attributes", "capacity", "[", "]", "(", ")", "{", "}", ",", ":", "?", "!", "&&", "||",
+    "==", "!=", "<", ">=", "+", "-", "*", "/", "%", " in ", '"dra.example.com"', '"model"', '"(a+)+$"', '"["', "0",
+    "1", "-1", "9223372036854775807", "1.5", "true", "false", "null", "x", "all", "exists", "exists_one", "map",
+    "filter", "size", "matches", "find", "findAll", "quantity", "semver", "compareTo", "isGreaterThan", "includes",
+    "cel.bind", "has", "dyn", "int", "string", "sets.contains", "orValue", "[?", ".?", "'", '"', "\\", "\ud83d",
+    "\x00", " ", "\n", "//", "b'", "r'", "\"\"\"",
+]
+
+
+def test_random_token_soup_gives_only_cel_errors():
+    # Hundreds of malformed and odd expressions: every outcome is a bool or a CelError.
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    @settings(max_examples=500, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=40))
+    def soup(tokens):
+        expression = "".join(tokens)
+        try:
+            result = compile_selector(expression).evaluate(FUZZ_DEVICE)
+        except CelError as exc:
+            str(exc).encode("utf-8")
+        else:
+            assert result in (True, False)
+
+    soup()
