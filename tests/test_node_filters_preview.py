@@ -154,6 +154,22 @@ def test_unsimulated_filters_are_named_on_fitting_nodes():
     assert out["summary"]["nodeFilters"]["notSimulated"][0]["plugin"] == "PodTopologySpread"
 
 
+def test_node_affinity_prefilter_cuts_to_the_named_nodes():
+    """scheduler-filters.md 3: matchFields metadata.name In [d] on five nodes, d short of cpu and memory."""
+    spec = ("  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n"
+            "        - matchFields: [{key: metadata.name, operator: In, values: [d]}]")
+    _, _, _, out = run(worked_example(), pod_yaml(spec))
+    assert out["summary"]["schedulerMessage"] == "0/5 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 4 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+    assert next(e for e in out["nodes"] if e["node"] == "a")["filters"] == [
+        {"plugin": "NodeAffinity", "passed": False, "reason": "node(s) didn't satisfy plugin(s) [NodeAffinity]",
+         "reasons": ["node(s) didn't satisfy plugin(s) [NodeAffinity]"]}]  # cordoned, but never filtered
+    conflict = spec.replace("[{key: metadata.name, operator: In, values: [d]}]",
+                            "[{key: metadata.name, operator: In, values: [d]}, {key: metadata.name, operator: In, values: [e]}]")
+    _, _, _, out = run(worked_example(), pod_yaml(conflict))
+    assert out["summary"]["schedulerMessage"] == "0/5 nodes are available: pod affinity terms conflict."
+    assert out["summary"]["fits"] == 0
+
+
 # --- the demo scenario -------------------------------------------------------------------------
 
 DEMO_POD = """

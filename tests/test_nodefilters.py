@@ -192,10 +192,24 @@ AFFINITY_CASES = [
 ]
 
 
+# Cases whose terms name nodes through matchFields: NodeAffinity's PreFilter cuts the other nodes first.
+PREFILTER_REASONS = {
+    "matchFields In on metadata.name, other node": "node(s) didn't satisfy plugin(s) [NodeAffinity]",
+    "a label named metadata.name is not the node's name": "node(s) didn't satisfy plugin(s) [NodeAffinity]",
+    "conflicting matchFields in one term": "pod affinity terms conflict",
+}
+
+
 @pytest.mark.parametrize("case,spec,name,labels,fits", AFFINITY_CASES, ids=[c[0] for c in AFFINITY_CASES])
 def test_node_affinity(case, spec, name, labels, fits):
     got = verdict(pod(**spec), node(name, labels))
-    assert got == (None if fits else ("NodeAffinity", [REASON_AFFINITY]))
+    assert got == (None if fits else ("NodeAffinity", [PREFILTER_REASONS.get(case, REASON_AFFINITY)]))
+
+
+def test_matchfields_filter_still_checks_nodes_inside_the_prefilter_cut():
+    spec = {"affinity": required({"matchFields": [expr("metadata.name", "In", "node1")], "matchExpressions": [expr("pool", "In", "a")]})}
+    assert verdict(pod(**spec), node("node1", {"pool": "b"})) == ("NodeAffinity", [REASON_AFFINITY])
+    assert verdict(pod(**spec), node("node1", {"pool": "a"})) is None
 
 
 @pytest.mark.parametrize("spec,message", [

@@ -11,7 +11,7 @@ from .search import DEADLINE, ERROR, NODE_FAILURE, SUCCESS, NodeAllocator, Overl
 from .documents import EXTENDED_CLAIM_NAME, extended_resource_claim
 from .nodefilters import (
     DYNAMIC_RESOURCES, FILTER_ORDER, NODE_AFFINITY, NODE_NAME, NODE_PORTS, NODE_RESOURCES_FIT, NODE_UNSCHEDULABLE,
-    TAINT_TOLERATION, SchedulingPod, rejected, run_filters, served_by_device_plugin,
+    REASON_TERMS_CONFLICT, TAINT_TOLERATION, SchedulingPod, rejected, run_filters, served_by_device_plugin,
 )
 
 # Node labels that name a node pool, most specific first.
@@ -339,7 +339,8 @@ def summarize(entries, claims, inventory, started, codes, sched=None, pod=None):
         "mostCommonReason": reasons[0] if reasons else None,
         "reasons": reasons,
         "problems": list(inventory.problems),
-        "schedulerMessage": scheduler_message(entries, scheduler),
+        "schedulerMessage": (f"0/{len(entries)} nodes are available: {REASON_TERMS_CONFLICT}." if pod is not None and pod.node_names == frozenset()
+                             and entries else scheduler_message(entries, scheduler)),  # a PreFilter failure: no per-node counts
         "nodeFilters": _filters_summary(inventory, pod, [e for e, c in zip(entries, codes) if c in filter_codes]),
         "seconds": round(time.perf_counter() - started, 4),
     }

@@ -30,6 +30,8 @@ REASON_TAINT = "node(s) had untolerated taint(s)"
 REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 REASON_PORTS = "node(s) didn't have free ports for the requested pod ports"
 REASON_TOO_MANY_PODS = "Too many pods"
+REASON_PREFILTER_CUT = "node(s) didn't satisfy plugin(s) [NodeAffinity]"  # outside NodeAffinity's PreFilterResult
+REASON_TERMS_CONFLICT = "pod affinity terms conflict"
 
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "value": ""}
 NOT_READY_KEY, UNREACHABLE_KEY = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
@@ -283,6 +285,25 @@ def _check_requirement(req, at, fields):
             raise InputError(f"{at}.values: {op} needs an integer, got {values[0]!r}") from None
 
 
+def prefilter_node_names(required):
+    """NodeAffinity's PreFilterResult: the node names its required terms can reach through
+    `metadata.name In` matchFields (intersected within a term, united across terms), or None when
+    some term names no node (every node stays a candidate). An empty set = the terms conflict."""
+    if required is None:
+        return None
+    names = set()
+    for term in required.get("nodeSelectorTerms") or []:
+        term_names = None
+        for req in term.get("matchFields") or []:
+            if req.get("key") == "metadata.name" and req.get("operator") == "In":
+                values = set(req.get("values") or [])
+                term_names = values if term_names is None else term_names & values
+        if term_names is None:
+            return None
+        names |= term_names
+    return frozenset(names)
+
+
 def required_affinity_matches(required, node_name, labels):
     """Terms are ORed; a term whose values are not valid label values fails (labels.NewRequirement)."""
     for term in required.get("nodeSelectorTerms") or []:
@@ -509,7 +530,8 @@ class NodeFacts:
 class SchedulingPod:
     """What the filters need of the pod being placed."""
 
-    __slots__ = ("ref", "node_name", "tolerations", "node_selector", "required", "requests", "host_ports", "not_simulated", "hypothetical", "raw")
+    __slots__ = ("ref", "node_name", "tolerations", "node_selector", "required", "requests", "host_ports", "not_simulated", "hypothetical", "raw",
+                 "node_names")
 
     def __init__(self, ref, *, node_name="", tolerations=(), node_selector=None, required=None, requests=None, host_ports=(), not_simulated=(), hypothetical=False, raw=None):
         self.ref = ref
@@ -522,6 +544,7 @@ class SchedulingPod:
         self.not_simulated = list(not_simulated)
         self.hypothetical = hypothetical  # a would-be pod for a bare claim/template
         self.raw = raw  # the Pod object (its extended-resource claim is rebuilt per node)
+        self.node_names = prefilter_node_names(required)  # None: no PreFilter cut
 
     @classmethod
     def from_pod(cls, raw, namespace=None):
@@ -611,6 +634,9 @@ def run_filters(pod, node, usage=None, dra_resources=frozenset()):
     `dra_resources`: extended resource names a DeviceClass maps (DRA serves them where the node's
     allocatable lacks them)."""
     usage = usage or EMPTY_USAGE
+    if pod.node_names is not None and node.name not in pod.node_names:
+        # Cut by NodeAffinity's PreFilter: no Filter runs on this node at all.
+        return [FilterResult(NODE_AFFINITY, False, [REASON_PREFILTER_CUT if pod.node_names else REASON_TERMS_CONFLICT])]
     out = []
     for plugin, check in _CHECKS:
         result = check(pod, node, usage, dra_resources)
