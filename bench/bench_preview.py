@@ -136,7 +136,11 @@ def churn(db_url, cluster_id, rate, seconds, started, counts):
     rows = list(ResourceClaim.objects.filter(cluster=cluster).values_list("raw", flat=True)[:4000])
     originals = {r["metadata"]["name"]: r for r in rows}
     current = {name: copy.deepcopy(r) for name, r in originals.items()}
-    rng, rv = random.Random(5), 10**9
+    from django.db.models import Max
+
+    # Newer than anything stored (an earlier run's changes included), or apply_batch drops them as stale.
+    rng = random.Random(5)
+    rv = ResourceClaim.objects.filter(cluster=cluster).aggregate(rv=Max("resource_version_num"))["rv"] or 0
     per_batch = max(1, int(rate / 5))
     started.set()
     t0 = time.monotonic()
