@@ -21,6 +21,7 @@ import time
 import yaml
 from aiohttp import web
 
+from . import impersonation
 from .resources import RESOURCE_GROUP, RESOURCES
 from .store import ApiError, BadRequest, Expired, Store, make_matcher
 
@@ -153,6 +154,7 @@ class DevCluster:
         self.rules = list(rules or ALLOW_ALL)
         self.enforce_rules = False
         self.extra_tokens = {}  # token -> rules, for a second identity (e.g. read-only)
+        self.subjects = impersonation.Subjects()  # rules of impersonated users and groups
         self.disabled_groups = set()
         self.disabled_resources = set()
         self.devicetaintrule_versions = ()  # served versions of devicetaintrules; () = not served
@@ -496,6 +498,10 @@ class DevCluster:
         if fault is not None:
             return fault.response()
         try:
+            identity = impersonation.impersonated_identity(self, request, rules)
+            if identity is not None:  # from here on the request runs as that user, under its own rules
+                request["identity"] = identity
+                rules = self.subjects.rules_for(*identity)
             return await self._route(request, rules, is_watch)
         except ApiError as error:
             return _error_response(error)
@@ -547,9 +553,11 @@ class DevCluster:
         if sub not in (None, "status") or (sub == "status" and not info.has_status):
             raise self._not_found()
         verb = self._verb(request.method, name, is_watch)
-        if self.enforce_rules and not self._allowed(rules, verb, group, plural, sub, namespace, name):
+        identity = request.get("identity")
+        if (self.enforce_rules or identity) and not self._allowed(rules, verb, group, plural, sub, namespace, name):
+            who = identity[0] if identity else "devcluster-user"
             raise ApiError(403, "Forbidden",
-                           f'{info.resource_label} "{name or ""}" is forbidden: User "devcluster-user" cannot '
+                           f'{info.resource_label} "{name or ""}" is forbidden: User "{who}" cannot '
                            f'{verb} resource "{plural + ("/" + sub if sub else "")}" in API group "{group}"'
                            + (f' in the namespace "{namespace}"' if namespace else ""))
         api_version = f"{group}/{version}" if group else version
@@ -724,6 +732,8 @@ class DevCluster:
             status = {"resourceRules": resource_rules,
                       "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/version", "/api", "/apis"]}],
                       "incomplete": False}
+        elif rest[0] == "subjectaccessreviews" and self.subjects.configured() and (spec.get("user") or spec.get("groups")):
+            status = impersonation.review(self, spec)
         else:
             attrs = spec.get("resourceAttributes") or {}
             allowed = self._allowed(rules, attrs.get("verb", ""), attrs.get("group", ""), attrs.get("resource", ""),

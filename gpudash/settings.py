@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "claims",
     "monitoring",
     "devcluster",
+    "accounts",
 ]
 
 MIDDLEWARE = [
@@ -170,6 +171,11 @@ WHITENOISE_AUTOREFRESH = DEBUG
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
+
+# Sign-in (issue 13): password and/or OIDC single sign-on, from the environment (accounts/config.py).
+from accounts.config import sign_in_settings  # noqa: E402
+
+globals().update(sign_in_settings(os.environ))
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 

@@ -12,6 +12,7 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
+    path("", include("accounts.urls")),  # login (password and/or OIDC), access profile, /oidc/ (issue 13)
     path("accounts/", include("django.contrib.auth.urls")),
     # REST API (issue 5): versioned routes, OpenAPI schema and browsable docs.
     path("api/v1/", include("gpudash.api_urls")),

@@ -1,0 +1,73 @@
+"""OIDC and sign-in settings from the environment (called by gpudash/settings.py; no Django imports).
+
+OIDC is on when `OIDC_RP_CLIENT_ID` is set; then the provider's endpoints must be set too (the values
+its `/.well-known/openid-configuration` lists; `manage.py oidc_discover ISSUER` prints them).
+"""
+
+from .groupmap import parse_group_map
+
+ENDPOINTS = ("OIDC_OP_ISSUER", "OIDC_OP_AUTHORIZATION_ENDPOINT", "OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_USER_ENDPOINT",
+             "OIDC_OP_JWKS_ENDPOINT")
+
+
+class ConfigError(ValueError):
+    """A sign-in setting is missing or malformed; the message names the variable."""
+
+
+def _bool(env, name, default):
+    value = env.get(name)
+    if value is None or value == "":
+        return default
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={value!r}: expected on/off (1/0, true/false)")
+
+
+def sign_in_settings(env):
+    """Django settings (a dict) for the sign-in methods the environment asks for."""
+    password = _bool(env, "GPUDASH_PASSWORD_LOGIN", True)
+    client_id = env.get("OIDC_RP_CLIENT_ID", "")
+    backends = ["django.contrib.auth.backends.ModelBackend"] if password else []
+    out = {"GPUDASH_PASSWORD_LOGIN": password, "GPUDASH_OIDC": bool(client_id)}
+    if not client_id:
+        if not password:
+            raise ConfigError("GPUDASH_PASSWORD_LOGIN=off needs OIDC (OIDC_RP_CLIENT_ID and the provider's endpoints)")
+        out["AUTHENTICATION_BACKENDS"] = backends
+        out["GPUDASH_KUBE_IMPERSONATION"] = ()
+        return out
+    missing = [name for name in ENDPOINTS if not env.get(name)]
+    if missing:
+        raise ConfigError(f"OIDC_RP_CLIENT_ID is set but {', '.join(missing)} not: set the provider's endpoints")
+    try:
+        group_map = parse_group_map(env.get("OIDC_GROUP_MAP", ""))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    impersonation = env.get("GPUDASH_KUBE_IMPERSONATION", "all").strip()
+    out.update({
+        "AUTHENTICATION_BACKENDS": ["accounts.backend.GpudashOIDCBackend", *backends],
+        "OIDC_RP_CLIENT_ID": client_id,
+        "OIDC_RP_CLIENT_SECRET": env.get("OIDC_RP_CLIENT_SECRET", ""),
+        **{name: env[name] for name in ENDPOINTS},
+        "OIDC_RP_SCOPES": env.get("OIDC_RP_SCOPES", "openid profile email groups"),
+        "OIDC_RP_SIGN_ALGO": env.get("OIDC_RP_SIGN_ALGO", "RS256"),
+        "OIDC_USE_PKCE": True,  # authorization code flow with PKCE (S256), plus state and nonce
+        "OIDC_USE_NONCE": True,
+        "OIDC_STORE_ACCESS_TOKEN": False,  # tokens are used once at sign-in and never kept
+        "OIDC_STORE_ID_TOKEN": False,
+        "OIDC_TIMEOUT": float(env.get("OIDC_TIMEOUT", "10")),
+        "OIDC_VERIFY_SSL": _bool(env, "OIDC_VERIFY_SSL", True),
+        "OIDC_USERNAME_CLAIM": env.get("OIDC_USERNAME_CLAIM", "preferred_username"),
+        "OIDC_GROUPS_CLAIM": env.get("OIDC_GROUPS_CLAIM", "groups"),
+        "OIDC_GROUP_MAP": group_map,
+        "OIDC_PROVIDER_NAME": env.get("OIDC_PROVIDER_NAME", "single sign-on"),
+        "LOGIN_REDIRECT_URL_FAILURE": "/accounts/login/?failed=1",
+        # How the cluster's own OIDC authenticator names the user (--oidc-username-prefix/-groups-prefix).
+        "GPUDASH_KUBE_USERNAME_PREFIX": env.get("GPUDASH_KUBE_USERNAME_PREFIX", "oidc:"),
+        "GPUDASH_KUBE_GROUPS_PREFIX": env.get("GPUDASH_KUBE_GROUPS_PREFIX", "oidc:"),
+        # "all" (default), "off", or comma-separated cluster names: writes there run as the signed-in user.
+        "GPUDASH_KUBE_IMPERSONATION": ("*",) if impersonation in ("all", "*", "") else
+        () if impersonation == "off" else tuple(n.strip() for n in impersonation.split(",") if n.strip()),
+    })
+    return out
