@@ -10,7 +10,7 @@ Names follow Prometheus conventions: `gpudash_` prefix, base units, `_total` for
 import hmac
 
 from django.conf import settings
-from django.db.models import Count, Q, Sum, TextField, Value
+from django.db.models import Count, Q, TextField, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 from django.http import HttpResponse
@@ -31,43 +31,77 @@ def _cluster_names():
     return dict(Cluster.objects.values_list("id", "name"))
 
 
-def _node_pool_expression():
-    """The node's pool: the first of NODE_POOL_LABELS the node carries, else ''."""
-    from django.db.models import OuterRef, Subquery
-
+def _node_pools():
+    """{(cluster_id, node): pool} for nodes carrying one of NODE_POOL_LABELS (the first present wins)."""
     from inventory.models import Node
 
     labels = monitoring_setting("NODE_POOL_LABELS", []) or []
     if not labels:
-        return Value("", output_field=TextField())
+        return {}
+    carrying = Q()
+    for label in labels:
+        carrying |= Q(labels__has_key=label)
     pool = Coalesce(*[KT(f"labels__{label}") for label in labels], Value(""), output_field=TextField())
-    nodes = Node.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("node_name")).annotate(node_pool=pool)
-    return Coalesce(Subquery(nodes.values("node_pool")[:1]), Value(""), output_field=TextField())
+    return {(cid, name): p for cid, name, p in Node.objects.filter(carrying, namespace="").annotate(node_pool=pool).values_list("cluster_id", "name", "node_pool")}
+
+
+_COUNTS = ("n_free", "n_tainted_unheld", "n_allocated", "n_admin", "n_partial")
+
+
+def _summary_groups():
+    """Per (cluster_id, driver, model, kind): the summary's counts with node readiness applied, as
+    fleet.FleetSnapshot sums them, plus free whole GPUs per (cluster_id, node pool, model).
+
+    The summary rows (one per node, driver, model and kind) are read once and summed here: the
+    SQL GROUP BY with a NotReady lookup per row costs several times more on 5,000 nodes.
+    """
+    from inventory.models import Node, NodeDeviceSummary
+
+    unready = set(Node.objects.filter(ready=False, namespace="").values_list("cluster_id", "name"))
+    pools = _node_pools()
+    groups, free = {}, {}
+    for cid, driver, model, kind, node, *counts in NodeDeviceSummary.objects.values_list("cluster_id", "driver", "model", "kind", "node_name", *_COUNTS).iterator(chunk_size=5000):
+        n_free, tainted_unheld, allocated, admin, partial = counts
+        is_unready = bool(node) and (cid, node) in unready
+        g = groups.setdefault((cid, driver, model, kind), {"free": 0, "unready_free": 0, "tainted_unheld": 0, "allocated": 0, "admin": 0, "partial": 0})
+        g["unready_free" if is_unready else "free"] += n_free
+        g["tainted_unheld"] += tainted_unheld
+        g["allocated"] += allocated
+        g["admin"] += admin
+        g["partial"] += partial
+        if kind == "gpu" and node:
+            key = (cid, pools.get((cid, node), ""), model)
+            free[key] = free.get(key, 0) + (0 if is_unready else n_free)
+    return groups, free
 
 
 class FleetCollector:
     """Devices, free whole GPUs, claims and findings."""
 
     def collect(self):
+        from collections import Counter
+
         from claims.models import Finding, ResourceClaim
-        from inventory import devicestate, fleet
-        from inventory.models import NodeDeviceSummary
+        from inventory import fleet, summary
 
         names = _cluster_names()
         devices = GaugeMetricFamily("gpudash_devices", "Devices by cluster, driver, model, kind (gpu, partition, other) and state.",
                                     labels=["cluster", "driver", "model", "kind", "state"])
-        for row in fleet.FleetSnapshot().grouped("cluster_id", "driver", "model", "kind"):
-            for state, n in row["states"].items():
-                devices.add_metric([names.get(row["cluster_id"], ""), row["driver"], row["model"], row["kind"], state], n)
+        groups, free_gpus = _summary_groups()
+        # Devices held by stuck claims: the short list fleet.py applies when reading (keyed like the summary).
+        where = [summary.KEY.index(k) for k in ("cluster_id", "driver", "model", "kind")]
+        stuck = {}
+        for key, counts in fleet.FleetSnapshot().stuck.items():
+            stuck.setdefault(tuple(key[i] for i in where), Counter()).update(counts)
+        for (cid, driver, model, kind), row in groups.items():
+            for state, n in fleet._decide(row, stuck.get((cid, driver, model, kind))).items():
+                devices.add_metric([names.get(cid, ""), driver, model, kind, state], n)
         yield devices
 
         free = GaugeMetricFamily("gpudash_free_whole_gpus", "Whole GPUs that are free (unheld, untainted, on a Ready node), by node pool and model.",
                                  labels=["cluster", "node_pool", "model"])
-        rows = (NodeDeviceSummary.objects.filter(kind="gpu").exclude(node_name="")
-                .annotate(unready=devicestate.node_not_ready(), node_pool=_node_pool_expression())
-                .values("cluster_id", "node_pool", "model").annotate(n=Sum("n_free", filter=Q(unready=False))).order_by())
-        for row in rows:
-            free.add_metric([names.get(row["cluster_id"], ""), row["node_pool"], row["model"]], row["n"] or 0)
+        for (cid, pool, model), n in free_gpus.items():
+            free.add_metric([names.get(cid, ""), pool, model], n)
         yield free
 
         claims = GaugeMetricFamily("gpudash_claims", "ResourceClaims by state and namespace.", labels=["cluster", "namespace", "state"])
