@@ -80,8 +80,6 @@ class PreviewView(APIView):
             400: inline_serializer("PreviewError", {"error": serializers.JSONField(help_text="{code, message, field}")}),
             422: inline_serializer("PreviewEngineError", {"error": serializers.JSONField(
                 help_text="{code: engine_error, message, field: null}: the engine failed on this input (logged for the administrators)")}),
-            422: inline_serializer("PreviewEngineError", {"error": serializers.JSONField(
-                help_text="{code: engine_error, message, field: null}: the engine failed on this input (logged for the administrators)")}),
         },
         examples=[
             OpenApiExample(

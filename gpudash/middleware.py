@@ -1,0 +1,39 @@
+"""Requests no view can serve: a NUL character in the path, a query parameter or a form field.
+
+PostgreSQL text cannot hold NUL, so any lookup with one fails deep in the database driver (a 500 for
+a typo'd or hostile URL). Refused up front with a 400 that names the parameter: the API's JSON error
+under /api/, a plain readable text elsewhere. (JSON bodies are checked by gpudash.api.parsers.)
+"""
+
+from django.http import HttpResponse, JsonResponse
+
+from gpudash.api.errors import error_body
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _nul_field(request):
+    if "\x00" in request.path_info:
+        return "path"
+    sources = [request.GET]
+    if request.method == "POST" and request.content_type in FORM_TYPES:
+        sources.append(request.POST)
+    for source in sources:
+        for key, values in source.lists():
+            if "\x00" in key or any("\x00" in v for v in values):
+                return key.replace("\x00", "\\0")
+    return None
+
+
+class RejectNulMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        field = _nul_field(request)
+        if field is None:
+            return self.get_response(request)
+        message = f"The {'path' if field == 'path' else f'parameter {field!r}'} contains a NUL character (\\0), which no name or filter can hold."
+        if request.path_info.startswith("/api/"):
+            return JsonResponse(error_body("invalid", message, None if field == "path" else field), status=400)
+        return HttpResponse(f"Bad request: {message}\n", status=400, content_type="text/plain; charset=utf-8")
