@@ -32,6 +32,7 @@ from fractions import Fraction
 
 from django.apps import apps as django_apps
 from django.db.models import Case, CharField, Exists, F, OuterRef, Q, Subquery, Value, When
+from django.db import connection
 
 from . import summary
 
@@ -51,6 +52,8 @@ API_STATES = {
 API_STATE_OF = {state: api for api, states in API_STATES.items() for state in states}
 
 _QUERY_CHUNK = 500
+# pg_advisory_xact_lock(class, cluster id) key class of the device-state refresh ("GDst").
+_REFRESH_LOCK = 0x47447374
 
 
 # --- reading: SQL expressions -----------------------------------------------------------------------
@@ -169,6 +172,12 @@ def refresh_pools(pool_keys, models=None):
             for (cluster_id, driver), pools in grouped.items()
             for i in range(0, len(pools), _QUERY_CHUNK)
         ]
+    if pool_keys is not None and connection.vendor == "postgresql":
+        # Watchers of different kinds refresh the same pools' device rows (slices at a list's end, claims on
+        # allocation changes); one refresh per cluster at a time keeps their row locks from deadlocking.
+        with connection.cursor() as cursor:
+            for cluster_id in sorted({key[0] for key in pool_keys}):
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_REFRESH_LOCK, cluster_id])
     for scope in scopes:
         devices = device_model.objects.filter(scope)
         _write_held(devices, result_model)

@@ -198,7 +198,7 @@ def test_pod_with_allocated_claim_is_bound_to_its_node():
         ([{"kind": "ConfigMap", "metadata": {"name": "c"}}], "unsupported kind 'ConfigMap'"),
         ([{"kind": "ResourceClaim", "apiVersion": "resource.k8s.io/v1beta1", "metadata": {"name": "c"}}], "apiVersion resource.k8s.io/v1beta1 is not supported"),
         ([{"kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": {"devices": {"requests": [{"name": "r"}]}}}], "exactly one of `exactly` and `firstAvailable`"),
-        ([{"kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "h100", "count": "many"}}]}}}], "count must be an integer"),
+        ([{"kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "h100", "count": "many"}}]}}}], "count: must be an integer"),
     ],
 )
 def test_bad_documents(docs, message):

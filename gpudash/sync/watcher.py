@@ -208,7 +208,9 @@ class Watcher:
             self.lease.fence(status=SyncState.Status.LISTING)
         page_size = int(sync_setting("LIST_PAGE_SIZE", 500))
         seen_ids, cont, list_rv = set(), "", ""
-        device_pools = set()  # refreshed once at the end of the list, not per page
+        # Refreshed once at the end of the list, not per page. Pools deferred by an earlier list whose end
+        # failed (a deadlock, a lost connection) are kept: the retry's pages are unchanged and name none.
+        device_pools = self._deferred_pools = getattr(self, "_deferred_pools", set())
         footprint_keys = set()  # pods the list's pages stored footprints of (every pod, DRA or not)
         api_version = self.spec.group_version if self.version == self.spec.version else f"{self.spec.group}/{self.version}"
         while True:
@@ -269,6 +271,7 @@ class Watcher:
             )
             publish_on_commit([Change(self.cluster.pk, self.cluster.name, self.kind, "RELIST", resourceVersion=list_rv)])
         self.stats.apply_seconds += time.monotonic() - started
+        self._deferred_pools = set()
         self.rv = list_rv
         self._request_detection()
         log.info("%s %s: listed %d objects at resourceVersion %s", self.cluster.name, self.kind, len(seen_ids), list_rv)
