@@ -20,7 +20,12 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 demo: $(VENV)/.runtime
 	$(PY) manage.py demo $(DEMO_ARGS)
 
-test: $(VENV)/.dev
+# Node packages the tests run (an OpenID provider, axe-core); exact versions in package-lock.json.
+node_modules/.installed: package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+test: $(VENV)/.dev node_modules/.installed
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) test-sqlite
 
