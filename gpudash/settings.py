@@ -101,6 +101,8 @@ MIDDLEWARE = [
     # Serves /static/ from the app itself (demo, tests and containers alike).
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Picks the UI language: the nav's switch (a cookie), else Accept-Language (issue 14).
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -159,6 +161,13 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
+# The UI in English and Simplified Chinese; Kubernetes terms (ResourceClaim, DeviceClass) stay as
+# Kubernetes writes them. The catalog lives in locale/ (make messages updates and compiles it).
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+LANGUAGE_COOKIE_NAME = "gpudash_language"
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
+LANGUAGE_COOKIE_SAMESITE = "Lax"
 USE_TZ = True
 
 STATIC_URL = "static/"

@@ -12,6 +12,8 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
+    # The nav's language switch posts here; the choice is kept in a cookie (issue 14).
+    path("i18n/", include("django.conf.urls.i18n")),
     path("", include("accounts.urls")),  # login (password and/or OIDC), access profile, /oidc/ (issue 13)
     path("accounts/", include("django.contrib.auth.urls")),
     # REST API (issue 5): versioned routes, OpenAPI schema and browsable docs.
