@@ -2,15 +2,17 @@
 
 from collections import defaultdict
 
-from django.db.models import Count, Q
+from django.db.models import Case, Count, FloatField, Q, TextField, Value, When
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Concat
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from claims.models import AllocationResult, ClaimStateChange, Pod, ResourceClaim
-from gpudash import roles
+from gpudash import roles, tables
 from gpudash.views import DashboardView
 
-from . import devicefilter, devicestate, fleet, pools
+from . import devicefilter, devicestate, fleet, pools, summary
 from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
 
 # What a devices-list row shows (the raw JSON and the API's search copies stay in the database).
@@ -78,6 +80,21 @@ class FleetMapView(DashboardView):
         return ctx
 
 
+# Sortable columns of the nodes list (gpudash/tables.py): SQL columns, or None for the device
+# counts, which node_sort_keys reads from the per-node summary.
+NODE_SORT = {"cluster": "cluster__name", "name": "name", "ready": "ready", "since": "ready_changed_at", "devices": None, "free": None, "allocated": None}
+
+
+def node_sort_keys(counts):
+    """Sort keys over (id, cluster_id, name, ready, ready_changed_at, cluster name) rows; `counts`
+    is FleetSnapshot.node_counts() (what the page shows per node)."""
+    def count(state):
+        return lambda r: (counts.get((r[1], r[2])) or {}).get(state, 0)
+
+    return {"cluster": lambda r: r[5], "name": lambda r: r[2], "ready": lambda r: r[3], "since": lambda r: r[4],
+            "devices": count("total"), "free": count(fleet.FREE), "allocated": count(fleet.ALLOCATED)}
+
+
 class NodeListView(DashboardView):
     template_name = "inventory/node_list.html"
     regions = {"nodes": "inventory/_node_table.html"}
@@ -86,15 +103,28 @@ class NodeListView(DashboardView):
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
-        nodes = self.in_cluster(Node.objects.select_related(None)).order_by("cluster_id", "name")
+        nodes = self.in_cluster(Node.objects.select_related(None))
         q = self.request.GET.get("q", "").strip()
         if q:
             nodes = nodes.filter(name__icontains=q)
         ready = self.request.GET.get("ready", "")
         if ready in ("true", "false"):
             nodes = nodes.filter(ready=ready == "true")
-        ctx.update(self.paginate(nodes.only("id", "cluster_id", "name", "ready", "ready_changed_at", "unschedulable", "taints", "labels"), 100))
-        page_nodes = list(ctx["page_obj"].object_list)
+        sort = tables.sorting(self.request, Node, NODE_SORT, default=("cluster_id", "name"))
+        nodes = sort.apply(nodes)
+        fields = ("id", "cluster_id", "name", "ready", "ready_changed_at", "unschedulable", "taints", "labels")
+        if sort.python:
+            # Device counts are summed per node from the summary (as the page shows them), so a sort
+            # by a count reads every filtered node's counts once, sorts the ids, then loads the page.
+            counts = fleet.FleetSnapshot(self.cluster_ids, user=self.request.user).node_counts()
+            rows = list(nodes.values_list("id", "cluster_id", "name", "ready", "ready_changed_at", "cluster__name"))
+            sort.sort_rows(rows, node_sort_keys(counts))
+            ctx.update(self.paginate([r[0] for r in rows], 100))
+            by_id = Node.objects.only(*fields).in_bulk(ctx["page_obj"].object_list)
+            page_nodes = [by_id[pk] for pk in ctx["page_obj"].object_list if pk in by_id]
+        else:
+            ctx.update(self.paginate(nodes.only(*fields), 100))
+            page_nodes = list(ctx["page_obj"].object_list)
         # Device counts per node for the page only: one grouped query, one allocation lookup.
         keys = {(n.cluster_id, n.name) for n in page_nodes}
         per_node = fleet.FleetSnapshot(list({k[0] for k in keys}), user=self.request.user, nodes=keys).node_counts() if keys else {}
@@ -102,7 +132,7 @@ class NodeListView(DashboardView):
         for n in page_nodes:
             n.counts = dict(per_node.get((n.cluster_id, n.name), {"total": 0}))
             n.cluster_name = names.get(n.cluster_id)
-        ctx.update(nodes=page_nodes, q=q, ready=ready)
+        ctx.update(nodes=page_nodes, q=q, ready=ready, sorting=sort)
         return ctx
 
 
@@ -142,6 +172,24 @@ def _pods_by_claim(cluster_id, holders):
     return out
 
 
+def device_sort_columns(user):
+    """Sortable columns of the devices list, all in SQL: the model as the overview groups it, the
+    memory capacity as a number (the searchable copy in base units), the state by its label (the
+    badge the page shows), the holder by the stored deciding claim."""
+    # devicestate.state_q's conditions are exclusive (one primary state per device): each gives its label.
+    state_label = Case(*[When(devicestate.state_q(s), then=Value(fleet.STATE_LABELS[s])) for s in fleet.STATES], output_field=TextField())
+    holder = Concat("held_by_namespace", Value("/"), "held_by_name", output_field=TextField())
+    scope = roles.visible_namespaces(user)
+    if scope is not None:  # holders the user may not see sort together, not by their hidden names
+        holder = Case(When(held_by_namespace__in=scope, then=holder), When(held_by_name="", then=Value("")), default=Value("\uffff"), output_field=TextField())
+    return {
+        "cluster": "cluster__name", "node": "node_name", "name": "name", "driver": "driver", "pool": "pool",
+        "model": summary.MODEL, "memory": Cast(KT("capacity_values__memory"), FloatField()),
+        "state": state_label,
+        "holder": holder,
+    }
+
+
 class DeviceListView(DashboardView):
     template_name = "inventory/device_list.html"
     regions = {"devices": "inventory/_device_table.html"}
@@ -171,7 +219,8 @@ class DeviceListView(DashboardView):
             error, qs = f"Unknown flag {flag!r}: use one of {', '.join(fleet.FLAGS)}.", qs.none()
         elif flag:
             qs = qs.filter(devicestate.flag_q(flag))
-        qs = qs.order_by("cluster_id", "node_name", "driver", "pool", "name")
+        sort = tables.sorting(self.request, Device, device_sort_columns(self.request.user), default=("cluster_id", "node_name", "driver", "pool", "name"))
+        qs = sort.apply(qs)
         if residual:
             # Clauses SQL cannot answer exactly: checked in Python on what SQL left, then paged by id.
             rows = qs.only("id", "driver", "pool", "name", "node_name", "attributes", "capacity").iterator(chunk_size=2000)
@@ -196,6 +245,7 @@ class DeviceListView(DashboardView):
         ctx.update(
             q=get.get("q", ""), error=error, state=state, flag=flag, flags=fleet.FLAGS, flag_labels=fleet.FLAG_LABELS, driver=get.get("driver", ""), pool=get.get("pool", ""), node=get.get("node", ""),
             drivers=list(drivers), states=fleet.STATES, state_labels=fleet.STATE_LABELS, match_count=ctx["page_obj"].paginator.count,
+            sorting=sort,
         )
         return ctx
 
