@@ -115,3 +115,95 @@ class MirrorChange(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["cluster", "kind", "seq"], name="mirrorchange_cursor")]
+
+
+class KubeEventQuerySet(models.QuerySet):
+    def about(self, cluster_id, kind, name, namespace="", uid=""):
+        """Events whose involvedObject is this object (and this incarnation, when its uid is known), newest first."""
+        qs = self.filter(cluster_id=cluster_id, involved_kind=kind, involved_name=name, involved_namespace=namespace or "")
+        if uid:
+            qs = qs.filter(models.Q(involved_uid=uid) | models.Q(involved_uid=""))
+        return qs.order_by("-last_seen", "-id")
+
+
+class KubeEvent(KubeObject):
+    """A core/v1 Event about an object gpudash mirrors (a DRA object, a mirrored pod, a node).
+
+    Bounded: the sync keeps at most GPUDASH_SYNC["EVENTS_MAX_PER_CLUSTER"] per cluster, none older than
+    ["EVENTS_MAX_AGE_SECONDS"] (gpudash/sync/events.py); the API server itself expires events (1 h by default).
+    """
+
+    involved_kind = models.CharField(max_length=63)
+    involved_namespace = models.CharField(max_length=253, blank=True)
+    involved_name = models.CharField(max_length=253)
+    involved_uid = models.CharField(max_length=64, blank=True)
+    type = models.CharField(max_length=32, blank=True)  # Normal / Warning
+    reason = models.CharField(max_length=128, blank=True)
+    message = models.TextField(blank=True)
+    count = models.IntegerField(default=1)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    reporter = models.CharField(max_length=253, blank=True)
+
+    objects = KubeEventQuerySet.as_manager()
+
+    class Meta(KubeObject.Meta):
+        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="gpudash_kubeevent_unique_name")]
+        indexes = [
+            models.Index(fields=("cluster", "involved_kind", "involved_namespace", "involved_name"), name="gpudash_event_involved_idx"),
+            models.Index(fields=("cluster", "last_seen"), name="gpudash_event_age_idx"),
+        ]
+
+    @staticmethod
+    def seen_at(raw):
+        """When the event last happened: lastTimestamp (core/v1), series.lastObservedTime, eventTime, creation."""
+        series = raw.get("series") if isinstance(raw.get("series"), dict) else {}
+        meta = raw.get("metadata") or {}
+        for value in (raw.get("lastTimestamp"), series.get("lastObservedTime"), raw.get("eventTime"), meta.get("creationTimestamp")):
+            if isinstance(value, str) and value:
+                parsed = parse_datetime(value)
+                if parsed is not None:
+                    return parsed
+        return None
+
+    @classmethod
+    def fields_from_raw(cls, raw):
+        fields = super().fields_from_raw(raw)
+        involved = raw.get("involvedObject") if isinstance(raw.get("involvedObject"), dict) else {}
+        source = raw.get("source") if isinstance(raw.get("source"), dict) else {}
+        series = raw.get("series") if isinstance(raw.get("series"), dict) else {}
+        count = raw.get("count") or series.get("count") or 1
+        fields.update(
+            involved_kind=str(involved.get("kind") or ""),
+            involved_namespace=str(involved.get("namespace") or ""),
+            involved_name=str(involved.get("name") or ""),
+            involved_uid=str(involved.get("uid") or ""),
+            type=str(raw.get("type") or ""),
+            reason=str(raw.get("reason") or "")[:128],
+            message=str(raw.get("message") or ""),
+            count=int(count) if isinstance(count, int) else 1,
+            last_seen=cls.seen_at(raw),
+            reporter=str(source.get("component") or raw.get("reportingComponent") or raw.get("reportingController") or "")[:253],
+        )
+        return fields
+
+
+class SyncWorker(models.Model):
+    """A process running watchers (`manage.py watch`, a Celery worker, the embedded web process).
+
+    Alive while it heartbeats: the live workers share the (cluster, kind) leases between them by
+    rendezvous hashing (gpudash/sync/spread.py), each taking only its share.
+    """
+
+    name = models.CharField(max_length=255, unique=True, help_text="host:pid:random, the prefix of its lease holders")
+    hostname = models.CharField(max_length=255, blank=True)
+    pid = models.IntegerField(default=0)
+    clusters = models.JSONField(default=list, blank=True, help_text="Names of the clusters it watches; empty = all.")
+    started = models.DateTimeField(auto_now_add=True)
+    heartbeat = models.DateTimeField(db_index=True)
+    leases = models.IntegerField(default=0, help_text="Leases it held at its last heartbeat.")
+
+    class Meta:
+        ordering = ("name",)
+
+    def __str__(self):
+        return self.name

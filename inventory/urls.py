@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import views, views_objects
 
 app_name = "inventory"
 
@@ -13,5 +13,7 @@ urlpatterns = [
     # Pool names may contain slashes; driver and device names never do.
     path("devices/<slug:cluster>/<str:driver>/<path:pool>/<str:device>/", views.DeviceDetailView.as_view(), name="device-detail"),
     path("classes/", views.DeviceClassListView.as_view(), name="class-list"),
+    path("classes/<slug:cluster>/<str:name>/", views_objects.DeviceClassDetailView.as_view(), name="class-detail"),
+    path("slices/<slug:cluster>/<str:name>/", views_objects.SliceDetailView.as_view(), name="slice-detail"),
     path("pools/", views.PoolListView.as_view(), name="pool-list"),
 ]

@@ -22,6 +22,7 @@ from inventory import tasks as class_counts
 from inventory.devicestate import refresh_pools
 
 from . import changelog, footprints, pgcopy
+from . import events as events_mirror
 from .kinds import KINDS_BY_NAME
 from .publish import Change, publish_on_commit
 
@@ -257,6 +258,9 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
         if event != DELETED and kind == "Pod" and not pod_is_mirrored(raw):
             event = "DROP"  # a pod that (no longer) uses DRA: remove it if stored
         ops.append((event, key, fields, raw))
+    if kind == "Event" and ops:  # only events about what the mirror holds (gpudash/sync/events.py)
+        dropped = events_mirror.unwanted(cluster, [op for op in ops if op[0] != DELETED])
+        ops = [("DROP" if op[0] != DELETED and op[1] in dropped else op[0], *op[1:]) for op in ops]
     if not ops:
         return result
 
@@ -345,6 +349,8 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
             _insert(apps.get_model("claims.ClaimStateChange"), state_changes)
         if kind == "Pod":  # every pod, DRA or not: what it takes from its node (preview node filters)
             result.footprint_keys = footprints.apply(cluster, ops)
+        if kind == "Event":
+            events_mirror.prune(cluster)  # bounded in count and age
         changelog.record(cluster.pk, kind, changes)  # last write: its lock orders the log (changelog.py)
 
         result.inserted, result.updated, result.deleted = len(to_insert), len(to_update), len(to_delete)

@@ -41,5 +41,7 @@ KINDS = (
     Kind("Pod", "", "v1", "pods", True, "claims.Pod"),
     # Only served where the DRADeviceTaintRules gate is on (v1beta2 in 1.36, v1 later).
     Kind("DeviceTaintRule", "resource.k8s.io", "v1", "devicetaintrules", False, "inventory.DeviceTaintRule", ("v1beta2", "v1alpha3")),
+    # Events about the objects above, kept bounded (gpudash/sync/events.py); shown on the object pages.
+    Kind("Event", "", "v1", "events", True, "gpudash.KubeEvent"),
 )
 KINDS_BY_NAME = {k.kind: k for k in KINDS}
