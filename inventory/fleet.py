@@ -12,14 +12,15 @@ import functools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 
 from claims.models import AllocationResult, Finding
 from gpudash import roles
 
 from . import devicestate, summary
+from .devicekinds import GPU, OTHER, PARTITION
 from .devicestate import ADMIN, ALLOCATED, FREE, PARTIAL, STATES, STUCK, TAINTED, UNHEALTHY  # one vocabulary
-from .models import Device, NodeDeviceSummary
+from .models import Device, Node, NodeDeviceSummary, UnpublishedDevices
 from .summary import natural_key  # noqa: F401  (the pages sort device names with it)
 
 STATE_LABELS = {
@@ -91,7 +92,7 @@ def _stuck_devices(cluster_ids, nodes=None):
         devices = devices.filter(cluster_id__in=cluster_ids)
     if nodes is not None:
         devices = devices.filter(node_name__in={n for _, n in nodes})
-    rows = devices.order_by().annotate(model=summary.MODEL, kind=summary.KIND).values_list(*_SUMMARY_KEY, "allocation_state").annotate(n=Count("id"))
+    rows = devices.order_by().annotate(model=summary.MODEL).values_list(*_SUMMARY_KEY, "allocation_state").annotate(n=Count("id"))
     out = defaultdict(Counter)
     for *key, state, n in rows:
         if nodes is None or (key[0], key[3]) in nodes:
@@ -107,6 +108,7 @@ def _sums():
         "n": Sum("n_total"), "tainted": Sum("n_tainted"), "admin_watched": Sum("n_admin_watched"),
         "on_unready": Sum("n_total", filter=unready), "free": Sum("n_free", filter=~unready), "unready_free": Sum("n_free", filter=unready),
         "tainted_unheld": Sum("n_tainted_unheld"), "allocated": Sum("n_allocated"), "admin": Sum("n_admin"), "partial": Sum("n_partial"),
+        "gpus": Sum("n_gpus"), "gpus_free": Sum("n_gpus_free", filter=~unready),
     }
 
 
@@ -244,6 +246,86 @@ class FleetSnapshot:
             for driver, row in sorted(out.items())
         ]
 
+    # -- device kinds (inventory/devicekinds.py) -----------------------------------------------
+    def kind_totals(self):
+        """Physical GPUs (a whole GPU and its partitions are one) and how many are free (no device of
+        theirs held or tainted, node Ready); partitions and other devices by their own state."""
+        out = Counter()
+        for g in self.grouped("kind"):
+            out["gpus"] += g["gpus"] or 0
+            out["gpus_free"] += g["gpus_free"] or 0
+            if g["kind"] == GPU:
+                out["gpu_devices"] += g["n"]
+            elif g["kind"] == PARTITION:
+                out["partitions"] += g["n"]
+                out["partitions_free"] += g["states"][FREE]
+            else:
+                out["other"] += g["n"]
+                out["other_free"] += g["states"][FREE]
+        return {k: out[k] for k in ("gpus", "gpus_free", "gpu_devices", "partitions", "partitions_free", "other", "other_free")}
+
+    def gpu_models(self):
+        """Rows per (driver, model): for GPUs the physical GPUs, free ones, partitions and free
+        partitions; for other devices (kind "other") devices and free ones. GPUs first, biggest first."""
+        rows = defaultdict(Counter)
+        for g in self.grouped("driver", "model", "kind"):
+            r = rows[(OTHER if g["kind"] == OTHER else GPU, g["driver"], g["model"])]
+            r["gpus"] += g["gpus"] or 0
+            r["gpus_free"] += g["gpus_free"] or 0
+            if g["kind"] == PARTITION:
+                r["partitions"] += g["n"]
+                r["partitions_free"] += g["states"][FREE]
+            elif g["kind"] == OTHER:
+                r["devices"] += g["n"]
+                r["free"] += g["states"][FREE]
+        out = [{"kind": k, "driver": d, "model": m or "(no model attribute)", **{c: n[c] for c in ("gpus", "gpus_free", "partitions", "partitions_free", "devices", "free")}}
+               for (k, d, m), n in rows.items()]
+        return sorted(out, key=lambda r: (r["kind"] != GPU, -(r["gpus"] or r["devices"]), r["driver"], r["model"]))
+
+    def free_gpu_histogram(self):
+        """The fragmentation answer: per GPU model, how many nodes have k free whole GPUs, for k from
+        the most GPUs a node of that model has down to 0 ("is there a free 8-GPU node?" is the top bar).
+        [{"model", "nodes", "max_free", "bars": [{"free": k, "nodes": n, "pct": bar width}]}]"""
+        per_node = (
+            self._summary().exclude(node_name="").filter(n_gpus__gt=0).values_list("model", "cluster_id", "node_name")
+            .annotate(gpus=Sum("n_gpus"), free=Sum("n_gpus_free", filter=Q(unready=False))).order_by()
+        )
+        models = defaultdict(lambda: {"nodes": 0, "most": 0, "counts": Counter()})
+        for model, _cluster, _node, gpus, free in per_node:
+            m = models[model or "(no model attribute)"]
+            m["nodes"] += 1
+            m["most"] = max(m["most"], gpus or 0)
+            m["counts"][free or 0] += 1
+        out = []
+        for model, m in sorted(models.items(), key=lambda kv: (-kv[1]["nodes"], kv[0])):
+            peak = max(m["counts"].values())
+            bars = [{"free": k, "nodes": m["counts"][k], "pct": round(100 * m["counts"][k] / peak)} for k in range(m["most"], -1, -1)]
+            out.append({"model": model, "nodes": m["nodes"], "max_free": max(m["counts"]), "bars": bars})
+        return out
+
+    def gpu_model_names(self):
+        """The GPU models present (choices of the "≥ N free GPUs of model X" filters)."""
+        return sorted({m for m in self._summary().filter(n_gpus__gt=0).values_list("model", flat=True).distinct().order_by() if m})
+
+    def node_gpu_counts(self):
+        """(cluster_id, node) -> Counter {"gpus", "gpus_free", "partitions", "other"}."""
+        out = defaultdict(Counter)
+        for g in self.grouped("cluster_id", "node_name", "kind"):
+            if not g["node_name"] or (self.nodes is not None and (g["cluster_id"], g["node_name"]) not in self.nodes):
+                continue
+            c = out[(g["cluster_id"], g["node_name"])]
+            c["gpus"] += g["gpus"] or 0
+            c["gpus_free"] += g["gpus_free"] or 0
+            if g["kind"] == PARTITION:
+                c["partitions"] += g["n"]
+            elif g["kind"] == OTHER:
+                c["other"] += g["n"]
+        return out
+
+    def unpublished(self):
+        """What pools last published while they publish nothing now (unpublished_devices)."""
+        return unpublished_devices(self.cluster_ids, self.nodes)
+
     def node_counts(self):
         """(cluster_id, node) -> Counter of states plus "total"."""
         out = defaultdict(Counter)
@@ -251,6 +333,34 @@ class FleetSnapshot:
             if g["node_name"] and (self.nodes is None or (g["cluster_id"], g["node_name"]) in self.nodes):
                 out[(g["cluster_id"], g["node_name"])].update(g["states"], total=g["n"])
         return out
+
+
+def unpublished_devices(cluster_ids=None, nodes=None):
+    """UnpublishedDevices summed per map row, {"devices", "gpus", "nodes", "rows": {(cluster_id,
+    map_key): {"since", "devices", "gpus", "drivers", "node"}}}. Node-local pools count only while
+    their Node is mirrored: a deleted node is gone, not in an outage."""
+    rows = UnpublishedDevices.objects.annotate(
+        node_exists=Exists(Node.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("node_name")))
+    ).filter(Q(node_name="") | Q(node_exists=True))
+    if cluster_ids is not None:
+        rows = rows.filter(cluster_id__in=cluster_ids)
+    if nodes is not None:
+        rows = rows.filter(node_name__in={n for _, n in nodes})
+    out = {"devices": 0, "gpus": 0, "nodes": 0, "rows": {}}
+    for cid, map_key, node, driver, since, total, gpus in rows.values_list("cluster_id", "map_key", "node_name", "driver", "since", "n_total", "n_gpus"):
+        if nodes is not None and (cid, node) not in nodes:
+            continue
+        r = out["rows"].setdefault((cid, map_key), {"since": since, "devices": 0, "gpus": 0, "drivers": set(), "node": node})
+        r["since"] = min(r["since"], since)
+        r["devices"] += total
+        r["gpus"] += gpus
+        r["drivers"].add(driver)
+        out["devices"] += total
+        out["gpus"] += gpus
+    out["nodes"] = len(out["rows"])
+    for r in out["rows"].values():
+        r["drivers"] = sorted(r["drivers"])
+    return out
 
 
 class FleetMap:

@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from gpudash.models import KubeObject, parse_k8s_time
 
-from . import normalize
+from . import devicekinds, normalize
 from .querysets import DeviceQuerySet
 
 __all__ = (
@@ -19,6 +19,7 @@ __all__ = (
     "DeviceTaintRule",
     "Namespace",
     "NodeDeviceSummary",
+    "UnpublishedDevices",
 )
 
 
@@ -241,6 +242,10 @@ class Device(models.Model):
     held_by_namespace = models.CharField(max_length=253, blank=True)
     held_by_name = models.CharField(max_length=253, blank=True)
     admin_watched = models.BooleanField(default=False)
+    # gpu | partition | other, and the physical GPU (within the pool) a gpu or partition belongs to:
+    # decided once per slice write by inventory/devicekinds.py.
+    kind = models.CharField(max_length=16, default=devicekinds.OTHER)
+    parent = models.CharField(max_length=253, blank=True)
 
     objects = DeviceQuerySet.as_manager()
 
@@ -253,8 +258,12 @@ class Device(models.Model):
 
     @classmethod
     def rows_for_slice(cls, slice_obj, spec):
-        for dev in spec.get("devices") or []:
+        devices = spec.get("devices") or []
+        kinds = devicekinds.classify(slice_obj.driver, devices)
+        for dev, (kind, parent) in zip(devices, kinds):
             yield cls(
+                kind=kind,
+                parent=parent,
                 cluster_id=slice_obj.cluster_id,
                 slice=slice_obj,
                 driver=slice_obj.driver,
@@ -339,6 +348,11 @@ class NodeDeviceSummary(models.Model):
     n_partial = models.IntegerField(default=0)
     n_tainted = models.IntegerField(default=0)  # flag, whatever the state
     n_admin_watched = models.IntegerField(default=0)  # flag, whatever the state
+    # Physical GPUs (devicekinds: a whole GPU and its partitions are one), counted on the row of their
+    # whole-GPU device (the "partition" row where only partitions are published), and how many of them
+    # have no device held or tainted (free on a Ready node: NotReady applied when reading).
+    n_gpus = models.IntegerField(default=0)
+    n_gpus_free = models.IntegerField(default=0)
 
     class Meta:
         # The key also serves the refresh's lookups by (cluster, driver, pool).
@@ -351,3 +365,30 @@ class NodeDeviceSummary(models.Model):
 
     def __str__(self):
         return f"{self.map_key} {self.driver}/{self.pool}: {self.n_total} devices"
+
+
+class UnpublishedDevices(models.Model):
+    """What a pool last published, kept when all its slices disappear (a driver outage, a driver
+    restart): the node keeps its place on the map with "driver not publishing since ...", and the
+    totals say how many devices are not published now. Written by summary.rebuild from the pool's last
+    summary rows, removed when the pool publishes again or its node is deleted."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    driver = models.CharField(max_length=63)
+    pool = models.CharField(max_length=253)
+    node_name = models.CharField(max_length=253, blank=True)
+    model = models.TextField(blank=True)
+    kind = models.CharField(max_length=16, default="other")
+    map_key = models.CharField(max_length=260)
+    sort_key = models.TextField()
+    n_total = models.IntegerField(default=0)
+    n_gpus = models.IntegerField(default=0)
+    since = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "driver", "pool", "node_name", "model", "kind"), name="inventory_unpublished_unique_key"),
+        ]
+
+    def __str__(self):
+        return f"{self.map_key} {self.driver}/{self.pool}: {self.n_total} devices not published since {self.since}"

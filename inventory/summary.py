@@ -8,26 +8,24 @@ then the pools' summary rows replaced.
 import re
 
 from django.apps import apps as django_apps
-from django.db.models import Case, Count, F, Q, TextField, Value, When
+from django.db.models import Case, Count, F, Max, Q, TextField, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Concat
+from django.utils import timezone
+
+from . import devicekinds
 
 # The model the overview groups by: productName, else the model attribute.
 MODEL = Coalesce(KT("attribute_values__productName"), KT("attribute_values__model"), Value(""), output_field=TextField())
-# The device kind the metrics count by: a partition (MIG device: type "mig", or one naming its parent
-# GPU), a whole GPU (type "gpu"), anything else (NICs, FPGAs, ...). Attribute copies are keyed bare.
-KINDS = ("gpu", "partition", "other")
-KIND = Case(
-    When(Q(attribute_values__type="mig") | Q(attribute_values__has_key="parentUUID"), then=Value("partition")),
-    When(attribute_values__type="gpu", then=Value("gpu")),
-    default=Value("other"), output_field=TextField(),
-)
+# The device kind (inventory/devicekinds.py): stored on the device row when its slice is written.
+KINDS = devicekinds.KINDS
 # A fleet-map row: the node, or the pool for devices without one (no node name contains ":").
 MAP_KEY = Case(When(node_name="", then=Concat(Value("pool:"), F("pool"))), default=F("node_name"), output_field=TextField())
 
 # A summary row's key, and what it counts (see NodeDeviceSummary).
 KEY = ("cluster_id", "driver", "pool", "node_name", "model", "kind")
-COUNTS = ("n_total", "n_free", "n_tainted_unheld", "n_allocated", "n_admin", "n_partial", "n_tainted", "n_admin_watched")
+COUNTS = ("n_total", "n_free", "n_tainted_unheld", "n_allocated", "n_admin", "n_partial", "n_tainted", "n_admin_watched", "n_gpus", "n_gpus_free")
+_DEVICE_COUNTS = COUNTS[:-2]
 _DIGITS = re.compile(r"(\d+)")
 _WRITE_BATCH = 1000
 
@@ -53,15 +51,20 @@ def natural_sort_key(text):
     return "".join(parts).encode().hex()
 
 
-def rebuild(scope, device_model=None, summary_model=None):
-    """Replace the summary rows of the pools `scope` (a Q on cluster_id/driver/pool) selects."""
+def rebuild(scope, device_model=None, summary_model=None, unpublished_model=None):
+    """Replace the summary rows of the pools `scope` (a Q on cluster_id/driver/pool) selects.
+
+    A pool that published devices before and publishes none now keeps its last rows as
+    UnpublishedDevices (when a migration passes no such model, they are simply dropped)."""
     device_model = device_model or django_apps.get_model("inventory", "Device")
-    summary_model = summary_model or django_apps.get_model("inventory", "NodeDeviceSummary")
+    if summary_model is None:
+        summary_model = django_apps.get_model("inventory", "NodeDeviceSummary")
+        unpublished_model = unpublished_model or django_apps.get_model("inventory", "UnpublishedDevices")
     unheld = Q(allocation_state="free")
     rows = (
         device_model.objects.filter(scope)
         .order_by()
-        .annotate(model=MODEL, kind=KIND)
+        .annotate(model=MODEL)
         .values_list(*KEY)
         .annotate(
             n_total=Count("id"),
@@ -74,21 +77,70 @@ def rebuild(scope, device_model=None, summary_model=None):
             n_admin_watched=Count("id", filter=Q(admin_watched=True)),
         )
     )
-    fields = KEY + COUNTS
+    fields = KEY + _DEVICE_COUNTS
     new = {}
     for values in rows:
         row = summary_model(**dict(zip(fields, values)))
         row.map_key = row.node_name or f"pool:{row.pool}"
         row.sort_key = natural_sort_key(row.map_key)
         new[values[: len(KEY)]] = row
+    _count_gpus(device_model.objects.filter(scope), new)
     # Upsert by key and delete only what is gone, rather than delete-all-then-insert: the slice and
     # the claim watchers may refresh the same pool at once, and a DELETE does not see rows another
     # transaction inserts meanwhile, so two rebuilds would leave both sets of rows. Sorted, so two
     # writers take the key locks in the same order.
-    gone = [pk for pk, *key in summary_model.objects.filter(scope).values_list("id", *KEY) if tuple(key) not in new]
+    old = list(summary_model.objects.filter(scope).values_list("id", *KEY, "map_key", "sort_key", "n_total", "n_gpus"))
+    gone = [pk for pk, *key in (r[: len(KEY) + 1] for r in old) if tuple(key) not in new]
+    if unpublished_model is not None:
+        _keep_unpublished(unpublished_model, scope, old, new)
     for start in range(0, len(gone), _WRITE_BATCH):
         summary_model.objects.filter(id__in=gone[start : start + _WRITE_BATCH]).delete()
     summary_model.objects.bulk_create(
         [new[key] for key in sorted(new)], batch_size=_WRITE_BATCH,
         update_conflicts=True, unique_fields=KEY, update_fields=COUNTS + ("map_key", "sort_key"),
     )
+
+
+def _count_gpus(devices, new):
+    """Add the physical GPUs (devicekinds) of these devices to their summary rows `new`: one per
+    (pool, parent), on the row of its whole-GPU device, free when none of its devices is held (admin
+    access excepted) or tainted."""
+    busy = (Q(held_by_claim_id__isnull=False) & ~Q(allocation_state="admin")) | Q(tainted=True)
+    groups = (
+        devices.filter(kind__in=(devicekinds.GPU, devicekinds.PARTITION)).order_by()
+        .values_list("cluster_id", "driver", "pool", "node_name", "parent")
+        .annotate(
+            whole=Count("id", filter=Q(kind=devicekinds.GPU)), busy=Count("id", filter=busy),
+            gpu_model=Max(MODEL, filter=Q(kind=devicekinds.GPU)), any_model=Max(MODEL),
+        )
+    )
+    by_node_kind = {}
+    for key in new:
+        by_node_kind.setdefault((key[:4], key[5]), key)
+    for cluster_id, driver, pool, node, _parent, whole, n_busy, gpu_model, any_model in groups:
+        kind = devicekinds.GPU if whole else devicekinds.PARTITION
+        key = (cluster_id, driver, pool, node, (gpu_model if whole else any_model) or "", kind)
+        row = new.get(key) or new.get(by_node_kind.get(((cluster_id, driver, pool, node), kind)))
+        if row is None:
+            continue
+        row.n_gpus += 1
+        row.n_gpus_free += 0 if n_busy else 1
+
+
+def _keep_unpublished(unpublished_model, scope, old, new):
+    """Pools of `scope` that had summary rows and have none now keep them as UnpublishedDevices; pools
+    publishing again lose theirs (the kept rows are few: read them, delete by id)."""
+    now_publishing = {key[:3] for key in new}
+    back = [pk for pk, *pool in unpublished_model.objects.filter(scope).values_list("id", "cluster_id", "driver", "pool") if tuple(pool) in now_publishing]
+    for start in range(0, len(back), _WRITE_BATCH):
+        unpublished_model.objects.filter(id__in=back[start : start + _WRITE_BATCH]).delete()
+    vanished = [r for r in old if r[1:4] not in now_publishing]
+    if not vanished:
+        return
+    since = timezone.now()
+    rows = [
+        unpublished_model(cluster_id=c, driver=d, pool=p, node_name=n, model=m, kind=k, map_key=mk, sort_key=sk, n_total=total, n_gpus=gpus, since=since)
+        for _pk, c, d, p, n, m, k, mk, sk, total, gpus in vanished
+    ]
+    # Another refresh may have kept the same pool a moment ago: keep the earlier `since`.
+    unpublished_model.objects.bulk_create(rows, batch_size=_WRITE_BATCH, ignore_conflicts=True)
