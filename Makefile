@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: demo test test-sqlite bench
+.PHONY: demo test test-sqlite bench messages
 
 $(VENV)/.runtime: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,3 +32,10 @@ test: $(VENV)/.dev node_modules/.installed
 # The embedded default: the same models and sync on SQLite, no Redis.
 test-sqlite: $(VENV)/.dev
 	env -u DATABASE_URL -u REDIS_URL GPUDASH_DATA_DIR=$(CURDIR)/.data/test-sqlite $(PY) -m pytest -m sqlite_default $(PYTEST_ARGS)
+
+# The zh_Hans catalog: collect marked strings (GNU gettext's xgettext), then compile locale/*.mo.
+# Both files are committed, so a checkout runs translated without gettext installed.
+MESSAGES_IGNORE := -i node_modules -i tests -i bench -i deploy -i docs -i .data
+messages: $(VENV)/.dev
+	$(PY) manage.py makemessages -l zh_Hans --no-obsolete --add-location=file $(MESSAGES_IGNORE)
+	$(PY) manage.py compilemessages -l zh_Hans -i .venv -i node_modules

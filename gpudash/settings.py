@@ -74,7 +74,7 @@ CONTENT_SECURITY_POLICY = {
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "gpudash.apps.GpudashAdminConfig",  # django.contrib.admin, usable by the admin role (gpudash/admin_site.py)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -165,6 +165,8 @@ USE_I18N = True
 # Kubernetes writes them. The catalog lives in locale/ (make messages updates and compiles it).
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+if os.environ.get("GPUDASH_LOCALE_DIR"):  # the catalog test extracts into a copy, never into the checkout
+    LOCALE_PATHS = [Path(os.environ["GPUDASH_LOCALE_DIR"])]
 LANGUAGE_COOKIE_NAME = "gpudash_language"
 LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
 LANGUAGE_COOKIE_SAMESITE = "Lax"
@@ -186,6 +188,8 @@ LOGOUT_REDIRECT_URL = "login"
 from accounts.config import sign_in_settings  # noqa: E402
 
 globals().update(sign_in_settings(os.environ))
+# The admin role holds every model permission in the Django admin (gpudash/admin_site.py).
+AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "gpudash.admin_site.AdminRoleBackend"]  # noqa: F821
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
@@ -211,10 +215,15 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = False
+from celery.schedules import crontab  # noqa: E402
+
 CELERY_BEAT_SCHEDULE = {
     "ensure-watchers": {"task": "gpudash.sync.tasks.ensure_watchers", "schedule": 15.0},
     "detect-stuck-claims": {"task": "claims.tasks.detect_stuck_claims", "schedule": 60.0},
     "poll-utilization": {"task": "monitoring.tasks.poll_utilization", "schedule": float(os.environ.get("GPUDASH_UTILIZATION_POLL", "60"))},
+    # Fleet history (monitoring/history.py): a sample per minute, pruned past GPUDASH_HISTORY_DAYS hourly.
+    "sample-history": {"task": "monitoring.tasks.sample_history", "schedule": crontab()},
+    "prune-history": {"task": "monitoring.tasks.prune_history", "schedule": 3600.0},
 }
 
 REST_FRAMEWORK = {
@@ -320,6 +329,8 @@ GPUDASH_MONITORING = {
     # Idle-GPU finding: allocated, under this utilization (%) for this long (s). Report-only.
     "IDLE_THRESHOLD_PERCENT": float(os.environ.get("GPUDASH_IDLE_THRESHOLD", "5")),
     "IDLE_PERIOD_SECONDS": float(os.environ.get("GPUDASH_IDLE_PERIOD", "1800")),
+    # Fleet history (per-minute counts for the charts): days kept (monitoring.history.retention_days checks it).
+    "HISTORY_DAYS": os.environ.get("GPUDASH_HISTORY_DAYS", "14"),
 }
 
 LOGGING = {
