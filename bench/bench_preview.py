@@ -41,6 +41,8 @@ def main():
     parser.add_argument("--rate", type=float, default=100, help="--live: changes per second the sync applies meanwhile")
     parser.add_argument("--seconds", type=float, default=30, help="--live: how long the churn runs")
     parser.add_argument("--engine", action="store_true", help="The engine alone, in process (no database): node filters + DRA for a pod.")
+    parser.add_argument("--nodes", type=int, default=5000, help="--engine: fleet size; --live/page: the fleet to load when the database has none (or another size)")
+    parser.add_argument("--profile", action="store_true", help="--engine: cProfile one warm pod preview and print the top functions")
     args = parser.parse_args()
     if args.live:
         return live_main(args)
@@ -275,7 +277,7 @@ def engine_main(args):
     from claims.allocator.nodefilters import scheduling_pod
     from devcluster.fleet import generate_fleet
 
-    objects = generate_fleet()
+    objects = generate_fleet(nodes=args.nodes, claims=args.nodes * 4)
     for i, node in enumerate(objects["nodes"]):
         node["spec"].setdefault("taints", []).append({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"})
         if i % 50 == 49:
@@ -308,6 +310,16 @@ def engine_main(args):
                 times.append(elapsed)
                 room_times.append((time.perf_counter() - t1) * 1000)
         s = result["summary"]
+        if args.profile and text is POD:
+            import cProfile
+            import pstats
+
+            prof = cProfile.Profile()
+            prof.enable()
+            claims, bound = resolve_claims(inv, docs)
+            preview(inv, claims, bound=bound, pod=scheduling_pod(docs), node_filters=True)
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
         print(f"warm, {name:48s} preview median {statistics.median(times):5.0f} ms (max {max(times):4.0f})  headroom median "
               f"{statistics.median(room_times):5.0f} ms  fit {s['fits']}/{s['nodes']}  filtered {s['filtered']}  copies {room['copies']}")
 

@@ -152,3 +152,29 @@ def test_results_are_deterministic_and_projection_is_exact(data):
         assert run() == first
     finally:
         search_mod.SHARE_RESULTS = True
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.booleans(), st.sampled_from([FIXED, Features()]))
+def test_direct_answer_equals_the_search(data, single, features):
+    """NodeAllocator answers one-request plans without the search where that is exact (search.py
+    _simple_run): the same verdicts, picks, reasons and headroom as the search itself."""
+    from claims.allocator import headroom
+
+    slices, allocated, requests, constraints = data
+    if single:
+        requests = requests[:1]
+
+    def run():
+        inv = inventory(slices, allocated=allocated, features=features, nodes={"node-1": {}, "node-2": {}})
+        c = claim("c", requests, constraints=constraints)
+        out = allocate(inv, [c], "node-1")
+        return ((out.status, out.message, [(p.variant.label, p.device.id) for ps in out.picks for p in ps]),
+                preview(inv, [c], reason_codes=True)["nodes"], headroom(inv, [c])["byNode"])
+
+    fast = run()
+    search_mod.SIMPLE_PATH = False
+    try:
+        assert run() == fast
+    finally:
+        search_mod.SIMPLE_PATH = True

@@ -30,38 +30,38 @@ class Funnel:
         self.v = variant
         self.cls = inv.classes.get(variant.class_name)
         class_key = ("class-only", variant.class_name)
-        class_chain = [c for c in allocator.plan.chains[id(variant)][1] if c[0].startswith("class ")]
-        self.n_class = len(allocator.chain_candidates(view, class_key, class_chain))
-        cands = allocator.candidates(view, variant)
-        # Devices whose selectors raise were not reached by the search (else it would have been an
-        # error, not a failure): they are neither matches nor free.
-        self.n_err = sum(1 for c in cands if c[2] is not None)
-        self.n_sel = len(cands) - self.n_err
+        chain_key, chain = allocator.plan.chains[id(variant)]
+        class_chain = [c for c in chain if c[0].startswith("class ")]
+        allocator.chain_candidates(view, class_key, class_chain)  # fills each pool's match lists
+        allocator.candidates(view, variant)
+        # Per pool, the counts depend only on the pool's devices, its allocated state and the
+        # request's shape: cached on the pool view under the state's token (a fleet-wide preview
+        # explains thousands of nodes, most of them sharing nothing but an unchanged state).
+        shape = (chain_key, variant.admin, _tolerations_key(variant.tolerations), tuple(sorted(variant.capacity_requests.items())))
+        state = inv.state
+        self.n_class = self.n_err = self.n_sel = 0
         self.n_alloc = self.n_taint = self.n_counter = self.n_cap = 0
         self.owner = self.taint = None
         self.free = []
-        f = inv.features
-        for dev, pool, err in cands:
-            if err is not None:
-                continue
-            if not variant.admin and (dev.key in inv.state.dedicated):
-                self.n_alloc += 1
-                self.owner = self.owner or (inv.state.owners.get(dev.key) or [None])[0]
-                continue
-            if f.device_taints and dev.taints:
-                taint = variant.blocking_taint(dev)
-                if taint is not None:
-                    self.n_taint += 1
-                    self.taint = self.taint or taint
-                    continue
-            if dev.has_counters and not _counters_fit(dev, pool, f):
-                self.n_counter += 1
-                continue
-            if (variant.capacity_requests or (dev.multi and f.consumable_capacity)) and f.consumable_capacity:
-                if allocator._capacity(dev, variant, persisted_only=True) is None:
-                    self.n_cap += 1
-                    continue
-            self.free.append(dev)
+        for pool in view.usable:
+            key = (shape, state.token(pool.key))
+            part = pool.funnel_cache.get(key)
+            if part is None:
+                if len(pool.funnel_cache) > 64:
+                    pool.funnel_cache.clear()
+                part = pool.funnel_cache[key] = _pool_part(allocator, inv, pool, class_key, chain_key, variant)
+            n_class, n_err, n_sel, n_alloc, owner, n_taint, taint, n_counter, n_cap, free = part
+            self.n_class += n_class
+            self.n_err += n_err
+            self.n_sel += n_sel
+            self.n_alloc += n_alloc
+            self.n_taint += n_taint
+            self.n_counter += n_counter
+            self.n_cap += n_cap
+            self.owner = self.owner or owner
+            self.taint = self.taint or taint
+            if free:
+                self.free.extend(free)
         self.need = variant.count if variant.mode != "All" else self.n_sel
 
     @property
@@ -126,6 +126,47 @@ class Funnel:
             return f"no device of driver {drv} on this node matches class `{self.v.class_name}`"
         text = f"no complete pool of driver {drv} on this node"
         return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _tolerations_key(tolerations):
+    return tuple(tuple(sorted((k, str(v)) for k, v in t.items())) if isinstance(t, dict) else (str(t),) for t in tolerations)
+
+
+def _pool_part(allocator, inv, pool, class_key, chain_key, variant):
+    """One pool's share of a Funnel: (n_class, n_err, n_sel, n_alloc, first owner, n_taint, first
+    taint, n_counter, n_cap, free devices), in the pool's device order."""
+    n_class = len(pool.match_cache.get(class_key) or ())
+    cands = pool.match_cache.get(chain_key) or ()
+    # Devices whose selectors raise were not reached by the search (else it would have been an
+    # error, not a failure): they are neither matches nor free.
+    n_err = sum(1 for c in cands if c[2] is not None)
+    n_alloc = n_taint = n_counter = n_cap = 0
+    owner = taint = None
+    free = []
+    f = inv.features
+    dedicated = inv.state.dedicated
+    for dev, pool_, err in cands:
+        if err is not None:
+            continue
+        if not variant.admin and (dev.key in dedicated):
+            n_alloc += 1
+            owner = owner or (inv.state.owners.get(dev.key) or [None])[0]
+            continue
+        if f.device_taints and dev.taints:
+            blocking = variant.blocking_taint(dev)
+            if blocking is not None:
+                n_taint += 1
+                taint = taint or blocking
+                continue
+        if dev.has_counters and not _counters_fit(dev, pool_, f):
+            n_counter += 1
+            continue
+        if (variant.capacity_requests or (dev.multi and f.consumable_capacity)) and f.consumable_capacity:
+            if allocator._capacity(dev, variant, persisted_only=True) is None:
+                n_cap += 1
+                continue
+        free.append(dev)
+    return (n_class, n_err, len(cands) - n_err, n_alloc, owner, n_taint, taint, n_counter, n_cap, tuple(free))
 
 
 def _counters_fit(dev, pool, features):

@@ -271,6 +271,7 @@ class IncrementalMixin:
             state.capacity.pop(key, None)
             state.owners.pop(key, None)
         state.share_ids = {s for s in state.share_ids if s[:3] not in keys}
+        state.changed({key[:2] for key in keys})
         fresh = AllocatedState()
         for ref in sorted(refs):
             raw = self.claims.get(ref)
@@ -297,6 +298,7 @@ class IncrementalMixin:
         with the previous copy, so a preview running on it meanwhile may already see the new rule
         taints: accepted for a rare, admin-made change (the alternative is re-parsing every slice)."""
         rules = self.taint_rules
+        self.state.changed_all()  # explanations cached per pool state count taints too
         for dev in self.devices_by_key.values():
             dev.taints = list(dev.raw.get("taints") or [])
         _delete(self._problem_of, [k for k in self._problem_of if k[0] == "DeviceTaintRule"])  # re-reported below
@@ -414,4 +416,5 @@ def _copy_state(state):
     new.share_ids = set(state.share_ids)
     new.capacity = _copied(state.capacity)
     new.owners = _copied(state.owners)
+    new.pool_tokens = dict(state.pool_tokens)
     return new

@@ -6,6 +6,7 @@ copy that shares everything the changes did not touch. Per-node views
 computed lazily and cached on it, so the first preview pays for CEL and later ones are cheap.
 """
 
+import itertools
 from collections import defaultdict
 
 from .features import Features
@@ -28,10 +29,21 @@ KIND_ALIASES = {
 }
 
 
+# Tokens naming one version of one pool's allocated state (AllocatedState.token): unique in the
+# process, so caches on views shared by several Inventory copies never mix their states.
+_STATE_TOKENS = itertools.count(1)
+
+
+def new_state_token():
+    return next(_STATE_TOKENS)
+
+
 class AllocatedState:
     """What the scheduler treats as taken: every claim with `status.allocation` (brief 2.1)."""
 
     def __init__(self):
+        self.base_token = new_state_token()
+        self.pool_tokens = {}  # (driver, pool) -> token, for pools changed since this state was built
         self.dedicated = set()  # device keys allocated without shareID and without adminAccess
         self.shared = set()  # device keys with at least one share
         self.share_ids = set()
@@ -59,6 +71,19 @@ class AllocatedState:
     def is_allocated(self, key):
         return key in self.dedicated or key in self.shared
 
+    def token(self, pool_key):
+        """Names the allocated state of the devices of `pool_key` ((driver, pool)) as it is now: equal
+        tokens, equal state (incremental.py takes a fresh one for each pool it restates)."""
+        return self.pool_tokens.get(pool_key, self.base_token)
+
+    def changed(self, pool_keys):
+        for key in pool_keys:
+            self.pool_tokens[key] = new_state_token()
+
+    def changed_all(self):
+        self.base_token = new_state_token()
+        self.pool_tokens = {}
+
 
 class PoolCounters:
     """Shared counters of one pool generation, minus what allocated devices consume (brief 2.10)."""
@@ -85,7 +110,8 @@ class PoolCounters:
 class PoolView:
     """One pool as seen from one node: complete/invalid, its devices in scheduler order."""
 
-    __slots__ = ("driver", "name", "key", "generation", "devices", "off_node", "complete", "invalid", "has_binding", "counters", "slice_count", "expected", "match_cache")
+    __slots__ = ("driver", "name", "key", "generation", "devices", "off_node", "complete", "invalid", "has_binding", "counters", "slice_count", "expected", "match_cache",
+                 "funnel_cache")
 
     def __init__(self, key, generation, devices, complete, invalid, has_binding, counters, slice_count, expected, off_node=frozenset()):
         self.key, self.driver, self.name = key, key[0], key[1]
@@ -99,6 +125,7 @@ class PoolView:
         self.counters = counters
         self.slice_count, self.expected = slice_count, expected
         self.match_cache = {}
+        self.funnel_cache = {}  # explain.py: per request shape and state token, the pool's share of a funnel
 
     @property
     def label(self):

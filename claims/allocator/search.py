@@ -16,6 +16,9 @@ from .projection import projector_for
 # Share CEL results between devices a selector cannot tell apart (projection.py); tests switch it off
 # to compare against per-device evaluation.
 SHARE_RESULTS = True
+# Answer single-request plans without the search where that is exact (NodeAllocator._simple_run);
+# tests switch it off to compare with the search.
+SIMPLE_PATH = True
 
 SUCCESS, UNSCHEDULABLE, NODE_FAILURE, ERROR = "success", "unschedulable", "node-failure", "error"
 # Not decided: the whole request's deadline (deadline.py) passed first. Never upstream's verdict.
@@ -185,6 +188,7 @@ class NodeAllocator:
         self.filter_timeout = filter_timeout
         self._until = None
         self._until_is_request = False
+        self._simple = None  # (plan state, _simple_request's answer)
 
     def _start_clock(self):
         until = time.monotonic() + self.filter_timeout if self.filter_timeout else None
@@ -248,6 +252,11 @@ class NodeAllocator:
             self._until = None
 
     def _run(self, view):
+        simple = self._simple_request() if SIMPLE_PATH else None
+        if simple is not None:
+            outcome = self._simple_run(view, *simple)
+            if outcome is not None:
+                return outcome
         claims = self.plan.claims
         self.view = view
         self.picked_dedicated = set()  # non-admin dedicated picks: what a headroom copy uses up
@@ -299,6 +308,153 @@ class NodeAllocator:
         if view.invalid:
             return Outcome(view.name, NODE_FAILURE, message=f"{INVALID_POOLS_MESSAGE} ({invalid_detail(view)})")
         return Outcome(view.name, UNSCHEDULABLE)
+
+    # -- the common case without a search -----------------------------------------------------
+
+    def _simple_request(self):
+        """(variant, [covering matchAttribute names]) when the plan is one claim with one ExactCount
+        request and at most matchAttribute constraints, else None (the general search runs)."""
+        plan = self.plan
+        key = (plan.only_constraints is None, frozenset(plan.only_constraints or ()), plan.deferred is None)
+        cached = self._simple
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        found = None
+        claims = plan.claims
+        if len(claims) == 1 and plan.deferred is None and len(claims[0].requests) == 1:
+            claim = claims[0]
+            req = claim.requests[0]
+            v = req.variants[0]
+            plain = (not req.prioritized and v.mode == "ExactCount" and 0 < v.count <= MAX_DEVICES_PER_CLAIM and not v.admin
+                     and not (v.capacity_requests and self.f.consumable_capacity))
+            only = plan.only_constraints
+            matches = []
+            for i, c in enumerate(claim.constraints):
+                if only is not None and (0, i) not in only:
+                    continue
+                if not c.covers(v):
+                    continue
+                if not c.match:
+                    plain = False
+                    break
+                matches.append(c.match)
+            if plain:
+                found = (v, tuple(matches))
+        self._simple = (key, found)
+        return found
+
+    def _simple_run(self, view, v, matches):
+        """The search's answer for a single ExactCount request, computed directly; None = run the search.
+
+        Exact only while every device the search would try is "plain": no CEL error anywhere in the
+        list, no counters, not shareable with consumable capacity. Then the search's per-device check
+        is independent of the other picks (in use, untolerated taint, matchAttribute value), and its
+        depth-first order picks the first `count` acceptable devices; with matchAttribute, the first
+        `count` acceptable devices of the first value (in list order) that has `count` of them.
+        Nothing is charged or leaked on the way, so no state differs from the search's.
+        """
+        self.view = view
+        cands = self.candidates(view, v)
+        plain = self._plain_prefix(cands)  # candidates before the first one that is not plain
+        if plain < 0:
+            return None  # a selector raised somewhere in the list
+        need = v.count
+        dedicated = self.state.dedicated
+        extra = self.extra.dedicated if self.extra is not None else ()
+        taints_on = self.f.device_taints
+        chosen = None
+        if not matches:
+            chosen = []
+            for i, c in enumerate(cands):
+                if i == plain:
+                    return None
+                dev = c[0]
+                key = dev.key
+                if key in dedicated or key in extra:
+                    continue
+                if taints_on and dev.taints and v.blocking_taint(dev) is not None:
+                    continue
+                chosen.append(c)
+                if len(chosen) == need:
+                    break
+            else:
+                chosen = None
+        else:
+            if plain < len(cands):
+                return None  # the search would try all of them (failed first picks scan the rest)
+            values = self._match_values(cands, matches)
+            if values is None:
+                return None
+            groups = {}
+            for c, value in zip(cands, values):
+                if value is None:
+                    continue
+                key = c[0].key
+                if key in dedicated or key in extra:
+                    continue
+                if taints_on and c[0].taints and v.blocking_taint(c[0]) is not None:
+                    continue
+                group = groups.get(value)
+                if group is None:
+                    group = groups[value] = []
+                group.append(c)
+            for group in groups.values():  # in order of first appearance
+                if len(group) >= need:
+                    chosen = group[:need]
+                    break
+        self.view = view
+        self.counters_used = {}
+        self.share_capacity = {}
+        if chosen is None:
+            self.picked_dedicated = set()
+            self.picks = [[]]
+            if view.invalid:
+                return Outcome(view.name, NODE_FAILURE, message=f"{INVALID_POOLS_MESSAGE} ({invalid_detail(view)})")
+            return Outcome(view.name, UNSCHEDULABLE)
+        claim = self.plan.claims[0]
+        picks = [Pick(claim, v, dev, pool, False, None) for dev, pool, _ in chosen]
+        self.picks = [picks]
+        self.picked_dedicated = {p.device.key for p in picks}
+        return Outcome(view.name, SUCCESS, picks=[list(picks)])
+
+    def _plain_prefix(self, cands):
+        """-1 when a candidate's selectors raised, else the index of the first candidate the direct
+        answer cannot decide (counters, or shareable with consumable capacity), len(cands) if none.
+        Cached with the list (devices never change once parsed)."""
+        key = ("plain", id(cands))
+        cached = self.view.candidates.get(key)
+        if cached is None:
+            if self._last_error(cands) >= 0:
+                cached = -1
+            else:
+                shares = self.f.consumable_capacity
+                cached = next((i for i, (dev, _, _) in enumerate(cands) if dev.has_counters or (shares and dev.multi)), len(cands))
+            self.view.candidates[key] = cached
+        return cached
+
+    def _match_values(self, cands, matches):
+        """Per candidate the tuple of its matchAttribute values, None where one is missing or
+        unknown (the constraint rejects that device); None for the whole list if a value cannot be
+        used as a key. Cached with the list."""
+        key = ("match", id(cands), matches)
+        cached = self.view.candidates.get(key, False)
+        if cached is False:
+            cached = []
+            for dev, _, _ in cands:
+                values = []
+                for name in matches:
+                    value = dev.attribute(name)
+                    if value is None or value[0] == "unknown":
+                        values = None
+                        break
+                    values.append(value)
+                cached.append(tuple(values) if values is not None else None)
+            try:
+                {value for value in cached}
+            except TypeError:  # e.g. a list where a scalar belongs: the search compares those itself
+                cached = None
+            self.view.candidates[key] = cached
+        return cached
 
     def _hopeless(self, view):
         """A request with fewer not-yet-allocated candidates than its count can never be served.
