@@ -3,6 +3,8 @@ audience are checked, and the group mapping is applied at every sign-in."""
 
 import logging
 
+import jwt
+import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import SuspiciousOperation
@@ -17,8 +19,23 @@ log = logging.getLogger(__name__)
 
 
 class GpudashOIDCBackend(OIDCAuthenticationBackend):
+    def authenticate(self, request, **kwargs):
+        try:
+            return super().authenticate(request, **kwargs)
+        except requests.RequestException as exc:
+            # Provider unreachable, or it refused the code: a failed sign-in (back to the login page), not a
+            # 500. Only the exception type and URL are logged: bodies may carry tokens.
+            response = getattr(exc, "response", None)
+            url = getattr(response, "url", "") or getattr(getattr(exc, "request", None), "url", "") or ""
+            log.warning("OIDC sign-in failed talking to the provider: %s %s %s", type(exc).__name__,
+                        getattr(response, "status_code", ""), url.split("?")[0])
+            return None
+
     def verify_token(self, token, **kwargs):
-        payload = super().verify_token(token, **kwargs)  # signature (JWKS) and nonce
+        try:
+            payload = super().verify_token(token, **kwargs)  # signature (JWKS) and nonce
+        except jwt.InvalidTokenError as exc:  # expired, not yet valid, malformed: refused like a bad nonce
+            raise SuspiciousOperation(f"ID token rejected: {type(exc).__name__}") from None
         if payload.get("iss") != settings.OIDC_OP_ISSUER:
             raise SuspiciousOperation(f"ID token issuer {payload.get('iss')!r} is not {settings.OIDC_OP_ISSUER!r}")
         audience = payload.get("aud")
@@ -70,12 +87,25 @@ class GpudashOIDCBackend(OIDCAuthenticationBackend):
                     "subject": claims["sub"],
                     "groups": groups,
                     "sources": [list(s) for s in rights.sources],
-                    "kube_username": settings.GPUDASH_KUBE_USERNAME_PREFIX + self._username(claims),
-                    "kube_groups": [settings.GPUDASH_KUBE_GROUPS_PREFIX + g for g in groups],
+                    "kube_username": self._kube_username(claims),
+                    "kube_groups": self._kube_groups(groups),
                 },
             )
         log.info("OIDC sign-in: %s, groups %s -> role %s", user.username, ", ".join(groups) or "none", rights.role or "none")
         return user
+
+    @staticmethod
+    def _kube_username(claims):
+        """The username the cluster's OIDC authenticator gives this user ("" = none: writes use the dashboard's)."""
+        value = claims.get(settings.GPUDASH_KUBE_USERNAME_CLAIM)
+        return settings.GPUDASH_KUBE_USERNAME_PREFIX + str(value) if value else ""
+
+    @staticmethod
+    def _kube_groups(groups):
+        if settings.GPUDASH_KUBE_IMPERSONATE_GROUPS == "mapped":
+            mapped = {rule.group for rule in settings.OIDC_GROUP_MAP}
+            groups = [g for g in groups if g in mapped]
+        return [settings.GPUDASH_KUBE_GROUPS_PREFIX + g for g in groups]
 
     @staticmethod
     def _username(claims):

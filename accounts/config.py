@@ -25,6 +25,23 @@ def _bool(env, name, default):
     raise ConfigError(f"{name}={value!r}: expected on/off (1/0, true/false)")
 
 
+def _choice(env, name, choices):
+    value = (env.get(name) or choices[0]).strip().lower()
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+def _seconds(env, name, default):
+    try:
+        value = float(env.get(name) or default)
+    except ValueError:
+        raise ConfigError(f"{name}={env.get(name)!r}: expected a number of seconds") from None
+    if value <= 0:
+        raise ConfigError(f"{name}={env.get(name)!r}: must be more than 0")
+    return value
+
+
 def sign_in_settings(env):
     """Django settings (a dict) for the sign-in methods the environment asks for."""
     password = _bool(env, "GPUDASH_PASSWORD_LOGIN", True)
@@ -56,7 +73,7 @@ def sign_in_settings(env):
         "OIDC_USE_NONCE": True,
         "OIDC_STORE_ACCESS_TOKEN": False,  # tokens are used once at sign-in and never kept
         "OIDC_STORE_ID_TOKEN": False,
-        "OIDC_TIMEOUT": float(env.get("OIDC_TIMEOUT", "10")),
+        "OIDC_TIMEOUT": _seconds(env, "OIDC_TIMEOUT", "10"),
         "OIDC_VERIFY_SSL": _bool(env, "OIDC_VERIFY_SSL", True),
         "OIDC_USERNAME_CLAIM": env.get("OIDC_USERNAME_CLAIM", "preferred_username"),
         "OIDC_GROUPS_CLAIM": env.get("OIDC_GROUPS_CLAIM", "groups"),
@@ -66,6 +83,11 @@ def sign_in_settings(env):
         # How the cluster's own OIDC authenticator names the user (--oidc-username-prefix/-groups-prefix).
         "GPUDASH_KUBE_USERNAME_PREFIX": env.get("GPUDASH_KUBE_USERNAME_PREFIX", "oidc:"),
         "GPUDASH_KUBE_GROUPS_PREFIX": env.get("GPUDASH_KUBE_GROUPS_PREFIX", "oidc:"),
+        # The claim the cluster takes the username from (--oidc-username-claim); default: the sign-in's.
+        "GPUDASH_KUBE_USERNAME_CLAIM": env.get("GPUDASH_KUBE_USERNAME_CLAIM") or env.get("OIDC_USERNAME_CLAIM", "preferred_username"),
+        # "mapped": impersonate only the groups OIDC_GROUP_MAP names (the RBAC grant can then list them by
+        # name); "all": every group of the user (impersonate on any group needed).
+        "GPUDASH_KUBE_IMPERSONATE_GROUPS": _choice(env, "GPUDASH_KUBE_IMPERSONATE_GROUPS", ("mapped", "all")),
         # "all" (default), "off", or comma-separated cluster names: writes there run as the signed-in user.
         "GPUDASH_KUBE_IMPERSONATION": ("*",) if impersonation in ("all", "*", "") else
         () if impersonation == "off" else tuple(n.strip() for n in impersonation.split(",") if n.strip()),

@@ -405,6 +405,9 @@ class AuditEntry(models.Model):
     response = models.JSONField(default=dict, blank=True)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
+    # Both identities of a write (issue 13): {"dashboard": the dashboard's own cluster identity, "user" and
+    # "groups": whom it impersonated (null = none), "review": the SubjectAccessReview verdict}.
+    kube_identity = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ("-at", "-id")

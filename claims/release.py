@@ -6,6 +6,11 @@ API server is unreachable, and in the property tests). A plan is either a refusa
 exact request: method, path, body, content type, and the resourceVersion it is conditioned on.
 Writes carry `metadata.uid` + `metadata.resourceVersion` (or DeleteOptions preconditions), so a claim
 that changed in between is answered 409 by the API server: reported as a conflict, never retried.
+
+On clusters where writes run as the signed-in user (accounts.rights.kube_identity: OIDC users, cluster
+listed in GPUDASH_KUBE_IMPERSONATION), the cluster decides: a SubjectAccessReview for exactly the planned
+request, then the request itself with Impersonate-User/Impersonate-Group headers. Reads stay on the
+dashboard's own credentials. The audit entry keeps both identities (AuditEntry.kube_identity).
 """
 
 import json
@@ -14,12 +19,15 @@ from dataclasses import asdict, dataclass, field
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
+from urllib3 import HTTPHeaderDict
 
+from accounts.rights import kube_identity
 from gpudash import roles
 from gpudash.kube import KubeClient, KubeError
 from gpudash.sync.apply import apply_object, delete_object
 
 from .models import DELETE_PROTECTION_FINALIZER, AuditEntry, Pod, ResourceClaim
+from .pending import ops_setting
 
 log = logging.getLogger(__name__)
 
@@ -303,16 +311,27 @@ def _mirror_state(cluster, namespace, name):
     return (row.raw if row else None), pods
 
 
-def send(api_client, request, timeout=10.0):
-    """Send one planned request as-is; returns (HTTP status, parsed body)."""
-    prepared = api_client.param_serialize(
+def send(api_client, request, timeout=10.0, impersonate=None):
+    """Send one planned request as-is; returns (HTTP status, parsed body).
+
+    `impersonate` = (user, groups): the request runs as that identity (Kubernetes impersonation headers).
+    """
+    method, url, headers, body, post_params = api_client.param_serialize(
         request.method,
         request.path,
         header_params={"Content-Type": request.content_type, "Accept": "application/json"},
         body=request.body,
         auth_settings=["BearerToken"],
     )
-    response = api_client.call_api(*prepared, _request_timeout=timeout).response
+    if impersonate is not None:
+        # param_serialize flattens headers into a dict, but Impersonate-Group is repeated once per group:
+        # urllib3 sends every value of an HTTPHeaderDict key as its own header line.
+        headers = HTTPHeaderDict(headers)
+        user, groups = impersonate
+        headers["Impersonate-User"] = user
+        for group in groups:
+            headers.add("Impersonate-Group", group)
+    response = api_client.call_api(method, url, headers, body, post_params, _request_timeout=timeout).response
     try:
         data = response.data
     finally:
@@ -324,6 +343,66 @@ def send(api_client, request, timeout=10.0):
     return response.status, body
 
 
+# --- the cluster decides: SubjectAccessReview and impersonation -------------------------------------
+
+AUTHZ_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+SELF_REVIEW = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+VERBS = {"GET": "get", "PATCH": "patch", "PUT": "update", "DELETE": "delete", "POST": "create"}
+# Kubernetes adds this group to every authenticated user (impersonated ones too); a review must name it.
+AUTHENTICATED = "system:authenticated"
+
+
+def request_attributes(request):
+    """The SubjectAccessReview resourceAttributes of a planned request (what the API server's authorizer sees)."""
+    parts = [p for p in request.path.split("/") if p]
+    group, version, rest = ("", parts[1], parts[2:]) if parts[0] == "api" else (parts[1], parts[2], parts[3:])
+    namespace = ""
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        namespace, rest = rest[1], rest[2:]
+    attrs = {"verb": VERBS[request.method], "group": group, "version": version, "resource": rest[0]}
+    if namespace:
+        attrs["namespace"] = namespace
+    if len(rest) > 1:
+        attrs["name"] = rest[1]
+    if len(rest) > 2:
+        attrs["subresource"] = rest[2]
+    return attrs
+
+
+def access_review(api_client, identity, request, timeout):
+    """Ask the cluster whether `identity` (user, groups) may send `request`: {"allowed", "reason", ...}.
+
+    Raises KubeError when the review itself cannot be made (then nothing is sent)."""
+    user, groups = identity
+    attrs = request_attributes(request)
+    review = KubeRequest("POST", AUTHZ_REVIEWS, {
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": user, "groups": [*groups, AUTHENTICATED], "resourceAttributes": attrs},
+    }, JSON, "")
+    try:
+        status, body = send(api_client, review, timeout)
+    except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+        raise KubeError(f"SubjectAccessReview failed: {exc}") from exc
+    if not 200 <= status < 300:
+        raise KubeError(f"SubjectAccessReview answered {status}: {body.get('message', '')}".rstrip(": "), status=status)
+    answer = body.get("status") or {}
+    reason = answer.get("reason") or answer.get("evaluationError") or ""
+    return {"allowed": bool(answer.get("allowed")) and not answer.get("denied"), "reason": reason, "attributes": attrs}
+
+
+def dashboard_identity(api_client, cluster, timeout):
+    """Who the dashboard's own credentials are to the cluster (SelfSubjectReview), for the audit entry."""
+    try:
+        status, body = send(api_client, KubeRequest("POST", SELF_REVIEW, {
+            "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, JSON, ""), timeout)
+        name = ((body.get("status") or {}).get("userInfo") or {}).get("username") if 200 <= status < 300 else ""
+    except (ApiException, urllib3.exceptions.HTTPError, OSError):
+        name = ""
+    if name:
+        return name
+    return "in-cluster service account" if cluster.in_cluster else f"kubeconfig context {cluster.context or '(current)'}"
+
+
 @dataclass
 class Outcome:
     outcome: str
@@ -333,6 +412,9 @@ class Outcome:
     status_code: int = 0
     audit: AuditEntry | None = None
     permission_denied: bool = False
+    # {"dashboard": who the dashboard's credentials are, "user"/"groups": the impersonated identity or
+    #  None, "review": the SubjectAccessReview verdict}; empty when nothing reached the cluster.
+    identity: dict = field(default_factory=dict)
 
     def as_dict(self):
         return {
@@ -341,6 +423,7 @@ class Outcome:
             "plan": self.plan.as_dict() if self.plan else None,
             "response": self.response,
             "status_code": self.status_code,
+            "identity": self.identity,
             "audit_id": self.audit.id if self.audit else None,
         }
 
@@ -364,6 +447,7 @@ def _audit(user, cluster, namespace, name, action, rule, dry_run, outcome, befor
         response=outcome.response or {},
         before=before,
         after=after,
+        kube_identity=outcome.identity,
     )
     outcome.audit = entry
     return outcome
@@ -383,7 +467,7 @@ def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, 
     if not dry_run and not cluster.writable:
         return finish(Outcome(REFUSED, f"Cluster {cluster.name} is read-only: writes are switched off."))
 
-    warnings, client = [], None
+    warnings, client, live = [], None, True
     try:
         client = KubeClient.for_cluster(cluster)
         claim, pods = _live_state(client, namespace, name)
@@ -398,6 +482,7 @@ def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, 
         if claim is None:
             return finish(Outcome(REFUSED, f"The claim {namespace}/{name} is not in the mirror and the API server is unreachable."))
         warnings.append(f"API server unreachable ({exc}): planned from the database mirror; the action re-checks live.")
+        live = False
 
     try:
         live_meta = _meta(claim)
@@ -413,22 +498,45 @@ def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, 
         plan.warnings = warnings + plan.warnings
         if plan.refused:
             return finish(Outcome(REFUSED, plan.refused, plan=plan), before=claim)
+        timeout = ops_setting("API_TIMEOUT_SECONDS", 10.0)
+        identity = kube_identity(user, cluster)
+        who = {"dashboard": dashboard_identity(client.api_client, cluster, timeout) if live else "",
+               "user": identity[0] if identity else None, "groups": identity[1] if identity else [], "review": None}
+        if identity is not None and live:
+            try:
+                who["review"] = access_review(client.api_client, identity, plan.request, timeout)
+            except KubeError as exc:
+                if not dry_run:
+                    return finish(Outcome(ERROR, f"Cannot ask the cluster whether {identity[0]} may do this, nothing sent: {exc}",
+                                          plan=plan, identity=who), before=claim)
+                plan.warnings.append(f"The cluster could not be asked whether {identity[0]} may do this: {exc}")
+            if who["review"] and not who["review"]["allowed"]:
+                reason = f"The cluster denies {identity[0]} this request: {who['review']['reason'] or 'no reason given'}"
+                return finish(Outcome(REFUSED, reason, plan=plan, permission_denied=True, identity=who), before=claim)
+        elif identity is not None:
+            plan.warnings.append(f"The cluster will be asked whether {identity[0]} may do this when the action runs.")
         if dry_run:
             if not cluster.writable:
                 plan.warnings.append(f"Cluster {cluster.name} is read-only: the action itself would be refused.")
-            return finish(Outcome(DRY_RUN, "Dry run: nothing sent.", plan=plan), before=claim)
+            verdict = " The cluster allows it for " + identity[0] + "." if who["review"] else ""
+            return finish(Outcome(DRY_RUN, "Dry run: nothing sent." + verdict, plan=plan, identity=who), before=claim)
         try:
-            status, body = send(client.api_client, plan.request)
+            status, body = send(client.api_client, plan.request, timeout, impersonate=identity)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            return finish(Outcome(ERROR, f"Request failed, outcome unknown: re-check the claim: {exc}", plan=plan), before=claim)
+            return finish(Outcome(ERROR, f"Request failed, outcome unknown: re-check the claim: {exc}", plan=plan, identity=who),
+                          before=claim)
         if status == 409:
             return finish(Outcome(CONFLICT, "The claim changed since it was checked (409 Conflict): re-evaluate; not retried.",
-                                  plan=plan, response=body, status_code=status), before=claim)
+                                  plan=plan, response=body, status_code=status, identity=who), before=claim)
+        if status == 403 and identity is not None:
+            # The cluster's own RBAC said no at write time (e.g. a check the review cannot see): the user's refusal.
+            return finish(Outcome(REFUSED, f"The cluster refused it as {identity[0]} (403): {body.get('message', '')}".rstrip(": "),
+                                  plan=plan, response=body, status_code=status, permission_denied=True, identity=who), before=claim)
         if not 200 <= status < 300:
             return finish(Outcome(ERROR, f"The API server answered {status}: {body.get('message', '')}".rstrip(": "),
-                                  plan=plan, response=body, status_code=status), before=claim)
+                                  plan=plan, response=body, status_code=status, identity=who), before=claim)
         after = _record_result(cluster, namespace, name, plan, body)
-        return finish(Outcome(DONE, "Done.", plan=plan, response=body, status_code=status), before=claim, after=after)
+        return finish(Outcome(DONE, "Done.", plan=plan, response=body, status_code=status, identity=who), before=claim, after=after)
     finally:
         if client is not None:
             client.close()

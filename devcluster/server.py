@@ -540,6 +540,8 @@ class DevCluster:
             raise self._not_found()
         if group == AUTHZ_GROUP and version == "v1":
             return await self._authorization(request, rules, rest)
+        if group == impersonation.AUTHN_GROUP and version == "v1" and rest == ["selfsubjectreviews"] and request.method == "POST":
+            return _json_response(impersonation.self_subject_review(request), 201)
         if not rest:
             return self._resource_list(group, version)
         namespace, plural, name, sub = self._parse_rest(rest)
@@ -718,6 +720,10 @@ class DevCluster:
         if request.method != "POST" or len(rest) != 1 or rest[0] not in (
                 "selfsubjectrulesreviews", "selfsubjectaccessreviews", "subjectaccessreviews"):
             raise self._not_found()
+        if rest[0] == "subjectaccessreviews" and (self.enforce_rules or request.get("identity")) and not self._allowed(
+                rules, "create", AUTHZ_GROUP, "subjectaccessreviews", None, None, None):
+            raise ApiError(403, "Forbidden", 'subjectaccessreviews.authorization.k8s.io is forbidden: User "devcluster-user" '
+                                             'cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io"')
         body = await self._body(request)
         spec = body.get("spec") or {}
         kind = {"selfsubjectrulesreviews": "SelfSubjectRulesReview",

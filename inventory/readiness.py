@@ -218,7 +218,9 @@ def check_rbac(cluster, reader):
     items.append(item(FAIL if missing else PASS, ("The dashboard lacks " + ", ".join(missing) + " (deploy/rbac-readonly.yaml).")
                       if missing else "The dashboard can get/list/watch every mirrored kind."))
     release_missing = [f"{v} {r}" for v, g, r in NEEDED_RELEASE if not _rules_allow(rules, v, g, r)]
-    if cluster.writable and release_missing:
+    if cluster.writable and _impersonates(cluster):
+        items += _impersonation_items(rules, release_missing)
+    elif cluster.writable and release_missing:
         items.append(item(WARN, "Release actions are enabled but the dashboard lacks " + ", ".join(release_missing)
                           + " (deploy/rbac-release.yaml), or set the cluster read-only."))
     elif not cluster.writable and len(release_missing) < len(NEEDED_RELEASE):
@@ -226,6 +228,48 @@ def check_rbac(cluster, reader):
     elif cluster.writable:
         items.append(item(PASS, "The dashboard has exactly what release actions need."))
     return check("rbac", "RBAC", items, data={"dashboard_rules": rules})
+
+
+def _impersonates(cluster):
+    """Do release actions on this cluster run as the signed-in user (issue 13, accounts.config)?"""
+    from django.conf import settings
+
+    clusters = getattr(settings, "GPUDASH_KUBE_IMPERSONATION", ())
+    return "*" in clusters or cluster.name in clusters
+
+
+def _rules_allow_name(rules, verb, group, resource, name):
+    """Like _rules_allow, but a rule limited to resourceNames counts when it lists `name`."""
+    return any(_rules_allow([{**r, "resourceNames": None}], verb, group, resource)
+               and (not r.get("resourceNames") or name in r["resourceNames"]) for r in rules)
+
+
+def _impersonation_items(rules, release_missing):
+    """Writes go out as the signed-in user: the dashboard needs to review and impersonate, not to write."""
+    from django.conf import settings
+
+    missing = []
+    if not _rules_allow(rules, "create", "authorization.k8s.io", "subjectaccessreviews"):
+        missing.append("create subjectaccessreviews")
+    if not any(_rules_allow([{**r, "resourceNames": None}], "impersonate", "", "users") for r in rules):
+        missing.append("impersonate users")
+    if getattr(settings, "GPUDASH_KUBE_IMPERSONATE_GROUPS", "mapped") == "mapped":
+        prefix = getattr(settings, "GPUDASH_KUBE_GROUPS_PREFIX", "")
+        groups = sorted({prefix + rule.group for rule in getattr(settings, "OIDC_GROUP_MAP", ())})
+        lacking = [g for g in groups if not _rules_allow_name(rules, "impersonate", "", "groups", g)]
+        if lacking:
+            missing.append("impersonate groups " + ", ".join(lacking))
+    elif not _rules_allow(rules, "impersonate", "", "groups"):
+        missing.append("impersonate groups (any name: GPUDASH_KUBE_IMPERSONATE_GROUPS=all)")
+    head = "Writes run as the signed-in user (impersonation): "
+    out = [item(FAIL, head + "the dashboard lacks " + "; ".join(missing) + " (deploy/rbac-impersonate.yaml).", missing=missing)
+           if missing else item(PASS, head + "the dashboard may review and impersonate them; the cluster's RBAC decides each write.")]
+    if len(release_missing) < len(NEEDED_RELEASE):
+        local = getattr(settings, "GPUDASH_PASSWORD_LOGIN", True)
+        out.append(item(PASS if local else WARN, "The dashboard's own account may also write claims: " + (
+            "local (password) accounts release with it." if local else
+            "with password sign-in off nobody needs that; drop deploy/rbac-release.yaml.")))
+    return out
 
 
 def _post(reader, path, body):

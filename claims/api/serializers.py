@@ -67,5 +67,5 @@ class AuditEntrySerializer(serializers.ModelSerializer):
         model = AuditEntry
         fields = (
             "id", "at", "username", "cluster", "cluster_id", "namespace", "claim_name", "claim_uid", "action", "rule",
-            "dry_run", "outcome", "reason", "request", "response", "before", "after",
+            "dry_run", "outcome", "reason", "request", "response", "before", "after", "kube_identity",
         )
