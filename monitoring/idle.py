@@ -62,14 +62,17 @@ def idle_candidates(mirror, cfg, now):
 
 
 def idle_gpu_hours_by_namespace(cluster_ids=None, hours=24, now=None):
-    """[(namespace, idle GPU-hours)] over the last `hours`: allocated sample-minutes under the threshold."""
+    """[(namespace, idle GPU-hours)] over the last `hours`, most first: the idle held devices each
+    poll counted per namespace into the fleet history (NamespaceSample.idle), one sample per poll."""
+    from django.db.models import Sum
     from django.utils import timezone
 
+    from .models import NamespaceSample
+
     now = now or timezone.now()
-    threshold = float(setting("IDLE_THRESHOLD_PERCENT", 5))
-    samples = UtilizationSample.objects.filter(minute__gte=now - timedelta(hours=hours), allocated=True, gpu_util__lt=threshold)
+    rows = NamespaceSample.objects.filter(minute__gt=now - timedelta(hours=hours), minute__lte=now, idle__gt=0)
     if cluster_ids is not None:
-        samples = samples.filter(cluster_id__in=cluster_ids)
-    rows = samples.values_list("held_by_namespace").annotate(n=Count("id")).order_by("-n", "held_by_namespace")
-    minutes_per_sample = max(float(setting("POLL_SECONDS", 60)) / 60, 1.0)  # one sample per device and poll, at most one a minute
-    return [(ns, round(n * minutes_per_sample / 60, 2)) for ns, n in rows]
+        rows = rows.filter(cluster_id__in=cluster_ids)
+    sums = rows.order_by().values_list("namespace").annotate(n=Sum("idle")).order_by("-n", "namespace")
+    minutes_per_sample = max(float(setting("POLL_SECONDS", 60)) / 60, 1.0)  # at most one poll a minute is kept
+    return [(ns, round(n * minutes_per_sample / 60, 2)) for ns, n in sums]

@@ -29,7 +29,8 @@ class PrometheusSource(models.Model):
 
 
 class UtilizationSample(models.Model):
-    """One device's utilization in one minute (the latest poll of that minute wins).
+    """One device's utilization in one minute (the latest poll of that minute wins), kept for
+    GPUDASH_UTILIZATION_HISTORY_HOURS; the longer view is the fleet history (NamespaceSample.idle).
 
     Keyed by the device's identity (driver, pool, name) rather than a foreign key: device rows are
     replaced whenever their slice changes, the history must outlive that. The holder at sample time
@@ -50,9 +51,9 @@ class UtilizationSample(models.Model):
     held_by_name = models.CharField(max_length=253, blank=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=("cluster", "driver", "pool", "device", "minute"), name="monitoring_sample_unique_minute"),
-        ]
+        # One index only: a poll appends a minute's 40,000 rows in one COPY (utilization.store), and a
+        # unique index over the device key would cost a random index page per row. One row per device
+        # and minute holds because store() replaces the minute under a per-cluster lock.
         indexes = [
             models.Index(fields=("cluster", "minute"), name="monitoring_sample_minute_idx"),
         ]
@@ -82,3 +83,62 @@ class OpsCounter(models.Model):
                 cls.objects.create(value=by, **key)
         except IntegrityError:  # created meanwhile by another process
             cls.objects.filter(**key).update(value=F("value") + by)
+
+
+class FleetSample(models.Model):
+    """Fleet history: one minute's device count of one (cluster, model, device kind) by state.
+
+    Written by the history sampler (monitoring/history.py) once a minute from the per-node summary,
+    kept for GPUDASH_HISTORY_DAYS. One row per model and kind (a handful per cluster) with a column
+    per state, rather than a row per state: the 14-day chart reads a tenth of the rows.
+    """
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    minute = models.DateTimeField()
+    model = models.TextField(blank=True)  # inventory.summary.MODEL
+    kind = models.CharField(max_length=16)  # gpu, partition or other (inventory.summary.KINDS)
+    # One column per device state (inventory.devicestate.STATES).
+    free = models.IntegerField(default=0)
+    allocated = models.IntegerField(default=0)
+    admin = models.IntegerField(default=0)
+    partial = models.IntegerField(default=0)
+    tainted = models.IntegerField(default=0)
+    unhealthy = models.IntegerField(default=0)
+    stuck = models.IntegerField(default=0)
+    # Physical GPUs (inventory/devicekinds.py: a whole GPU and its partitions are one) and the free
+    # ones (none of their devices held or tainted, node Ready), as the per-node summary counts them.
+    gpus = models.IntegerField(default=0)
+    gpus_free = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=("minute", "cluster", "model", "kind"), name="monitoring_fleetsample_unique")]
+
+    def __str__(self):
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.model} ({self.kind})"
+
+
+class NamespaceSample(models.Model):
+    """Fleet history per namespace: one minute's devices held (by kind) and claims (by state)."""
+
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    minute = models.DateTimeField()
+    namespace = models.CharField(max_length=253)
+    # Devices whose holding claim is of this namespace (admin-access watchers not counted), by kind.
+    gpu = models.IntegerField(default=0)
+    partition = models.IntegerField(default=0)
+    other = models.IntegerField(default=0)
+    # Claims of this namespace by state (claims.models.ResourceClaim.State).
+    pending = models.IntegerField(default=0)
+    claims_allocated = models.IntegerField(default=0)
+    reserved = models.IntegerField(default=0)
+    deleting = models.IntegerField(default=0)
+    # Held devices under the idle threshold in that minute's utilization poll (written by the poll,
+    # not the sampler): idle GPU-hours per namespace are sums of this.
+    idle = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=("minute", "cluster", "namespace"), name="monitoring_nssample_unique")]
+        indexes = [models.Index(fields=("namespace", "minute"), name="monitoring_nssample_ns_idx")]
+
+    def __str__(self):
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.namespace}"

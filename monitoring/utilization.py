@@ -1,23 +1,27 @@
 """GPU utilization from dcgm-exporter series in a cluster's Prometheus: query, join to devices, store.
 
-One poll = one bounded instant query per DCGM field, each aggregated in PromQL to one series per
-GPU or GPU instance (dcgm-exporter repeats a series per pod and container using the device). The
-series are joined to the mirrored devices by the GPU UUID the driver publishes (`uuid` attribute);
-a MIG instance series carries its parent's UUID plus GPU_I_PROFILE/GPU_I_ID (no MIG UUID), so it is
-matched through the exporter's DRA labels when present, else by (parent UUID, profile) when that
-names exactly one partition. The values are stored per device and minute with the holder of that
-moment (the fleet history); a failed poll stores nothing and records the error on the source.
+One poll = one bounded instant query per DCGM field (sent in parallel: Prometheus evaluates them on
+several cores, and one query for every field would return a bigger answer because of `__name__`),
+each aggregated in PromQL to one series per GPU or GPU instance (dcgm-exporter repeats a series per
+pod and container using the device). The series are joined to the mirrored devices by the GPU UUID
+the driver publishes (`uuid` attribute); a MIG instance series carries its parent's UUID plus
+GPU_I_PROFILE/GPU_I_ID (no MIG UUID), so it is matched through the exporter's DRA labels when present,
+else by (parent UUID, profile) when that names exactly one partition. The values are stored per
+device and minute with the holder of that moment, and each namespace's idle held devices go into the
+fleet history (monitoring/history.py); a failed poll stores nothing and records the error on the source.
 """
 
 import logging
+import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import connection, transaction
+from django.db.models import Count, Max, Q
 from django.db.models.fields.json import KT
-from django.db.models import Q
 from django.utils import timezone
 
 from .models import OpsCounter, PrometheusSource, UtilizationSample
@@ -37,6 +41,8 @@ FIELDS = {
 # --use-old-namespace), plus the DRA attribution labels (KUBERNETES_ENABLE_DRA).
 ID_LABELS = ("UUID", "uuid", "GPU_I_ID", "GPU_I_PROFILE", "dra_driver_name", "dra_pool_name", "dra_device_name", "dra_mig_device_uuid")
 HELD = "allocated"  # stored allocation state of a device held by an ordinary claim (admin watchers excluded)
+# pg_advisory_xact_lock(class, cluster id) key class of a poll's store ("GDut"): one writer per minute's rows.
+_STORE_LOCK = 0x47447574
 
 
 def setting(name, default):
@@ -56,25 +62,40 @@ class DeviceIndex:
     by_uuid: dict = field(default_factory=dict)
     by_name: dict = field(default_factory=dict)  # (driver, pool, name) -> key
     by_parent_profile: dict = field(default_factory=dict)  # (parent UUID, profile) -> [keys]
-    holders: dict = field(default_factory=dict)  # key -> (allocated, namespace, name)
+    holders: dict = field(default_factory=dict)  # key -> (namespace, claim name) of devices held now
 
     @classmethod
     def load(cls, cluster):
+        """The identities (cached per process while the cluster's device rows stay the same: the
+        sync replaces rows when a slice changes, so their count and highest id say when), then the
+        holders, read fresh (only held devices, no JSON)."""
         from inventory.models import Device
 
+        devices = Device.objects.filter(cluster=cluster)
+        version = (cluster.pk, *devices.aggregate(n=Count("id"), top=Max("id")).values())
+        with _index_lock:
+            index = _index_cache.get(cluster.pk)
+        if index is None or index[0] != version:
+            index = (version, cls._identities(devices))
+            with _index_lock:
+                _index_cache[cluster.pk] = index
+        index = index[1]
+        held = devices.filter(allocation_state=HELD).values_list("driver", "pool", "name", "held_by_namespace", "held_by_name")
+        return cls(index.by_uuid, index.by_name, index.by_parent_profile, {(d, p, n): (ns, holder) for d, p, n, ns, holder in held.iterator(chunk_size=5000)})
+
+    @classmethod
+    def _identities(cls, devices):
         index = cls()
-        rows = (Device.objects.filter(cluster=cluster)
-                .filter(Q(attribute_values__has_key="uuid") | Q(attribute_values__has_key="parentUUID"))
-                .annotate(uuid=KT("attribute_values__uuid"), parent=KT("attribute_values__parentUUID"), profile=KT("attribute_values__profile"))
-                .values_list("driver", "pool", "name", "uuid", "parent", "profile", "allocation_state", "held_by_namespace", "held_by_name"))
-        for driver, pool, name, uuid, parent, profile, state, ns, holder in rows.iterator(chunk_size=5000):
+        rows = (devices.filter(Q(attribute_values__has_key="uuid") | Q(attribute_values__has_key="parentUUID"))
+                .annotate(a_uuid=KT("attribute_values__uuid"), a_parent=KT("attribute_values__parentUUID"), a_profile=KT("attribute_values__profile"))
+                .values_list("driver", "pool", "name", "a_uuid", "a_parent", "a_profile"))
+        for driver, pool, name, uuid, parent, profile in rows.iterator(chunk_size=5000):
             key = (driver, pool, name)
             index.by_name[key] = key
             if uuid:
                 index.by_uuid[uuid] = key
             if parent:
                 index.by_parent_profile.setdefault((parent, profile or ""), []).append(key)
-            index.holders[key] = (state == HELD, ns if state == HELD else "", holder if state == HELD else "")
         return index
 
     def match(self, labels):
@@ -97,28 +118,41 @@ class DeviceIndex:
         return None, ("several partitions of that GPU have this profile" if candidates else "unknown MIG instance")
 
 
+_index_cache = {}  # cluster id -> ((cluster id, device rows, highest id), DeviceIndex without holders)
+_index_lock = threading.Lock()
+_queries = ThreadPoolExecutor(max_workers=len(FIELDS), thread_name_prefix="gpudash-promql")
+
+
 @dataclass
 class PollResult:
     matched: int = 0
     unmatched: Counter = field(default_factory=Counter)  # reason -> series
     stored: int = 0
-    pruned: int = 0
     seconds: dict = field(default_factory=dict)
     error: str = ""
+
+
+def query_fields(source, timeout):
+    """{sample field: [(labels, value in base units)]}, the fields queried in parallel."""
+    def one(item):
+        name, (metric, factor, _required) = item
+        found = instant_query(source.url, promql(metric, source.series_selector), auth_header=source.auth_header, timeout=timeout)
+        return name, [(labels, value * factor) for labels, value in found]
+
+    return dict(_queries.map(one, FIELDS.items()))
 
 
 def poll(source, now=None):
     """Query, join and store one cluster's utilization. Never raises for Prometheus trouble: the
     error is stored on the source (and returned), the history is left as it was."""
+    from .history import record_idle
+
     now = now or timezone.now()
     result = PollResult()
     timeout = float(setting("QUERY_TIMEOUT_SECONDS", 10))
     started = time.monotonic()
     try:
-        series = {}
-        for name, (metric, factor, required) in FIELDS.items():
-            series[name] = [(labels, value * factor) for labels, value in
-                            instant_query(source.url, promql(metric, source.series_selector), auth_header=source.auth_header, timeout=timeout)]
+        series = query_fields(source, timeout)
     except PrometheusError as exc:
         result.error = str(exc)[:4000]
         PrometheusSource.objects.filter(pk=source.pk).update(last_poll_at=now, last_error=result.error, last_error_at=now)
@@ -137,25 +171,29 @@ def poll(source, now=None):
                 if name == "gpu_util":
                     result.unmatched[why] += 1
                 continue
-            slot = values.setdefault(key, {})
-            slot[name] = max(value, slot.get(name, value))
+            slot = values.get(key)
+            if slot is None:
+                slot = values[key] = {}
+            old = slot.get(name)
+            slot[name] = value if old is None or value > old else old
     result.matched = len(values)
+    threshold = float(setting("IDLE_THRESHOLD_PERCENT", 5))
+    idle = Counter()
+    rows = []
+    for (driver, pool, device), fields in values.items():
+        namespace, holder = index.holders.get((driver, pool, device), ("", ""))
+        util = fields.get("gpu_util")
+        if holder and util is not None and util < threshold:
+            idle[namespace] += 1
+        rows.append((source.cluster_id, driver, pool, device, util, fields.get("fb_used_bytes"), fields.get("power_watts"),
+                     fields.get("gr_engine_active"), bool(holder), namespace, holder))
     result.seconds["join"] = time.monotonic() - started
 
     started = time.monotonic()
     minute = now.replace(second=0, microsecond=0)
-    rows = []
-    for key, fields in values.items():
-        allocated, namespace, holder = index.holders[key]
-        rows.append(UtilizationSample(
-            cluster_id=source.cluster_id, driver=key[0], pool=key[1], device=key[2], minute=minute,
-            gpu_util=fields.get("gpu_util"), fb_used_bytes=fields.get("fb_used_bytes"), power_watts=fields.get("power_watts"),
-            gr_engine_active=fields.get("gr_engine_active"), allocated=allocated, held_by_namespace=namespace, held_by_name=holder,
-        ))
-    cutoff = minute - timedelta(hours=float(setting("HISTORY_HOURS", 24)))
     with transaction.atomic():
-        result.stored = upsert(rows)
-        result.pruned, _ = UtilizationSample.objects.filter(cluster_id=source.cluster_id, minute__lt=cutoff).delete()
+        result.stored = store(source.cluster_id, minute, rows)
+        record_idle(source.cluster_id, minute, idle)
         PrometheusSource.objects.filter(pk=source.pk).update(
             last_poll_at=now, last_success_at=now, last_minute=minute, last_error="",
             devices_matched=result.matched, series_unmatched=sum(result.unmatched.values()),
@@ -167,35 +205,40 @@ def poll(source, now=None):
     return result
 
 
-_COLUMNS = ("cluster_id", "driver", "pool", "device", "minute", "gpu_util", "fb_used_bytes", "power_watts", "gr_engine_active",
+_COLUMNS = ("cluster_id", "driver", "pool", "device", "gpu_util", "fb_used_bytes", "power_watts", "gr_engine_active",
             "allocated", "held_by_namespace", "held_by_name")
-_UPDATED = _COLUMNS[5:]
 
 
-def upsert(rows):
-    """Insert the samples; a second poll in the same minute overwrites that minute's values."""
-    if not rows:
-        return 0
+def store(cluster_id, minute, rows):
+    """Store a minute's samples (tuples in _COLUMNS order); a second poll in the same minute replaces
+    that minute's. Append-only otherwise: no unique index to check, so PostgreSQL takes them in one COPY."""
+    UtilizationSample.objects.filter(cluster_id=cluster_id, minute=minute).delete()
     if connection.vendor != "postgresql":
-        UtilizationSample.objects.bulk_create(rows, batch_size=2000, update_conflicts=True,
-                                              unique_fields=("cluster", "driver", "pool", "device", "minute"), update_fields=list(_UPDATED))
+        UtilizationSample.objects.bulk_create([UtilizationSample(minute=minute, **dict(zip(_COLUMNS, r))) for r in rows], batch_size=2000)
         return len(rows)
-    # PostgreSQL: COPY into a temporary table, then one INSERT ... ON CONFLICT (the ORM's bulk upsert
-    # quotes every parameter client-side: seconds for 40,000 rows).
-    table = UtilizationSample._meta.db_table
-    qn = connection.ops.quote_name
-    cols = ", ".join(qn(c) for c in _COLUMNS)
+    table = connection.ops.quote_name(UtilizationSample._meta.db_table)
+    cols = ", ".join(connection.ops.quote_name(c) for c in _COLUMNS + ("minute",))
     with connection.cursor() as cursor:
-        cursor.execute("DROP TABLE IF EXISTS monitoring_sample_load")
-        cursor.execute(f"CREATE TEMP TABLE monitoring_sample_load ON COMMIT DROP AS SELECT {cols} FROM {qn(table)} WITH NO DATA")
-        with cursor.cursor.copy(f"COPY monitoring_sample_load ({cols}) FROM STDIN") as copy:
+        # Two polls of one cluster in the same minute (beat and a manual run) must not both append.
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_STORE_LOCK, cluster_id])
+        cursor.execute(f"DELETE FROM {table} WHERE cluster_id = %s AND minute = %s", [cluster_id, minute])
+        with cursor.cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
             for r in rows:
-                copy.write_row((r.cluster_id, r.driver, r.pool, r.device, r.minute, r.gpu_util, r.fb_used_bytes, r.power_watts,
-                                r.gr_engine_active, r.allocated, r.held_by_namespace, r.held_by_name))
-        updates = ", ".join(f"{qn(c)} = EXCLUDED.{qn(c)}" for c in _UPDATED)
-        cursor.execute(f"INSERT INTO {qn(table)} ({cols}) SELECT {cols} FROM monitoring_sample_load "
-                       f"ON CONFLICT (cluster_id, driver, pool, device, minute) DO UPDATE SET {updates}")
+                copy.write_row((*r, minute))
     return len(rows)
+
+
+def retention(now):
+    """The oldest minute of per-device samples kept: GPUDASH_UTILIZATION_HISTORY_HOURS, and never less
+    than the idle period (the idle finding reads that far back)."""
+    hours = max(float(setting("HISTORY_HOURS", 24)), float(setting("IDLE_PERIOD_SECONDS", 1800)) / 3600 + 0.25)
+    return now - timedelta(hours=hours)
+
+
+def prune(now=None):
+    """Delete per-device samples older than the retention (the hourly history prune runs this)."""
+    deleted, _ = UtilizationSample.objects.filter(minute__lt=retention(now or timezone.now())).delete()
+    return deleted
 
 
 def poll_all(cluster_names=None):

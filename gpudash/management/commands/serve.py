@@ -40,6 +40,10 @@ def serve(host, port, in_process_watchers=False):
 
             # The in-memory channel layer belongs to this loop: the watcher threads publish onto it.
             start_in_process(asyncio.get_running_loop())
+            # No beat without Redis: the fleet-history sample, its prune and the utilization poll run here.
+            from monitoring.periodic import start_in_process as start_monitoring
+
+            start_monitoring()
         try:
             await server.serve()
         finally:
