@@ -87,13 +87,13 @@ class ClusterReader:
         return (row.raw if row else None), "mirror"
 
     def events(self, namespace, name, uid):
-        """Events about one object; None when they cannot be read (not mirrored, API server unreachable)."""
+        """Events about one object, live; from the mirror when the API server is not asked (None if neither has them)."""
         if not self.live:
-            return None
+            return self.mirrored_events("Pod", namespace, name, uid)
         try:
             doc = self.get(f"/api/v1/namespaces/{namespace}/events", {"fieldSelector": f"involvedObject.name={name}"}) or {}
         except KubeError:
-            return None
+            return self.mirrored_events("Pod", namespace, name, uid)
         items = [e for e in doc.get("items") or [] if (e.get("involvedObject") or {}).get("uid") in (None, "", uid)]
         items.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "")
         return [
@@ -101,6 +101,14 @@ class ClusterReader:
              "at": e.get("lastTimestamp") or e.get("eventTime")}
             for e in items[-20:]
         ]
+
+    def mirrored_events(self, kind, namespace, name, uid):
+        from gpudash.models import KubeEvent
+
+        rows = list(KubeEvent.objects.about(self.cluster.id, kind, name, namespace, uid)[:20])
+        if not rows:
+            return None
+        return [{"type": e.type, "reason": e.reason, "message": e.message, "count": e.count, "at": e.last_seen} for e in reversed(rows)]
 
     def driver_pods(self, driver, node):
         """Pods of `driver` on `node`: (list of {name, namespace, phase, ready}, how they were found) or (None, why)."""
@@ -354,10 +362,24 @@ def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None):
             nodes.add(pod_node)
         for node in sorted(nodes):
             report["drivers"].append({"node": node, "steps": driver_steps(cluster, reader, node, drivers)})
+        if live and _needs_driver_logs(report):
+            from .driverlogs import limits, node_driver_logs
+
+            report["driver_logs"] = [t for d in report["drivers"] for t in node_driver_logs(cluster, d["node"], drivers or None,
+                                                                                        client=reader.client if reader.live else None)]
+            report["driver_log_lines"], report["driver_log_bytes"] = limits()
         if source == "mirror" and live:
             report["note"] = f"API server not reachable ({reader.error}): read from the database mirror; events unavailable."
         report["verdict"] = verdict(report)
         return report
+
+
+def _needs_driver_logs(report):
+    """A claim allocated but not prepared, or a driver check failing: the driver's log is the next step."""
+    steps = [s for c in report["claims"] for s in c["steps"]] + [s for d in report["drivers"] for s in d["steps"]]
+    return bool(report["drivers"]) and any(
+        (s["key"] == "prepared" and s["status"] in (WARN, FAIL)) or (s["key"].startswith(("driverpod:", "slices:")) and s["status"] == FAIL)
+        for s in steps)
 
 
 def verdict(report):

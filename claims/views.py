@@ -9,11 +9,13 @@ from django.db.models import Exists, OuterRef, Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
+from django.utils.translation import gettext as _
 from gpudash import roles
 from gpudash.views import DashboardView
 from inventory import fleet
 from inventory.models import Cluster, Device
 
+from inventory.objectpage import crumb, object_page
 from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim
 
 STUCK = "stuck"
@@ -121,6 +123,28 @@ class ClaimDetailView(DashboardView):
             cluster_id=claim.cluster_id, namespace=claim.namespace, claim_refs__claim_name=claim.name
         ).exclude(uid__in=[c.uid for c in consumers]).distinct()
         ctx.update(
+    def driver_logs(self, consumers):
+        """When the claim is allocated but not prepared (a not-prepared finding, or a bound pod still
+        Pending on it), the driver pods' log tail on that node; read on the full page load only (a live
+        region refresh does not go to the API server)."""
+        from .stuck import NOT_PREPARED
+
+        claim = self.claim
+        if self.request.GET.get("fragment") or not claim.allocated:
+            return {}
+        nodes = {c.pod.node_name for c in consumers if c.pod is not None and c.pod.node_name and c.pod.phase == "Pending"}
+        if Finding.objects.active().filter(cluster_id=claim.cluster_id, claim_uid=claim.uid, rule=NOT_PREPARED).exists() and claim.node_name:
+            nodes.add(claim.node_name)
+        if not nodes:
+            return {}
+        from . import driverlogs
+
+        drivers = {r.driver for r in claim.results.all()}
+        out = driverlogs.page_context(claim.cluster, sorted(nodes)[0], drivers)
+        for node in sorted(nodes)[1:]:
+            out["driver_logs"] += driverlogs.node_driver_logs(claim.cluster, node, drivers)
+        return out
+
             claim=claim,
             requests=(claim.spec.get("devices") or {}).get("requests") or [],
             constraints=(claim.spec.get("devices") or {}).get("constraints") or [],
@@ -131,7 +155,11 @@ class ClaimDetailView(DashboardView):
             findings=self.findings_with_actions(),
             finding_history=Finding.objects.filter(cluster_id=claim.cluster_id, claim_uid=claim.uid, cleared_at__isnull=False).count(),
             conditions=claim.status.get("conditions") or [],
-            raw_yaml=yaml.safe_dump(claim.raw, sort_keys=False, default_flow_style=False),
+            **self.driver_logs(consumers),
+            owner_pod_exists=bool(claim.owner_pod_name) and Pod.objects.filter(cluster_id=claim.cluster_id, namespace=claim.namespace, name=claim.owner_pod_name).exists(),
+            **object_page(claim.cluster, "ResourceClaim", claim.raw, claim.name, claim.namespace, claim.uid, crumbs=[
+                crumb(_("Claims"), "claims:claim-list", query=f"cluster={claim.cluster.name}"),
+                crumb(claim.namespace, "claims:claim-list", query=f"cluster={claim.cluster.name}&namespace={claim.namespace}"), crumb(claim.name)]),
         )
         return ctx
 

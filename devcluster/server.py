@@ -159,6 +159,7 @@ class DevCluster:
         self.disabled_resources = set()
         self.devicetaintrule_versions = ()  # served versions of devicetaintrules; () = not served
         self.requests = collections.deque(maxlen=2000)  # (method, path_qs), for tests to inspect
+        self.pod_logs = {}  # (namespace, pod, container) -> log text, served by pods/{name}/log
         self._faults = []
         self._faults_lock = threading.Lock()
         self._loop = None
@@ -317,6 +318,15 @@ class DevCluster:
         """Rules answering SelfSubjectRulesReview / SubjectAccessReview (RBAC PolicyRule dicts,
         optionally with "namespaces": [...] to scope them)."""
         self.rules = list(rules)
+
+    def set_pod_log(self, namespace, pod, text, container=None):
+        """What GET pods/{pod}/log answers (for `container`, or the pod's only container)."""
+        if container is None:
+            containers = _container_names(self.store.get("pods", namespace, pod, copy=False))
+            if len(containers) != 1:
+                raise ValueError(f"pod {namespace}/{pod} has containers {containers}: name one")
+            container = containers[0]
+        self.pod_logs[(namespace, pod, container)] = text
 
     def add_token(self, token, rules):
         self.extra_tokens[token] = list(rules)
@@ -552,7 +562,8 @@ class DevCluster:
             raise self._not_found()
         if not info.namespaced and namespace is not None:
             raise self._not_found()
-        if sub not in (None, "status") or (sub == "status" and not info.has_status):
+        is_log = sub == "log" and plural == "pods" and name is not None and request.method == "GET" and not is_watch
+        if not is_log and (sub not in (None, "status") or (sub == "status" and not info.has_status)):
             raise self._not_found()
         verb = self._verb(request.method, name, is_watch)
         identity = request.get("identity")
@@ -562,6 +573,8 @@ class DevCluster:
                            f'{info.resource_label} "{name or ""}" is forbidden: User "{who}" cannot '
                            f'{verb} resource "{plural + ("/" + sub if sub else "")}" in API group "{group}"'
                            + (f' in the namespace "{namespace}"' if namespace else ""))
+        if is_log:
+            return self._pod_log(request, namespace, name)
         api_version = f"{group}/{version}" if group else version
         if name is None:
             if request.method == "GET":
@@ -613,6 +626,36 @@ class DevCluster:
                 "details": {"name": name, "group": info.group, "kind": plural, "uid": result["metadata"]["uid"]},
             })
         raise ApiError(405, "MethodNotAllowed", f"method {request.method} is not allowed here")
+
+    def _pod_log(self, request, namespace, name):
+        """GET pods/{name}/log: text/plain, with the apiserver's container, tailLines and limitBytes
+        (previous, timestamps, sinceSeconds and follow are accepted and ignored)."""
+        pod = self.store.get("pods", namespace, name, copy=False)
+        containers = _container_names(pod)
+        query = request.query
+        container = query.get("container") or ""
+        if not container:
+            if len(containers) != 1:
+                raise BadRequest(f"a container name must be specified for pod {name}, choose one of: [{' '.join(containers)}]")
+            container = containers[0]
+        elif container not in containers:
+            raise BadRequest(f"container {container} is not valid for pod {name}")
+        numbers = {}
+        for key in ("tailLines", "limitBytes"):
+            if query.get(key) not in (None, ""):
+                try:
+                    numbers[key] = int(query[key])
+                except ValueError:
+                    raise BadRequest(f"{key}: invalid value {query[key]!r}: must be an integer") from None
+                if numbers[key] < (0 if key == "tailLines" else 1):
+                    raise BadRequest(f"{key}: Invalid value: {numbers[key]}: must be {'>= 0' if key == 'tailLines' else 'greater than 0'}")
+        data = self.pod_logs.get((namespace, name, container), "").encode("utf-8")
+        if "tailLines" in numbers:
+            lines = data.splitlines(keepends=True)
+            data = b"".join(lines[len(lines) - numbers["tailLines"]:]) if numbers["tailLines"] else b""
+        if "limitBytes" in numbers:
+            data = data[:numbers["limitBytes"]]
+        return web.Response(body=data, content_type="text/plain", charset="utf-8")
 
     @staticmethod
     def _parse_rest(rest):
@@ -692,6 +735,8 @@ class DevCluster:
             if info.has_status:
                 resources.append({"name": f"{plural}/status", "singularName": "", "namespaced": info.namespaced,
                                   "kind": info.kind, "verbs": ["get", "patch", "update"]})
+            if plural == "pods":
+                resources.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]})
         if not resources and not (group == "" and version == "v1"):
             raise self._not_found()
         return _json_response({"kind": "APIResourceList", "apiVersion": "v1",
@@ -992,3 +1037,7 @@ class DevCluster:
         for start in range(0, len(lines), 500):
             await response.write(b"".join(lines[start:start + 500]))
 
+
+def _container_names(pod):
+    spec = pod.get("spec") or {}
+    return [c.get("name") for c in (spec.get("containers") or []) + (spec.get("initContainers") or []) if c.get("name")]

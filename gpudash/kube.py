@@ -86,13 +86,13 @@ class KubeClient:
         except Exception:  # closing a broken pool must never mask the real error
             log.debug("closing api client failed", exc_info=True)
 
-    def _request(self, path, query=None, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)):
+    def _request(self, path, query=None, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), accept="application/json"):
         params = [(k, v) for k, v in (query or {}).items() if v is not None and v != ""]
         request = self.api_client.param_serialize(
             "GET",
             path,
             query_params=params,
-            header_params={"Accept": "application/json"},
+            header_params={"Accept": accept},
             auth_settings=["BearerToken"],
         )
         url = request[1]
@@ -124,6 +124,25 @@ class KubeClient:
         if not isinstance(doc, dict):
             raise KubeError(f"GET {url}: expected a JSON object, got {type(doc).__name__}", status=raw.status)
         return doc
+
+    def get_text(self, path, query=None, max_bytes=65536, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)):
+        """GET a text body (pods/log), reading at most `max_bytes`: (text, cut) where `cut` says the body
+        went on. The cap holds whatever the server does with limitBytes."""
+        url, raw = self._request(path, query, timeout, accept="*/*")
+        data, cut = b"", False
+        try:
+            for chunk in raw.stream(16 * 1024, decode_content=True):
+                data += chunk
+                if len(data) > max_bytes:
+                    data, cut = data[:max_bytes], True
+                    break
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(f"GET {url}: reading body failed: {exc}") from exc
+        finally:
+            if cut:
+                raw.close()  # the rest is not wanted: do not drain it into a pooled connection
+            raw.release_conn()
+        return data.decode("utf-8", "replace"), cut
 
     def stream_lines(self, path, query=None, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)):
         """Open a streaming GET (a watch); returns (response, iterator of raw lines)."""

@@ -170,7 +170,13 @@ RISKY = (
     ("patch", "", "namespaces", "", False, "label their namespace for admin access"),
 )
 # Every mirrored kind (DeviceTaintRules only where served, so not required).
-NEEDED_READ = [(verb, kind.group, kind.plural) for kind in KINDS if kind.kind != "DeviceTaintRule" for verb in ("get", "list", "watch")]
+NEEDED_READ = [(verb, kind.group, kind.plural) for kind in KINDS if kind.kind not in ("DeviceTaintRule", "Event") for verb in ("get", "list", "watch")]
+# Optional rights: without them a part of the UI says it cannot show something, nothing else breaks.
+OPTIONAL_READ = [
+    ("list", "", "events", "the object pages show no mirrored Events"),
+    ("watch", "", "events", "the object pages show no mirrored Events"),
+    ("get", "", "pods/log", "no DRA driver log tail on the Pending, claim and node pages"),
+]
 NEEDED_RELEASE = [("patch", "resource.k8s.io", "resourceclaims/status"), ("patch", "resource.k8s.io", "resourceclaims/binding"),
                   ("patch", "resource.k8s.io", "resourceclaims"), ("delete", "resource.k8s.io", "resourceclaims")]
 
@@ -221,6 +227,11 @@ def check_rbac(cluster, reader):
     if cluster.writable and _impersonates(cluster):
         items += _impersonation_items(rules, release_missing)
     elif cluster.writable and release_missing:
+    optional_missing = [(f"{v} {r}", why) for v, g, r, why in OPTIONAL_READ if not _rules_allow(rules, v, g, r)]
+    for right, why in optional_missing:
+        items.append(item(WARN, f"Optional: the dashboard lacks {right}: {why} (the optional rules in deploy/rbac-readonly.yaml).", right=right))
+    if not optional_missing:
+        items.append(item(PASS, "The dashboard may read Events and DRA driver logs (optional rights)."))
         items.append(item(WARN, "Release actions are enabled but the dashboard lacks " + ", ".join(release_missing)
                           + " (deploy/rbac-release.yaml), or set the cluster read-only."))
     elif not cluster.writable and len(release_missing) < len(NEEDED_RELEASE):

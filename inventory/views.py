@@ -7,8 +7,9 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Concat
 from django.http import Http404
 from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext as _
 
-from claims.models import AllocationResult, ClaimStateChange, Pod, ResourceClaim
+from claims.models import AllocationResult, ClaimConsumer, ClaimStateChange, Pod, ResourceClaim
 from gpudash import roles, tables
 from gpudash.views import DashboardView
 
@@ -156,8 +157,16 @@ class NodeDetailView(DashboardView):
         pods = _pods_by_claim(node.cluster_id, [h for d in devices for h in d.st.holders if h.visible])
         for d in devices:
             d.holder_rows = [(h, pods.get((h.namespace, h.name), [])) for h in d.st.holders]
+        from .objectpage import crumb, object_page
+
+        crumbs = [crumb(_("Nodes"), "inventory:node-list", query=f"cluster={node.cluster.name}"), crumb(node.name)]
         ctx.update(node=node, slices=slices, devices=devices, state_labels=fleet.STATE_LABELS,
-                   pods=roles.scope_queryset(Pod.objects.filter(cluster_id=node.cluster_id, node_name=node.name), self.request.user))
+                   pods=roles.scope_queryset(Pod.objects.filter(cluster_id=node.cluster_id, node_name=node.name), self.request.user).order_by("namespace", "name"),
+                   **object_page(node.cluster, "Node", node.raw, node.name, uid=node.uid, crumbs=crumbs))
+        if not self.request.GET.get("fragment"):  # live region refreshes do not go to the API server
+            from claims import driverlogs
+
+            ctx.update(driverlogs.page_context(node.cluster, node.name))
         return ctx
 
 
@@ -284,8 +293,20 @@ class DeviceDetailView(DashboardView):
         past = roles.scope_queryset(
             ClaimStateChange.objects.filter(cluster_id=device.cluster_id, node_name=device.node_name, new_state="deleted").order_by("-at"), self.request.user
         )[:20] if device.node_name else []
+        from .objectpage import crumb, device_kubectl_commands, object_page
+
+        cluster = device.slice.cluster
+        crumbs = [crumb(_("Devices"), "inventory:device-list", query=f"cluster={cluster.name}")]
+        if device.node_name:
+            crumbs.append(crumb(device.node_name, "inventory:node-detail", cluster.name, device.node_name))
+        crumbs += [crumb(device.slice.name, "inventory:slice-detail", cluster.name, device.slice.name), crumb(device.name)]
+        # The pods holding the device: the consumers of the claims allocated to it.
+        holding = Pod.objects.filter(cluster_id=device.cluster_id, uid__in=ClaimConsumer.objects.filter(claim__in=[r.claim for r in results]).values("uid"))
+        ctx.update(object_page(cluster, "ResourceSlice", device.raw, device.slice.name, events=False, crumbs=crumbs,
+                               kubectl=device_kubectl_commands(cluster, device.slice.name, device.name)))
         ctx.update(
             device=device,
+            holding_pods=list(holding.order_by("namespace", "name").only("cluster_id", "namespace", "name", "phase", "node_name")),
             attributes=sorted(device.attributes.items()),
             capacity=sorted(device.capacity.items()),
             counter_sets=counter_sets,
