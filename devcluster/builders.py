@@ -6,6 +6,7 @@ Everything is deterministic given the `rng` passed in, so scenario objects keep 
 names and uids between runs (tests can refer to them).
 """
 
+import json
 import uuid
 
 GPU_DRIVER = "gpu.nvidia.com"
@@ -98,6 +99,38 @@ def make_node(name, rng, model=None, ready=True, zone="us-east-1a", gpus=0):
                          "kubeProxyVersion": ""},
         },
     }
+
+
+def advertise(node, resources):
+    """Extended resources a device plugin registered with the kubelet: node capacity and allocatable."""
+    for key in ("capacity", "allocatable"):
+        node["status"][key].update(resources)
+    return node
+
+
+HAMI_REGISTER = "hami.io/node-nvidia-register"
+
+
+def hami_node(node, model, rng, gpus=4, split=10, memory=None, cores=100):
+    """A node HAMi manages (hami-core mode): its device plugin registers `split` vGPU slots per GPU as
+    nvidia.com/gpu and writes the v2.8+ JSON registration annotation (omitempty: index 0 and numa 0 left out)."""
+    text = str(model["memory"])
+    devmem = memory or (int(text[:-2]) * 1024 if text.endswith("Gi") else int(text[:-2]) if text.endswith("Mi") else int(text) // 2**20)
+    name = model["productName"] if model["productName"].startswith("NVIDIA") else f"NVIDIA-{model['productName']}"
+    devices = []
+    for i in range(gpus):
+        entry = {"id": f"GPU-{det_uuid(rng)}", "count": split, "devmem": devmem, "devcore": cores, "type": name, "mode": "hami-core", "health": True}
+        if i:
+            entry["index"] = i
+        if i >= gpus // 2 and gpus > 1:
+            entry["numa"] = 1
+        devices.append(entry)
+    node["metadata"].setdefault("annotations", {}).update({
+        HAMI_REGISTER: json.dumps(devices, separators=(",", ":")),
+        "hami.io/node-handshake": "Requesting_2026-01-05 08:00:00",
+    })
+    node["metadata"]["labels"]["gpu"] = "on"
+    return advertise(node, {"nvidia.com/gpu": str(gpus * split)})
 
 
 def _attr(value):

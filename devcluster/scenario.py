@@ -106,6 +106,12 @@ class _Expander:
                 node["spec"].setdefault("taints", []).append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": b.TIMESTAMP})
             for t in spec.get("taints") or []:
                 node["spec"].setdefault("taints", []).append({k: str(v) for k, v in t.items() if k in ("key", "value", "effect")})
+            if spec.get("devicePlugin"):  # GPUs served by a device plugin: extended resources on the node
+                b.advertise(node, {k: str(v) for k, v in spec["devicePlugin"].items()})
+            if spec.get("hami"):  # a HAMi-managed node: vGPU slots plus HAMi's device registration
+                if not model:
+                    self.fail(f"node {name}", "hami needs the node's gpu model")
+                b.hami_node(node, model, self.rng, **spec["hami"])
             self.nodes[name] = node
             self.out["nodes"].append(node)
             if not model or spec.get("driver", True) is False:
@@ -229,6 +235,10 @@ class _Expander:
             else:
                 self.fail(what, f"pod claim {c.get('name')!r} needs `template` or `claim`")
         pod = b.make_pod(ns, name, self.rng, node=node, phase=phase, pod_claims=pod_claims)
+        if entry.get("resources"):  # extended resources (device plugin, HAMi): limits, as GPU users write them
+            pod["spec"]["containers"][0]["resources"]["limits"] = {k: str(v) for k, v in entry["resources"].items()}
+        if entry.get("schedulerName"):
+            pod["spec"]["schedulerName"] = entry["schedulerName"]
         if entry.get("unschedulable"):
             b.mark_unschedulable(pod, entry["unschedulable"])
             self.out["events"].append(b.scheduling_event(pod, entry["unschedulable"], self.rng))

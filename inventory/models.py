@@ -20,6 +20,7 @@ __all__ = (
     "Namespace",
     "NodeDeviceSummary",
     "UnpublishedDevices",
+    "NodeAccelerator",
 )
 
 
@@ -392,3 +393,26 @@ class UnpublishedDevices(models.Model):
 
     def __str__(self):
         return f"{self.map_key} {self.driver}/{self.pool}: {self.n_total} devices not published since {self.since}"
+
+
+class NodeAccelerator(models.Model):
+    """GPUs a node serves outside DRA: one row per (node, source, resource, model), kept by the sync from
+    the Node and its pods' footprints (inventory/accelerators.py). `allocatable` is what the node offers,
+    `requested` what its bound, non-terminal pods ask for, `gpus` the physical GPUs behind it (HAMi's
+    registered GPUs; for a device plugin's whole-GPU resource the allocatable count)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    node_name = models.CharField(max_length=253)
+    source = models.CharField(max_length=16)  # device-plugin | hami
+    resource = models.CharField(max_length=253)  # nvidia.com/gpu, nvidia.com/mig-1g.10gb, nvidia.com/gpumem ...
+    kind = models.CharField(max_length=16)  # gpu | partition | share | memory | cores
+    model = models.TextField(blank=True)
+    allocatable = models.BigIntegerField(default=0)
+    requested = models.BigIntegerField(default=0)
+    gpus = models.IntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=("cluster", "node_name"), name="inventory_accel_node_idx")]
+
+    def __str__(self):
+        return f"{self.node_name} {self.source} {self.resource}: {self.requested}/{self.allocatable}"

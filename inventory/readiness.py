@@ -3,7 +3,8 @@
 1. API versions served and DRA features visibly in use; 2. drivers deployed where slices are published;
 3. RBAC (SubjectAccessReview for configurable subjects, SelfSubjectRulesReview for the dashboard);
 4. device reporting accuracy; 5. the failure-recovery path (stuck claims, release durations);
-6. the mirror: objects skipped as malformed, DeviceClasses whose selectors cannot be counted.
+6. the mirror: objects skipped as malformed, DeviceClasses whose selectors cannot be counted;
+7. a fleet in transition: DRA beside device plugins and HAMi.
 Live calls go to the API server; everything else reads the mirror. A check that cannot run says why.
 """
 
@@ -126,8 +127,11 @@ def check_drivers(cluster, reader):
             items.append(item(PASS, f"{driver}: driver pods and slices on the same {len(publishing)} node(s)."))
     gpu_labels = ops_setting("GPU_NODE_LABELS") or []
     publishing_any = set().union(*slice_nodes.values()) if slice_nodes else set()
+    from .accelerators import accelerator_rows
+
+    served_otherwise = set(accelerator_rows([cluster.id]).values_list("node_name", flat=True))  # device plugin, HAMi: check 7
     unpublished = sorted(n.name for n in Node.objects.filter(cluster=cluster)
-                         if any(_node_label_matches(n.labels, s) for s in gpu_labels) and n.name not in publishing_any)
+                         if any(_node_label_matches(n.labels, s) for s in gpu_labels) and n.name not in publishing_any and n.name not in served_otherwise)
     if unpublished:
         items.append(item(WARN, f"{len(unpublished)} node(s) look like GPU nodes but publish no slices: {', '.join(unpublished[:20])}.",
                           nodes=unpublished))
@@ -223,15 +227,15 @@ def check_rbac(cluster, reader):
     missing = [f"{v} {r}" for v, g, r in NEEDED_READ if not _rules_allow(rules, v, g, r)]
     items.append(item(FAIL if missing else PASS, ("The dashboard lacks " + ", ".join(missing) + " (deploy/rbac-readonly.yaml).")
                       if missing else "The dashboard can get/list/watch every mirrored kind."))
-    release_missing = [f"{v} {r}" for v, g, r in NEEDED_RELEASE if not _rules_allow(rules, v, g, r)]
-    if cluster.writable and _impersonates(cluster):
-        items += _impersonation_items(rules, release_missing)
-    elif cluster.writable and release_missing:
     optional_missing = [(f"{v} {r}", why) for v, g, r, why in OPTIONAL_READ if not _rules_allow(rules, v, g, r)]
     for right, why in optional_missing:
         items.append(item(WARN, f"Optional: the dashboard lacks {right}: {why} (the optional rules in deploy/rbac-readonly.yaml).", right=right))
     if not optional_missing:
         items.append(item(PASS, "The dashboard may read Events and DRA driver logs (optional rights)."))
+    release_missing = [f"{v} {r}" for v, g, r in NEEDED_RELEASE if not _rules_allow(rules, v, g, r)]
+    if cluster.writable and _impersonates(cluster):
+        items += _impersonation_items(rules, release_missing)
+    elif cluster.writable and release_missing:
         items.append(item(WARN, "Release actions are enabled but the dashboard lacks " + ", ".join(release_missing)
                           + " (deploy/rbac-release.yaml), or set the cluster read-only."))
     elif not cluster.writable and len(release_missing) < len(NEEDED_RELEASE):
@@ -422,10 +426,82 @@ def check_mirror(cluster):
     return check("mirror", "Mirrored objects", items)
 
 
+# --- 7. a fleet in transition: device plugins and HAMi beside DRA --------------------------------------
+
+
+def _vendor_domain(driver):
+    """The extended-resource domain of a DRA driver's vendor: gpu.nvidia.com -> nvidia.com."""
+    parts = driver.split(".")
+    return ".".join(parts[-2:]) if len(parts) >= 2 else driver
+
+
+def check_transition(cluster):
+    """Nodes and pods where DRA meets device plugins or HAMi (inventory/accelerators.py), each with
+    what to do. Reads the mirror only."""
+    from . import accelerators, devicekinds
+    from claims.models import PodFootprint
+
+    items = []
+    dra = defaultdict(set)  # node -> vendor domains of the DRA drivers publishing GPUs there
+    for driver, node in (Device.objects.filter(cluster=cluster, kind__in=(devicekinds.GPU, devicekinds.PARTITION))
+                         .exclude(node_name="").values_list("driver", "node_name").distinct().order_by()):
+        dra[node].add(_vendor_domain(driver))
+    offered = defaultdict(dict)  # node -> {resource: (source, kind)}
+    for node, source, resource, kind, alloc in accelerators.accelerator_rows([cluster.id]).values_list("node_name", "source", "resource", "kind", "allocatable"):
+        if alloc > 0:
+            offered[node][resource] = (source, kind)
+    # 1. the same GPUs through DRA and a device plugin (or HAMi)
+    both = sorted(n for n, res in offered.items() if n in dra and any(r.split("/", 1)[0] in dra[n] and k in ("gpu", "partition", "share") for r, (_s, k) in res.items()))
+    if both:
+        items.append(item(WARN, f"{len(both)} node(s) publish GPUs in DRA ResourceSlices and advertise them through a device plugin too: "
+                          f"{', '.join(both[:20])}. The same GPUs can be handed out twice (once to a claim, once to an nvidia.com/gpu request). "
+                          "Run one of the two per node: label the node so the device-plugin DaemonSet skips it, or keep the DRA "
+                          "kubelet plugin off it.", nodes=both, finding="dra_and_device_plugin"))
+    # 2. a DeviceClass's extendedResourceName that a device plugin also advertises
+    for name, ext in DeviceClass.objects.filter(cluster=cluster).exclude(extended_resource_name="").values_list("name", "extended_resource_name").order_by("name"):
+        nodes = sorted(n for n, res in offered.items() if ext in res)
+        if nodes:
+            items.append(item(WARN, f"DeviceClass {name} serves {ext} through DRA, and a device plugin advertises {ext} on {len(nodes)} node(s): "
+                              f"{', '.join(nodes[:20])}. There the scheduler gives {ext} requests the device plugin's GPUs (it prefers "
+                              "a node's own allocatable), elsewhere DRA's. Remove the device plugin from those nodes once they publish "
+                              "ResourceSlices, or drop extendedResourceName until the move is done.",
+                              nodes=nodes, device_class=name, resource=ext, finding="extended_resource_name_shadowed"))
+    # 3. pods asking for a device-plugin resource on nodes that only DRA serves
+    classes = dict(DeviceClass.objects.filter(cluster=cluster).exclude(extended_resource_name="").values_list("extended_resource_name", "name"))
+    cfg = accelerators.config()
+    legacy = defaultdict(list)
+    dra_only = sorted(n for n in dra if not offered.get(n))
+    for start in range(0, len(dra_only), 500):
+        rows = PodFootprint.objects.on_nodes().filter(cluster=cluster, node_name__in=dra_only[start : start + 500])
+        for ns, pod, node, raw in rows.values_list("namespace", "name", "node_name", "raw").iterator(chunk_size=2000):
+            wanted = sorted(r for r in ((raw or {}).get("requests") or {}) if accelerators.resource_kind(r, cfg) and r not in offered.get(node, {}))
+            for resource in wanted:
+                legacy[(node, resource)].append(f"{ns}/{pod}")
+    for (node, resource), pods in sorted(legacy.items()):
+        via = classes.get(resource)
+        if via:
+            text = (f"{len(pods)} pod(s) on {node} ask for {resource}, which only DRA serves there (DeviceClass {via}, "
+                    f"extendedResourceName): {', '.join(pods[:10])}. Fine with the DRAExtendedResource feature; "
+                    "move them to a ResourceClaim when convenient.")
+            status = PASS
+        else:
+            text = (f"{len(pods)} pod(s) on {node} ask for {resource}, which no device plugin advertises there and no DeviceClass "
+                    f"serves: {', '.join(pods[:10])}. They were bound before the device plugin went away; pods like them now stay "
+                    f"Pending. Ask through a ResourceClaim, or give a DeviceClass extendedResourceName: {resource}.")
+            status = WARN
+        items.append(item(status, text, node=node, resource=resource, pods=pods, finding="device_plugin_request_on_dra_node"))
+    if not items:
+        items.append(item(PASS, "No node mixes DRA with device plugins or HAMi, and no pod asks for a device-plugin GPU on a DRA-only node."))
+    totals = accelerators.source_totals([cluster.id])
+    summary = (f"DRA {totals['dra']['gpus']} GPUs on {totals['dra']['nodes']} node(s) · device plugin {totals['device-plugin']['gpus']} GPUs "
+               f"on {totals['device-plugin']['nodes']} · HAMi {totals['hami']['shares']} vGPU shares of {totals['hami']['gpus']} GPUs on {totals['hami']['nodes']}")
+    return check("transition", "DRA beside device plugins and HAMi", items, summary, {"sources": totals})
+
+
 def run_checks(cluster, live=True):
     with ClusterReader(cluster, live=live) as reader:
         checks = [check_versions(cluster, reader), check_drivers(cluster, reader), check_rbac(cluster, reader),
-                  check_reporting(cluster), check_recovery(cluster), check_mirror(cluster)]
+                  check_reporting(cluster), check_recovery(cluster), check_mirror(cluster), check_transition(cluster)]
         status = max((c["status"] for c in checks), key=_RANK.get)
         return {"cluster": cluster.name, "status": status, "live": reader.live, "checked_at": timezone.now().isoformat(),
                 "checks": checks, "error": reader.error}

@@ -17,7 +17,7 @@ from django.db import DatabaseError, connection, models, transaction
 from django.utils import timezone
 
 from gpudash.models import resource_version_number
-from inventory import devicestate
+from inventory import accelerators, devicestate
 from inventory import tasks as class_counts
 from inventory.devicestate import refresh_pools
 
@@ -348,7 +348,12 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
         if state_changes:
             _insert(apps.get_model("claims.ClaimStateChange"), state_changes)
         if kind == "Pod":  # every pod, DRA or not: what it takes from its node (preview node filters)
+            accelerator_nodes = accelerators.nodes_of_pods(cluster.pk, ops)
             result.footprint_keys = footprints.apply(cluster, ops)
+            accelerators.refresh_nodes(cluster.pk, accelerator_nodes)  # device-plugin / HAMi GPUs in use
+        if kind == "Node":  # device-plugin and HAMi GPUs the nodes offer (inventory/accelerators.py)
+            accelerators.refresh_nodes(cluster.pk, {k[1] for k, f in current.items() if f.deleted or f.fields},
+                                       raws={k[1]: f.fields["raw"] for k, f in current.items() if not f.deleted and f.fields})
         if kind == "Event":
             events_mirror.prune(cluster)  # bounded in count and age
         changelog.record(cluster.pk, kind, changes)  # last write: its lock orders the log (changelog.py)
@@ -487,6 +492,7 @@ def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(
     """
     if kind == "Pod" and footprint_keys is not None:
         footprints.reconcile(cluster, footprint_keys, list_rv_num)
+        accelerators.refresh_cluster(cluster.pk)
     model = KINDS_BY_NAME[kind].model
     has_state = any(f.attname == "state" for f in model._meta.concrete_fields)
     has_node = any(f.attname == "node_name" for f in model._meta.concrete_fields)
@@ -507,6 +513,8 @@ def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(
     with transaction.atomic():
         touched = _device_pools(kind, [row["id"] for row in gone])
         _delete_ids(model, [row["id"] for row in gone])
+        if kind == "Node":
+            accelerators.refresh_nodes(cluster.pk, {row["name"] for row in gone}, raws={})
         if touched or device_pools:
             refresh_pools(touched | set(device_pools))
         if kind in class_counts.RELEVANT_KINDS:
