@@ -5,27 +5,41 @@ from urllib.parse import urlencode
 import yaml
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, TextField
+from django.db.models.functions import Cast
 from django.http import Http404
 from django.shortcuts import get_object_or_404
-
 from django.utils.translation import gettext as _
-from gpudash import roles
+
+from gpudash import roles, tables
 from gpudash.views import DashboardView
 from inventory import fleet
 from inventory.models import Cluster, Device
-
 from inventory.objectpage import crumb, object_page
+
 from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim
 
 STUCK = "stuck"
 CLAIM_STATES = [s for s, _ in ResourceClaim.State.choices] + [STUCK]
+# Sortable columns of the claims and pods lists (gpudash/tables.py). The device classes sort by the
+# stored JSON list's text: by the first class, then the next.
+CLAIM_SORT = {"cluster": "cluster__name", "namespace": "namespace", "name": "name", "state": "state", "node": "node_name",
+              "classes": Cast("device_classes", TextField()), "owner": "owner_pod_name", "created": "creation_timestamp"}
+POD_SORT = {"cluster": "cluster__name", "namespace": "namespace", "name": "name", "phase": "phase", "node": "node_name"}
 
 
 def claims_with_flags(queryset):
     """Claims annotated with `is_stuck` (an active finding names them)."""
     findings = Finding.objects.stuck().filter(cluster_id=OuterRef("cluster_id"), claim_uid=OuterRef("uid"))
     return queryset.annotate(is_stuck=Exists(findings))
+
+
+def list_namespace(view):
+    """A namespaced list's namespace: its own ?namespace= filter (for this request only, as every
+    filter of the page), else the global selector's (gpudash/views.py)."""
+    if "namespace" in view.request.GET:
+        return view.request.GET["namespace"].strip()  # as asked, even if hidden: the scoped queryset then shows nothing
+    return view.namespace
 
 
 class ClaimListView(DashboardView):
@@ -36,7 +50,7 @@ class ClaimListView(DashboardView):
 
     def live_scope(self):
         scope = super().live_scope()
-        namespace = self.request.GET.get("namespace")
+        namespace = list_namespace(self)
         if namespace and roles.can_see_namespace(self.request.user, namespace):  # the socket refuses others' namespaces
             scope["namespace"] = namespace
         return scope
@@ -46,6 +60,7 @@ class ClaimListView(DashboardView):
         get = self.request.GET
         qs = claims_with_flags(roles.scope_queryset(self.in_cluster(ResourceClaim.objects.select_related(None)), self.request.user))
         f = {k: get.get(k, "").strip() for k in ("namespace", "state", "node", "class", "q")}
+        f["namespace"] = list_namespace(self)
         if f["namespace"]:
             qs = qs.filter(namespace=f["namespace"])
         if f["state"] == STUCK:
@@ -59,7 +74,8 @@ class ClaimListView(DashboardView):
             qs = qs.filter(device_classes__icontains=f'"{f["class"]}"')
         if f["q"]:
             qs = qs.filter(Q(name__icontains=f["q"]) | Q(owner_pod_name__icontains=f["q"]))
-        qs = qs.order_by("cluster_id", "namespace", "name").only(
+        sort = tables.sorting(self.request, ResourceClaim, CLAIM_SORT, default=("cluster_id", "namespace", "name"))
+        qs = sort.apply(qs).only(
             "id", "cluster_id", "namespace", "name", "state", "node_name", "device_classes", "creation_timestamp", "deletion_timestamp", "owner_pod_name", "allocated"
         )
         ctx.update(self.paginate(qs, 100))
@@ -67,7 +83,7 @@ class ClaimListView(DashboardView):
         for c in ctx["page_obj"].object_list:
             c.cluster_name = names.get(c.cluster_id)
         namespaces = roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user).values_list("namespace", flat=True).distinct().order_by("namespace")
-        ctx.update(filters=f, states=CLAIM_STATES, namespaces=list(namespaces), total=ctx["page_obj"].paginator.count)
+        ctx.update(filters=f, states=CLAIM_STATES, namespaces=list(namespaces), total=ctx["page_obj"].paginator.count, sorting=sort)
         return ctx
 
 
@@ -105,24 +121,6 @@ class ClaimDetailView(DashboardView):
                 f.release_blocked = ""
         return findings
 
-    def get_context_data(self, **kwargs):
-        ctx = super().get_context_data(**kwargs)
-        claim = self.claim
-        results = list(claim.results.all())
-        present = set(
-            Device.objects.filter(cluster_id=claim.cluster_id, pool__in={r.pool for r in results}).values_list("driver", "pool", "name")
-        )
-        for r in results:
-            r.device_exists = (r.driver, r.pool, r.device) in present
-        consumers = list(claim.consumers.all())
-        pods = {p.uid: p for p in Pod.objects.filter(cluster_id=claim.cluster_id, uid__in=[c.uid for c in consumers])}
-        for c in consumers:
-            c.pod = pods.get(c.uid)
-        # Pods that reference the claim but are not (yet) in reservedFor: the usual "why Pending" place.
-        waiting = Pod.objects.filter(
-            cluster_id=claim.cluster_id, namespace=claim.namespace, claim_refs__claim_name=claim.name
-        ).exclude(uid__in=[c.uid for c in consumers]).distinct()
-        ctx.update(
     def driver_logs(self, consumers):
         """When the claim is allocated but not prepared (a not-prepared finding, or a bound pod still
         Pending on it), the driver pods' log tail on that node; read on the full page load only (a live
@@ -145,6 +143,24 @@ class ClaimDetailView(DashboardView):
             out["driver_logs"] += driverlogs.node_driver_logs(claim.cluster, node, drivers)
         return out
 
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        claim = self.claim
+        results = list(claim.results.all())
+        present = set(
+            Device.objects.filter(cluster_id=claim.cluster_id, pool__in={r.pool for r in results}).values_list("driver", "pool", "name")
+        )
+        for r in results:
+            r.device_exists = (r.driver, r.pool, r.device) in present
+        consumers = list(claim.consumers.all())
+        pods = {p.uid: p for p in Pod.objects.filter(cluster_id=claim.cluster_id, uid__in=[c.uid for c in consumers])}
+        for c in consumers:
+            c.pod = pods.get(c.uid)
+        # Pods that reference the claim but are not (yet) in reservedFor: the usual "why Pending" place.
+        waiting = Pod.objects.filter(
+            cluster_id=claim.cluster_id, namespace=claim.namespace, claim_refs__claim_name=claim.name
+        ).exclude(uid__in=[c.uid for c in consumers]).distinct()
+        ctx.update(
             claim=claim,
             requests=(claim.spec.get("devices") or {}).get("requests") or [],
             constraints=(claim.spec.get("devices") or {}).get("constraints") or [],
@@ -175,6 +191,7 @@ class PodListView(DashboardView):
         get = self.request.GET
         qs = roles.scope_queryset(self.in_cluster(Pod.objects.all()), self.request.user).filter(claim_refs__isnull=False).distinct()
         f = {k: get.get(k, "").strip() for k in ("namespace", "phase", "node", "q")}
+        f["namespace"] = list_namespace(self)
         if f["namespace"]:
             qs = qs.filter(namespace=f["namespace"])
         if f["phase"]:
@@ -183,7 +200,8 @@ class PodListView(DashboardView):
             qs = qs.filter(node_name=f["node"])
         if f["q"]:
             qs = qs.filter(name__icontains=f["q"])
-        qs = qs.order_by("cluster_id", "namespace", "name").defer("raw")
+        sort = tables.sorting(self.request, Pod, POD_SORT, default=("cluster_id", "namespace", "name"))
+        qs = sort.apply(qs).defer("raw")
         ctx.update(self.paginate(qs, 100))
         page = list(ctx["page_obj"].object_list)
         refs = {}
@@ -201,7 +219,7 @@ class PodListView(DashboardView):
             p.refs = refs.get(p.id, [])
             for r in p.refs:
                 r.claim_state = claim_states.get((p.cluster_id, p.namespace, r.claim_name), "")
-        ctx.update(pods=page, filters=f, phases=["Pending", "Running", "Succeeded", "Failed", "Unknown"])
+        ctx.update(pods=page, filters=f, phases=["Pending", "Running", "Succeeded", "Failed", "Unknown"], sorting=sort)
         return ctx
 
 
@@ -218,6 +236,16 @@ class PreviewView(DashboardView):
     template_name = "claims/preview.html"
     nav = "preview"
     pending_per_page = 25
+
+    @classmethod
+    def selected_cluster(cls, request):
+        """The preview runs against one cluster: with "All clusters" selected and only one cluster
+        there, that one (without changing the selection the other pages use)."""
+        cluster = super().selected_cluster(request)
+        if cluster is None:
+            only = list(Cluster.objects.all()[:2])
+            cluster = only[0] if len(only) == 1 else None
+        return cluster
 
     def get(self, request, *args, **kwargs):
         if request.GET.get("claim"):

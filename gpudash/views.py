@@ -14,6 +14,7 @@ from inventory.connection import connections
 from inventory.models import Cluster
 
 SESSION_CLUSTER = "gpudash.cluster"
+SESSION_NAMESPACE = "gpudash.namespace"
 # Regions of base.html every page can refresh: connection status, the navigation's stuck-claims badge.
 SHARED_REGIONS = {"conn": "_connections.html", "navstuck": "_nav_stuck.html"}
 
@@ -46,6 +47,7 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             raise PermissionDenied(f"The {self.required_role} role is needed to see this page.")
         self.look_up(request, **kwargs)
         self.cluster = self.selected_cluster(request)
+        self.namespace = self.selected_namespace(request)
         return super().dispatch(request, *args, **kwargs)
 
     def look_up(self, request, **kwargs):
@@ -68,6 +70,30 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             raise Http404(f"No cluster named {name!r}.")
         return cluster
 
+    @staticmethod
+    def selected_namespace(request):
+        """The global namespace selector: ?ns=<namespace> (remembered in the session, across pages),
+        '' or 'all' = every namespace. Namespaced lists (claims, pods, search) default to it; a
+        namespace the user may not see is dropped rather than shown empty."""
+        name = request.GET.get("ns")
+        if name is None:
+            name = request.session.get(SESSION_NAMESPACE, "")
+        name = "" if name == "all" else name.strip()
+        if name and not roles.can_see_namespace(request.user, name):
+            name = ""
+        if request.session.get(SESSION_NAMESPACE, "") != name:
+            request.session[SESSION_NAMESPACE] = name
+        return name
+
+    def namespace_options(self):
+        """Namespaces for the selector: those of the claims and pods the user may see (read when the
+        page renders the selector, not for live fragments)."""
+        from claims.models import Pod, ResourceClaim
+
+        claims = roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user).values_list("namespace", flat=True).order_by()
+        pods = roles.scope_queryset(self.in_cluster(Pod.objects.all()), self.request.user).values_list("namespace", flat=True).order_by()
+        return sorted(set(claims.distinct()) | set(pods.distinct()) | ({self.namespace} - {""}))
+
     @property
     def cluster_ids(self):
         return None if self.cluster is None else [self.cluster.id]
@@ -83,6 +109,8 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         ctx.update(
             clusters=Cluster.objects.all(),
             cluster=self.cluster,
+            global_namespace=self.namespace,
+            namespace_options=self.namespace_options,  # a callable: only evaluated where rendered
             connections=connections(),
             live_scope=json.dumps(self.live_scope()),
             nav=self.nav,

@@ -317,6 +317,16 @@ class DeviceDetailView(DashboardView):
         return ctx
 
 
+CLASS_SORT = {"cluster": "cluster__name", "name": "name", "extended": "extended_resource_name", "matching": "match_count"}
+# The pools list is built in Python (pools.pool_summaries): every column sorts there.
+POOL_SORT = dict.fromkeys(("cluster", "driver", "pool", "generation", "slices", "devices", "nodes", "problems"))
+POOL_SORT_KEYS = {
+    "cluster": lambda p: p["cluster_name"], "driver": lambda p: p["driver"], "pool": lambda p: p["pool"],
+    "generation": lambda p: p["generation"], "slices": lambda p: p["slices"], "devices": lambda p: p["devices"],
+    "nodes": lambda p: " ".join(p["nodes"]) or None, "problems": lambda p: len(p["problems"]),
+}
+
+
 class DeviceClassListView(DashboardView):
     template_name = "inventory/class_list.html"
     regions = {"classes": "inventory/_class_table.html"}
@@ -327,7 +337,8 @@ class DeviceClassListView(DashboardView):
         from . import classmatch, tasks
 
         ctx = super().get_context_data(**kwargs)
-        classes = list(self.in_cluster(DeviceClass.objects.all()).order_by("cluster_id", "name"))
+        sort = tables.sorting(self.request, DeviceClass, CLASS_SORT, default=("cluster_id", "name"))
+        classes = list(sort.apply(self.in_cluster(DeviceClass.objects.all())))
         # Stored counts only (counting takes seconds on a large fleet): what is out of date says so
         # and asks the background job for a recount, which the sync has usually asked for already.
         versions = classmatch.inventory_versions(self.cluster_ids)
@@ -337,7 +348,7 @@ class DeviceClassListView(DashboardView):
             c.match_current = classmatch.is_current(c, versions)
         for cluster_id in sorted({c.cluster_id for c in classes if not c.match_current}):
             tasks.request_after_commit(cluster_id)
-        ctx.update(classes=classes)
+        ctx.update(classes=classes, sorting=sort)
         return ctx
 
 
@@ -353,6 +364,8 @@ class PoolListView(DashboardView):
         only_bad = self.request.GET.get("problems") == "1"
         if only_bad:
             rows = [r for r in rows if r["problems"]]
+        sort = tables.sorting(self.request, ResourceSlice, POOL_SORT)
+        sort.sort_rows(rows, POOL_SORT_KEYS)
         ctx.update(self.paginate(rows, 200))
-        ctx.update(only_bad=only_bad, problem_count=sum(1 for r in rows if r["problems"]))
+        ctx.update(only_bad=only_bad, problem_count=sum(1 for r in rows if r["problems"]), sorting=sort)
         return ctx

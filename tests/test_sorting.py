@@ -112,8 +112,15 @@ def check_every_column(client, path, table_id, identity, values, skip=()):
 
 @pytest.fixture
 def viewer(client):
-    load_fleet("alpha")
+    from .fleet_data import apply_all
+    from .ui_fixtures import gpu, resource_slice
+
+    alpha = load_fleet("alpha")
     load_scenario(Cluster.objects.create(name="demo"))
+    # A pool at generation 3 that publishes one of its two slices: a generation and a problem to sort by.
+    extra = resource_slice("node-d", [gpu("gpu-0", "NVIDIA L4", memory="24Gi")])
+    extra["spec"]["pool"].update(generation=3, resourceSliceCount=2)
+    apply_all(alpha, [("ResourceSlice", extra)])
     client.force_login(make_user("alice"))
     client.get("/?cluster=all")
     return client
@@ -127,7 +134,7 @@ def number(column):
     return lambda r: int(r[column]["text"])
 
 
-def test_nodes_sort_by_every_column(viewer):
+def check_nodes(viewer):
     nodes = {(c, n): (ready, since) for c, n, ready, since in Node.objects.values_list("cluster__name", "name", "ready", "ready_changed_at")}
     ident = lambda r: (r["cluster"]["text"], r["name"]["text"].replace(" cordoned", ""))  # noqa: E731
     check_every_column(viewer, reverse("inventory:node-list"), "node-table", ident, {
@@ -139,7 +146,7 @@ def test_nodes_sort_by_every_column(viewer):
     })
 
 
-def test_devices_sort_by_every_column(viewer):
+def check_devices(viewer):
     held = {(c, d, p, n): f"{ns}/{h}" for c, d, p, n, ns, h in Device.objects.values_list("cluster__name", "driver", "pool", "name", "held_by_namespace", "held_by_name")}
     ident = lambda r: (r["cluster"]["text"], r["driver"]["text"], r["pool"]["text"], r["name"]["text"])  # noqa: E731
     check_every_column(viewer, reverse("inventory:device-list"), "device-table", ident, {
@@ -150,3 +157,30 @@ def test_devices_sort_by_every_column(viewer):
         "state": lambda r: r["state"]["badge"],
         "holder": lambda r: held[ident(r)],
     })
+
+
+def check_pods(viewer):
+    ident = lambda r: (r["cluster"]["text"], r["namespace"]["text"], r["name"]["text"])  # noqa: E731
+    check_every_column(viewer, reverse("claims:pod-list"), "pod-table", ident, {
+        "cluster": text("cluster"), "namespace": text("namespace"), "name": text("name"),
+        "phase": lambda r: r["phase"]["badge"].replace("?", ""), "node": lambda r: r["node"]["text"],
+    })
+
+
+def check_pools(viewer):
+    ident = lambda r: (r["cluster"]["text"], r["driver"]["text"], r["pool"]["text"])  # noqa: E731
+    check_every_column(viewer, reverse("inventory:pool-list"), "pool-table", ident, {
+        "cluster": text("cluster"), "driver": text("driver"), "pool": text("pool"),
+        "generation": number("generation"), "slices": lambda r: int(r["slices"]["text"].split("/")[0]),
+        "devices": number("devices"), "nodes": lambda r: None if r["nodes"]["text"] == "—" else r["nodes"]["text"],
+        "problems": lambda r: 0 if r["problems"]["text"] == "consistent" else len(r["problems"]["text"].split("  ")),
+    })
+
+
+LISTS = [check_nodes, check_devices, check_pods, check_pools]
+
+
+def test_every_list_sorts_by_every_column(viewer):
+    # One test over every list: loading the two fleets costs more than all the checks.
+    for check in LISTS:
+        check(viewer)
