@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_objects
+from . import views, views_objects, views_search
 
 app_name = "inventory"
 
@@ -16,4 +16,5 @@ urlpatterns = [
     path("classes/<slug:cluster>/<str:name>/", views_objects.DeviceClassDetailView.as_view(), name="class-detail"),
     path("slices/<slug:cluster>/<str:name>/", views_objects.SliceDetailView.as_view(), name="slice-detail"),
     path("pools/", views.PoolListView.as_view(), name="pool-list"),
+    path("search/", views_search.SearchView.as_view(), name="search"),  # the navigation's search box
 ]
