@@ -153,14 +153,13 @@ def refresh_pools(pool_keys, models=None):
     then the shared-counter check for pools with partitions in use, then the pools' rows of the
     per-node summary (inventory/summary.py). `pool_keys=None` refreshes all devices (the migrations'
     backfill). `models` lets a migration pass its historical models: (device, allocation result,
-    counter set[, node summary[, unpublished devices]]); without a summary model the summary is left alone.
+    counter set[, node summary]); without a summary model the summary is left alone.
     """
     device_model, result_model, counter_model, *summary_model = models or (
         django_apps.get_model("inventory", "Device"),
         django_apps.get_model("claims", "AllocationResult"),
         django_apps.get_model("inventory", "SharedCounterSet"),
         django_apps.get_model("inventory", "NodeDeviceSummary"),
-        django_apps.get_model("inventory", "UnpublishedDevices"),
     )
     if pool_keys is None:
         scopes = [Q()]

@@ -12,7 +12,7 @@ import functools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Exists, OuterRef, Q, Sum
+from django.db.models import Count, Exists, Min, OuterRef, Q, Sum
 
 from claims.models import AllocationResult, Finding
 from gpudash import roles
@@ -20,7 +20,7 @@ from gpudash import roles
 from . import devicestate, summary
 from .devicekinds import GPU, OTHER, PARTITION
 from .devicestate import ADMIN, ALLOCATED, FREE, PARTIAL, STATES, STUCK, TAINTED, UNHEALTHY  # one vocabulary
-from .models import Device, Node, NodeDeviceSummary, UnpublishedDevices
+from .models import Device, Node, NodeDeviceSummary
 from .summary import natural_key  # noqa: F401  (the pages sort device names with it)
 
 STATE_LABELS = {
@@ -141,7 +141,8 @@ class FleetSnapshot:
         self._by_model = None
 
     def _summary(self):
-        rows = NodeDeviceSummary.objects.annotate(unready=devicestate.node_not_ready())
+        # Placeholder rows of pools not publishing now count nothing (unpublished_devices reads them).
+        rows = NodeDeviceSummary.objects.exclude(n_total=0).annotate(unready=devicestate.node_not_ready())
         if self.cluster_ids is not None:
             rows = rows.filter(cluster_id__in=self.cluster_ids)
         if self.nodes is not None:
@@ -336,27 +337,23 @@ class FleetSnapshot:
 
 
 def unpublished_devices(cluster_ids=None, nodes=None):
-    """UnpublishedDevices summed per map row, {"devices", "gpus", "nodes", "rows": {(cluster_id,
-    map_key): {"since", "devices", "gpus", "drivers", "node"}}}. Node-local pools count only while
-    their Node is mirrored: a deleted node is gone, not in an outage."""
-    rows = UnpublishedDevices.objects.annotate(
-        node_exists=Exists(Node.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("node_name")))
-    ).filter(Q(node_name="") | Q(node_exists=True))
+    """What node-local pools last published while they publish nothing now (placeholder summary rows,
+    summary.rebuild), while their Node is still mirrored (a deleted node is gone, not in an outage):
+    {"devices", "nodes", "rows": {(cluster_id, node): {"since", "devices", "drivers"}}}."""
+    rows = NodeDeviceSummary.objects.filter(n_unpublished__gt=0).filter(_node_exists())
     if cluster_ids is not None:
         rows = rows.filter(cluster_id__in=cluster_ids)
     if nodes is not None:
         rows = rows.filter(node_name__in={n for _, n in nodes})
-    out = {"devices": 0, "gpus": 0, "nodes": 0, "rows": {}}
-    for cid, map_key, node, driver, since, total, gpus in rows.values_list("cluster_id", "map_key", "node_name", "driver", "since", "n_total", "n_gpus"):
+    out = {"devices": 0, "nodes": 0, "rows": {}}
+    for cid, node, driver, since, n in rows.values_list("cluster_id", "node_name", "driver", "unpublished_since", "n_unpublished"):
         if nodes is not None and (cid, node) not in nodes:
             continue
-        r = out["rows"].setdefault((cid, map_key), {"since": since, "devices": 0, "gpus": 0, "drivers": set(), "node": node})
-        r["since"] = min(r["since"], since)
-        r["devices"] += total
-        r["gpus"] += gpus
+        r = out["rows"].setdefault((cid, node), {"since": since, "devices": 0, "drivers": set()})
+        r["since"] = min(r["since"], since) if since and r["since"] else (since or r["since"])
+        r["devices"] += n
         r["drivers"].add(driver)
-        out["devices"] += total
-        out["gpus"] += gpus
+        out["devices"] += n
     out["nodes"] = len(out["rows"])
     for r in out["rows"].values():
         r["drivers"] = sorted(r["drivers"])
@@ -384,12 +381,15 @@ class FleetMap:
         if self.cluster_ids is not None:
             rows = rows.filter(cluster_id__in=self.cluster_ids)
         return (
-            rows.annotate(unhealthy=devicestate.node_not_ready())
-            .values("cluster_id", "map_key", "sort_key", "unhealthy")
+            rows.annotate(unhealthy=devicestate.node_not_ready(), node_exists=_node_exists())
+            .values("cluster_id", "map_key", "sort_key", "unhealthy", "node_exists")
             .annotate(
                 total=Sum("n_total"), free=Sum("n_free"), tainted_unheld=Sum("n_tainted_unheld"),
                 allocated=Sum("n_allocated"), admin=Sum("n_admin"), partial=Sum("n_partial"),
+                gpus=Sum("n_gpus"), gpus_free=Sum("n_gpus_free"), unpublished=Sum("n_unpublished"), unpublished_since=Min("unpublished_since"),
             )
+            # A node whose driver stopped publishing keeps its row (summary placeholders) while it exists.
+            .filter(Q(total__gt=0) | Q(node_exists=True))
             .order_by("cluster_id", "sort_key")
         )
 
@@ -432,6 +432,8 @@ class FleetMap:
             out.append({
                 "cluster_id": r["cluster_id"], "node": r["map_key"], "unhealthy": unready, "devices": [],
                 "states": _decide(r, self.stuck.get((r["cluster_id"], r["map_key"]))),
+                "gpus": r["gpus"] or 0, "gpus_free": 0 if unready else (r["gpus_free"] or 0),
+                "unpublished": r["unpublished"] or 0, "unpublished_since": r["unpublished_since"],
             })
         return self.attach_devices(out)
 
@@ -447,7 +449,7 @@ class FleetMap:
         for cid, (nodes, pools) in by_cluster.items():
             where |= Q(cluster_id=cid, node_name__in=nodes) | Q(cluster_id=cid, node_name="", pool__in=pools)
         scope = roles.visible_namespaces(self.user) if self.user is not None else None
-        fields = ("id", "cluster_id", "driver", "pool", "name", "node_name", "tainted", "admin_watched", "allocation_state", "held_by_namespace", "held_by_name", "st", "unhealthy", "model")
+        fields = ("id", "cluster_id", "driver", "pool", "name", "node_name", "tainted", "admin_watched", "allocation_state", "held_by_namespace", "held_by_name", "st", "unhealthy", "model", "kind", "parent")
         index = {(r["cluster_id"], r["node"]): r for r in rows}
         for values in _with_state(Device.objects.filter(where).order_by()).annotate(model=summary.MODEL).values_list(*fields):
             d = dict(zip(fields, values))
@@ -461,8 +463,41 @@ class FleetMap:
             if row is not None:
                 row["devices"].append(d)
         for r in rows:
-            r["devices"].sort(key=lambda d: (d["driver"], _name_order(d["name"])))
+            r["devices"] = under_parents(r["devices"], lambda d: d["driver"], lambda d: d["name"], lambda d: d["kind"], lambda d: d["parent"])
         return rows
+
+
+def _node_exists():
+    return Exists(Node.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("node_name")))
+
+
+def under_parents(devices, driver, name, kind, parent):
+    """Devices in display order, each GPU's partitions right after it (marked `is_partition`, with
+    `parent_name`): by driver, then whole GPUs and other devices by name. Partitions whose GPU is not
+    published follow the first of their siblings' places (by name)."""
+    heads = {}
+    for d in devices:
+        if kind(d) == "gpu":
+            heads.setdefault((driver(d), parent(d)), name(d))
+    out = []
+    for d in devices:
+        if kind(d) == "partition":
+            head = heads.get((driver(d), parent(d)))
+            order = (driver(d), _name_order(head or name(d)), 1, _name_order(name(d)))
+        else:
+            head = None
+            order = (driver(d), _name_order(name(d)), 0, ())
+        out.append((order, d, head))
+    out.sort(key=lambda t: t[0])
+    result = []
+    for _order, d, head in out:
+        is_part = kind(d) == "partition"
+        if isinstance(d, dict):
+            d["is_partition"], d["parent_name"] = is_part, head
+        else:
+            d.is_partition, d.parent_name = is_part, head
+        result.append(d)
+    return result
 
 
 @functools.cache  # eight combinations; the map asks for one per cell

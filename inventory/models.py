@@ -19,7 +19,6 @@ __all__ = (
     "DeviceTaintRule",
     "Namespace",
     "NodeDeviceSummary",
-    "UnpublishedDevices",
     "NodeAccelerator",
 )
 
@@ -354,6 +353,10 @@ class NodeDeviceSummary(models.Model):
     # have no device held or tainted (free on a Ready node: NotReady applied when reading).
     n_gpus = models.IntegerField(default=0)
     n_gpus_free = models.IntegerField(default=0)
+    # A placeholder row of a node-local pool that publishes nothing now (a driver outage): every count
+    # above 0, these say what it last published and since when (summary.rebuild).
+    n_unpublished = models.IntegerField(default=0)
+    unpublished_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         # The key also serves the refresh's lookups by (cluster, driver, pool).
@@ -366,33 +369,6 @@ class NodeDeviceSummary(models.Model):
 
     def __str__(self):
         return f"{self.map_key} {self.driver}/{self.pool}: {self.n_total} devices"
-
-
-class UnpublishedDevices(models.Model):
-    """What a pool last published, kept when all its slices disappear (a driver outage, a driver
-    restart): the node keeps its place on the map with "driver not publishing since ...", and the
-    totals say how many devices are not published now. Written by summary.rebuild from the pool's last
-    summary rows, removed when the pool publishes again or its node is deleted."""
-
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
-    driver = models.CharField(max_length=63)
-    pool = models.CharField(max_length=253)
-    node_name = models.CharField(max_length=253, blank=True)
-    model = models.TextField(blank=True)
-    kind = models.CharField(max_length=16, default="other")
-    map_key = models.CharField(max_length=260)
-    sort_key = models.TextField()
-    n_total = models.IntegerField(default=0)
-    n_gpus = models.IntegerField(default=0)
-    since = models.DateTimeField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=("cluster", "driver", "pool", "node_name", "model", "kind"), name="inventory_unpublished_unique_key"),
-        ]
-
-    def __str__(self):
-        return f"{self.map_key} {self.driver}/{self.pool}: {self.n_total} devices not published since {self.since}"
 
 
 class NodeAccelerator(models.Model):

@@ -51,15 +51,15 @@ def natural_sort_key(text):
     return "".join(parts).encode().hex()
 
 
-def rebuild(scope, device_model=None, summary_model=None, unpublished_model=None):
+def rebuild(scope, device_model=None, summary_model=None):
     """Replace the summary rows of the pools `scope` (a Q on cluster_id/driver/pool) selects.
 
-    A pool that published devices before and publishes none now keeps its last rows as
-    UnpublishedDevices (when a migration passes no such model, they are simply dropped)."""
+    A node-local pool that published devices and publishes none now (its driver stopped, or restarts)
+    keeps its rows as placeholders: every count 0, `n_unpublished` the devices it last published and
+    `unpublished_since` when it stopped, so the node keeps its place on the map and the totals can say
+    what is not published now. They go when the pool publishes again."""
     device_model = device_model or django_apps.get_model("inventory", "Device")
-    if summary_model is None:
-        summary_model = django_apps.get_model("inventory", "NodeDeviceSummary")
-        unpublished_model = unpublished_model or django_apps.get_model("inventory", "UnpublishedDevices")
+    summary_model = summary_model or django_apps.get_model("inventory", "NodeDeviceSummary")
     unheld = Q(allocation_state="free")
     rows = (
         device_model.objects.filter(scope)
@@ -89,15 +89,23 @@ def rebuild(scope, device_model=None, summary_model=None, unpublished_model=None
     # the claim watchers may refresh the same pool at once, and a DELETE does not see rows another
     # transaction inserts meanwhile, so two rebuilds would leave both sets of rows. Sorted, so two
     # writers take the key locks in the same order.
-    old = list(summary_model.objects.filter(scope).values_list("id", *KEY, "map_key", "sort_key", "n_total", "n_gpus"))
+    old = list(summary_model.objects.filter(scope).values_list("id", *KEY, "n_total", "n_unpublished", "unpublished_since"))
+    publishing = {key[:3] for key in new}
+    now = timezone.now()
+    for _pk, *key, total, unpublished, since in old:
+        key = tuple(key)
+        if key[:3] in publishing or not key[3] or not (total or unpublished):
+            continue  # still publishing, or no node to keep a place for
+        row = summary_model(**dict(zip(KEY, key)), n_unpublished=total or unpublished, unpublished_since=since or now)
+        row.map_key = row.node_name
+        row.sort_key = natural_sort_key(row.map_key)
+        new[key] = row
     gone = [pk for pk, *key in (r[: len(KEY) + 1] for r in old) if tuple(key) not in new]
-    if unpublished_model is not None:
-        _keep_unpublished(unpublished_model, scope, old, new)
     for start in range(0, len(gone), _WRITE_BATCH):
         summary_model.objects.filter(id__in=gone[start : start + _WRITE_BATCH]).delete()
     summary_model.objects.bulk_create(
         [new[key] for key in sorted(new)], batch_size=_WRITE_BATCH,
-        update_conflicts=True, unique_fields=KEY, update_fields=COUNTS + ("map_key", "sort_key"),
+        update_conflicts=True, unique_fields=KEY, update_fields=COUNTS + ("map_key", "sort_key", "n_unpublished", "unpublished_since"),
     )
 
 
@@ -125,22 +133,3 @@ def _count_gpus(devices, new):
             continue
         row.n_gpus += 1
         row.n_gpus_free += 0 if n_busy else 1
-
-
-def _keep_unpublished(unpublished_model, scope, old, new):
-    """Pools of `scope` that had summary rows and have none now keep them as UnpublishedDevices; pools
-    publishing again lose theirs (the kept rows are few: read them, delete by id)."""
-    now_publishing = {key[:3] for key in new}
-    back = [pk for pk, *pool in unpublished_model.objects.filter(scope).values_list("id", "cluster_id", "driver", "pool") if tuple(pool) in now_publishing]
-    for start in range(0, len(back), _WRITE_BATCH):
-        unpublished_model.objects.filter(id__in=back[start : start + _WRITE_BATCH]).delete()
-    vanished = [r for r in old if r[1:4] not in now_publishing]
-    if not vanished:
-        return
-    since = timezone.now()
-    rows = [
-        unpublished_model(cluster_id=c, driver=d, pool=p, node_name=n, model=m, kind=k, map_key=mk, sort_key=sk, n_total=total, n_gpus=gpus, since=since)
-        for _pk, c, d, p, n, m, k, mk, sk, total, gpus in vanished
-    ]
-    # Another refresh may have kept the same pool a moment ago: keep the earlier `since`.
-    unpublished_model.objects.bulk_create(rows, batch_size=_WRITE_BATCH, ignore_conflicts=True)

@@ -3,10 +3,9 @@ from django.db import migrations, models
 
 
 def classify_and_rebuild(apps, schema_editor):
-    """Kinds for the stored devices (from their slices' raw devices), then the summary with GPU counts."""
-    from django.db.models import Q
-
-    from inventory import devicekinds, summary
+    """Kinds for the stored devices (from their slices' raw devices); 0012 rebuilds the summary (the
+    rebuild code is today's and reads columns added there)."""
+    from inventory import devicekinds
 
     device_model = apps.get_model("inventory", "Device")
     slice_model = apps.get_model("inventory", "ResourceSlice")
@@ -20,7 +19,6 @@ def classify_and_rebuild(apps, schema_editor):
         for row in rows:
             row.kind, row.parent = by_name.get(row.name, (devicekinds.OTHER, ""))
         device_model.objects.bulk_update(rows, ["kind", "parent"], batch_size=1000)
-    summary.rebuild(Q(), device_model, apps.get_model("inventory", "NodeDeviceSummary"))
 
 
 class Migration(migrations.Migration):
