@@ -11,6 +11,7 @@ from gpudash.api.errors import not_found_view
 from inventory.api import views as inventory_views
 from inventory.api.aggregates import DeviceAggregateView
 from monitoring.api import UtilizationView
+from monitoring.api_history import DeviceHistoryView, NamespaceHistoryView
 
 app_name = "api"
 
@@ -30,6 +31,8 @@ urlpatterns = [
     path("aggregates/devices", DeviceAggregateView.as_view(), name="aggregate-devices"),
     path("aggregates/allocation", AllocationAggregateView.as_view(), name="aggregate-allocation"),
     path("utilization", UtilizationView.as_view(), name="utilization"),
+    path("history/devices", DeviceHistoryView.as_view(), name="history-devices"),
+    path("history/namespaces", NamespaceHistoryView.as_view(), name="history-namespaces"),
     *router.urls,
 ]
 

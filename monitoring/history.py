@@ -162,29 +162,36 @@ def device_series(minutes, cluster_ids=None, kind=None, model=None, group_by="st
     total = sum((F(s) for s in states[1:]), F(states[0]))
     key = {"model": "model", "kind": "kind", "cluster": "cluster__name"}[group_by]
     sums = rows.order_by().values_list("minute", key).annotate(n=Sum(total))
-    return dict(sorted(_columns(minutes, sums).items()))
+    # A model (kind, cluster) that is zero throughout is left out: NICs in "free GPUs by model".
+    return {label: values for label, values in sorted(_columns(minutes, sums).items()) if any(values)}
 
 
-def namespace_series(minutes, cluster_ids=None, namespaces=None, fields=("gpu",), top=8):
-    """{label: values} of namespaces' fields; `namespaces` None = the `top` namespaces by the first
-    field's highest value in the span. Labels: the namespace (one field), the field (one namespace),
-    else "namespace field"."""
+def top_namespaces(minutes, cluster_ids=None, candidates=None, column="gpu", top=8):
+    """The `top` namespaces (of `candidates`, None = any) by `column`'s highest value at `minutes`."""
     rows = NamespaceSample.objects.filter(minute__in=minutes)
     if cluster_ids is not None:
         rows = rows.filter(cluster_id__in=cluster_ids)
-    if namespaces is not None:
-        rows = rows.filter(namespace__in=namespaces)
-    else:
-        ranked = rows.order_by().values_list("namespace").annotate(m=Max(fields[0])).filter(m__gt=0).order_by("-m", "namespace")[:top]
-        namespaces = [ns for ns, _ in ranked]
-        rows = rows.filter(namespace__in=namespaces)
-    sums = rows.order_by().values("minute", "namespace").annotate(**{f: Sum(f) for f in fields})
+    if candidates is not None:
+        rows = rows.filter(namespace__in=candidates)
+    ranked = rows.order_by().values_list("namespace").annotate(m=Max(column)).filter(m__gt=0).order_by("-m", "namespace")[:top]
+    return [ns for ns, _ in ranked]
 
-    def label(ns, f):
-        return ns if len(fields) == 1 else f if len(namespaces) == 1 else f"{ns} {f}"
 
-    columns = _columns(minutes, ((r["minute"], label(r["namespace"], f), r[f]) for r in sums for f in fields))
-    return {label(ns, f): columns[label(ns, f)] for ns in sorted(namespaces) for f in fields}
+def namespace_series(minutes, namespaces, cluster_ids=None, fields=None):
+    """{label: values} of `namespaces`' `fields` ({label: NamespaceSample column}, default devices
+    held by kind). Series are labelled by the namespace (one field), the field's label (one
+    namespace), else "namespace label"."""
+    fields = fields or {k: k for k in KIND_FIELDS}
+    rows = NamespaceSample.objects.filter(minute__in=minutes, namespace__in=namespaces)
+    if cluster_ids is not None:
+        rows = rows.filter(cluster_id__in=cluster_ids)
+    sums = rows.order_by().values("minute", "namespace").annotate(**{f"v_{label}": Sum(column) for label, column in fields.items()})
+
+    def name(ns, label):
+        return ns if len(fields) == 1 else label if len(namespaces) == 1 else f"{ns} {label}"
+
+    columns = _columns(minutes, ((r["minute"], name(r["namespace"], label), r[f"v_{label}"]) for r in sums for label in fields))
+    return {name(ns, label): columns[name(ns, label)] for ns in sorted(namespaces) for label in fields}
 
 
 def has_samples(cluster_ids=None):
