@@ -175,6 +175,11 @@ class _PodPlans:
             return []
         return run_filters(self.pod, facts, self.inventory.usage_of(name) if usage is None else usage, self.dra)
 
+    def single(self):
+        """(plan, allocator) when every node gets the same one (no per-node extended-resource
+        variants), else None: then for_node decides per node."""
+        return self._variants[frozenset()] if not self.mapped else None
+
     def for_node(self, name):
         """(plan, allocator or None when DRA has nothing to allocate on this node)."""
         served = frozenset()
@@ -196,13 +201,6 @@ def _all_mapped(inventory, pod):
         return frozenset()
     dra = inventory.dra_extended_resources()
     return frozenset(r for r in pod.requests if r in dra)
-
-
-def _filter_dicts(results, pod):
-    out = [r.to_dict() for r in results]
-    if pod is not None and not any(r.passed is False for r in results):
-        out += [{"plugin": plugin, "passed": None, "reason": f"not simulated: {why}", "reasons": []} for plugin, why in pod.not_simulated]
-    return out
 
 
 def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, reason_codes=False, pod=None, node_filters=True,
@@ -241,35 +239,52 @@ def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, r
         return _with_codes(entries, codes, reason_codes, summarize(entries, claims, inventory, started, codes=codes, pod=pod))
     warmed = _warm(inventory, deadline)
     entries, codes, sched = [], [], []
+    # The loop below runs once per node of the fleet: attribute lookups hoisted, no generators.
+    facts_of, usage_of, node_view = inventory.node_facts.get, inventory.usage_of, inventory.node
+    dra_names = plans.dra
+    unsimulated = [{"plugin": plugin, "passed": None, "reason": f"not simulated: {why}", "reasons": []} for plugin, why in pod.not_simulated] if pod is not None else []
+    single = plans.single()
+    expired = deadline.expired
     for name in names:
-        if not warmed or deadline.expired():
+        if not warmed or expired():
             entries.append(_deadline_entry(name, deadline))
             codes.append("deadline")
             sched.append([])
             continue
-        results = plans.filters(name)
-        failed = rejected(results)
-        if failed is not None:
+        facts = facts_of(name) if pod is not None else None
+        results = run_filters(pod, facts, usage_of(name), dra_names) if facts is not None else ()
+        if results and results[-1].passed is False:
+            failed = results[-1]
             entries.append({"node": name, "fits": False, "results": [], "reason": f"{failed.plugin}: {failed.reason}", "error": None,
-                            "filters": _filter_dicts(results, pod)})
+                            "filters": [r.to_dict() for r in results]})
             codes.append(FILTER_CODES[failed.plugin])
             sched.append(failed.reasons)
             continue
-        view = inventory.node(name)
-        blocked = next((ref for ref, sel in bound if sel and not node_selector_matches(sel, name, view.labels)), None)
+        view = node_view(name)
+        blocked = None
+        if bound:
+            blocked = next((ref for ref, sel in bound if sel and not node_selector_matches(sel, name, view.labels)), None)
         if blocked:
             entry = {"node": name, "fits": False, "results": [], "reason": f"claim {blocked} is allocated and not available on this node (resourceclaim not available on the node)", "error": None}
             code, reasons = "unavailable", ["resourceclaim not available on the node"]
         else:
-            plan, allocator = plans.for_node(name)
+            plan, allocator = single if single is not None else plans.for_node(name)
             if allocator is None:  # every extended resource comes from the node's device plugin: nothing for DRA
                 entry, code, reasons = {"node": name, "fits": True, "results": [], "reason": None, "error": None}, None, []
             else:
                 outcome = allocator.run(view)
                 entry, code, reasons = _dra_entry(outcome, plan, view, explain_failures, deadline)
-        dra = {"plugin": DYNAMIC_RESOURCES, "passed": entry["fits"] if not entry["error"] else False,
-               "reason": None if entry["fits"] else (entry["error"] or ", ".join(reasons)), "reasons": list(reasons)}
-        entry["filters"] = _filter_dicts(results, pod) + [dra]
+        fits = entry["fits"]
+        if fits:
+            dra = {"plugin": DYNAMIC_RESOURCES, "passed": True, "reason": None, "reasons": []}
+        else:
+            error = entry["error"]
+            dra = {"plugin": DYNAMIC_RESOURCES, "passed": False, "reason": error or ", ".join(reasons), "reasons": list(reasons)}
+        filters = [r.to_dict() for r in results]
+        if unsimulated:
+            filters.extend(dict(u) for u in unsimulated)
+        filters.append(dra)
+        entry["filters"] = filters
         entries.append(entry)
         codes.append(code)
         sched.append(reasons)

@@ -54,6 +54,8 @@ class FilterResult:
         self.reason = ", ".join(self.reasons) if self.reasons else None
 
     def to_dict(self):
+        if self.passed is True and not self.reasons:
+            return {"plugin": self.plugin, "passed": True, "reason": None, "reasons": []}
         return {"plugin": self.plugin, "passed": self.passed, "reason": self.reason, "reasons": list(self.reasons)}
 
     def __repr__(self):
@@ -531,7 +533,7 @@ class SchedulingPod:
     """What the filters need of the pod being placed."""
 
     __slots__ = ("ref", "node_name", "tolerations", "node_selector", "required", "requests", "host_ports", "not_simulated", "hypothetical", "raw",
-                 "node_names")
+                 "node_names", "_checks")
 
     def __init__(self, ref, *, node_name="", tolerations=(), node_selector=None, required=None, requests=None, host_ports=(), not_simulated=(), hypothetical=False, raw=None):
         self.ref = ref
@@ -545,6 +547,22 @@ class SchedulingPod:
         self.hypothetical = hypothetical  # a would-be pod for a bare claim/template
         self.raw = raw  # the Pod object (its extended-resource claim is rebuilt per node)
         self.node_names = prefilter_node_names(required)  # None: no PreFilter cut
+        self._checks = None
+
+    def checks(self):
+        """The Filter functions that run for this pod, in order: those whose PreFilter skips the pod
+        (NodeName without spec.nodeName, NodeAffinity without selector or required affinity, NodePorts
+        without host ports) are left out once here instead of being asked on every node."""
+        if self._checks is None:
+            skipped = set()
+            if not self.node_name:
+                skipped.add(NODE_NAME)
+            if not self.node_selector and self.required is None:
+                skipped.add(NODE_AFFINITY)
+            if not self.host_ports:
+                skipped.add(NODE_PORTS)
+            self._checks = tuple(check for plugin, check in _CHECKS if plugin not in skipped)
+        return self._checks
 
     @classmethod
     def from_pod(cls, raw, namespace=None):
@@ -638,10 +656,8 @@ def run_filters(pod, node, usage=None, dra_resources=frozenset()):
         # Cut by NodeAffinity's PreFilter: no Filter runs on this node at all.
         return [FilterResult(NODE_AFFINITY, False, [REASON_PREFILTER_CUT if pod.node_names else REASON_TERMS_CONFLICT])]
     out = []
-    for plugin, check in _CHECKS:
+    for check in pod.checks():
         result = check(pod, node, usage, dra_resources)
-        if result is None:
-            continue  # PreFilter Skip: nothing to check for this pod
         out.append(result)
         if result.passed is False:
             break
@@ -730,8 +746,10 @@ _PASSED.update({plugin: FilterResult(plugin, True) for plugin, _ in _CHECKS})
 
 
 def rejected(results):
-    """The failing FilterResult, or None."""
-    return next((r for r in results if r.passed is False), None)
+    """The failing FilterResult, or None (run_filters stops at it: it is the last one)."""
+    if results and results[-1].passed is False:
+        return results[-1]
+    return None
 
 
 def served_by_device_plugin(node, resources):
