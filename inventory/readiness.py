@@ -268,6 +268,7 @@ def _impersonation_items(rules, release_missing):
         missing.append("create subjectaccessreviews")
     if not any(_rules_allow([{**r, "resourceNames": None}], "impersonate", "", "users") for r in rules):
         missing.append("impersonate users")
+    any_user = _rules_allow(rules, "impersonate", "", "users")
     if getattr(settings, "GPUDASH_KUBE_IMPERSONATE_GROUPS", "mapped") == "mapped":
         prefix = getattr(settings, "GPUDASH_KUBE_GROUPS_PREFIX", "")
         groups = sorted({prefix + rule.group for rule in getattr(settings, "OIDC_GROUP_MAP", ())})
@@ -279,6 +280,9 @@ def _impersonation_items(rules, release_missing):
     head = "Writes run as the signed-in user (impersonation): "
     out = [item(FAIL, head + "the dashboard lacks " + "; ".join(missing) + " (deploy/rbac-impersonate.yaml).", missing=missing)
            if missing else item(PASS, head + "the dashboard may review and impersonate them; the cluster's RBAC decides each write.")]
+    if any_user:
+        out.append(item(WARN, "The dashboard may impersonate ANY user name, system users included: list the people "
+                              "in resourceNames (deploy/rbac-impersonate.yaml)."))
     if len(release_missing) < len(NEEDED_RELEASE):
         local = getattr(settings, "GPUDASH_PASSWORD_LOGIN", True)
         out.append(item(PASS if local else WARN, "The dashboard's own account may also write claims: " + (

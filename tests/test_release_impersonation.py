@@ -5,6 +5,7 @@ The dashboard's own credentials get only read, review and impersonate rights her
 went out as the service account would be refused."""
 
 import pytest
+import yaml
 from rest_framework.test import APIClient
 
 from accounts.groupmap import parse_group_map
@@ -14,8 +15,9 @@ from claims.models import AuditEntry, Finding
 from claims.release import DONE, DRY_RUN, REFUSED, release, release_finding
 from gpudash import roles
 from claims.pending import ClusterReader
-from inventory.readiness import FAIL, PASS, check_rbac
+from inventory.readiness import FAIL, PASS, WARN, check_rbac
 
+from .browser import ROOT
 from .ops_fixtures import claim_raw, make_user, new_uid
 from .ops_live import live_cluster, resync, seed, server  # noqa: F401
 
@@ -150,3 +152,29 @@ def test_readiness_knows_the_impersonation_rights(server, stale, settings):
         items = {i["text"]: i["status"] for i in check_rbac(stale.cluster, reader)["items"]}
     text = next(t for t in items if t.startswith("Writes run as the signed-in user"))
     assert items[text] == FAIL and "create subjectaccessreviews" in text and "impersonate groups oidc:gpu-team-a" in text
+
+
+def _docs(path):
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def test_impersonation_manifests_are_what_the_readiness_check_asks_for(server, stale, settings):
+    standalone = _docs(ROOT / "deploy" / "rbac-impersonate.yaml")
+    assert standalone == _docs(ROOT / "deploy" / "kubernetes" / "components" / "impersonate" / "rbac-impersonate.yaml")
+    [role] = [d for d in standalone if d["kind"] == "ClusterRole"]
+    assert {v for r in role["rules"] for v in r["verbs"]} == {"impersonate"}  # nothing else, and every rule is by name
+    assert all(r.get("resourceNames") for r in role["rules"])
+    readonly = [d for d in _docs(ROOT / "deploy" / "rbac-readonly.yaml") if d["kind"] == "ClusterRole"][0]["rules"]
+    settings.OIDC_GROUP_MAP = parse_group_map("gpu-team-a=operator:team-a; gpu-admins=admin")
+    settings.GPUDASH_KUBE_GROUPS_PREFIX = "oidc:"
+    settings.GPUDASH_OPS = {**settings.GPUDASH_OPS, "RBAC_SUBJECTS": []}
+    server.set_rules(readonly + role["rules"])
+    with ClusterReader(stale.cluster) as reader:
+        items = check_rbac(stale.cluster, reader)["items"]
+    assert [i["status"] for i in items if i["text"].startswith("Writes run as")] == [PASS], items
+    assert not [i for i in items if "ANY user" in i["text"] or "lacks patch" in i["text"]], items
+
+    server.set_rules(readonly + [{"verbs": ["impersonate"], "apiGroups": [""], "resources": ["users", "groups"]}])
+    with ClusterReader(stale.cluster) as reader:
+        items = check_rbac(stale.cluster, reader)["items"]
+    assert [i["status"] for i in items if "ANY user" in i["text"]] == [WARN]
