@@ -1,4 +1,4 @@
-"""Operations pages (stuck claims, Pending pods, readiness); included from gpudash/urls.py."""
+"""Operations pages (stuck claims, Pending pods, readiness, audit log); included from gpudash/urls.py."""
 
 from django.urls import path
 
@@ -14,4 +14,5 @@ urlpatterns = [
     path("pending/", views_ops.PendingPodView.as_view(), name="pending"),
     path("pending/<slug:cluster_name>/<str:namespace>/<path:name>/", views_ops.PendingPodView.as_view(), name="pending-pod"),
     path("readiness/", ReadinessView.as_view(), name="readiness"),
+    path("audit/", views_ops.AuditLogView.as_view(), name="audit"),
 ]

@@ -126,3 +126,30 @@ class PendingPodView(DashboardView):
                 except PodNotFound as exc:
                     ctx["error"] = str(exc)
         return ctx
+
+
+class AuditLogView(DashboardView):
+    """Every attempted write to a cluster (release actions, their dry runs and refusals), newest first,
+    filtered like GET /api/v1/audit/ (the same FilterSet): user, cluster, action, outcome, namespace, claim."""
+
+    template_name = "claims/audit.html"
+    nav = "audit"
+
+    def get_context_data(self, **kwargs):
+        from .filtersets import AuditEntryFilterSet
+
+        ctx = super().get_context_data(**kwargs)
+        visible = roles.scope_queryset(self.in_cluster(AuditEntry.objects.all()), self.request.user)
+        params = self.request.GET.copy()
+        for key in ("page", "fragment", "cluster"):  # ?cluster= is the page's cluster (in_cluster above)
+            params.pop(key, None)
+        filterset = AuditEntryFilterSet(params, queryset=visible)
+        entries = filterset.qs if filterset.is_valid() else visible.none()
+        ctx.update(self.paginate(entries, 50))
+        for entry in ctx["page_obj"].object_list:
+            entry.request_json = json.dumps(entry.request, indent=2) if entry.request else ""
+            entry.response_json = json.dumps(entry.response, indent=2) if entry.response else ""
+        choices = {field: sorted(v for v in visible.values_list(field, flat=True).distinct() if v) for field in ("username", "action", "outcome")}
+        ctx.update(filters={k: self.request.GET.get(k, "") for k in ("username", "action", "outcome", "namespace", "claim")},
+                   filter_errors=filterset.errors, choices=choices, total=ctx["page_obj"].paginator.count)
+        return ctx

@@ -11,7 +11,7 @@ import random
 import threading
 
 from . import builders as b
-from .store import ApiError
+from .store import ApiError, now_rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +89,15 @@ class Churn:
         pod = b.make_pod(self.namespace, name, self.rng, node=None, phase="Pending",
                          pod_claims=[{"name": "gpu", "resourceClaimTemplateName": "gpu-1"}],
                          labels={CHURN_LABEL: "true", "app": "churn-job"})
+        # Born now (the API server stamps creationTimestamp), not at the scenario's fixed timestamp: a
+        # claim that looks months old is judged by the stuck-claim rules' grace periods at once.
         pod["metadata"].pop("uid")
+        pod["metadata"].pop("creationTimestamp", None)
         pod = self.store.create("pods", pod)
         claim_name = f"{name}-gpu-{b.suffix(self.rng)}"
         claim = b.make_claim(self.namespace, claim_name, spec, self.rng, owner_pod=pod, pod_claim_name="gpu")
         claim["metadata"].pop("uid")
+        claim["metadata"].pop("creationTimestamp", None)
         claim["metadata"]["labels"] = {CHURN_LABEL: "true"}
         self.store.create("resourceclaims", claim)
         self.store.patch("pods", self.namespace, name, {"status": {"resourceClaimStatuses": [
@@ -135,7 +139,7 @@ class Churn:
         self.store.patch("resourceclaims", ns, claim_name, {"status": {
             "allocation": {"devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool,
                                                     "device": device}]},
-                           "nodeSelector": b.node_selector_for(node), "allocationTimestamp": b.TIMESTAMP},
+                           "nodeSelector": b.node_selector_for(node), "allocationTimestamp": now_rfc3339()},
             "reservedFor": [{"resource": "pods", "name": pod_name, "uid": pod["metadata"]["uid"]}],
         }}, "application/merge-patch+json", "status")
         self.store.patch("pods", ns, pod_name, {"spec": {"nodeName": node}}, "application/merge-patch+json")

@@ -293,7 +293,8 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
             if kind == "ResourceClaim" and record_states:
                 old_state = cur.state if same_object else ""
                 if old_state != state:
-                    state_changes.append(_state_change(cluster, key, fields["uid"], old_state, state, fields["resource_version"], node, now))
+                    at = _state_began(old_state, state, fields, now)
+                    state_changes.append(_state_change(cluster, key, fields["uid"], old_state, state, fields["resource_version"], node, at))
             change_event = MODIFIED if same_object and (cur.id is not None or key in changes) else ADDED
             if key in changes and changes[key].event == ADDED and same_object:
                 change_event = ADDED  # added and modified within one batch: still new to listeners
@@ -389,6 +390,19 @@ DEVICE_STATE_KINDS = {"ResourceSlice": devicestate.pools_of_slices, "ResourceCla
 def _device_pools(kind, ids):
     pools_of = DEVICE_STATE_KINDS.get(kind)
     return pools_of(ids) if pools_of and ids else set()
+
+
+def _state_began(old_state, new_state, fields, now):
+    """When the claim's own timestamps say a state began (the timeline shows the object's time, not
+    the watcher's): deletionTimestamp for deleting, creationTimestamp for a claim first seen pending,
+    allocationTimestamp for an allocation; otherwise when the watcher saw the change."""
+    if new_state == "deleting":
+        return fields.get("deletion_timestamp") or now
+    if new_state == "pending" and not old_state:
+        return fields.get("creation_timestamp") or now
+    if new_state == "allocated" and old_state in ("", "pending"):
+        return fields.get("allocation_timestamp") or now
+    return now
 
 
 def _state_change(cluster, key, uid, old, new, rv, node, at):

@@ -1,10 +1,12 @@
 """Small formatting helpers for the UI templates: typed DRA values, states, relative times."""
 
+import datetime
 import html
 
 from django import template
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -50,18 +52,48 @@ def claim_state_badge(state):
     return format_html('<span class="badge c-{}">{}</span>', state or "none", state or "—")
 
 
+def _as_datetime(value):
+    """A datetime from a datetime or an RFC 3339 string (raw objects, events); None if neither."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if not isinstance(value, datetime.datetime):
+        return None
+    return value if timezone.is_aware(value) else timezone.make_aware(value, datetime.timezone.utc)
+
+
 @register.filter
-def ago(value):
-    """'12s ago', '5m ago', '3h ago', '2d ago'."""
-    if not value:
+def ago_text(value):
+    """'12s ago', '5m ago', '3h ago', '2d ago' ('in 5m' ahead): plain text, for attributes."""
+    value = _as_datetime(value)
+    if value is None:
         return "—"
     seconds = int((timezone.now() - value).total_seconds())
-    if seconds < 0:
+    ahead = seconds < -5  # a few seconds of clock skew still read "just now"
+    seconds = abs(seconds)
+    if seconds < 5 and not ahead:
         return "just now"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit} ago"
-    return f"{seconds}s ago"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size or unit == "s":
+            amount = f"{seconds // size}{unit}"
+            return f"in {amount}" if ahead else f"{amount} ago"
+
+
+@register.filter
+def utc(value):
+    """The absolute time, always UTC: '2026-12-03 06:36:18 UTC'."""
+    value = _as_datetime(value)
+    return "—" if value is None else value.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.filter
+def ago(value):
+    """The one timestamp style of the UI: relative text, the absolute UTC time on hover, ISO 8601 in
+    `datetime` (YAML shows the objects' own RFC 3339 strings)."""
+    when = _as_datetime(value)
+    if when is None:
+        return "—"
+    iso = when.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    return format_html('<time datetime="{}" title="{}">{}</time>', iso, utc(when), ago_text(when))
 
 
 @register.simple_tag

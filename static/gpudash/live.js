@@ -1,21 +1,33 @@
-// Live updates for gpudash pages: one websocket per page, region refresh by fragment.
+// Live updates for gpudash pages: one websocket per page, regions re-fetched and merged in place.
 //
 // The page declares its scope in <body data-live-scope='{"cluster":1,"kind":["ResourceClaim"]}'>
 // and its refreshable parts as elements with data-region="name". When the server reports a change
 // in scope, each region is re-fetched from the same URL (same filters) with ?fragment=name and
-// swapped in place. Reconnects with backoff; after a reconnect every region is re-fetched so a
-// client never keeps a gap.
+// merged into the page with idiomorph (static/gpudash/vendor/idiomorph/): nodes that did not change
+// stay the same nodes, so focus, text selection, ticked boxes, typed text, open <details> and the
+// scroll position survive. Rows carry stable ids so a new row at the top does not shift every other
+// row's node. What the user changed (a tick, a typed value, a <details> opened or closed) is never
+// overwritten by the server's copy.
+//
+// While the user is working in a region (focus or a text selection inside it, a box ticked, a value
+// typed) its updates are held: a "N updates — show" button appears above it, and the updates are
+// merged when the user presses it or stops (focus leaves, nothing ticked or typed any more).
+//
+// Reconnects with backoff; after a reconnect every region is re-fetched so a client never keeps a gap.
 (function () {
   "use strict";
   var scopeText = document.body.getAttribute("data-live-scope");
   var scope = null;
   try { scope = JSON.parse(scopeText); } catch (e) { scope = null; }
   var indicator = document.getElementById("live");
-  var state = { status: "off", refreshes: 0, messages: 0, connects: 0 };
+  var announcer = document.getElementById("live-announce");
+  var state = { status: "off", refreshes: 0, messages: 0, connects: 0, held: {} };
   window.gpudashLive = state;
   if (!scope || !indicator) return;
 
   var backoff = 500, maxBackoff = 10000, socket = null, pending = null, inFlight = {}, again = {};
+  var notices = {}, lastFocus = {}, announced = {};
+  var ANNOUNCE_EVERY_MS = 10000; // "X updated" at most this often per region: churn would talk non-stop
 
   function setStatus(status, text) {
     state.status = status;
@@ -24,17 +36,112 @@
     indicator.querySelector(".live-text").textContent = text;
   }
 
+  function announce(text) {
+    if (announcer) announcer.textContent = text;
+  }
+
+  function regionEl(name) {
+    return document.querySelector('[data-region="' + name + '"]');
+  }
+
+  function label(el) {
+    return el.getAttribute("aria-label") || el.getAttribute("data-region");
+  }
+
   function regionUrl(name) {
     var url = new URL(window.location.href);
     url.searchParams.set("fragment", name);
     return url.toString();
   }
 
-  function refresh(name) {
-    var el = document.querySelector('[data-region="' + name + '"]');
+  // --- is the user working in this region? --------------------------------------------------
+  function userChanged(input) {
+    if (input.type === "checkbox" || input.type === "radio") return input.checked !== input.defaultChecked;
+    if (input.tagName === "SELECT") {
+      for (var i = 0; i < input.options.length; i++) if (input.options[i].selected !== input.options[i].defaultSelected) return true;
+      return false;
+    }
+    return input.type !== "hidden" && input.type !== "submit" && input.type !== "button" && input.value !== input.defaultValue;
+  }
+
+  function isHeld(name, el) {
+    var active = document.activeElement;
+    if (active && active !== document.body && (el.contains(active) || (notices[name] && notices[name].contains(active)))) return true;
+    var sel = window.getSelection && window.getSelection();
+    if (sel && !sel.isCollapsed && sel.anchorNode && el.contains(sel.anchorNode)) return true;
+    var inputs = el.querySelectorAll("input, select, textarea");
+    for (var i = 0; i < inputs.length; i++) if (userChanged(inputs[i])) return true;
+    return false;
+  }
+
+  // --- the held-updates notice ----------------------------------------------------------------
+  function showNotice(name, el) {
+    var notice = notices[name];
+    if (!notice) {
+      notice = notices[name] = document.createElement("div");
+      notice.className = "held-notice";
+      notice.setAttribute("data-held-for", name);
+      var button = document.createElement("button");
+      button.type = "button"; // inside a form (the stuck claims' bulk form) it must not submit
+      button.addEventListener("click", function () { refresh(name, true); });
+      notice.appendChild(button);
+      el.parentNode.insertBefore(notice, el);
+    }
+    var n = state.held[name];
+    notice.firstChild.textContent = n + " update" + (n === 1 ? "" : "s") + " \u2014 show";
+    if (n === 1) announce(label(el) + ": updates held while you work here; press \u201cshow\u201d to see them.");
+  }
+
+  function dropNotice(name) {
+    delete state.held[name];
+    if (notices[name]) { notices[name].remove(); delete notices[name]; }
+  }
+
+  // --- merging --------------------------------------------------------------------------------
+  // idiomorph asks before changing an attribute; false keeps what the user made of it.
+  function keepUserState(attr, node, type) {
+    // What ui.js manages on the fleet map (a roving tabindex) is not the server's to remove.
+    if (type === "remove" && (node.hasAttribute("data-roving") || (attr === "tabindex" && node.closest("[data-roving]")))) return false;
+    if (attr === "open" && node.tagName === "DETAILS") return false;
+    if ((attr === "checked" || attr === "value") && (node.tagName === "INPUT" || node.tagName === "TEXTAREA") && userChanged(node)) return false;
+    if (attr === "selected" && node.tagName === "OPTION" && node.selected !== node.defaultSelected) return false;
+    return true;
+  }
+
+  function merge(name, el, html) {
+    var focusBack = lastFocus[name];
+    window.Idiomorph.morph(el, html, {
+      morphStyle: "innerHTML", ignoreActiveValue: true, restoreFocus: true,
+      callbacks: { beforeAttributeUpdated: keepUserState },
+    });
+    var hadNotice = !!notices[name];
+    dropNotice(name);
+    // "show" was pressed: back to where the user was, if that element is still there.
+    if (hadNotice && focusBack && el.contains(focusBack) && (!document.activeElement || document.activeElement === document.body)) {
+      focusBack.focus({ preventScroll: true });
+    }
+    el.classList.remove("refreshed"); void el.offsetWidth; el.classList.add("refreshed");
+    state.refreshes += 1;
+    document.body.setAttribute("data-live-refreshes", String(state.refreshes));
+    document.dispatchEvent(new CustomEvent("gpudash:region-merged", { detail: { region: name, element: el } }));
+    var now = Date.now();
+    if (name !== "conn" && name !== "navstuck" && (!announced[name] || now - announced[name] > ANNOUNCE_EVERY_MS)) {
+      announced[name] = now;
+      announce(label(el) + " updated.");
+    }
+  }
+
+  function refresh(name, force) {
+    var el = regionEl(name);
     if (!el) return;
+    if (!force && isHeld(name, el)) {
+      state.held[name] = (state.held[name] || 0) + 1;
+      showNotice(name, el);
+      return;
+    }
     if (inFlight[name]) { again[name] = true; return; }
     inFlight[name] = true;
+    el.setAttribute("aria-busy", "true");
     fetch(regionUrl(name), { credentials: "same-origin", headers: { "X-Requested-With": "gpudash-live" } })
       .then(function (resp) {
         if (resp.redirected && resp.url.indexOf("/accounts/login") !== -1) throw new Error("logged out");
@@ -42,13 +149,13 @@
         return resp.text();
       })
       .then(function (html) {
-        el.innerHTML = html;
-        el.classList.remove("refreshed"); void el.offsetWidth; el.classList.add("refreshed");
-        state.refreshes += 1;
-        document.body.setAttribute("data-live-refreshes", String(state.refreshes));
+        // Held again while the answer was on its way (a box ticked meanwhile): keep it for "show".
+        if (!force && isHeld(name, el)) { state.held[name] = (state.held[name] || 0) + 1; showNotice(name, el); return; }
+        merge(name, el, html);
       })
       .catch(function (err) { setStatus("dead", "refresh failed: " + err.message); })
       .then(function () {
+        el.removeAttribute("aria-busy");
         inFlight[name] = false;
         if (again[name]) { again[name] = false; refresh(name); }
       });
@@ -58,6 +165,22 @@
     var els = document.querySelectorAll("[data-region]");
     for (var i = 0; i < els.length; i++) refresh(els[i].getAttribute("data-region"));
   }
+
+  // The user stopped working in a held region: bring it up to date.
+  function releaseHeld() {
+    Object.keys(state.held).forEach(function (name) {
+      var el = regionEl(name);
+      if (el && !isHeld(name, el)) refresh(name, true);
+    });
+  }
+  function releaseSoon() { setTimeout(releaseHeld, 0); }
+  document.addEventListener("focusout", function (ev) {
+    var els = document.querySelectorAll("[data-region]");
+    for (var i = 0; i < els.length; i++) if (els[i].contains(ev.target)) lastFocus[els[i].getAttribute("data-region")] = ev.target;
+    releaseSoon();
+  });
+  document.addEventListener("change", releaseSoon);
+  document.addEventListener("selectionchange", function () { if (Object.keys(state.held).length) releaseSoon(); });
 
   function schedule() {
     // Coalesce bursts: one refresh per region per ~150 ms, well inside the one-second promise.
