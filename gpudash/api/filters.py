@@ -10,7 +10,7 @@ from inventory.models import Cluster
 from .params import AttributeFilterField, CapacityFilterField, StrictBooleanField
 
 # Parameters every list endpoint understands besides its filters.
-COMMON_PARAMS = {"page", "page_size", "raw", "format"}
+COMMON_PARAMS = {"page", "page_size", "cursor", "raw", "format"}  # cursor: keyset paging (gpudash/api/pagination.py)
 
 _REPEATABLE_SCHEMA = {"type": "array", "items": {"type": "string"}}
 
