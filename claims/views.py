@@ -98,7 +98,7 @@ class ClaimDetailView(DashboardView):
         self.claim = get_object_or_404(ResourceClaim, cluster__name=kwargs["cluster"], namespace=kwargs["namespace"], name=kwargs["name"])
 
     def live_scope(self):
-        return {"cluster": self.claim.cluster_id, "namespace": self.claim.namespace, "kind": ["ResourceClaim", "Pod", "Finding"]}
+        return {"cluster": self.claim.cluster_id, "namespace": self.claim.namespace, "kind": ["ResourceClaim", "Pod", "Finding", "Event"]}
 
     def findings_with_actions(self):
         """The claim's open findings, each with its remedy and whether this user may run it (or why not)."""

@@ -20,6 +20,7 @@ def namespace_crumbs(list_url_name, list_label, cluster_name, namespace, name):
 
 class PodDetailView(DashboardView):
     template_name = "claims/pod_detail.html"
+    regions = {"pod": "claims/_pod_body.html"}
     nav = "pods"
 
     def look_up(self, request, **kwargs):

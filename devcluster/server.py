@@ -649,7 +649,8 @@ class DevCluster:
                     raise BadRequest(f"{key}: invalid value {query[key]!r}: must be an integer") from None
                 if numbers[key] < (0 if key == "tailLines" else 1):
                     raise BadRequest(f"{key}: Invalid value: {numbers[key]}: must be {'>= 0' if key == 'tailLines' else 'greater than 0'}")
-        data = self.pod_logs.get((namespace, name, container), "").encode("utf-8")
+        text = self.pod_logs.get((namespace, name, container))
+        data = (text if text is not None else _default_log(pod)).encode("utf-8")
         if "tailLines" in numbers:
             lines = data.splitlines(keepends=True)
             data = b"".join(lines[len(lines) - numbers["tailLines"]:]) if numbers["tailLines"] else b""
@@ -1041,3 +1042,18 @@ class DevCluster:
 def _container_names(pod):
     spec = pod.get("spec") or {}
     return [c.get("name") for c in (spec.get("containers") or []) + (spec.get("initContainers") or []) if c.get("name")]
+
+
+def _default_log(pod):
+    """What a demo driver's kubelet plugin (label app.kubernetes.io/component=kubelet-plugin) logs when no
+    test set a log: a start-up in klog format, so the node pages of the demo have something to show."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    if (meta.get("labels") or {}).get("app.kubernetes.io/component") != "kubelet-plugin":
+        return ""
+    node, app = spec.get("nodeName") or "?", (meta.get("labels") or {}).get("app.kubernetes.io/name") or "driver"
+    return "".join(f"I0105 08:00:0{i}.000000       1 {line}\n" for i, line in enumerate((
+        f"main.go:92] Starting {app} kubelet plugin on node {node}",
+        "plugin.go:61] Registered with the kubelet (dra.sock, registration.sock)",
+        f"publisher.go:140] Published ResourceSlices for node {node}",
+        "health.go:48] Device health monitoring started",
+    )))

@@ -265,6 +265,9 @@ GPUDASH_SYNC = {
     "PUBLISH_COALESCE_SECONDS": float(os.environ.get("GPUDASH_PUBLISH_COALESCE", "0.1")),
     # Pods are mirrored when they use DRA, or when one of these labels contains the given text (driver pods).
     "DRIVER_POD_LABELS": {"app.kubernetes.io/name": "dra"},
+    # Mirrored Events (gpudash/sync/events.py): at most this many per cluster, none older than this.
+    "EVENTS_MAX_PER_CLUSTER": int(os.environ.get("GPUDASH_EVENTS_MAX", "5000")),
+    "EVENTS_MAX_AGE_SECONDS": float(os.environ.get("GPUDASH_EVENTS_MAX_AGE", "86400")),
 }
 
 # Stuck-claim detector thresholds, in seconds (see claims/stuck.py and docs/operations.md).
@@ -310,6 +313,12 @@ GPUDASH_OPS = {
         {"user": "gpudash-probe-user", "groups": ["system:authenticated"]},
     ],
     "API_TIMEOUT_SECONDS": float(os.environ.get("GPUDASH_API_TIMEOUT", "10")),
+    # The DRA driver log tail on the Pending, claim and node pages (claims/driverlogs.py): lines, bytes,
+    # seconds to wait for the API server, and container names to prefer in the driver pod.
+    "DRIVER_LOG_TAIL_LINES": int(os.environ.get("GPUDASH_DRIVER_LOG_LINES", "100")),
+    "DRIVER_LOG_LIMIT_BYTES": int(os.environ.get("GPUDASH_DRIVER_LOG_BYTES", "65536")),
+    "DRIVER_LOG_TIMEOUT_SECONDS": float(os.environ.get("GPUDASH_DRIVER_LOG_TIMEOUT", "5")),
+    "DRIVER_LOG_CONTAINERS": [],
 }
 
 # Monitoring (monitoring/, docs/operations.md "Metrics" and "GPU utilization").

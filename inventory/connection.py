@@ -9,6 +9,7 @@ from .models import Cluster, SyncState
 
 # A lease not renewed for this long means the watcher process is gone, whatever its last status said.
 LEASE_GRACE = timedelta(seconds=30)
+OPTIONAL_KINDS = ("Event",)
 
 
 @dataclass
@@ -31,7 +32,8 @@ def summarise(cluster, states, now=None):
         return Connection(cluster, "snapshot", cluster.discovered_at, last_event, "imported snapshot, not watched")
     if not states:
         return Connection(cluster, "never", None, None, "no watcher has run yet")
-    errors = [s for s in states if s.status == SyncState.Status.ERROR]
+    # The Events mirror is optional (its RBAC rule may be left out): its errors do not disconnect the cluster.
+    errors = [s for s in states if s.status == SyncState.Status.ERROR and s.kind not in OPTIONAL_KINDS]
     if errors:
         since = min((s.last_error_at for s in errors if s.last_error_at), default=None)
         return Connection(cluster, "disconnected", since, last_event, f"{errors[0].kind}: {errors[0].last_error[:200]}")

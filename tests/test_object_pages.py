@@ -140,6 +140,8 @@ def test_links_both_ways_and_mirrored_events(viewer, alpha):
         assert response.status_code == 200, url
         return set(re.findall(r'href="([^"?#]+)', response.content.decode()))
 
+    # Pod names link to the pod page from the pods list and the node page's pods.
+    assert pod_url in links(reverse("claims:pod-list"))
     # device -> claim, pod (the pod holding it), node, slice
     assert {claim_url, pod_url, node_url, slice_url} <= links(device_url)
     # claim -> consumer pod (the pod page, not a search), device, node, class
