@@ -99,6 +99,9 @@ class ChangeCursor(models.Model):
     seq = models.BigIntegerField(default=0)
     pruned_through = models.BigIntegerField(default=0, help_text="Log entries up to this seq were deleted.")
     epoch = models.CharField(max_length=32, help_text="Random; a re-created row never passes for the old one.")
+    # The fence token: bumped each time a watcher takes the (cluster, kind) lease, in the same
+    # transaction, and stored on every log entry that tenure writes (MirrorChange.lease_token).
+    lease_token = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["cluster", "kind"], name="changecursor_cluster_kind")]
@@ -112,6 +115,9 @@ class MirrorChange(models.Model):
     seq = models.BigIntegerField()
     keys = models.JSONField(default=list, help_text="[[namespace, name], ...]")
     at = models.DateTimeField(auto_now_add=True)
+    # Who wrote it, under which lease tenure (empty / 0: written outside a lease, e.g. a snapshot import).
+    holder = models.CharField(max_length=255, blank=True, default="")
+    lease_token = models.BigIntegerField(default=0)
 
     class Meta:
         indexes = [models.Index(fields=["cluster", "kind", "seq"], name="mirrorchange_cursor")]

@@ -5,6 +5,7 @@ from csp.decorators import csp_update
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from gpudash.health import healthz, readyz
+from gpudash.views_sync import SyncStatusView
 from monitoring.metrics import metrics_view
 
 urlpatterns = [
@@ -29,4 +30,5 @@ urlpatterns = [
     path("", include("claims.urls_ops")),
     # Fleet history pages (issue 11): a namespace's charts.
     path("", include("monitoring.urls")),
+    path("sync/", SyncStatusView.as_view(), name="sync-status"),  # who holds which lease (issue 15)
 ]

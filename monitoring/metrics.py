@@ -157,6 +157,9 @@ class SyncCollector:
             for field, family in counters.items():
                 family.add_metric(key, getattr(s, field))
         yield from (since, objects, status, lease, *counters.values())
+        from gpudash.sync.workers import metric_families  # each worker's share of the leases (issue 15)
+
+        yield from metric_families(GaugeMetricFamily)
 
 
 class OperationsCollector:

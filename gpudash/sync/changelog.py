@@ -11,6 +11,7 @@ Entries only name objects; readers re-read their current rows (absent = deleted)
 applying an entry twice harmless.
 """
 
+import threading
 import uuid
 
 from django.db import connection
@@ -20,6 +21,24 @@ from gpudash.models import ChangeCursor, MirrorChange
 # Entries kept per (cluster, kind); a reader further behind than this rebuilds from the rows.
 KEEP = 20000
 _PRUNE_EVERY = 1000
+# The lease tenure of the watcher in this thread (set by Lease.fence before its writes).
+_writer = threading.local()
+
+
+def writing_as(holder, token):
+    _writer.holder, _writer.token = holder, token
+
+
+def next_lease_token(cluster_id, kind):
+    """The next fence token of (cluster, kind); call it in the transaction that takes the lease."""
+    table = connection.ops.quote_name(ChangeCursor._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (cluster_id, kind, seq, pruned_through, epoch, lease_token) VALUES (%s, %s, 0, 0, %s, 1) "
+            f"ON CONFLICT (cluster_id, kind) DO UPDATE SET lease_token = {table}.lease_token + 1 RETURNING lease_token",
+            [cluster_id, kind, uuid.uuid4().hex],
+        )
+        return cursor.fetchone()[0]
 
 
 def record(cluster_id, kind, keys):
@@ -32,12 +51,13 @@ def record(cluster_id, kind, keys):
     with connection.cursor() as cursor:
         # One statement on PostgreSQL and SQLite (>= 3.35): creates the cursor or bumps it, locked.
         cursor.execute(
-            f"INSERT INTO {table} (cluster_id, kind, seq, pruned_through, epoch) VALUES (%s, %s, 1, 0, %s) "
+            f"INSERT INTO {table} (cluster_id, kind, seq, pruned_through, epoch, lease_token) VALUES (%s, %s, 1, 0, %s, 0) "
             f"ON CONFLICT (cluster_id, kind) DO UPDATE SET seq = {table}.seq + 1 RETURNING seq",
             [cluster_id, kind, uuid.uuid4().hex],
         )
         seq = cursor.fetchone()[0]
-    MirrorChange.objects.create(cluster_id=cluster_id, kind=kind, seq=seq, keys=[list(k) for k in keys])
+    MirrorChange.objects.create(cluster_id=cluster_id, kind=kind, seq=seq, keys=[list(k) for k in keys],
+                                holder=getattr(_writer, "holder", ""), lease_token=getattr(_writer, "token", 0))
     if seq % _PRUNE_EVERY == 0 and seq > KEEP:
         MirrorChange.objects.filter(cluster_id=cluster_id, kind=kind, seq__lte=seq - KEEP).delete()
         ChangeCursor.objects.filter(cluster_id=cluster_id, kind=kind).update(pruned_through=seq - KEEP)

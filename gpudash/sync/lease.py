@@ -11,10 +11,13 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from inventory.models import SyncState
+
+from . import changelog
 
 
 class LeaseLost(Exception):
@@ -36,6 +39,7 @@ class Lease:
         self.holder = holder
         self.seconds = seconds if seconds is not None else lease_seconds()
         self.held = False
+        self.token = 0  # the fence token of our current tenure (changelog.next_lease_token)
 
     @property
     def renew_interval(self):
@@ -48,7 +52,12 @@ class Lease:
         """Take the lease if it is free, expired or already ours. Returns whether we hold it."""
         now = timezone.now()
         free = Q(lease_holder="") | Q(lease_holder=self.holder) | Q(lease_expires__isnull=True) | Q(lease_expires__lt=now)
-        taken = SyncState.objects.filter(free, pk=self.state_id).update(lease_holder=self.holder, lease_expires=self._expiry())
+        with transaction.atomic():
+            taken = SyncState.objects.filter(free, pk=self.state_id).update(lease_holder=self.holder, lease_expires=self._expiry())
+            if taken:
+                # A new tenure gets a new token, in the same transaction: tokens of one (cluster, kind) only grow.
+                cluster_id, kind = SyncState.objects.values_list("cluster_id", "kind").get(pk=self.state_id)
+                self.token = changelog.next_lease_token(cluster_id, kind)
         self.held = bool(taken)
         return self.held
 
@@ -63,6 +72,7 @@ class Lease:
         if not updated:
             self.held = False
             raise LeaseLost(f"lease of sync state {self.state_id} is no longer held by {self.holder}")
+        changelog.writing_as(self.holder, self.token)  # the log entries of this transaction name our tenure
         return updated
 
     def renew(self):

@@ -2,11 +2,13 @@
 
 The same Supervisor runs in three places: `manage.py watch` (foreground), a Celery worker (started and
 kept alive by the `ensure_watchers` beat task), and the web process itself when REDIS_URL is unset
-(`start_in_process`). With several of them at once the leases decide which watcher applies.
+(`start_in_process`). With several of them at once each takes only its share of the (cluster, kind)
+leases (gpudash/sync/workers.py: heartbeats, rendezvous hashing), and the leases decide who applies.
 """
 
 import logging
 import threading
+import time
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
@@ -15,9 +17,10 @@ from django.utils import timezone
 from gpudash.kube import KubeClient, KubeError
 from inventory.models import Cluster, SyncState
 
+from . import workers
 from .discovery import discover
 from .kinds import KINDS
-from .lease import new_holder_id
+from .lease import lease_seconds, new_holder_id
 from .watcher import Backoff, Watcher
 
 log = logging.getLogger(__name__)
@@ -39,6 +42,9 @@ class Supervisor:
         self.thread = None
         self._backoff = {}
         self._next_discovery = {}
+        self.owned = set()  # (cluster id, kind) in this worker's share, from the last tick
+        self._next_heartbeat = 0.0
+        self._leaving = False
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -48,6 +54,9 @@ class Supervisor:
         return self
 
     def stop(self, timeout=10.0):
+        # Leave first: the other workers start taking our share while our watchers finish their batches.
+        self._leaving = True
+        self._leave()
         self.stop_event.set()
         for watcher, _ in list(self.watchers.values()):
             watcher.close_stream()
@@ -55,6 +64,17 @@ class Supervisor:
             thread.join(timeout)
         if self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join(timeout)
+        self._leave()  # again, in case a tick in flight heartbeat after the first
+
+    def _leave(self):
+        if self.once:
+            return
+        try:
+            workers.leave(self.holder)
+        except DatabaseError:
+            log.warning("sync supervisor: could not remove the heartbeat of %s", self.holder, exc_info=True)
+        finally:
+            connection.close()
 
     @property
     def alive(self):
@@ -85,6 +105,7 @@ class Supervisor:
     # --- one pass ---------------------------------------------------------------------
 
     def tick(self):
+        self.share()
         now = timezone.now().timestamp()
         clusters = self.clusters()
         wanted = {c.pk for c in clusters}
@@ -114,6 +135,21 @@ class Supervisor:
                         running[0].close_stream()
                     self.start_watcher(cluster, kind, version)
 
+    def share(self):
+        """Heartbeat (every third of the lease time) and recompute this worker's share of the leases."""
+        now = time.monotonic()
+        if self._leaving:
+            return
+        if now >= self._next_heartbeat:
+            held = sum(1 for watcher, thread in self.watchers.values() if thread.is_alive() and watcher.lease is not None and watcher.lease.held)
+            workers.heartbeat(self.holder, self.cluster_names, leases=held)
+            self._next_heartbeat = now + lease_seconds() / 3.0
+        owners = workers.assignment()
+        self.owned = {key for key, owner in owners.items() if owner == self.holder}
+
+    def may_hold(self, key):
+        return self.once or key in self.owned
+
     def discover(self, cluster):
         """{kind: version or None}, or None (error recorded, retried with backoff)."""
         now = timezone.now().timestamp()
@@ -136,7 +172,9 @@ class Supervisor:
         return served
 
     def start_watcher(self, cluster, kind, version):
-        watcher = Watcher(cluster.pk, kind, version=version, holder=f"{self.holder}:{kind}"[:255], once=self.once)
+        key = (cluster.pk, kind)
+        watcher = Watcher(cluster.pk, kind, version=version, holder=f"{self.holder}:{kind}"[:255], once=self.once,
+                          may_hold=lambda: self.may_hold(key))
         # A stop of the supervisor stops every watcher.
         watcher.stop = _ChainedEvent(self.stop_event)
         thread = threading.Thread(target=watcher.run, name=f"watch-{cluster.name}-{kind}", daemon=True)
@@ -155,7 +193,9 @@ class Supervisor:
             thread.join()
 
     def summary(self):
-        return {f"{cid}:{kind}": thread.is_alive() for (cid, kind), (_, thread) in self.watchers.items()}
+        return {f"{cid}:{kind}": {"alive": thread.is_alive(), "owned": (cid, kind) in self.owned,
+                                  "held": bool(watcher.lease and watcher.lease.held)}
+                for (cid, kind), (watcher, thread) in self.watchers.items()}
 
 
 class _ChainedEvent(threading.Event):

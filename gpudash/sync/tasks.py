@@ -7,10 +7,11 @@ from .runner import ensure_supervisor
 
 @shared_task(name="gpudash.sync.tasks.ensure_watchers", ignore_result=True)
 def ensure_watchers():
-    """Start this worker process's watchers unless they run; leases decide which worker applies.
+    """Start this worker process's watchers unless they run.
 
-    Every worker that receives it keeps a standby watcher per (cluster, kind), so when the worker
-    holding a lease dies another takes over as soon as the lease expires (seconds, not a beat period).
+    Each worker process heartbeats and takes only its share of the (cluster, kind) leases
+    (gpudash/sync/workers.py); the watchers of the rest stand by, so when a worker dies the others
+    take its share within about one lease time (seconds, not a beat period).
     """
     supervisor = ensure_supervisor()
     return {"holder": supervisor.holder, "watchers": supervisor.summary()}

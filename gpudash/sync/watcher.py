@@ -40,6 +40,10 @@ class NotServed(Exception):
     """The API server no longer serves this kind (404 on the collection)."""
 
 
+class HandOver(Exception):
+    """This (cluster, kind) is another live worker's share now: release the lease between batches."""
+
+
 def sync_setting(name, default):
     return settings.GPUDASH_SYNC.get(name, default)
 
@@ -76,7 +80,7 @@ class WatchStats:
 class Watcher:
     """Keeps one (cluster, kind) mirrored while `stop` is not set. Run it in its own thread."""
 
-    def __init__(self, cluster_id, kind, version=None, holder=None, stop=None, once=False):
+    def __init__(self, cluster_id, kind, version=None, holder=None, stop=None, once=False, may_hold=None):
         self.cluster_id = cluster_id
         self.kind = kind
         self.spec = KINDS_BY_NAME[kind]
@@ -84,6 +88,9 @@ class Watcher:
         self.holder = holder or new_holder_id(kind)
         self.stop = stop or threading.Event()
         self.once = once  # list (or catch up) once, then return: `manage.py watch --once`
+        # Whether this worker's share includes this (cluster, kind) (the Supervisor's assignment);
+        # a lone watcher (tests, benchmarks) may always hold.
+        self.may_hold = may_hold or (lambda: True)
         self.rv = ""
         self.stats = WatchStats()
         self.lease = None
@@ -119,10 +126,18 @@ class Watcher:
             try:
                 close_old_connections()
                 if not self.lease.held:
+                    if not self.may_hold():
+                        # Standby without touching the database (nor holding a connection): another worker's share.
+                        if connection.connection is not None:
+                            connection.close()
+                        self.stop.wait(min(self.lease.renew_interval, 0.25))
+                        continue
+                    self._configure_session()
                     if not self.lease.acquire():
                         if self.once:
                             return
-                        self.stop.wait(self.lease.renew_interval)
+                        # Ours but still held (a hand-over in progress, or its holder died): retry soon.
+                        self.stop.wait(min(self.lease.renew_interval, 1.0))
                         continue
                     # Resume where the last holder left off: the rows match its stored version.
                     self.rv = SyncState.objects.values_list("resource_version", flat=True).get(pk=self.lease.state_id)
@@ -145,6 +160,11 @@ class Watcher:
                 log.warning("%s %s: %s; stopping", self.cluster.name, self.kind, exc)
                 self.lease.held = False
                 self.rv = ""
+            except HandOver:
+                # Every batch so far is committed with its resourceVersion: the new owner resumes there.
+                log.info("%s %s: handing the lease over (%s)", self.cluster.name, self.kind, self.holder)
+                self.lease.release()
+                self.rv = ""
             except NotServed as exc:
                 self.not_served = True
                 self._record(status=SyncState.Status.NOT_SERVED, last_error=str(exc)[:4000], last_error_at=timezone.now())
@@ -165,11 +185,33 @@ class Watcher:
                     raise
                 self._sleep_holding_lease(delay)
 
+    def _configure_session(self):
+        """PostgreSQL: end this session's transaction if it idles (a frozen or stuck process) longer
+        than a few lease times. Else its row locks (the fenced SyncState row) would keep the
+        worker that now owns the lease from ever taking it; the frozen process, once awake, finds
+        its connection closed and its lease gone (the fence), and applies nothing stale."""
+        if connection.vendor != "postgresql":
+            return
+        connection.ensure_connection()
+        raw = connection.connection
+        if raw is getattr(self, "_configured", None):
+            return
+        seconds = float(sync_setting("IDLE_IN_TRANSACTION_SECONDS", 0) or 3 * self.lease.seconds)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET idle_in_transaction_session_timeout = {int(seconds * 1000)}")
+        self._configured = raw
+
     def _sleep_holding_lease(self, delay):
         """Back off, keeping the lease (another worker would hit the same outage) while renewable."""
         deadline = time.monotonic() + delay
         while not self.stop.is_set() and time.monotonic() < deadline:
             self.stop.wait(min(self.lease.renew_interval, max(deadline - time.monotonic(), 0)))
+            if self.lease.held and not self.may_hold():
+                try:
+                    self.lease.release()
+                except DatabaseError:
+                    connection.close()
+                return
             if self.lease.held:
                 try:
                     self.lease.renew()
@@ -301,6 +343,8 @@ class Watcher:
                 try:
                     first = events.get(timeout=self.lease.renew_interval)
                 except queue.Empty:
+                    if not self.may_hold():
+                        raise HandOver()
                     with transaction.atomic():
                         self.lease.fence()  # keep the lease on a quiet stream
                     continue
@@ -312,6 +356,8 @@ class Watcher:
                         break
                 if self._apply_lines(batch):
                     return
+                if not self.may_hold():
+                    raise HandOver()  # after the batch in hand, never inside it
         finally:
             self._response = None
             try:
