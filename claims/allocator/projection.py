@@ -86,6 +86,8 @@ def _compute_odd(device):
             (kind, value), = attr.items()
             if type(value) is _PLAIN_TYPES.get(kind):
                 continue
+            if kind == "version" and type(value) is str and _version_ok(value):
+                continue
         if not isinstance(attr, dict):
             return True
         kinds = [k for k in _SCALARS if attr.get(k) is not None]
@@ -100,11 +102,29 @@ def _compute_odd(device):
             return True
         elif kinds[0] == "string" and not isinstance(attr["string"], str):
             return True
-    try:
-        device.capacity  # noqa: B018  (parses every capacity; a bad one makes the CEL view fail)
-    except Exception:
+    caps = device.raw.get("capacity") or {}
+    if type(caps) is not dict:
         return True
+    for cap in caps.values():  # a capacity that is not a quantity makes the CEL view fail
+        if type(cap) is dict and type(cap.get("value")) is str and _quantity_ok(cap["value"]):
+            continue
+        try:
+            device.capacity  # noqa: B018  (the full parse decides the odd shapes)
+        except Exception:
+            return True
+        break
     return False
+
+
+@lru_cache(maxsize=4096)
+def _quantity_ok(text):
+    from .model import _number
+
+    try:
+        _number(text)
+        return True
+    except Exception:
+        return False
 
 
 @lru_cache(maxsize=4096)
