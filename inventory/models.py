@@ -251,7 +251,12 @@ class Device(models.Model):
 
     class Meta:
         ordering = ("cluster_id", "node_name", "driver", "pool", "name")
-        indexes = [models.Index(fields=("cluster", "driver", "pool", "name"), name="inventory_device_identity_idx")]
+        indexes = [
+            models.Index(fields=("cluster", "driver", "pool", "name"), name="inventory_device_identity_idx"),
+            # The default order of the device lists (API and page) with the id tiebreak: a page, or a
+            # keyset page (?cursor=), is an index range scan that stops after the page's rows.
+            models.Index(fields=("cluster", "node_name", "driver", "pool", "name", "id"), name="inventory_device_order_idx"),
+        ]
 
     def __str__(self):
         return f"{self.driver}/{self.pool}/{self.name}"
@@ -365,6 +370,8 @@ class NodeDeviceSummary(models.Model):
         ]
         indexes = [
             models.Index(fields=("cluster", "sort_key"), name="inventory_summary_order_idx"),
+            # The nodes list's page of counts and the node page (FleetSnapshot(nodes=...)).
+            models.Index(fields=("cluster", "node_name"), name="inventory_summary_node_idx"),
         ]
 
     def __str__(self):
