@@ -35,8 +35,8 @@ def event(name, namespace, kind, obj_name, reason, message, uid="", obj_namespac
             "source": {"component": "kubelet"}}
 
 
-@pytest.fixture
-def alpha():
+def load_objects():
+    """The UI fleet, plus a template, a pod with tricky annotations and Events (shared with the browser test)."""
     cluster = load_fleet()
     # A template, and a pod whose raw object holds values a careless YAML dump would not read back alike:
     # strings that look like booleans, numbers, timestamps and null, a very long line, unicode, a multi-line value.
@@ -59,6 +59,11 @@ def alpha():
     ):
         apply_object(cluster, "Event", raw)
     return cluster
+
+
+@pytest.fixture
+def alpha():
+    return load_objects()
 
 
 @pytest.fixture
