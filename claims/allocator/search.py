@@ -315,7 +315,8 @@ class NodeAllocator:
         """(variant, [covering matchAttribute names]) when the plan is one claim with one ExactCount
         request and at most matchAttribute constraints, else None (the general search runs)."""
         plan = self.plan
-        key = (plan.only_constraints is None, frozenset(plan.only_constraints or ()), plan.deferred is None)
+        only = plan.only_constraints
+        key = (None if only is None else frozenset(only), plan.deferred is None)
         cached = self._simple
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -363,6 +364,8 @@ class NodeAllocator:
         extra = self.extra.dedicated if self.extra is not None else ()
         taints_on = self.f.device_taints
         chosen = None
+        if not matches and need == 1 and plain < len(cands):
+            return self._first_pick(view, v, cands)
         if not matches:
             chosen = []
             for i, c in enumerate(cands):
@@ -416,6 +419,22 @@ class NodeAllocator:
         self.picks = [picks]
         self.picked_dedicated = {p.device.key for p in picks}
         return Outcome(view.name, SUCCESS, picks=[list(picks)])
+
+    def _first_pick(self, view, v, cands):
+        """One device, no constraint: the search tries the candidates in order and the first that
+        `_try` accepts is the answer (count 1: nothing to backtrack to). Devices with counters go
+        through `_try` itself, so charging, releasing and the 1.36 counter leak are the search's own."""
+        claim = self.plan.claims[0]
+        self.picked_dedicated, self.allocating, self.picked_by_claim = set(), {}, [set()]
+        self.share_capacity, self.share_recorded, self.counters_used = {}, set(), {}
+        self.picks, self.constraint_states = [[]], [[]]
+        for dev, pool, err in cands:
+            self._tick()
+            if self._try(0, claim, v, dev, pool, err, must=False) is not None:
+                return Outcome(view.name, SUCCESS, picks=[list(self.picks[0])])
+        if view.invalid:
+            return Outcome(view.name, NODE_FAILURE, message=f"{INVALID_POOLS_MESSAGE} ({invalid_detail(view)})")
+        return Outcome(view.name, UNSCHEDULABLE)
 
     def _plain_prefix(self, cands):
         """-1 when a candidate's selectors raised, else the index of the first candidate the direct
