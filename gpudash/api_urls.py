@@ -9,7 +9,7 @@ from claims.api import operations
 from claims.api.preview import PreviewView
 from gpudash.api.errors import not_found_view
 from inventory.api import views as inventory_views
-from inventory.api.aggregates import DeviceAggregateView
+from inventory.api.aggregates import DeviceAggregateView, GpuAggregateView
 from monitoring.api import UtilizationView
 from monitoring.api_history import DeviceHistoryView, NamespaceHistoryView
 
@@ -29,6 +29,7 @@ router.register("audit", claim_views.AuditEntryViewSet, basename="auditentry")
 urlpatterns = [
     path("preview", PreviewView.as_view(), name="preview"),
     path("aggregates/devices", DeviceAggregateView.as_view(), name="aggregate-devices"),
+    path("aggregates/gpus", GpuAggregateView.as_view(), name="aggregate-gpus"),
     path("aggregates/allocation", AllocationAggregateView.as_view(), name="aggregate-allocation"),
     path("utilization", UtilizationView.as_view(), name="utilization"),
     path("history/devices", DeviceHistoryView.as_view(), name="history-devices"),

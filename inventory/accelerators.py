@@ -250,7 +250,7 @@ def accelerator_rows(cluster_ids=None, nodes=None):
     return rows
 
 
-def source_totals(cluster_ids=None, nodes=None):
+def source_totals(cluster_ids=None, nodes=None, snapshot=None):
     """Totals per source and per model, the DRA side from the device summary.
 
     {"dra": {"gpus", "free", "partitions", "nodes", "models": {model: {"gpus", "free", "partitions"}}},
@@ -258,7 +258,7 @@ def source_totals(cluster_ids=None, nodes=None):
      "hami": {"gpus", "shares", "shares_used", "memory", "memory_used", "nodes", "models": {...}}}"""
     from . import fleet
 
-    snap = fleet.FleetSnapshot(cluster_ids, nodes=nodes)
+    snap = snapshot or fleet.FleetSnapshot(cluster_ids, nodes=nodes)
     dra = {"gpus": 0, "free": 0, "partitions": 0, "nodes": 0, "models": {}}
     dra_nodes = set()
     for g in snap.grouped("cluster_id", "node_name", "model", "kind"):
@@ -311,13 +311,14 @@ def source_totals(cluster_ids=None, nodes=None):
 
 
 def node_sources(cluster_ids=None, nodes=None):
-    """(cluster_id, node) -> {"device-plugin": {"gpus", "free", "partitions", "resources"}, "hami": {"gpus", "shares", "shares_used", "model"}}."""
+    """(cluster_id, node) -> {"device_plugin": {"gpus", "free", "partitions", "resources", "model"},
+    "hami": {"gpus", "shares", "shares_used", "model"}} (keys templates can read)."""
     out = defaultdict(dict)
     for cid, node, source, resource, kind, mdl, alloc, used, gpus in accelerator_rows(cluster_ids, nodes).values_list(
         "cluster_id", "node_name", "source", "resource", "kind", "model", "allocatable", "requested", "gpus"
     ):
         if source == DEVICE_PLUGIN:
-            d = out[(cid, node)].setdefault(DEVICE_PLUGIN, {"gpus": 0, "free": 0, "partitions": 0, "resources": [], "model": mdl})
+            d = out[(cid, node)].setdefault("device_plugin", {"gpus": 0, "free": 0, "partitions": 0, "resources": [], "model": mdl})
             d["resources"].append(resource)
             if kind == "gpu":
                 d["gpus"] += alloc
@@ -325,7 +326,7 @@ def node_sources(cluster_ids=None, nodes=None):
             elif kind == "partition":
                 d["partitions"] += alloc
         elif kind == "share":
-            d = out[(cid, node)].setdefault(HAMI, {"gpus": 0, "shares": 0, "shares_used": 0, "model": mdl})
+            d = out[(cid, node)].setdefault("hami", {"gpus": 0, "shares": 0, "shares_used": 0, "model": mdl})
             d["gpus"] += gpus
             d["shares"] += alloc
             d["shares_used"] += used

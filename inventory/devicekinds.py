@@ -41,7 +41,7 @@ def _counter_sets(device):
 def classify(driver, devices):
     """[(kind, parent)] for the `devices` (raw dicts) of one slice of `driver`, in order."""
     devices = [d if isinstance(d, dict) else {} for d in devices]
-    own = []
+    own, untyped = [], []
     for dev in devices:
         attributes = dev.get("attributes") if isinstance(dev.get("attributes"), dict) else {}
         dtype = (_plain(attributes, "type", driver) or "").lower()
@@ -49,9 +49,26 @@ def classify(driver, devices):
             kind = PARTITION
         elif dtype in GPU_TYPES or (not dtype and driver.startswith("gpu.")):
             kind = GPU
+            if not dtype:
+                untyped.append(len(own))
         else:
             kind = OTHER
         own.append((kind, attributes, dev))
+    # Untyped devices of a GPU driver drawing on one counter set: the one consuming the most counters
+    # is the whole GPU, the others are its partitions (unless a typed GPU already owns the set).
+    typed_sets = {name for i, (kind, _a, dev) in enumerate(own) if kind == GPU and i not in untyped for name in _counter_sets(dev)}
+    by_set = {}
+    for i in untyped:
+        dev = own[i][2]
+        for entry in dev.get("consumesCounters") or ():
+            if isinstance(entry, dict) and entry.get("counterSet"):
+                by_set.setdefault(entry["counterSet"], []).append((-len(entry.get("counters") or {}), i))
+    for name, members in by_set.items():
+        members.sort()
+        for rank, (_size, i) in enumerate(members):
+            if rank or name in typed_sets:
+                kind, attributes, dev = own[i]
+                own[i] = (PARTITION, attributes, dev)
     # The physical GPU behind each counter set a whole GPU consumes: its partitions draw on the same set.
     gpu_of_set = {}
     for kind, attributes, dev in own:

@@ -25,7 +25,26 @@ class ClusterFilterSet(ApiFilterSet):
 class NodeFilterSet(KubeObjectFilterSet):
     ready = StrictBooleanFilter()
     unschedulable = StrictBooleanFilter()
-    ordering = django_filters.OrderingFilter(fields=(("cluster__name", "cluster"), "name", "creation_timestamp"))
+    # "Nodes with ≥ N free GPUs of model X" (fleet.node_gpu_q), the three read together in filter_queryset.
+    min_free_gpus = django_filters.NumberFilter(method="filter_gpus", min_value=0, help_text="At least this many free whole GPUs (a GPU with a partition in use is not free).")
+    gpu_model = django_filters.CharFilter(method="filter_gpus", help_text="Of this model (productName; device-plugin nodes: their GPU product label).")
+    gpu_source = django_filters.ChoiceFilter(choices=[("any", "any"), ("dra", "dra"), ("device-plugin", "device-plugin")], method="filter_gpus",
+                                             help_text="Count DRA devices, device-plugin GPUs, or either (default; a node with both is not counted twice).")
+    ordering = django_filters.OrderingFilter(fields=(("cluster__name", "cluster"), "name", "creation_timestamp", "gpus", "free_gpus"))
+
+    def filter_gpus(self, queryset, name, value):
+        return queryset  # all three together in filter_queryset
+
+    def filter_queryset(self, queryset):
+        from . import fleet
+
+        queryset = super().filter_queryset(queryset)
+        data = self.form.cleaned_data
+        if data.get("min_free_gpus") is None and not data.get("gpu_model"):
+            return queryset
+        n = data.get("min_free_gpus")
+        flt = {"min_free": int(n) if n is not None else 1, "model": data.get("gpu_model") or "", "source": data.get("gpu_source") or "any"}
+        return queryset.filter(fleet.node_gpu_q(flt))
 
     class Meta:
         model = Node
@@ -73,6 +92,8 @@ class DeviceFilterSet(ApiFilterSet):
         help_text="The full state: free, allocated, admin, partial, tainted, unhealthy (node NotReady), stuck.",
     )
     tainted = StrictBooleanFilter(help_text="Has a NoSchedule or NoExecute taint, whatever the state.")
+    kind = django_filters.ChoiceFilter(choices=[("gpu", "gpu"), ("partition", "partition"), ("other", "other")],
+                                       help_text="gpu (a whole GPU), partition (a MIG slice of one), other (NICs ...): inventory/devicekinds.py.")
     attribute = AttributeFilter(
         method="filter_attribute",
         help_text="NAME:VALUE, repeatable (all must match). NAME bare = the device's driver domain, "

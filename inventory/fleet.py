@@ -12,7 +12,8 @@ import functools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Exists, Min, OuterRef, Q, Sum
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum
+from django.utils.translation import gettext_lazy as _
 
 from claims.models import AllocationResult, Finding
 from gpudash import roles
@@ -367,7 +368,7 @@ class FleetMap:
     paged in SQL; only the shown page gets its states decided and its device cells loaded.
     """
 
-    def __init__(self, snapshot, state="", search=""):
+    def __init__(self, snapshot, state="", search="", gpu=None, unpublished=False):
         """`snapshot`: the FleetSnapshot of the same clusters (its totals head the page; its stuck devices are reused)."""
         self.cluster_ids = snapshot.cluster_ids
         self.user = snapshot.user
@@ -375,6 +376,10 @@ class FleetMap:
         for (cluster_id, _driver, pool, node_name, *_model_kind), counts in snapshot.stuck.items():
             self.stuck[(cluster_id, node_name or f"pool:{pool}")].update(counts)
         self.rows = self._filtered(self._grouped(), state, search)
+        if unpublished:  # nodes whose driver publishes nothing now
+            self.rows = self.rows.filter(unpublished__gt=0)
+        if gpu:  # "nodes with ≥ N free GPUs of model X" (gpu_filter): node rows only
+            self.rows = self.rows.filter(Exists(Node.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("map_key")).filter(node_gpu_q(gpu))))
 
     def _grouped(self):
         rows = NodeDeviceSummary.objects.all()
@@ -524,3 +529,88 @@ def states_for(devices, cluster_ids=None, user=None):
         st, unhealthy, admin = state.get(dev.id, (FREE, False, False))
         dev.st = DeviceState(st, _flags(dev.tainted, unhealthy, admin), holders.get((dev.cluster_id, dev.driver, dev.pool, dev.name), []))
     return devices
+
+
+def kinds_context(snap):
+    """What the overview shows of device kinds and sources: physical-GPU totals, GPUs per model and
+    source side by side, the free-GPU histogram per model, devices not published now."""
+    from . import accelerators
+
+    sources = accelerators.source_totals(snapshot=snap)
+    models = sorted(set(sources["dra"]["models"]) | set(sources[accelerators.DEVICE_PLUGIN]["models"]) | set(sources[accelerators.HAMI]["models"]))
+    # Template-friendly keys (device_plugin): templates cannot read "device-plugin".
+    keys = {"dra": "dra", "device_plugin": accelerators.DEVICE_PLUGIN, "hami": accelerators.HAMI}
+    by_model = [{"model": m, **{k: sources[key]["models"].get(m) for k, key in keys.items()}} for m in models]
+    return {
+        "kinds": snap.kind_totals(),
+        "sources": {k: sources[key] for k, key in keys.items()},
+        "source_rows": by_model,
+        "has_other_sources": bool(sources[accelerators.DEVICE_PLUGIN]["nodes"] or sources[accelerators.HAMI]["nodes"]),
+        "gpu_histogram": snap.free_gpu_histogram(),
+        "unpublished": snap.unpublished(),
+        "other_models": [r for r in snap.gpu_models() if r["kind"] == OTHER],
+    }
+
+
+def gpu_filter(params):
+    """The "nodes with ≥ N free GPUs of model X" filter from query parameters `min_free_gpus`,
+    `gpu_model` (optional) and `gpu_source` (dra, device-plugin or any; default any): (filter, error)."""
+    raw, model = (params.get("min_free_gpus") or "").strip(), (params.get("gpu_model") or "").strip()
+    source = (params.get("gpu_source") or "any").strip()
+    if not raw and not model:
+        return None, ""
+    if source not in ("any", "dra", "device-plugin"):
+        return None, f"Unknown GPU source {source!r}: use any, dra or device-plugin."
+    try:
+        n = int(raw or "1")
+    except ValueError:
+        return None, f"Free GPUs must be a whole number, not {raw!r}."
+    if n < 0 or n > 100000:
+        return None, f"Free GPUs must be between 0 and 100000, not {n}."
+    return {"min_free": n, "model": model, "source": source}, ""
+
+
+def node_gpu_q(flt):
+    """A Q on Node: nodes with at least flt["min_free"] free whole GPUs (of flt["model"] when given)
+    from DRA (physical GPUs; NotReady nodes have none free) or a device plugin (allocatable minus what
+    bound pods request), as flt["source"] says; "any" = either source has them, so a node served by
+    both is never counted twice. With min_free 0: nodes that have such GPUs at all."""
+    from .models import NodeAccelerator
+
+    q = Q(pk__in=[])
+    if flt["source"] in ("any", "dra"):
+        dra = NodeDeviceSummary.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name")).exclude(n_total=0)
+        if flt["model"]:
+            dra = dra.filter(model=flt["model"])
+        dra = dra.values("cluster_id", "node_name").annotate(gpus=Sum("n_gpus"), free=Sum("n_gpus_free")).filter(gpus__gt=0, free__gte=flt["min_free"])
+        q |= Exists(dra) & (Q(ready=True) | Q(ready__isnull=True) if flt["min_free"] else Q())
+    if flt["source"] in ("any", "device-plugin"):
+        dp = NodeAccelerator.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name"), source="device-plugin", kind="gpu")
+        if flt["model"]:
+            dp = dp.filter(model__iexact=flt["model"])
+        dp = dp.values("cluster_id", "node_name").annotate(gpus=Sum("allocatable"), free=Sum(F("allocatable") - F("requested"))).filter(gpus__gt=0, free__gte=flt["min_free"])
+        q |= Exists(dp)
+    return q
+
+
+def gpu_filter_models(cluster_ids=None):
+    """GPU models the filter offers: DRA models with physical GPUs, device-plugin models of whole GPUs."""
+    from .models import NodeAccelerator
+
+    dra = NodeDeviceSummary.objects.filter(n_gpus__gt=0)
+    dp = NodeAccelerator.objects.filter(source="device-plugin", kind="gpu", allocatable__gt=0)
+    if cluster_ids is not None:
+        dra, dp = dra.filter(cluster_id__in=cluster_ids), dp.filter(cluster_id__in=cluster_ids)
+    models = set(dra.values_list("model", flat=True).distinct().order_by()) | set(dp.values_list("model", flat=True).distinct().order_by())
+    return sorted(m for m in models if m)
+
+
+def gpu_query(params):
+    """The GPU filter's query string (for pager and colour links), '' without one."""
+    from urllib.parse import urlencode
+
+    return urlencode([(k, params[k]) for k in ("min_free_gpus", "gpu_model", "gpu_source") if params.get(k)])
+
+
+# The GPU filter's sources (gpu_filter), as the forms offer them.
+GPU_SOURCES = (("any", _("any source")), ("dra", "DRA"), ("device-plugin", _("device plugin")))

@@ -13,7 +13,7 @@ from claims.models import AllocationResult, ClaimConsumer, ClaimStateChange, Pod
 from gpudash import roles, tables
 from gpudash.views import DashboardView
 
-from . import devicefilter, devicestate, fleet, pools, summary
+from . import accelerators, devicefilter, devicestate, fleet, pools, summary
 from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
 
 # What a devices-list row shows (the raw JSON and the API's search copies stay in the database).
@@ -42,6 +42,7 @@ class OverviewView(DashboardView):
             state_labels=fleet.STATE_LABELS,
             display_states=fleet.DISPLAY_STATES,
             flag_labels=fleet.FLAG_LABELS,
+            **fleet.kinds_context(snap),  # whole GPUs, partitions, other devices; sources side by side
         )
         return ctx
 
@@ -62,9 +63,12 @@ class FleetMapView(DashboardView):
         error = ""
         if state and state not in fleet.STATES:
             error = f"Unknown state {state!r}: use one of {', '.join(fleet.STATES)}."
+        gpu, gpu_error = fleet.gpu_filter(self.request.GET)  # "nodes with ≥ N free GPUs of model X"
+        error = error or gpu_error
         # Totals over the whole fleet; rows filtered, ordered and paged in SQL, cells for the page only.
         snap = fleet.FleetSnapshot(self.cluster_ids, user=self.request.user)
-        fleet_map = fleet.FleetMap(snap, state="" if error else state, search=search)
+        unpublished_only = self.request.GET.get("unpublished") == "1"
+        fleet_map = fleet.FleetMap(snap, state="" if error else state, search=search, gpu=None if error else gpu, unpublished=unpublished_only)
         ctx.update(self.paginate(fleet_map.rows.none() if error else fleet_map.rows, self.nodes_per_page))
         page = ctx["page_obj"]
         page.object_list = fleet_map.decide(page.object_list)
@@ -77,23 +81,28 @@ class FleetMapView(DashboardView):
 
             attach_latest([d for r in page.object_list for d in r["devices"]])
         ctx.update(colour=colour, totals=snap.totals(), states=fleet.STATES, state_labels=fleet.STATE_LABELS, display_states=fleet.DISPLAY_STATES,
-                   flag_labels=fleet.FLAG_LABELS, state=state, q=search, row_count=page.paginator.count, error=error)
+                   flag_labels=fleet.FLAG_LABELS, state=state, q=search, row_count=page.paginator.count, error=error,
+                   kinds=snap.kind_totals(), unpublished=snap.unpublished(), gpu=gpu, gpu_models=fleet.gpu_filter_models(self.cluster_ids),
+                   gpu_query=fleet.gpu_query(self.request.GET), gpu_sources=fleet.GPU_SOURCES, unpublished_only=unpublished_only)
         return ctx
 
 
 # Sortable columns of the nodes list (gpudash/tables.py): SQL columns, or None for the device
 # counts, which node_sort_keys reads from the per-node summary.
-NODE_SORT = {"cluster": "cluster__name", "name": "name", "ready": "ready", "since": "ready_changed_at", "devices": None, "free": None, "allocated": None}
+NODE_SORT = {"cluster": "cluster__name", "name": "name", "ready": "ready", "since": "ready_changed_at", "devices": None, "free": None, "allocated": None,
+             "gpus": None, "free_gpus": None}
 
 
-def node_sort_keys(counts):
+def node_sort_keys(counts, gpu_counts=None):
     """Sort keys over (id, cluster_id, name, ready, ready_changed_at, cluster name) rows; `counts`
-    is FleetSnapshot.node_counts() (what the page shows per node)."""
-    def count(state):
-        return lambda r: (counts.get((r[1], r[2])) or {}).get(state, 0)
+    is FleetSnapshot.node_counts() and `gpu_counts` its node_gpu_counts() (what the page shows per node)."""
+    def count(state, source=counts):
+        return lambda r: (source.get((r[1], r[2])) or {}).get(state, 0)
 
+    gpu_counts = gpu_counts or {}
     return {"cluster": lambda r: r[5], "name": lambda r: r[2], "ready": lambda r: r[3], "since": lambda r: r[4],
-            "devices": count("total"), "free": count(fleet.FREE), "allocated": count(fleet.ALLOCATED)}
+            "devices": count("total"), "free": count(fleet.FREE), "allocated": count(fleet.ALLOCATED),
+            "gpus": count("gpus", gpu_counts), "free_gpus": count("gpus_free", gpu_counts)}
 
 
 class NodeListView(DashboardView):
@@ -111,15 +120,22 @@ class NodeListView(DashboardView):
         ready = self.request.GET.get("ready", "")
         if ready in ("true", "false"):
             nodes = nodes.filter(ready=ready == "true")
+        gpu, gpu_error = fleet.gpu_filter(self.request.GET)  # "nodes with ≥ N free GPUs of model X"
+        if gpu_error:
+            nodes = nodes.none()
+        elif gpu:
+            nodes = nodes.filter(fleet.node_gpu_q(gpu))
         sort = tables.sorting(self.request, Node, NODE_SORT, default=("cluster_id", "name"))
         nodes = sort.apply(nodes)
         fields = ("id", "cluster_id", "name", "ready", "ready_changed_at", "unschedulable", "taints", "labels")
         if sort.python:
             # Device counts are summed per node from the summary (as the page shows them), so a sort
             # by a count reads every filtered node's counts once, sorts the ids, then loads the page.
-            counts = fleet.FleetSnapshot(self.cluster_ids, user=self.request.user).node_counts()
+            all_snap = fleet.FleetSnapshot(self.cluster_ids, user=self.request.user)
+            counts = all_snap.node_counts()
+            gpu_counts = all_snap.node_gpu_counts() if any(c in ("gpus", "free_gpus") for c, _desc in sort.order) else {}
             rows = list(nodes.values_list("id", "cluster_id", "name", "ready", "ready_changed_at", "cluster__name"))
-            sort.sort_rows(rows, node_sort_keys(counts))
+            sort.sort_rows(rows, node_sort_keys(counts, gpu_counts))
             ctx.update(self.paginate([r[0] for r in rows], 100))
             by_id = Node.objects.only(*fields).in_bulk(ctx["page_obj"].object_list)
             page_nodes = [by_id[pk] for pk in ctx["page_obj"].object_list if pk in by_id]
@@ -128,12 +144,20 @@ class NodeListView(DashboardView):
             page_nodes = list(ctx["page_obj"].object_list)
         # Device counts per node for the page only: one grouped query, one allocation lookup.
         keys = {(n.cluster_id, n.name) for n in page_nodes}
-        per_node = fleet.FleetSnapshot(list({k[0] for k in keys}), user=self.request.user, nodes=keys).node_counts() if keys else {}
+        page_snap = fleet.FleetSnapshot(list({k[0] for k in keys}), user=self.request.user, nodes=keys) if keys else None
+        per_node = page_snap.node_counts() if keys else {}
+        kinds = page_snap.node_gpu_counts() if keys else {}  # whole GPUs, partitions, other devices
+        sources = accelerators.node_sources(nodes=keys) if keys else {}  # device plugin, HAMi
+        unpublished = page_snap.unpublished()["rows"] if keys else {}
         names = {c.id: c.name for c in Cluster.objects.all()}
         for n in page_nodes:
             n.counts = dict(per_node.get((n.cluster_id, n.name), {"total": 0}))
             n.cluster_name = names.get(n.cluster_id)
-        ctx.update(nodes=page_nodes, q=q, ready=ready, sorting=sort)
+            n.kinds = kinds.get((n.cluster_id, n.name), {})
+            n.sources = sources.get((n.cluster_id, n.name), {})
+            n.unpublished = unpublished.get((n.cluster_id, n.name))
+        ctx.update(nodes=page_nodes, q=q, ready=ready, sorting=sort, gpu=gpu, gpu_error=gpu_error,
+                   gpu_models=fleet.gpu_filter_models(self.cluster_ids), gpu_query=fleet.gpu_query(self.request.GET), gpu_sources=fleet.GPU_SOURCES)
         return ctx
 
 
@@ -154,12 +178,18 @@ class NodeDetailView(DashboardView):
         slices = ResourceSlice.objects.filter(cluster_id=node.cluster_id, node_name=node.name).order_by("driver", "pool", "name")
         devices = fleet.states_for(Device.objects.filter(cluster_id=node.cluster_id, node_name=node.name).order_by("driver", "pool", "name"), user=self.request.user)
         devices.sort(key=lambda d: (d.driver, d.pool, fleet.natural_key(d.name)))
+        devices = fleet.under_parents(devices, lambda d: (d.driver, d.pool), lambda d: d.name, lambda d: d.kind, lambda d: d.parent)  # partitions under their GPU
         pods = _pods_by_claim(node.cluster_id, [h for d in devices for h in d.st.holders if h.visible])
         for d in devices:
             d.holder_rows = [(h, pods.get((h.namespace, h.name), [])) for h in d.st.holders]
         from .objectpage import crumb, object_page
 
         crumbs = [crumb(_("Nodes"), "inventory:node-list", query=f"cluster={node.cluster.name}"), crumb(node.name)]
+        keys = {(node.cluster_id, node.name)}
+        node_snap = fleet.FleetSnapshot([node.cluster_id], nodes=keys)
+        ctx.update(node_kinds=node_snap.node_gpu_counts().get((node.cluster_id, node.name), {}),
+                   node_sources=accelerators.node_sources(nodes=keys).get((node.cluster_id, node.name), {}),
+                   node_unpublished=node_snap.unpublished()["rows"].get((node.cluster_id, node.name)))
         ctx.update(node=node, slices=slices, devices=devices, state_labels=fleet.STATE_LABELS,
                    pods=roles.scope_queryset(Pod.objects.filter(cluster_id=node.cluster_id, node_name=node.name), self.request.user).order_by("namespace", "name"),
                    **object_page(node.cluster, "Node", node.raw, node.name, uid=node.uid, crumbs=crumbs))
@@ -209,7 +239,7 @@ class DeviceListView(DashboardView):
         ctx = super().get_context_data(**kwargs)
         get = self.request.GET
         qs = self.in_cluster(Device.objects.all())
-        for param, column in (("driver", "driver"), ("pool", "pool"), ("node", "node_name")):
+        for param, column in (("driver", "driver"), ("pool", "pool"), ("node", "node_name"), ("kind", "kind")):  # kind: devicekinds
             if get.get(param):
                 qs = qs.filter(**{column: get[param]})
         error, residual = "", []

@@ -22,9 +22,9 @@ from inventory.models import Cluster, Device
 from inventory.querysets import DEVICE_STATES
 
 MODEL_ATTRIBUTE = "productName"
-GROUPS = ("cluster", "node", "driver", "pool", "model", "state", "fleet_state")
+GROUPS = ("cluster", "node", "driver", "pool", "model", "kind", "state", "fleet_state")
 DEFAULT_GROUPS = ("cluster", "model", "state")
-_COLUMNS = {"cluster": "cluster_id", "node": "node_name", "driver": "driver", "pool": "pool", "model": "g_model", "state": "g_state", "fleet_state": "g_fleet_state"}
+_COLUMNS = {"cluster": "cluster_id", "node": "node_name", "driver": "driver", "pool": "pool", "model": "g_model", "kind": "kind", "state": "g_state", "fleet_state": "g_fleet_state"}
 
 
 def device_counts(devices, group_by):
@@ -58,13 +58,17 @@ DEVICE_FILTER_PARAMETERS = [
     OpenApiParameter("state", OpenApiTypes.STR, enum=DEVICE_STATES),
     OpenApiParameter("fleet_state", OpenApiTypes.STR, enum=devicestate.STATES),
     OpenApiParameter("tainted", OpenApiTypes.BOOL),
+    OpenApiParameter("kind", OpenApiTypes.STR, enum=("gpu", "partition", "other"), description="Device kind (a whole GPU, a partition of one, other devices)."),
     OpenApiParameter("attribute", OpenApiTypes.STR, many=True, explode=True, description="NAME:VALUE, repeatable."),
     OpenApiParameter("capacity", OpenApiTypes.STR, many=True, explode=True, description="NAME OP QUANTITY, repeatable."),
 ]
 
 
 class DeviceAggregateView(APIView):
-    """Device counts grouped by any of cluster, node, driver, pool, model (productName), state."""
+    """Device counts grouped by any of cluster, node, driver, pool, model (productName), kind, state.
+
+    Counts devices as published: a GPU's MIG partitions are devices of kind "partition" beside it
+    (aggregates/gpus counts physical GPUs)."""
 
     permission_classes = [IsViewer]
 
@@ -99,3 +103,53 @@ class DeviceAggregateView(APIView):
             raise ValidationError(filterset.errors)
         results = device_counts(filterset.qs, group_by)
         return Response({"group_by": group_by, "total": sum(r["count"] for r in results), "results": results})
+
+
+class GpuAggregateView(APIView):
+    """Whole GPUs across the fleet: physical GPUs (a GPU and its partitions count once) and free ones,
+    partitions and other devices apart; DRA devices, device-plugin GPUs and HAMi vGPU shares side by
+    side, per model; nodes by number of free whole GPUs per model; devices not published now."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("cluster", OpenApiTypes.STR, description="Cluster name; default every cluster.")],
+        filters=False,
+        responses=inline_serializer(
+            "GpuAggregate",
+            {
+                "kinds": serializers.DictField(help_text="gpus, gpus_free, gpu_devices, partitions, partitions_free, other, other_free"),
+                "sources": serializers.DictField(help_text="dra, device-plugin, hami: totals and per-model counts"),
+                "free_gpu_histogram": serializers.ListField(child=serializers.DictField()),
+                "unpublished": serializers.DictField(help_text="devices and nodes whose driver publishes nothing now"),
+            },
+        ),
+    )
+    def get(self, request):
+        from inventory import accelerators, fleet
+
+        check_params(request, {"cluster", "format"})
+        cluster_ids = None
+        if request.query_params.get("cluster"):
+            cluster = Cluster.objects.filter(name=request.query_params["cluster"]).first()
+            if cluster is None:
+                raise ValidationError({"cluster": [f"No cluster named {request.query_params['cluster']!r}."]})
+            cluster_ids = [cluster.id]
+        snap = fleet.FleetSnapshot(cluster_ids, user=request.user)
+        names = dict(Cluster.objects.values_list("id", "name"))
+        unpublished = snap.unpublished()
+        return Response({
+            "kinds": snap.kind_totals(),
+            "sources": accelerators.source_totals(snapshot=snap),
+            "free_gpu_histogram": [
+                {"model": m["model"], "nodes": m["nodes"], "nodes_by_free_gpus": {str(b["free"]): b["nodes"] for b in m["bars"]}}
+                for m in snap.free_gpu_histogram()
+            ],
+            "unpublished": {
+                "devices": unpublished["devices"],
+                "nodes": [
+                    {"cluster": names.get(cid, str(cid)), "node": node, "since": r["since"], "devices": r["devices"], "drivers": r["drivers"]}
+                    for (cid, node), r in sorted(unpublished["rows"].items())
+                ],
+            },
+        })

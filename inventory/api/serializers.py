@@ -52,6 +52,8 @@ class NodeSerializer(KubeObjectSerializer):
     unschedulable = serializers.BooleanField(read_only=True)
     taints = serializers.ListField(child=serializers.DictField(), read_only=True)
     device_count = serializers.IntegerField(read_only=True, help_text="Devices published for this node.")
+    gpus = serializers.IntegerField(read_only=True, help_text="Physical GPUs DRA publishes for this node (a GPU and its partitions count once).")
+    free_gpus = serializers.IntegerField(read_only=True, help_text="Of those, GPUs with no device held or tainted (0 on a NotReady node).")
 
 
 class DeviceClassSerializer(KubeObjectSerializer):

@@ -1,6 +1,6 @@
 """Read endpoints for clusters, nodes, device classes, resource slices and devices."""
 
-from django.db.models import Count, IntegerField, OuterRef, Prefetch, Subquery, Value
+from django.db.models import Case, Count, IntegerField, OuterRef, Prefetch, Subquery, Sum, Value, When
 from django.db.models.functions import Coalesce
 from rest_framework import viewsets
 
@@ -17,7 +17,7 @@ from inventory.filtersets import (
     NodeFilterSet,
     ResourceSliceFilterSet,
 )
-from inventory.models import Cluster, Device, DeviceClass, Node, ResourceSlice, SyncState
+from inventory.models import Cluster, Device, DeviceClass, Node, NodeDeviceSummary, ResourceSlice, SyncState
 
 from . import serializers
 
@@ -48,7 +48,15 @@ class NodeViewSet(MirrorViewSet):
             .annotate(n=Count("*"))
             .values("n")
         )
-        return self.queryset.annotate(device_count=Coalesce(Subquery(devices, output_field=IntegerField()), Value(0)))
+        # Physical GPUs from the per-node summary (inventory/devicekinds.py); free ones only on a Ready node.
+        summary = NodeDeviceSummary.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name")).order_by().values("node_name")
+        gpus = summary.annotate(n=Sum("n_gpus")).values("n")
+        free = summary.annotate(n=Sum("n_gpus_free")).values("n")
+        return self.queryset.annotate(
+            device_count=Coalesce(Subquery(devices, output_field=IntegerField()), Value(0)),
+            gpus=Coalesce(Subquery(gpus, output_field=IntegerField()), Value(0)),
+            free_gpus=Case(When(ready=False, then=Value(0)), default=Coalesce(Subquery(free, output_field=IntegerField()), Value(0))),
+        )
 
 
 class DeviceClassViewSet(MirrorViewSet):

@@ -125,6 +125,10 @@ def map_cells(row, devices_url):
         st = d["st"]
         classes = " ".join([f"cell s-{st.state}"] + [f"f-{f}" for f in sorted(st.flags)])
         title = [d["name"], st.label]
+        if d.get("is_partition"):  # narrow cells right after their GPU (fleet.under_parents)
+            classes += " part"
+            if d.get("parent_name"):
+                title.append(f"partition of {d['parent_name']}")
         if "util" in d:  # the map coloured by utilization (monitoring.utilization.attach_latest)
             classes += f" u-{d['util_bucket']}"
             title.append("no utilization data" if d["util"] is None else f"GPU {d['util']:.0f}%")
