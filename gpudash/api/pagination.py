@@ -1,7 +1,10 @@
 """Page-number pagination, with a keyset (cursor) mode; the list views always order with an `id`
 tiebreak, so pages are stable.
 
-`?page=N` (the default) answers `{count, next, previous, results}`. `?cursor=` (empty for the first
+`?page=N` (the default) answers `{count, next, previous, results}`. The count is exact up to
+EXACT_COUNT_LIMIT rows (counted with a LIMIT, so it never scans more); above it the answer carries
+the planner's estimate (at least the limit + 1) and `"count_estimated": true`, and `next` is known
+from one extra row fetched, not from the count. `?cursor=` (empty for the first
 page, then the `next` link's value) answers `{next, results}`: no count, and each page is read
 where the previous one ended (WHERE (a, b, id) > (last row's values) ORDER BY a, b, id LIMIT n) instead
 of counting the whole filtered set and skipping `offset` rows, so a page costs the same at any depth
@@ -16,16 +19,90 @@ import base64
 import binascii
 import json
 
+from django.conf import settings
 from django.core.exceptions import FieldDoesNotExist
-from django.core.paginator import Page, Paginator
-from django.db.models import Count, Q, Window
+from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
+from django.db import connections
+from django.db.models import Count, Q, Subquery, Value
+from django.utils.functional import cached_property
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 
+def exact_count_limit():
+    return int(getattr(settings, "GPUDASH_API_EXACT_COUNT_LIMIT", 10_000))
+
+
+def planner_rows(queryset):
+    """PostgreSQL's estimate of the queryset's rows (EXPLAIN, nothing executed); an exact count elsewhere."""
+    queryset = queryset.order_by().values("pk")
+    connection = connections[queryset.db]
+    if connection.vendor != "postgresql":
+        return queryset.count()
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+        plan = cursor.fetchone()[0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+def bounded_total(total, queryset, limit):
+    """(count, estimated) from a count taken with LIMIT limit + 1."""
+    if total <= limit:
+        return total, False
+    return max(limit + 1, planner_rows(queryset)), True
+
+
+class KnownPage(Page):
+    """A page that knows whether another follows from an extra row read, not from the count (which
+    may be an estimate)."""
+
+    def __init__(self, object_list, number, paginator, more):
+        super().__init__(object_list, number, paginator)
+        self.more = more
+
+    def has_next(self):
+        return self.more
+
+
+class BoundedCountPaginator(Paginator):
+    """Django's Paginator with the bounded count (see the module docstring)."""
+
+    estimated = False
+
+    @cached_property
+    def count(self):
+        limit = exact_count_limit()
+        n, self.estimated = bounded_total(self.object_list.order_by().values("pk")[: limit + 1].count(), self.object_list, limit)
+        return n
+
+    def validate_number(self, number):
+        self.count  # noqa: B018  (counting tells whether the count is an estimate)
+        if not self.estimated:
+            return super().validate_number(number)
+        # The last page is not known from an estimate: any page from 1 on, an empty one is the end.
+        try:
+            number = int(number)
+        except (TypeError, ValueError):
+            raise PageNotAnInteger("That page number is not an integer") from None
+        if number < 1:
+            raise EmptyPage("That page number is less than 1")
+        return number
+
+    def page(self, number):
+        number = self.validate_number(number)
+        bottom = (number - 1) * self.per_page
+        rows = list(self.object_list[bottom : bottom + self.per_page + 1])
+        if not rows and number > 1:
+            raise EmptyPage("That page contains no results")
+        return KnownPage(rows[: self.per_page], number, self, more=len(rows) > self.per_page)
+
+
 class StablePagePagination(PageNumberPagination):
+    django_paginator_class = BoundedCountPaginator
     page_size = 100
     page_size_query_param = "page_size"
     max_page_size = 1000
@@ -77,7 +154,10 @@ class StablePagePagination(PageNumberPagination):
 
     def get_paginated_response(self, data):
         if not self.keyset:
-            return super().get_paginated_response(data)
+            response = super().get_paginated_response(data)
+            if getattr(self.page.paginator, "estimated", False):
+                response.data["count_estimated"] = True
+            return response
         return Response({"next": self.get_next_link(), "results": data})
 
     def get_schema_operation_parameters(self, view):
@@ -160,11 +240,12 @@ def decode_cursor(token, keys, model):
 
 
 class IdsFirstPagination(StablePagePagination):
-    """One query for the page's ids and the total (COUNT(*) OVER ()), then the page's rows by id.
+    """One query for the page's ids and the bounded total (an uncorrelated scalar subquery counting
+    at most EXACT_COUNT_LIMIT + 1 matching ids, evaluated once), then the page's rows by id.
 
-    For big filtered tables (devices) this scans the table once instead of twice (count, then
-    page), sorts only ids (PostgreSQL would otherwise sort whole wide rows, spilling to disk) and
-    evaluates per-row annotations (device state) for the page only.
+    For big filtered tables (devices) this reads the page's ids in index order and stops (instead of
+    counting and sorting every match, as COUNT(*) OVER () did), sorts only ids when no index serves
+    the order, and evaluates per-row annotations (device state) for the page only.
     """
 
     def paginate_pages(self, queryset, request, view=None):
@@ -174,16 +255,18 @@ class IdsFirstPagination(StablePagePagination):
             raise NotFound("Invalid page.")
         number = int(raw_page)
         offset = (number - 1) * page_size
-        rows = list(
-            queryset.annotate(_total=Window(Count("*"))).values_list("pk", "_total")[offset : offset + page_size]
-        )
-        total = rows[0][1] if rows else queryset.count()
+        limit = exact_count_limit()
+        bounded = queryset.order_by().values("pk")[: limit + 1]
+        total = Subquery(queryset.model._base_manager.filter(pk__in=bounded).order_by().values(_one=Value(1)).annotate(n=Count("*")).values("n"))
+        rows = list(queryset.annotate(_total=total).values_list("pk", "_total")[offset : offset + page_size + 1])
         if not rows and number > 1:
             raise NotFound("Invalid page.")
-        ids = [pk for pk, _ in rows]
+        count, estimated = bounded_total(rows[0][1] if rows else 0, queryset, limit)
+        ids = [pk for pk, _ in rows[:page_size]]
         by_id = queryset.order_by().in_bulk(ids)
         paginator = Paginator([], page_size)
-        paginator.count = total  # a cached_property: set it instead of counting again
-        self.page = Page([by_id[pk] for pk in ids if pk in by_id], number, paginator)
+        paginator.count = count  # a cached_property: set it instead of counting again
+        paginator.estimated = estimated
+        self.page = KnownPage([by_id[pk] for pk in ids if pk in by_id], number, paginator, more=len(rows) > page_size)
         self.request = request
         return list(self.page)
