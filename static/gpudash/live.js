@@ -26,7 +26,8 @@
   if (!scope || !indicator) return;
 
   var backoff = 500, maxBackoff = 10000, socket = null, pending = null, inFlight = {}, again = {};
-  var notices = {}, lastFocus = {}, announced = {};
+  var notices = {}, lastFocus = {}, announced = {}, failed = false;
+  var RETRY_MS = 3000; // a region whose fetch failed is fetched again after this long
   var ANNOUNCE_EVERY_MS = 10000; // "X updated" at most this often per region: churn would talk non-stop
 
   function setStatus(status, text) {
@@ -139,7 +140,7 @@
       showNotice(name, el);
       return;
     }
-    if (inFlight[name]) { again[name] = true; return; }
+    if (inFlight[name]) { again[name] = again[name] === "force" || force ? "force" : true; return; }
     inFlight[name] = true;
     el.setAttribute("aria-busy", "true");
     fetch(regionUrl(name), { credentials: "same-origin", headers: { "X-Requested-With": "gpudash-live" } })
@@ -149,15 +150,22 @@
         return resp.text();
       })
       .then(function (html) {
+        if (failed) { failed = false; if (socket && socket.readyState === WebSocket.OPEN) setStatus("on", "live"); }
         // Held again while the answer was on its way (a box ticked meanwhile): keep it for "show".
         if (!force && isHeld(name, el)) { state.held[name] = (state.held[name] || 0) + 1; showNotice(name, el); return; }
         merge(name, el, html);
       })
-      .catch(function (err) { setStatus("dead", "refresh failed: " + err.message); })
+      .catch(function (err) {
+        // A passing server error (a 500 while the database is busy) must not end live updates: retry.
+        var retry = err.message !== "logged out";
+        failed = retry;
+        setStatus("dead", "refresh failed: " + err.message + (retry ? "; retrying" : ""));
+        if (retry) setTimeout(function () { refresh(name, force); }, RETRY_MS);
+      })
       .then(function () {
         el.removeAttribute("aria-busy");
         inFlight[name] = false;
-        if (again[name]) { again[name] = false; refresh(name); }
+        if (again[name]) { var forced = again[name] === "force"; again[name] = false; refresh(name, forced); }
       });
   }
 

@@ -1,0 +1,148 @@
+"""Live updates keep the user's work, in real Chromium: the demo scenario in the built-in API server,
+the watchers syncing it into the test database and publishing to Redis, daphne serving the pages.
+
+On /stuck/ two findings are ticked, on /claims/ a link is focused and a filter typed into, on a claim
+page its <details> toggled; then churn changes what those regions show (a pod deleted and the detector
+run, demo churn creating claims, the claim relabelled). Ticks, focus, typed text and the <details>
+survive -- the very same DOM nodes, not look-alikes -- and the changes arrive: held behind an
+"N updates — show" notice while the user works in the region, merged in place otherwise.
+
+Needs Debian's chromium (/usr/bin/chromium) and REDIS_URL; skipped otherwise.
+"""
+
+import pytest
+
+from claims import stuck
+from claims.models import Finding, Pod, ResourceClaim
+from devcluster.churn import CHURN_NAMESPACE, Churn
+from devcluster.testing import running_devcluster
+from gpudash import roles
+from inventory.models import Cluster, Device, SyncState
+
+from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in, wait_live, wait_until
+from .ui_fixtures import make_user
+
+pytestmark = BROWSER_MARKS
+LIVE_MS = 10000  # the watchers' sync + publish + the page's fetch, on a loaded CI machine
+PASSWORD = "morph-pass-123"
+
+# Marks a DOM node so the test can tell, later, that the page still has that very node.
+MARK = "(el) => { el.__kept = true; }"
+KEPT = "(el) => el.__kept === true"
+
+
+@pytest.fixture
+def stack(tmp_path, artifacts_dir, settings):
+    from gpudash.sync.runner import Supervisor
+
+    settings.GPUDASH_STUCK = {**settings.GPUDASH_STUCK, **{k: 0 for k in stuck.DEFAULTS if k.endswith("GRACE")}}
+    shots = artifacts_dir / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    with running_devcluster("demo") as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        cluster = Cluster.objects.create(name="demo", kubeconfig=str(kubeconfig))
+        supervisor = Supervisor(cluster_names=["demo"]).start()
+        server = AsgiServer(free_port(), artifacts_dir / "daphne-morph.log")
+        try:
+            wait_until(lambda: SyncState.objects.filter(cluster=cluster, status=SyncState.Status.CONNECTED).count() >= 6, 60, "the watchers to connect")
+            wait_until(lambda: Device.objects.filter(cluster=cluster).exists(), 30, "devices to sync")
+            make_user("olivia", role=roles.OPERATOR, password=PASSWORD)
+            server.start()
+            with chromium() as browser:
+                page = log_in(browser.new_page(viewport={"width": 1400, "height": 900}), server.url, "olivia", PASSWORD)
+                yield {"api": api, "cluster": cluster, "base": server.url, "page": page, "shots": shots}
+        finally:
+            if server.proc:
+                server.stop()
+            supervisor.stop()
+
+
+def held_notice(page, region):
+    return page.locator(f'[data-held-for="{region}"] button')
+
+
+def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
+    api, cluster, base, page = stack["api"], stack["cluster"], stack["base"], stack["page"]
+
+    # --- /stuck/: tick two findings, a new finding arrives, the ticks stay and the bulk dry run gets both.
+    stuck.detect(cluster)
+    assert Finding.objects.active().filter(cluster=cluster).exclude(remedy="").count() >= 2, "the demo's problem cases"
+    page.goto(base + "/stuck/?cluster=demo")
+    wait_live(page)
+    boxes = page.locator("#findings-table input[name=ids]")
+    ticked = [boxes.nth(i).get_attribute("value") for i in range(2)]
+    for value in ticked:
+        box = page.locator(f"#findings-table input[name=ids][value='{value}']")
+        box.check()
+        box.evaluate(MARK)
+    rows_before = page.locator("#findings-table tbody tr").count()
+
+    victim = ResourceClaim.objects.get(cluster=cluster, namespace="inference", consumers__name="llm-serve-2")
+    api.store.delete("pods", "inference", "llm-serve-2")  # leaves the claim reserved for a gone pod
+    wait_until(lambda: not Pod.objects.filter(cluster=cluster, namespace="inference", name="llm-serve-2").exists(), 10, "the pod's deletion to sync")
+    stuck.detect(cluster)  # a new stale-reservation finding, published as a Finding change
+    new_finding = Finding.objects.active().get(cluster=cluster, claim_uid=victim.uid, rule=stuck.STALE_RESERVATION)
+
+    # The user is working in the region (boxes ticked): the update waits behind the notice.
+    held_notice(page, "findings").wait_for(timeout=LIVE_MS)
+    assert "show" in held_notice(page, "findings").inner_text()
+    assert page.locator(f"#finding-{new_finding.id}").count() == 0
+    assert page.locator("#findings-table tbody tr").count() == rows_before
+    held_notice(page, "findings").click()
+    page.locator(f"#finding-{new_finding.id}").wait_for(timeout=LIVE_MS)
+    for value in ticked:
+        box = page.locator(f"#findings-table input[name=ids][value='{value}']")
+        assert box.is_checked() and box.evaluate(KEPT), f"finding {value}: still ticked, the same checkbox"
+    assert held_notice(page, "findings").count() == 0
+    page.screenshot(path=str(stack["shots"] / "stuck-held-merged.png"), full_page=True)
+    with page.expect_navigation():
+        page.click("#bulk-dry-run")
+    assert "Select at least one" not in page.content()
+    assert sorted(page.locator("[data-result]").evaluate_all("(els) => els.map(e => e.dataset.result)")) == sorted(ticked)
+
+    # --- /claims/: a typed filter and a focused link survive demo churn creating claims.
+    page.goto(base + "/claims/?cluster=demo")
+    wait_live(page)
+    page.fill("input[name=q]", "typed, not sent")
+    link = page.locator("#claim-table tbody a").first
+    link.focus()
+    link.evaluate(MARK)
+    focused_name = link.inner_text()
+    churn = Churn(api.store, seed=11)
+    churn.step()  # the first step always creates a claim (and its pod)
+    wait_until(lambda: ResourceClaim.objects.filter(cluster=cluster, namespace=CHURN_NAMESPACE).exists(), 10, "the churn claim to sync")
+    held_notice(page, "claims").wait_for(timeout=LIVE_MS)
+    assert page.evaluate("() => document.activeElement.__kept === true"), "focus stayed on the same link"
+    held_notice(page, "claims").click()
+    page.wait_for_selector(f"#claim-table >> text={CHURN_NAMESPACE}", timeout=LIVE_MS)
+    assert page.evaluate("() => document.activeElement.__kept === true"), "after 'show', focus is back on that link"
+    assert page.evaluate("() => document.activeElement.textContent") == focused_name
+    assert page.input_value("input[name=q]") == "typed, not sent"
+
+    # Not working in the region any more: the next changes merge at once, without a notice.
+    page.evaluate("() => document.activeElement.blur()")
+    refreshes = int(page.evaluate("() => document.body.dataset.liveRefreshes || '0'"))
+    for _ in range(3):
+        churn.step()
+    page.wait_for_function("([n]) => Number(document.body.dataset.liveRefreshes || 0) > n", arg=[refreshes], timeout=LIVE_MS)
+    wait_until(lambda: ResourceClaim.objects.filter(cluster=cluster, namespace=CHURN_NAMESPACE).count() >= 2, 10, "more churn claims to sync")
+    newest = ResourceClaim.objects.filter(cluster=cluster, namespace=CHURN_NAMESPACE).order_by("-id").first()
+    page.wait_for_selector(f"#claim-table >> text={newest.name}", timeout=LIVE_MS)
+    assert held_notice(page, "claims").count() == 0
+    assert page.locator("#claim-table tbody").get_by_role("link", name=focused_name, exact=True).evaluate(KEPT), "rows keep their nodes"
+
+    # --- a claim page: the user's <details> choice survives the claim changing.
+    page.goto(base + f"/claims/demo/inference/{victim.name}/")
+    wait_live(page)
+    details = page.locator("[data-region=claim] details#timeline-details")
+    was_open = details.evaluate("(d) => d.open")
+    details.locator("summary").click()
+    assert details.evaluate("(d) => d.open") is (not was_open)
+    details.evaluate(MARK)
+    page.evaluate("() => document.activeElement.blur()")  # done with the region: its updates merge at once
+    refreshes = int(page.evaluate("() => document.body.dataset.liveRefreshes || '0'"))
+    api.store.patch("resourceclaims", "inference", victim.name, {"metadata": {"labels": {"morph-test": "relabelled"}}}, "application/merge-patch+json")
+    page.wait_for_function("([n]) => Number(document.body.dataset.liveRefreshes || 0) > n", arg=[refreshes], timeout=LIVE_MS)
+    page.wait_for_function("() => document.querySelector('[data-region=claim]').textContent.includes('relabelled')", timeout=LIVE_MS)
+    details = page.locator("[data-region=claim] details#timeline-details")
+    assert details.evaluate(KEPT) and details.evaluate("(d) => d.open") is (not was_open)
