@@ -37,9 +37,35 @@ def scenario_path(name_or_path):
 
 def scenario_objects(name_or_path="demo", seed=7):
     path = scenario_path(name_or_path)
+    return _Expander(_read(path), random.Random(seed), str(path)).expand()
+
+
+def _read(path, seen=()):
+    """A scenario document with its `include:` scenarios merged in front (lists appended, maps merged),
+    so a variant adds nodes and workloads to another without copying it."""
     with open(path) as fh:
         doc = yaml.safe_load(fh) or {}
-    return _Expander(doc, random.Random(seed), str(path)).expand()
+    if not isinstance(doc, dict):
+        raise ScenarioError(f"{path}: a scenario is a mapping of sections")
+    merged = {}
+    for name in doc.pop("include", None) or []:
+        inc = scenario_path(name)
+        if inc in seen or inc == path:
+            raise ScenarioError(f"{path}: include of {name!r} loops")
+        for key, value in _read(inc, (*seen, path)).items():
+            _merge(merged, key, value)
+    for key, value in doc.items():
+        _merge(merged, key, value)
+    return merged
+
+
+def _merge(doc, key, value):
+    if isinstance(value, list) and isinstance(doc.get(key), list):
+        doc[key] = doc[key] + value
+    elif isinstance(value, dict) and isinstance(doc.get(key), dict):
+        doc[key] = {**doc[key], **value}
+    else:
+        doc[key] = value
 
 
 def load_scenario(store, name_or_path="demo", seed=7):

@@ -531,6 +531,14 @@ def states_for(devices, cluster_ids=None, user=None):
     return devices
 
 
+def template_sources(snap):
+    """accelerators.source_totals with keys templates can read (device_plugin)."""
+    from . import accelerators
+
+    sources = accelerators.source_totals(snapshot=snap)
+    return {"dra": sources["dra"], "device_plugin": sources[accelerators.DEVICE_PLUGIN], "hami": sources[accelerators.HAMI]}
+
+
 def kinds_context(snap):
     """What the overview shows of device kinds and sources: physical-GPU totals, GPUs per model and
     source side by side, the free-GPU histogram per model, devices not published now."""

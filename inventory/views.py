@@ -73,8 +73,10 @@ class FleetMapView(DashboardView):
         page = ctx["page_obj"]
         page.object_list = fleet_map.decide(page.object_list)
         names = {c.id: c.name for c in Cluster.objects.all()}
+        page_sources = accelerators.node_sources(nodes={(r["cluster_id"], r["node"]) for r in page.object_list}) if page.object_list else {}
         for r in page.object_list:
             r["cluster_name"] = names.get(r["cluster_id"], "?")
+            r["sources"] = page_sources.get((r["cluster_id"], r["node"]), {})  # device plugin, HAMi beside DRA
         colour = "utilization" if self.request.GET.get("colour") == "utilization" else "state"
         if colour == "utilization":
             from monitoring.utilization import attach_latest
@@ -82,7 +84,7 @@ class FleetMapView(DashboardView):
             attach_latest([d for r in page.object_list for d in r["devices"]])
         ctx.update(colour=colour, totals=snap.totals(), states=fleet.STATES, state_labels=fleet.STATE_LABELS, display_states=fleet.DISPLAY_STATES,
                    flag_labels=fleet.FLAG_LABELS, state=state, q=search, row_count=page.paginator.count, error=error,
-                   kinds=snap.kind_totals(), unpublished=snap.unpublished(), gpu=gpu, gpu_models=fleet.gpu_filter_models(self.cluster_ids),
+                   kinds=snap.kind_totals(), unpublished=snap.unpublished(), sources=fleet.template_sources(snap), gpu=gpu, gpu_models=fleet.gpu_filter_models(self.cluster_ids),
                    gpu_query=fleet.gpu_query(self.request.GET), gpu_sources=fleet.GPU_SOURCES, unpublished_only=unpublished_only)
         return ctx
 

@@ -107,3 +107,14 @@ def test_hami_register_both_formats():
     assert [(d["id"], d["count"], d["devmem"], d["health"]) for d in new] == [("GPU-a", 10, 81559, True), ("GPU-b", 10, 81559, False)]
     assert [(d["id"], d["type"], d["health"]) for d in old] == [("GPU-00552014-x", "NVIDIA-Tesla V100-PCIE-32GB", True), ("GPU-2", "NVIDIA-Tesla V100-PCIE-32GB", False)]
     assert accelerators.hami_devices("not json [") == [] and accelerators.hami_devices("[1, {}]") == []
+
+
+def test_the_demo_shows_every_source():
+    """`manage.py demo` serves demo-mixed: demo.yaml plus device-plugin and HAMi nodes (an include)."""
+    demo, mixed = scenario_objects("demo"), scenario_objects("demo-mixed")
+    assert {n["metadata"]["name"] for n in demo["nodes"]} < {n["metadata"]["name"] for n in mixed["nodes"]}
+    cluster = load_scenario(Cluster.objects.create(name="demo-mixed"), "demo-mixed")
+    got = accelerators.source_totals([cluster.id])
+    dra, dp, hami = expected(mixed)
+    assert (got["dra"]["gpus"], got["device-plugin"]["gpus"], got["device-plugin"]["partitions"], got["hami"]["gpus"], got["hami"]["shares_used"]) == (
+        dra["gpus"], dp["gpus"], dp["partitions"], hami["gpus"], hami["shares_used"]) == (48, 8, 7, 4, 2)
