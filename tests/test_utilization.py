@@ -322,6 +322,11 @@ def test_pages_and_api_show_utilization_and_poll_errors(setup, client):
     assert "data-gpu-util>3%" in node and "data-gpu-util>50%" in node  # the 3g.40gb and the DRA-labelled 1g.10gb
     claim = client.get("/claims/gpus/team-a/train/").content.decode()
     assert "Utilization of the allocated devices" in claim and "data-gpu-util>87%" in claim
+    # The pods list: each pod with the utilization of the devices its claims hold; the pod's own page too.
+    pods = client.get("/pods/").content.decode()
+    assert 'data-gpu-util title="gpu-0">87%' in pods and 'data-gpu-util title="gpu-0-mig-3g40gb-9-4">3%' in pods
+    pod_page = client.get("/pods/gpus/team-b/infer-pod/").content.decode()
+    assert "Utilization of the pod's devices" in pod_page and "data-gpu-util>3%" in pod_page
     # The map coloured by utilization: gpu-0 busy (>= 75 %), gpu-1 idle (< 5 %), the 1g.10gb twin without data.
     fleet_map = client.get("/fleet/map/?colour=utilization").content.decode()
     assert 'class="cell s-allocated u-4" href="/devices/gpus/gpu.nvidia.com/node-1/gpu-0/"' in fleet_map

@@ -66,3 +66,44 @@ def utilization_overview(context, cluster_ids):
     if scope is not None:
         idle = [(ns, h) for ns, h in idle if ns in scope]
     return {"sources": list(sources), "idle": idle}
+
+
+@register.simple_tag
+def pods_utilization(pods):
+    """{pod id: [(device, GPU utilization %)]} for a page of pods (their `refs` set by the pod list):
+    the latest poll's values of the devices their claims hold. One query for the claims' allocation
+    results, one for the samples, whatever the page size."""
+    from collections import defaultdict
+
+    from claims.models import AllocationResult
+
+    pods_of_claim = defaultdict(list)
+    for p in pods:
+        for ref in getattr(p, "refs", ()):
+            if ref.claim_name:
+                pods_of_claim[(p.cluster_id, p.namespace, ref.claim_name)].append(p.id)
+    if not pods_of_claim:
+        return {}
+    results = (AllocationResult.objects.filter(cluster_id__in={k[0] for k in pods_of_claim}, claim__name__in={k[2] for k in pods_of_claim}, admin_access=False)
+               .values_list("cluster_id", "claim__namespace", "claim__name", "driver", "pool", "device").order_by("cluster_id", "pool", "device"))
+    held = [(r[:3], (r[0], *r[3:])) for r in results if r[:3] in pods_of_claim]
+    found = latest({k[0] for k in pods_of_claim}, [key for _claim, key in held])
+    out = defaultdict(list)
+    for claim, key in held:
+        sample = found.get(key)
+        if sample is not None and sample.gpu_util is not None:
+            for pod_id in pods_of_claim[claim]:
+                out[pod_id].append((key[3], sample.gpu_util))
+    return dict(out)
+
+
+@register.filter
+def util_of(pods_util, pod_id):
+    """The (device, %) pairs of one pod from `pods_utilization`'s answer."""
+    return pods_util.get(pod_id, ()) if pods_util else ()
+
+
+@register.simple_tag
+def result_device_keys(results):
+    """(driver, pool, device) of allocation results (a pod's devices)."""
+    return [(r.driver, r.pool, r.device) for r in results]
