@@ -121,6 +121,10 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         return ctx
 
     def paginate(self, items, per_page=100):
+        """A page of `items`: ?page=N, and ?per_page=M (1 to 1000) instead of the page's default size."""
+        raw = self.request.GET.get("per_page", "")
+        if raw.isdigit() and 1 <= int(raw) <= 1000:
+            per_page = int(raw)
         paginator = Paginator(items, per_page)
         page = paginator.get_page(self.request.GET.get("page"))
         query = self.request.GET.copy()

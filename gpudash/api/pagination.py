@@ -23,7 +23,8 @@ from django.conf import settings
 from django.core.exceptions import FieldDoesNotExist
 from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
 from django.db import connections
-from django.db.models import Count, Q, Subquery, Value
+from django.db.models import IntegerField, Q
+from django.db.models.expressions import RawSQL
 from django.utils.functional import cached_property
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import PageNumberPagination
@@ -256,8 +257,10 @@ class IdsFirstPagination(StablePagePagination):
         number = int(raw_page)
         offset = (number - 1) * page_size
         limit = exact_count_limit()
-        bounded = queryset.order_by().values("pk")[: limit + 1]
-        total = Subquery(queryset.model._base_manager.filter(pk__in=bounded).order_by().values(_one=Value(1)).annotate(n=Count("*")).values("n"))
+        # SELECT COUNT(*) FROM (<the filtered ids> LIMIT limit + 1): what a sliced .count() runs, here
+        # as an uncorrelated scalar subquery of the ids query (one round trip, evaluated once).
+        sql, params = queryset.order_by().values("pk")[: limit + 1].query.sql_with_params()
+        total = RawSQL(f"SELECT COUNT(*) FROM ({sql}) AS bounded_ids", params, output_field=IntegerField())
         rows = list(queryset.annotate(_total=total).values_list("pk", "_total")[offset : offset + page_size + 1])
         if not rows and number > 1:
             raise NotFound("Invalid page.")
