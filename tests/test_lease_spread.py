@@ -95,7 +95,7 @@ def describe():
 
 def settle(expected_workers, total, what, procs=()):
     try:
-        return wait_for(lambda: shares_even(expected_workers, total), timeout=90, message=what)
+        return wait_for(lambda: shares_even(expected_workers, total), timeout=90, interval=0.3, message=what)
     except AssertionError as exc:
         logs = " | ".join(p.tail()[-1500:] for p in procs)
         raise AssertionError(f"{exc}; {describe()}; logs: {logs}") from None

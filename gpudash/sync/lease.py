@@ -87,6 +87,36 @@ class Lease:
         self.held = False
 
 
+def renew_parked(leases):
+    """Renew the leases of parked watchers (quiet, no connection of their own) in one statement.
+
+    PostgreSQL only. Rows locked by a transaction in flight are skipped (SKIP LOCKED): never wait
+    behind a batch. A lease found held by someone else is marked lost, so its watcher stops.
+    Returns the leases renewed.
+    """
+    leases = [lease for lease in leases if lease.held]
+    if not leases:
+        return []
+    from django.db import connection
+
+    table = connection.ops.quote_name(SyncState._meta.db_table)
+    pairs = ", ".join(["(%s, %s)"] * len(leases))
+    params = [timezone.now() + timedelta(seconds=leases[0].seconds)]
+    for lease in leases:
+        params += [lease.state_id, lease.holder]
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET lease_expires = %s WHERE id IN (SELECT id FROM {table} "
+                       f"WHERE (id, lease_holder) IN ({pairs}) FOR UPDATE SKIP LOCKED) RETURNING id", params)
+        renewed = {row[0] for row in cursor.fetchall()}
+    missing = {lease.state_id: lease for lease in leases if lease.state_id not in renewed}
+    if missing:
+        holders = dict(SyncState.objects.filter(pk__in=missing).values_list("pk", "lease_holder"))
+        for state_id, lease in missing.items():
+            if holders.get(state_id) != lease.holder:
+                lease.held = False
+    return [lease for lease in leases if lease.state_id in renewed]
+
+
 def increment(field, by):
     """An F() expression adding `by` to a counter column (for fence())."""
     return F(field) + by

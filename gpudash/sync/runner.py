@@ -20,7 +20,7 @@ from inventory.models import Cluster, SyncState
 from . import workers
 from .discovery import discover
 from .kinds import KINDS
-from .lease import lease_seconds, new_holder_id
+from .lease import lease_seconds, new_holder_id, renew_parked
 from .watcher import Backoff, Watcher
 
 log = logging.getLogger(__name__)
@@ -146,6 +146,7 @@ class Supervisor:
             self._next_heartbeat = now + lease_seconds() / 3.0
         owners = workers.assignment()
         self.owned = {key for key, owner in owners.items() if owner == self.holder}
+        renew_parked([w.lease for w, thread in self.watchers.values() if w.parked and w.lease is not None and thread.is_alive()])
 
     def may_hold(self, key):
         return self.once or key in self.owned
@@ -174,7 +175,8 @@ class Supervisor:
     def start_watcher(self, cluster, kind, version):
         key = (cluster.pk, kind)
         watcher = Watcher(cluster.pk, kind, version=version, holder=f"{self.holder}:{kind}"[:255], once=self.once,
-                          may_hold=lambda: self.may_hold(key))
+                          may_hold=lambda: self.may_hold(key),
+                          park_after=lease_seconds() if connection.vendor == "postgresql" and not self.once else None)
         # A stop of the supervisor stops every watcher.
         watcher.stop = _ChainedEvent(self.stop_event)
         thread = threading.Thread(target=watcher.run, name=f"watch-{cluster.name}-{kind}", daemon=True)

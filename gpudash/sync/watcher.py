@@ -80,7 +80,7 @@ class WatchStats:
 class Watcher:
     """Keeps one (cluster, kind) mirrored while `stop` is not set. Run it in its own thread."""
 
-    def __init__(self, cluster_id, kind, version=None, holder=None, stop=None, once=False, may_hold=None):
+    def __init__(self, cluster_id, kind, version=None, holder=None, stop=None, once=False, may_hold=None, park_after=None):
         self.cluster_id = cluster_id
         self.kind = kind
         self.spec = KINDS_BY_NAME[kind]
@@ -91,6 +91,11 @@ class Watcher:
         # Whether this worker's share includes this (cluster, kind) (the Supervisor's assignment);
         # a lone watcher (tests, benchmarks) may always hold.
         self.may_hold = may_hold or (lambda: True)
+        # After this many quiet seconds on a watch, hand the database connection back and let the
+        # Supervisor renew the lease (one statement for all its parked watchers): a worker with 100
+        # (cluster, kind)s must not hold 100 connections. None: never (SQLite, lone watchers).
+        self.park_after = park_after
+        self.parked = False
         self.rv = ""
         self.stats = WatchStats()
         self.lease = None
@@ -338,6 +343,7 @@ class Watcher:
         reader.start()
         with transaction.atomic():
             self.lease.fence(status=SyncState.Status.CONNECTED, watch_restarts=increment("watch_restarts", 1))
+        quiet = 0.0
         try:
             while not self.stop.is_set():
                 try:
@@ -345,9 +351,19 @@ class Watcher:
                 except queue.Empty:
                     if not self.may_hold():
                         raise HandOver()
+                    if not self.lease.held:
+                        raise LeaseLost(f"lease of sync state {self.lease.state_id} was taken while parked")
+                    quiet += self.lease.renew_interval
+                    if self.parked:
+                        continue
                     with transaction.atomic():
                         self.lease.fence()  # keep the lease on a quiet stream
+                    if self.park_after is not None and quiet >= self.park_after:
+                        self.parked = True  # from now on the Supervisor renews it
+                        connection.close()
                     continue
+                quiet = 0.0
+                self.parked = False
                 batch = [first]
                 while len(batch) < MAX_EVENTS_PER_BATCH:
                     try:
@@ -360,6 +376,7 @@ class Watcher:
                     raise HandOver()  # after the batch in hand, never inside it
         finally:
             self._response = None
+            self.parked = False
             try:
                 response.shutdown()
             except Exception:
@@ -422,6 +439,7 @@ class Watcher:
             log.warning("%s %s: malformed watch data skipped: %s", self.cluster.name, self.kind, text)
 
         started = time.monotonic()
+        self._configure_session()
         with transaction.atomic():
             self.lease.fence()
             result = apply.apply_batch_safely(self.cluster, self.kind, events) if events else apply.BatchResult()
