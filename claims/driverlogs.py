@@ -142,19 +142,24 @@ def _complete_lines(text):
 
 def node_driver_logs(cluster, node, drivers=None, client=None):
     """A LogTail per driver pod of `drivers` (None = any driver) on `node` (empty when none is mirrored)."""
-    pods = driver_pods(cluster, node, drivers)
+    return tails(cluster, driver_pods(cluster, node, drivers), client)
+
+
+def tails(cluster, pods, client=None):
+    """A LogTail per (driver, Pod row); `client`: an open KubeClient to use, else one is opened and closed."""
     if not pods:
         return []
     own = client is None
-    tails = []
+    out = []
     try:
         if own and not cluster.is_snapshot:
             try:
                 client = KubeClient.for_cluster(cluster)
             except KubeError as exc:
-                return [LogTail(d, p.namespace, p.name, choose_container(p.raw), node, error=str(exc), cluster_name=cluster.name) for d, p in pods]
+                return [LogTail(d, p.namespace, p.name, choose_container(p.raw), p.node_name, error=str(exc), cluster_name=cluster.name)
+                        for d, p in pods]
         for driver, pod in pods:
-            tail = LogTail(driver, pod.namespace, pod.name, choose_container(pod.raw), node, cluster_name=cluster.name)
+            tail = LogTail(driver, pod.namespace, pod.name, choose_container(pod.raw), pod.node_name, cluster_name=cluster.name)
             if client is None:
                 tail.error = _("A snapshot cluster has no API server to read logs from.")
             else:
@@ -164,15 +169,19 @@ def node_driver_logs(cluster, node, drivers=None, client=None):
                 except KubeError as exc:
                     tail.forbidden = exc.status == 403
                     tail.error = str(exc)
-            tails.append(tail)
+            out.append(tail)
     finally:
         if own and client is not None:
             client.close()
-    return tails
+    return out
 
 
-
-def page_context(cluster, node, drivers=None):
-    """What templates/inventory/_driver_logs.html needs."""
+def page_context(cluster, node=None, drivers=None, pod=None):
+    """What templates/inventory/_driver_logs.html needs: the driver pods of a node, or one driver pod."""
     lines, limit = limits()
-    return {"driver_logs": node_driver_logs(cluster, node, drivers), "driver_log_lines": lines, "driver_log_bytes": limit}
+    if pod is not None:
+        driver = driver_of(pod.labels)
+        found = tails(cluster, [(driver, pod)]) if driver else None
+    else:
+        found = node_driver_logs(cluster, node, drivers)
+    return {"driver_logs": found, "driver_log_lines": lines, "driver_log_bytes": limit}

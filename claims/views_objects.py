@@ -10,6 +10,7 @@ from gpudash.views import DashboardView
 from inventory.models import Device
 from inventory.objectpage import crumb, object_page
 
+from . import driverlogs
 from .models import AllocationResult, ClaimConsumer, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
 
 
@@ -58,6 +59,8 @@ class PodDetailView(DashboardView):
         ctx.update(
             pod=pod, refs=refs, results=results, containers=containers, conditions=status.get("conditions") or [],
             reserved_in=reserved_in,
+            # A DRA driver pod: its log tail (full page loads only; a live region refresh does not ask).
+            **(driverlogs.page_context(pod.cluster, pod=pod) if not self.request.GET.get("fragment") else {}),
             **object_page(pod.cluster, "Pod", pod.raw, pod.name, pod.namespace, pod.uid,
                           crumbs=namespace_crumbs("claims:pod-list", _("Pods"), pod.cluster.name, pod.namespace, pod.name)),
         )

@@ -95,11 +95,13 @@ def test_pending_page_of_an_unprepared_claim_shows_the_driver_log(server, live_c
     sent = [path for method, path in server.requests if "/log" in path]
     assert sent and all("tailLines=" in p and "limitBytes=" in p and "container=kubelet-plugin" in p for p in sent)
 
-    # The claim page (not prepared: a bound pod still Pending) and the node page show the same tail.
-    for url_name, args in (("claims:claim-detail", ("dev", "team-a", "train")), ("inventory:node-detail", ("dev", "node-1"))):
+    # The claim page (not prepared: a bound pod still Pending), the node page and the driver pod's page show the same tail.
+    for url_name, args in (("claims:claim-detail", ("dev", "team-a", "train")), ("inventory:node-detail", ("dev", "node-1")),
+                           ("claims:pod-detail", ("dev", "dra-system", "driver-node-1"))):
         other = html.unescape(page(admin_client, url_name, *args))
         assert "NodePrepareResources failed for claim team-a/train" in other, url_name
     # A live refresh of the claim's region does not call the API server for logs.
+    assert 'id="driver-logs"' not in page(admin_client, "claims:pod-detail", "dev", "team-a", "train")  # not a driver pod
     before = len([p for _, p in server.requests if "/log" in p])
     admin_client.get(reverse("claims:claim-detail", args=("dev", "team-a", "train")) + "?fragment=claim")
     assert len([p for _, p in server.requests if "/log" in p]) == before
