@@ -369,7 +369,7 @@ def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None):
                                                                                         client=reader.client if reader.live else None)]
             report["driver_log_lines"], report["driver_log_bytes"] = limits()
         if source == "mirror" and live:
-            report["note"] = f"API server not reachable ({reader.error}): read from the database mirror; events unavailable."
+            report["note"] = f"API server not reachable ({reader.error}): read from the database mirror (events as far as the Events mirror holds them)."
         report["verdict"] = verdict(report)
         return report
 
