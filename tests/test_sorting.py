@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from claims.allocator.quantity import parse_quantity
 from claims.models import Pod, ResourceClaim
-from inventory.models import Cluster, Device, Node
+from inventory.models import Cluster, Device, DeviceClass, Node
 
 from .fleet_data import load_scenario
 from .ui_fixtures import load_fleet, make_user
@@ -143,6 +143,7 @@ def check_nodes(viewer):
         "ready": lambda r: nodes[ident(r)][0],
         "since": lambda r: nodes[ident(r)][1],
         "devices": number("devices"), "free": number("free"), "allocated": number("allocated"),
+        "gpus": lambda r: int(r["gpus"]["text"] or 0), "free_gpus": lambda r: int(r["free_gpus"]["text"] or 0),  # blank: none
     })
 
 
@@ -177,7 +178,21 @@ def check_pools(viewer):
     })
 
 
-LISTS = [check_nodes, check_devices, check_pods, check_pools]
+def check_classes(viewer):
+    from inventory.tasks import count_class_matches
+
+    for cluster in Cluster.objects.all():
+        count_class_matches(cluster.id)  # what the background recount stores
+    ident = lambda r: (r["cluster"]["text"], r["name"]["text"])  # noqa: E731
+    matches = {(c, n): m for c, n, m in DeviceClass.objects.values_list("cluster__name", "name", "match_count")}
+    check_every_column(viewer, reverse("inventory:class-list"), "class-table", ident, {
+        "cluster": text("cluster"), "name": text("name"),
+        "extended": lambda r: r["extended"]["text"].replace("—", ""),  # "" without one: first, as in SQL
+        "matching": lambda r: matches[ident(r)],
+    })
+
+
+LISTS = [check_nodes, check_devices, check_pods, check_pools, check_classes]
 
 
 def test_every_list_sorts_by_every_column(viewer):
