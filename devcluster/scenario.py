@@ -10,6 +10,7 @@ breaks a rule fails with a message naming the claim, unless it says the break is
 
 import collections
 import copy
+import datetime
 import pathlib
 import random
 
@@ -267,7 +268,10 @@ class _Expander:
             pod["spec"]["schedulerName"] = entry["schedulerName"]
         if entry.get("unschedulable"):
             b.mark_unschedulable(pod, entry["unschedulable"])
-            self.out["events"].append(b.scheduling_event(pod, entry["unschedulable"], self.rng))
+            event = b.scheduling_event(pod, entry["unschedulable"], self.rng)
+            # The scheduler keeps retrying: its event is as recent as the scenario (an API server expires old ones).
+            event["lastTimestamp"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            self.out["events"].append(event)
         statuses = []
         for c in entry.get("claims") or []:
             if c.get("template"):
