@@ -130,6 +130,7 @@ def test_prune_keeps_the_retention_and_refuses_bad_settings(demo, settings):
             history.prune()
 
 
+@pytest.mark.sqlite_default  # the chart queries on SQLite (strftime for the epoch)
 def test_api_serves_the_series(demo):
     cluster, objects = demo
     end = history.points(1)[1][-1]  # the newest chart point: samples there and 2 and 10 minutes before
