@@ -342,6 +342,12 @@ GPUDASH_MONITORING = {
     "HISTORY_DAYS": os.environ.get("GPUDASH_HISTORY_DAYS", "14"),
 }
 
+# GPUs served without DRA (device plugins, HAMi): overrides of inventory/accelerators.py DEFAULTS
+# (RESOURCES, PARTITION_RESOURCES, SHARE_RESOURCES, MODEL_LABELS, HAMI_REGISTER_ANNOTATIONS, HAMI_RESOURCES).
+GPUDASH_ACCELERATORS = {}
+if os.environ.get("GPUDASH_ACCELERATOR_RESOURCES"):  # comma-separated fnmatch patterns of extended resources
+    GPUDASH_ACCELERATORS["RESOURCES"] = [r.strip() for r in os.environ["GPUDASH_ACCELERATOR_RESOURCES"].split(",") if r.strip()]
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
