@@ -135,6 +135,8 @@ class LiveInventory:
                 continue
             kwarg, model = SOURCES[kind]
             found = load_raw_by_key(model, self.cluster_id, keys)
+            if model is ResourceSlice:
+                share_device_values(found.values(), {})
             upserts[kwarg] = [found[k] for k in sorted(found)]
             namespaced = kwarg in ("resource_claims", "resource_claim_templates", "pods", "pod_footprints")
             removals[kwarg] = [k if namespaced else k[1] for k in sorted(keys - found.keys())]
@@ -170,9 +172,57 @@ def load_raw(model, cluster_id):
     twice as fast as letting the driver decode jsonb with the json module."""
     table = connection.ops.quote_name(model._meta.db_table)
     cast = "raw::text" if connection.vendor == "postgresql" else "raw"
-    with connection.cursor() as cursor:
+    rows, memo = [], {} if model is ResourceSlice else None
+    # Streamed (a server-side cursor on PostgreSQL) and shared row by row: the text of every row and
+    # the unshared copies never all exist at once (a 20,000-node fleet's slices are 0.3 GB of text).
+    with connection.chunked_cursor() as cursor:
         cursor.execute(f"SELECT {cast} FROM {table} WHERE cluster_id = %s ORDER BY namespace, name", [cluster_id])
-        return [orjson.loads(text) for (text,) in cursor.fetchall()]
+        while True:
+            chunk = cursor.fetchmany(2000)
+            if not chunk:
+                break
+            for (text,) in chunk:
+                row = orjson.loads(text)
+                if memo is not None:
+                    share_device_values((row,), memo)
+                rows.append(row)
+    return rows
+
+
+def share_device_values(slices, memo):
+    """One object per distinct attribute / capacity value among the devices of `slices` (in place).
+
+    A fleet's devices repeat the same few values (`{"string": "gpu"}`, `{"version": "580.95.5"}`,
+    `{"value": "80Gi"}`) hundreds of thousands of times; parsed per row, each is its own dict and
+    string, more than half of a 20,000-node inventory's memory. These rows are this module's own and
+    read only by the engine, which never changes them, so equal values can be one object. `memo`
+    ({(kind, type, value): dict}) is shared by the calls of one inventory."""
+    for raw in slices:
+        spec = raw.get("spec") if isinstance(raw, dict) else None
+        devices = spec.get("devices") if isinstance(spec, dict) else None
+        if not isinstance(devices, list):
+            continue
+        for dev in devices:
+            if not isinstance(dev, dict):
+                continue
+            for field in ("attributes", "capacity"):
+                values = dev.get(field)
+                if type(values) is not dict:
+                    continue
+                for name, value in values.items():  # replacing values keeps the dict's size: safe while iterating
+                    if type(value) is dict and len(value) == 1:
+                        (kind, item), = value.items()
+                        if type(item) in _SHAREABLE:
+                            key = (kind, type(item), item)
+                            shared = memo.get(key)
+                            if shared is None:
+                                shared = memo[key] = value
+                            elif shared is not value:
+                                values[name] = shared
+    return slices
+
+
+_SHAREABLE = (str, int, bool, float)
 
 
 def load_raw_by_key(model, cluster_id, keys):

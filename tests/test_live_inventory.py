@@ -360,3 +360,28 @@ def test_warm_up_builds_the_inventory_and_fills_class_selector_results(fleet):
     assert any(d.sel_cache for d in inv.devices_by_key.values())  # class selectors evaluated
     run_preview(cluster, yaml_text=claim_yaml(*CLAIMS[0]))
     assert state.builds == 1 and state.snapshot.inventory is inv  # nothing changed: the same inventory
+
+
+def test_shared_device_values_are_one_object_per_distinct_value_and_change_no_verdict():
+    """live_inventory.share_device_values (memory of a big fleet): equal attribute and capacity values
+    become one object; values of another type (True vs 1, 1 vs 1.0) and multi-key values stay apart."""
+    from claims.live_inventory import share_device_values
+
+    objects = generate_fleet(nodes=12, claims=40, seed=3)
+    shared = copy.deepcopy(objects)
+    share_device_values(shared["resourceslices"], {})
+    devices = [d for s in shared["resourceslices"] for d in s["spec"].get("devices") or []]
+    products = {id(d["attributes"]["productName"]) for d in devices if "productName" in d["attributes"]}
+    assert len(products) == len({d["attributes"]["productName"]["string"] for d in devices if "productName" in d["attributes"]})
+    assert shared == objects  # equal values, fewer objects
+    assert verdicts(Inventory.from_objects(shared)) == verdicts(Inventory.from_objects(objects))
+
+    odd = [{"spec": {"devices": [
+        {"name": "a", "attributes": {"x": {"bool": True}, "y": {"int": 1}, "z": {"int": 1}}, "capacity": {"m": {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}}},
+        {"name": "b", "attributes": {"x": {"int": 1}, "y": {"int": 1}, "z": {"int": 1.0}}, "capacity": {"m": {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}}},
+    ]}}]
+    share_device_values(odd, {})
+    a, b = odd[0]["spec"]["devices"]
+    assert a["attributes"]["y"] is a["attributes"]["z"] is b["attributes"]["y"]
+    assert a["attributes"]["x"] is not b["attributes"]["x"] and b["attributes"]["z"] is not b["attributes"]["y"]
+    assert a["capacity"]["m"] is not b["capacity"]["m"]
