@@ -91,7 +91,11 @@ def pages(cluster):
         (reverse("claims:claim-detail", args=[name, "team-a", "train-1"]), claim.raw),
         (reverse("claims:template-detail", args=[name, "team-a", "gpu-template"]), template.raw),
         (reverse("claims:pod-detail", args=[name, "team-a", "train-1-pod"]), pod.raw),
-        (reverse("claims:pod-detail", args=[name, "team-a", "tpl-pod"]), tricky.raw),
+        # A Pending pod on no node, a slice with shared counters (MIG), a pending claim: the pages' other branches.
+        (reverse("claims:pod-detail", args=[name, "team-a", "waiting-pod"]), Pod.objects.get(cluster=cluster, name="waiting-pod").raw),
+        (reverse("inventory:slice-detail", args=[name, "node-b-gpu.nvidia.com-x1"]), ResourceSlice.objects.get(cluster=cluster, name="node-b-gpu.nvidia.com-x1").raw),
+        (reverse("claims:claim-detail", args=[name, "team-a", "pending-claim"]), ResourceClaim.objects.get(cluster=cluster, name="pending-claim").raw),
+        (reverse("claims:pod-detail", args=[name, "team-a", "tpl-pod"]), tricky.raw),  # last: the browser test copies its YAML
     ]
 
 
