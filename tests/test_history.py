@@ -192,3 +192,30 @@ def test_chart_points_are_epoch_aligned_and_bounded():
         assert got_step == step and len(minutes) <= history.MAX_POINTS + 1
         assert all(int(m.timestamp()) % (step * 60) == 0 for m in minutes) and minutes[-1] <= now
         assert minutes[-1] - minutes[0] == timedelta(minutes=step * (len(minutes) - 1))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_mode_samples_on_a_thread_of_its_own():
+    """Without Redis there is no beat: `manage.py serve` starts monitoring/periodic.py's thread."""
+    import threading
+
+    from monitoring import periodic
+    from tests.browser import wait_until
+    from tests.fleet_data import apply_all, meta
+
+    cluster = Cluster.objects.create(name="embedded")
+    apply_all(cluster, [("ResourceSlice", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": meta("s1"),
+        "spec": {"driver": "gpu.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "allNodes": True,
+                 "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "gpu"}, "productName": {"string": "Example"}}}]}})])
+    stop = threading.Event()
+    thread = threading.Thread(target=periodic.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: FleetSample.objects.filter(cluster=cluster).exists(), 30, "the thread's first sample")
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+    [row] = FleetSample.objects.filter(cluster=cluster)
+    assert (row.model, row.kind, row.free, row.gpus, row.gpus_free) == ("Example", "gpu", 1, 1, 1)
