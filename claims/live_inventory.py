@@ -85,13 +85,13 @@ class LiveInventory:
         """The Inventory including every change committed before this call."""
         if self._freeze_after:
             self._freeze()
-        heads = changelog.cursors(self.cluster_id)
+        heads = _heads(self.cluster_id)
         snap = self.snapshot
         if snap is not None and snap.features == features_key(cluster) and _caught_up(snap.seen, heads):
             return snap.inventory
         with self._update:
             # Read again under the lock: another thread may have applied past what we read above.
-            heads = changelog.cursors(self.cluster_id)
+            heads = _heads(self.cluster_id)
             snap = self.snapshot
             if snap is None or snap.features != features_key(cluster) or _needs_rebuild(snap.seen, heads):
                 snap = self.snapshot = self._build(cluster, features)
@@ -105,7 +105,7 @@ class LiveInventory:
 
     def _build(self, cluster, features):
         started = time.perf_counter()
-        heads = changelog.cursors(self.cluster_id)  # before the rows: later changes are applied after
+        heads = _heads(self.cluster_id)  # before the rows: later changes are applied after
         # Millions of long-lived objects: the cyclic collector, left on, re-scans them again and again
         # while they are made (more than half of the build); afterwards they are frozen out of its scans.
         collecting = gc.isenabled()
@@ -153,6 +153,12 @@ def _caught_up(seen, heads):
     if seen.keys() - heads.keys():
         return False
     return all(kind in seen and seen[kind][1] == epoch and seen[kind][0] >= seq for kind, (seq, _, epoch) in heads.items())
+
+
+def _heads(cluster_id):
+    """The change-log cursors of the kinds the inventory reads: another kind's changes (Events, say,
+    which come often and are pruned often) never make it catch up or rebuild."""
+    return {kind: head for kind, head in changelog.cursors(cluster_id).items() if kind in SOURCES}
 
 
 def _needs_rebuild(seen, heads):
