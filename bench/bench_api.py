@@ -1,6 +1,6 @@
-"""REST API benchmark: server time and queries per request on a 5,000-node fleet in PostgreSQL.
+"""REST API benchmark: server time and queries per request on a 5,000-node (or --nodes) fleet in PostgreSQL.
 
-    .venv/bin/python bench/bench_api.py [--nodes 5000] [--claims 20000] [--runs 30] [--reload]
+    .venv/bin/python bench/bench_api.py [--nodes 5000] [--claims 20000] [--runs 30] [--reload] [--load-only]
 
 The fleet comes from devcluster.fleet.generate_fleet (5,000 nodes x 8 GPUs, 20 % of nodes with MIG
 partitions, 20,000 claims and pods) and is written with bulk inserts through the models' own
@@ -8,7 +8,8 @@ partitions, 20,000 claims and pods) and is written with bulk inserts through the
 Django's full stack in-process (test client: middleware, token auth, DRF, serialisation), so the
 time is server time without network. Figures are printed, not asserted.
 Uses BENCH_DATABASE_URL (default: a `gpudash_bench_api` database on the local PostgreSQL), created
-and migrated if needed; the fleet is loaded once and reused unless --reload.
+and migrated if needed; the fleet is loaded once and reused while it has --nodes nodes (unless
+--reload). "matched" shows an estimated count as ~N (count_estimated, above the exact-count limit).
 """
 
 import argparse
@@ -86,6 +87,13 @@ def load(nodes, claims):
     print(f"loaded in {time.monotonic() - started:.1f} s: {Device.objects.count()} devices, {ResourceClaim.objects.count()} claims, {len(results)} allocation results")
 
 
+def fleet_matches(nodes):
+    """Is the loaded bench fleet the one asked for (same number of nodes)?"""
+    from inventory.models import Node
+
+    return Node.objects.filter(cluster__name="bench").count() == nodes
+
+
 def timed_gets(client, url, runs, warmup):
     """GET `url` warmup + runs times; (server times in ms of the measured runs, last response, its query count).
 
@@ -105,11 +113,36 @@ def timed_gets(client, url, runs, warmup):
     return times, response, len(ctx.captured_queries)
 
 
+SKIP_EXPLAIN = ("django_session", "auth_user", "authtoken_token", "auth_group", "gpudash_accessprofile")
+
+
+def explain(client, label, url, min_ms=0.0):
+    """Markdown: EXPLAIN (ANALYZE, BUFFERS) of each query one GET of `url` runs (auth and session
+    lookups left out, and those under `min_ms`), after one warm-up GET."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.get(url)
+    with CaptureQueriesContext(connection) as ctx:
+        client.get(url)
+    out = [f"### {label}\n\n`GET {url}`: {len(ctx.captured_queries)} queries\n"]
+    for q in ctx.captured_queries:
+        sql = q["sql"]
+        if any(t in sql for t in SKIP_EXPLAIN) or sql.startswith(("EXPLAIN", "SAVEPOINT", "RELEASE")) or float(q["time"]) * 1000 < min_ms:
+            continue
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
+            plan = "\n".join(r[0] for r in cursor.fetchall())
+        out.append(f"```sql\n{sql}\n```\n```\n{plan}\n```\n")
+    return "\n".join(out)
+
+
 def measure(client, url, runs):
     times, response, queries = timed_gets(client, url, runs, warmup=2)
     body = response.json()
     rows = len(body.get("results", []))
-    return statistics.median(times), max(times), queries, rows, body.get("count", body.get("total"))
+    count = body.get("count", body.get("total"))
+    return statistics.median(times), max(times), queries, rows, f"~{count}" if body.get("count_estimated") else count
 
 
 def main():
@@ -117,7 +150,9 @@ def main():
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--claims", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--reload", action="store_true", help="Reload the fleet even if the database has one.")
+    parser.add_argument("--reload", action="store_true", help="Reload the fleet even if the database has one of --nodes nodes.")
+    parser.add_argument("--load-only", action="store_true", help="Load (or check) the fleet, measure nothing.")
+    parser.add_argument("--explain", metavar="FILE", help="Also write EXPLAIN (ANALYZE, BUFFERS) of every query of every case to FILE (markdown).")
     args = parser.parse_args()
 
     db_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_DB)
@@ -138,11 +173,12 @@ def main():
     call_command("migrate", verbosity=0)
     from inventory.models import Cluster, Device
 
-    have = Device.objects.filter(cluster__name="bench").count()
-    if args.reload or have < args.nodes * 8:
+    if args.reload or not fleet_matches(args.nodes):
         load(args.nodes, args.claims)
     else:
-        print(f"reusing the loaded fleet ({have} devices)")
+        print(f"reusing the loaded fleet ({Device.objects.filter(cluster__name='bench').count()} devices)")
+    if args.load_only:
+        return
 
     user, _ = User.objects.get_or_create(username="bench-api", defaults={"is_superuser": True})
     token, _ = Token.objects.get_or_create(user=user)
@@ -155,12 +191,18 @@ def main():
          "/api/v1/devices/?attribute=gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3&capacity=gpu.nvidia.com/memory>=40Gi&page_size=100"),
         ("devices: attribute + capacity + state=free, page of 100",
          "/api/v1/devices/?attribute=productName:NVIDIA H100 80GB HBM3&capacity=memory>=40Gi&state=free&page_size=100"),
-        ("devices: node filter (8 rows)", "/api/v1/devices/?node=node-02500"),
+        ("same, keyset page (?cursor=, no count)",
+         "/api/v1/devices/?attribute=gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3&capacity=gpu.nvidia.com/memory>=40Gi&page_size=100&cursor="),
+        ("devices: unfiltered, page of 100", "/api/v1/devices/?page_size=100"),
+        ("devices: unfiltered, keyset page of 100", "/api/v1/devices/?page_size=100&cursor="),
+        ("devices: node filter (8 rows)", f"/api/v1/devices/?node=node-{args.nodes // 2:05d}"),
         ("devices: attribute + capacity, page of 1000",
          "/api/v1/devices/?attribute=gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3&capacity=gpu.nvidia.com/memory>=40Gi&page_size=1000"),
         ("claims: state=reserved, page of 100", "/api/v1/claims/?state=reserved&page_size=100"),
         ("claims: state=pending, page of 100", "/api/v1/claims/?state=pending&page_size=100"),
         ("claims: state=stuck, page of 100", "/api/v1/claims/?state=stuck&page_size=100"),
+        ("claims: state=reserved, keyset page of 100", "/api/v1/claims/?state=reserved&page_size=100&cursor="),
+        ("nodes: page of 100", "/api/v1/nodes/?page_size=100"),
         ("aggregates: devices by model and state", "/api/v1/aggregates/devices?group_by=model&group_by=state"),
         ("aggregates: devices by cluster, model, state (default)", "/api/v1/aggregates/devices"),
         ("aggregates: allocation per namespace", "/api/v1/aggregates/allocation"),
@@ -179,6 +221,11 @@ def main():
     for label, url in cases:
         p50, worst, queries, rows, count = measure(client, url, args.runs)
         print(f"{label:58} {p50:8.1f} {worst:8.1f} {queries:8d} {rows:6d} {count!s:>8}")
+    if args.explain:
+        with open(args.explain, "w") as f:
+            f.write(f"# EXPLAIN ANALYZE: bench/bench_api.py, {args.nodes} nodes\n\n")
+            f.write("\n".join(explain(client, label, url) for label, url in cases))
+        print(f"plans written to {args.explain}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""Web UI benchmark on a 5,000-node fleet in PostgreSQL: page server time and websocket fan-out.
+"""Web UI benchmark on a 5,000-node (or --nodes) fleet in PostgreSQL: page server time and websocket fan-out.
 
     .venv/bin/python bench/bench_ui.py [--nodes 5000] [--claims 20000] [--runs 10] [--clients 200]
                                        [--rate 100] [--seconds 10] [--reload] [--skip-pages] [--skip-fanout]
 
-Pages: requests go through Django's whole stack in-process (test client: sessions, auth, view,
+Pages: every list page plain, filtered, and sorted by each sortable column (descending); requests go
+through Django's whole stack in-process (test client: sessions, auth, view,
 template rendering), so the time is server time without network; figures are printed, not asserted.
 Fan-out: an ASGI server (subprocess; --server uvicorn as `manage.py serve` runs it, or daphne) with the
 Redis channel layer of the settings, N authenticated websocket
@@ -45,30 +46,51 @@ def measure(client, url, runs):
     return statistics.median(times), max(times), queries, len(response.content)
 
 
+PAGES = [
+    ("overview", "/?cluster=bench"),
+    ("fleet map (page 1 of 25)", "/fleet/map/"),
+    ("fleet map, nodes with stuck claims", "/fleet/map/?state=stuck"),
+    ("devices, unfiltered (page 1)", "/devices/"),
+    ("devices, productName = H100 and memory >= 40Gi", "/devices/?q=productName+%3D+NVIDIA+H100+80GB+HBM3%3B+memory+%3E%3D+40Gi"),
+    ("devices, state = free", "/devices/?state=free"),
+    ("devices, profile ~ 3g (Python-side clause)", "/devices/?q=profile+~+3g"),
+    ("claims (page 1)", "/claims/"),
+    ("claims, state = stuck", "/claims/?state=stuck"),
+    ("claims, namespace + pending", "/claims/?namespace=team-03&state=pending"),
+    ("nodes (page 1)", "/nodes/"),
+    ("nodes with >= 8 free H100s", "/nodes/?min_free_gpus=8&gpu_model=NVIDIA+H100+80GB+HBM3"),
+    ("nodes sorted by free GPUs", "/nodes/?ordering=-free_gpus"),
+    ("fleet map, nodes with >= 4 free GPUs", "/fleet/map/?min_free_gpus=4"),
+    ("pods (page 1)", "/pods/"),
+    ("pools (page 1)", "/pools/"),
+    ("device classes (stored counts)", "/classes/"),
+    ("search: node-0250", "/search/?q=node-0250"),
+    ("search: a claim uid", "/search/?q=uid-of-nothing"),
+]
+
+
 def bench_pages(client, runs):
-    pages = [
-        ("overview", "/?cluster=bench"),
-        ("fleet map (page 1 of 25)", "/fleet/map/"),
-        ("fleet map, nodes with stuck claims", "/fleet/map/?state=stuck"),
-        ("devices, unfiltered (page 1)", "/devices/"),
-        ("devices, productName = H100 and memory >= 40Gi", "/devices/?q=productName+%3D+NVIDIA+H100+80GB+HBM3%3B+memory+%3E%3D+40Gi"),
-        ("devices, state = free", "/devices/?state=free"),
-        ("devices, profile ~ 3g (Python-side clause)", "/devices/?q=profile+~+3g"),
-        ("claims (page 1)", "/claims/"),
-        ("claims, state = stuck", "/claims/?state=stuck"),
-        ("claims, namespace + pending", "/claims/?namespace=team-03&state=pending"),
-        ("nodes (page 1)", "/nodes/"),
-        ("pods (page 1)", "/pods/"),
-        ("pools (page 1)", "/pools/"),
-        ("device classes (stored counts)", "/classes/"),
-    ]
+    pages = PAGES
     print(f"\n{'page':52} {'median ms':>10} {'max ms':>8} {'queries':>8} {'KB':>6}")
     results = {}
-    for name, url in pages:
+    for name, url in pages + sorted_pages():
         median, worst, queries, size = measure(client, url, runs)
         results[name] = median
         print(f"{name:52} {median:10.0f} {worst:8.0f} {queries:8d} {size / 1024:6.0f}")
     return results
+
+
+def sorted_pages():
+    """Every list page sorted by each of its sortable columns, descending (the columns the views
+    declare: gpudash/tables.py); the classes list is left out (a handful of rows)."""
+    from claims.views import CLAIM_SORT, POD_SORT
+    from inventory.views import NODE_SORT, POOL_SORT, device_sort_columns
+
+    from django.contrib.auth.models import AnonymousUser
+
+    lists = [("nodes", "/nodes/", NODE_SORT), ("devices", "/devices/", device_sort_columns(AnonymousUser())),
+             ("claims", "/claims/", CLAIM_SORT), ("pods", "/pods/", POD_SORT), ("pools", "/pools/", POOL_SORT)]
+    return [(f"{label} sorted by -{column}", f"{url}?ordering=-{column}") for label, url, columns in lists for column in columns]
 
 
 def _free_port():
@@ -227,6 +249,7 @@ def main():
     parser.add_argument("--reload", action="store_true")
     parser.add_argument("--skip-pages", action="store_true")
     parser.add_argument("--skip-fanout", action="store_true")
+    parser.add_argument("--explain", metavar="FILE", help="Also write EXPLAIN (ANALYZE, BUFFERS) of each page's queries over 1 ms to FILE (markdown).")
     parser.add_argument("--server", choices=("uvicorn", "daphne"), default="uvicorn", help="ASGI server for the fan-out part")
     args = parser.parse_args()
 
@@ -252,7 +275,9 @@ def main():
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
-    if args.reload or not Cluster.objects.filter(name="bench").exists() or not Device.objects.exists():
+    from bench_api import fleet_matches
+
+    if args.reload or not fleet_matches(args.nodes):
         load(args.nodes, args.claims)
     cluster = Cluster.objects.get(name="bench")
     user = User.objects.filter(username="bench-ui").first() or User.objects.create_superuser("bench-ui", password="bench-ui-pass")
@@ -266,6 +291,13 @@ def main():
         count_class_matches(cluster.id)  # what the background recount stores for the classes page
         print(f"device class match counts, background recount: {(time.perf_counter() - t0) * 1000:.0f} ms")
         bench_pages(client, args.runs)
+        if args.explain:
+            from bench_api import explain
+
+            with open(args.explain, "w") as f:
+                f.write(f"# EXPLAIN ANALYZE: bench/bench_ui.py, {args.nodes} nodes (queries over 1 ms)\n\n")
+                f.write("\n".join(explain(client, label, url, min_ms=1.0) for label, url in PAGES + sorted_pages()))
+            print(f"plans written to {args.explain}")
     if not args.skip_fanout:
         bench_fanout(cluster, f"sessionid={client.cookies['sessionid'].value}", args.clients, args.rate, args.seconds, args.server)
 
