@@ -103,7 +103,7 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
     # --- /claims/: a typed filter and a focused link survive demo churn creating claims.
     page.goto(base + "/claims/?cluster=demo")
     wait_live(page)
-    page.fill("input[name=q]", "typed, not sent")
+    page.fill("form.filters input[name=q]", "typed, not sent")
     link = page.locator("#claim-table tbody a").first
     link.focus()
     link.evaluate(MARK)
@@ -117,7 +117,7 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
     page.wait_for_selector(f"#claim-table >> text={CHURN_NAMESPACE}", timeout=LIVE_MS)
     assert page.evaluate("() => document.activeElement.__kept === true"), "after 'show', focus is back on that link"
     assert page.evaluate("() => document.activeElement.textContent") == focused_name
-    assert page.input_value("input[name=q]") == "typed, not sent"
+    assert page.input_value("form.filters input[name=q]") == "typed, not sent"
 
     # Not working in the region any more: the next changes merge at once, without a notice.
     page.evaluate("() => document.activeElement.blur()")
