@@ -260,8 +260,7 @@ def source_totals(cluster_ids=None, nodes=None, snapshot=None):
 
     snap = snapshot or fleet.FleetSnapshot(cluster_ids, nodes=nodes)
     dra = {"gpus": 0, "free": 0, "partitions": 0, "nodes": 0, "models": {}}
-    dra_nodes = set()
-    for g in snap.grouped("cluster_id", "node_name", "model", "kind"):
+    for g in snap.grouped("model", "kind"):
         if not g["gpus"] and g["kind"] != "partition":
             continue
         m = dra["models"].setdefault(g["model"] or "(no model attribute)", {"gpus": 0, "free": 0, "partitions": 0})
@@ -269,11 +268,10 @@ def source_totals(cluster_ids=None, nodes=None, snapshot=None):
         m["free"] += g["gpus_free"] or 0
         if g["kind"] == "partition":
             m["partitions"] += g["n"]
-        dra_nodes.add((g["cluster_id"], g["node_name"]))
     for m in dra["models"].values():
         for k in ("gpus", "free", "partitions"):
             dra[k] += m[k]
-    dra["nodes"] = len(dra_nodes)
+    dra["nodes"] = snap.gpu_node_count()
     dp = {"gpus": 0, "free": 0, "partitions": 0, "partitions_free": 0, "shares": 0, "nodes": 0, "models": {}}
     hami = {"gpus": 0, "shares": 0, "shares_used": 0, "memory": 0, "memory_used": 0, "nodes": 0, "models": {}}
     dp_nodes, hami_nodes = set(), set()

@@ -305,6 +305,11 @@ class FleetSnapshot:
             out.append({"model": model, "nodes": m["nodes"], "max_free": max(m["counts"]), "bars": bars})
         return out
 
+    def gpu_node_count(self):
+        """Nodes with GPUs or partitions published through DRA."""
+        rows = self._summary().exclude(node_name="").filter(Q(n_gpus__gt=0) | Q(kind=PARTITION))
+        return rows.values("cluster_id", "node_name").distinct().order_by().count()
+
     def gpu_model_names(self):
         """The GPU models present (choices of the "≥ N free GPUs of model X" filters)."""
         return sorted({m for m in self._summary().filter(n_gpus__gt=0).values_list("model", flat=True).distinct().order_by() if m})

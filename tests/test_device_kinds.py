@@ -75,6 +75,7 @@ def test_classify_kinds_and_parents():
     assert devicekinds.classify("rdma.example.com", [{"name": "nic-0"}, "garbage"]) == [("other", ""), ("other", "")]
 
 
+@pytest.mark.sqlite_default  # the embedded default counts the same
 def test_whole_gpu_counts_equal_the_slices(demo, client):
     cluster, objects = demo
     want = expected_from_slices(objects)

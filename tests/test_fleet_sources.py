@@ -71,6 +71,7 @@ def mixed():
     return cluster, scenario_objects("mixed")
 
 
+@pytest.mark.sqlite_default  # the embedded default counts the same
 def test_totals_per_source_equal_the_objects(mixed):
     cluster, objects = mixed
     dra, dp, hami = expected(objects)
