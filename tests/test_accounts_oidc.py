@@ -104,6 +104,12 @@ def site(django_db_setup, tmp_path_factory, artifacts_dir):
         stop_process(site.idp)
 
 
+def new_page(browser):
+    page = browser.new_context().new_page()
+    page.set_default_timeout(60000)  # a loaded CI machine; nothing here is timed
+    return page
+
+
 def sso_sign_in(page, site, username=None):
     """Click the single sign-on button; at the provider, sign in as `username` (None: its session is still on)."""
     base = site.app.url
@@ -114,7 +120,7 @@ def sso_sign_in(page, site, username=None):
         page.fill("#idp-username", username)
         page.fill("#idp-password", USERS[username]["password"])
         page.click("#idp-submit")
-    page.wait_for_url(base + "/", timeout=20000)
+    page.wait_for_url(base + "/")
 
 
 def signed_in_user(page, site):
@@ -161,7 +167,7 @@ def test_sign_in_maps_groups_then_sign_out_and_removed_groups(site, tmp_path):
         Cluster.objects.create(name="dev", kubeconfig=str(cluster_api.write_kubeconfig(tmp_path / "kubeconfig")), context="devcluster")
         seen_urls, html = [], []
         with chromium() as browser:
-            page = browser.new_context().new_page()
+            page = new_page(browser)
             keep = watch(page, seen_urls, html)
             sso_sign_in(page, site, "alice")
             keep()
@@ -214,7 +220,7 @@ def test_sign_in_maps_groups_then_sign_out_and_removed_groups(site, tmp_path):
 
 def test_unknown_group_gets_no_access_and_viewer_group_reads(site):
     with chromium() as browser:
-        page = browser.new_context().new_page()
+        page = new_page(browser)
         sso_sign_in(page, site, "bob")
         assert signed_in_user(page, site) == "bob"
         bob = User.objects.get(username="bob")
@@ -224,7 +230,7 @@ def test_unknown_group_gets_no_access_and_viewer_group_reads(site):
         page.goto(site.app.url + "/accounts/profile/")
         assert "No access" in page.inner_text("#profile-scope")
 
-        page = browser.new_context().new_page()
+        page = new_page(browser)
         sso_sign_in(page, site, "erin")
         erin = User.objects.get(username="erin")
         assert roles.role_of(erin) == roles.VIEWER and roles.visible_namespaces(erin) is None
@@ -253,7 +259,7 @@ def test_tampered_state_or_nonce_is_refused(site):
         # State: the provider's answer comes back with another state than the one this browser's session holds.
         # Playwright does not intercept redirect hops, so the login form's POST is intercepted and the
         # provider's redirects are followed in the browser context (its cookies) up to the callback.
-        page = browser.new_context().new_page()
+        page = new_page(browser)
 
         def answer_with_forged_state(route):
             response = route.fetch(max_redirects=0)
@@ -277,7 +283,7 @@ def test_tampered_state_or_nonce_is_refused(site):
 
         # Nonce: the authorization request reaches the provider with another nonce than the session's, so the
         # ID token carries that one.
-        page = browser.new_context().new_page()
+        page = new_page(browser)
         sent = {}
 
         def forge_nonce(route):
@@ -304,7 +310,7 @@ def test_password_sign_in_turned_off(site):
     User.objects.create_user("local", password="local-pw-1")
     User.objects.create_superuser("root", password="root-pw-1")
     with chromium() as browser:
-        page = browser.new_context().new_page()
+        page = new_page(browser)
         page.goto(site.app.url + "/accounts/login/")
         assert page.locator("input[name=password]").count() == 0 and page.locator("#sso").count() == 1
         assert page.inner_text("#sso") == "Sign in with Test IdP"
