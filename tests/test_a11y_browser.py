@@ -69,6 +69,7 @@ DETAIL_ARGS = {
     "ops:pending-pod": _pending_pod,
     "monitoring:namespace-history": lambda: ["team-a"],
 }
+DARK_PAGES = ["/", "/fleet/map/", "/claims/", "/stuck/", "/audit/"]
 EXTRA_PAGES = ["/admin/", "/admin/inventory/cluster/", "/accounts/profile/"]  # not DashboardViews, still ours to keep usable
 
 
@@ -157,6 +158,15 @@ def test_every_page_passes_axe_and_fits_a_phone(server):
             wide.set_viewport_size(DESKTOP)
             if size["scroll"] > size["width"]:
                 sideways[path] = size
+        # Dark mode (prefers-color-scheme) has colours of its own: the pages with the most of them.
+        wide.emulate_media(color_scheme="dark")
+        for path in DARK_PAGES:
+            wide.goto(base + path)
+            wide.add_script_tag(url=AXE_URL)
+            found = wide.evaluate(AXE_RUN)
+            if found:
+                problems[f"{path} (dark)"] = found
+        wide.emulate_media(color_scheme="light")
         # The sign-in page, signed out.
         anonymous = _with_axe(browser.new_page(viewport=DESKTOP))
         anonymous.goto(base + "/accounts/login/")
