@@ -1,6 +1,11 @@
 """Sync benchmark: initial sync of a large fleet into PostgreSQL, then watch events applied per second.
 
-    .venv/bin/python bench/bench_sync.py [--nodes 5000] [--claims 20000] [--events 20000]
+    .venv/bin/python bench/bench_sync.py [--nodes 5000] [--claims N (default 4 per node)] [--events 20000]
+    .venv/bin/python bench/bench_sync.py --spread [--clusters 12] [--workers 1,2,3] [--nodes 250] [--events N]
+
+--spread: several API servers (--clusters, --nodes each, default 250) and real `manage.py watch` worker
+processes; per number of workers, the lease share of each worker and the total ingest of a
+backlog of claim changes on every cluster (workers paused while it builds, then resumed).
 
 The fleet (devcluster.fleet: 5,000 nodes x 8 GPUs, 20,000 claims and pods) is served by the built-in
 API server in a separate process, like a real API server would be. Figures are printed, not asserted.
@@ -29,37 +34,188 @@ def serve(args):
     from devcluster.server import DevCluster
 
     started = time.monotonic()
-    fleet = generate_fleet(nodes=args.nodes, claims=args.claims)
-    server = DevCluster(bookmark_interval=60.0)
-    server.store.bulk_load(fleet, copy=False)
-    server.start()
-    kubeconfig = server.write_kubeconfig(Path(args.serve) / "kubeconfig")
+    servers, kubeconfigs = [], []
+    for index in range(args.count):
+        fleet = generate_fleet(nodes=args.nodes, claims=args.claims)
+        server = DevCluster(bookmark_interval=60.0)
+        server.store.bulk_load(fleet, copy=False)
+        server.start()
+        kubeconfigs.append(str(server.write_kubeconfig(Path(args.serve) / f"kubeconfig-{index}")))
+        claims = [(c["metadata"]["namespace"], c["metadata"]["name"]) for c in fleet["resourceclaims"]]
+        servers.append((server, claims))
     counts = ",".join(f"{k}={len(v)}" for k, v in fleet.items())
-    print(f"READY {kubeconfig} {server.store.resource_version} {time.monotonic() - started:.1f} {counts}", flush=True)
-    claims = [(c["metadata"]["namespace"], c["metadata"]["name"]) for c in fleet["resourceclaims"]]
+    print(f"READY {','.join(kubeconfigs)} {servers[0][0].store.resource_version} {time.monotonic() - started:.1f} {counts}", flush=True)
     for line in sys.stdin:
         command = line.split()
         if command and command[0] == "churn":
             n = int(command[1])
-            for i in range(n):
-                # What the scheduler and kubelet do all day: reserve and release allocated claims
-                # (status changes that rebuild consumer rows); pending claims get an annotation.
-                ns, name = claims[i % len(claims)]
-                obj = server.store.get("resourceclaims", ns, name)
-                status = obj.get("status") or {}
-                if status.get("allocation"):
-                    if status.get("reservedFor"):
-                        status.pop("reservedFor")
-                    else:
-                        status["reservedFor"] = [{"resource": "pods", "name": f"bench-{i}", "uid": f"bench-uid-{i}"}]
-                    server.store.update("resourceclaims", obj, subresource="status")
-                else:
-                    obj["metadata"].setdefault("annotations", {})["bench/seq"] = str(i)
-                    server.store.update("resourceclaims", obj)
-            print(f"CHURNED {server.store.resource_version}", flush=True)
+            for server, claims in servers:
+                churn(server, claims, n)
+            print(f"CHURNED {','.join(str(server.store.resource_version) for server, _ in servers)}", flush=True)
         elif command and command[0] == "quit":
             break
-    server.stop()
+    for server, _ in servers:
+        server.stop()
+
+
+def churn(server, claims, n):
+    for i in range(n):
+        # What the scheduler and kubelet do all day: reserve and release allocated claims
+        # (status changes that rebuild consumer rows); pending claims get an annotation.
+        ns, name = claims[i % len(claims)]
+        obj = server.store.get("resourceclaims", ns, name)
+        status = obj.get("status") or {}
+        if status.get("allocation"):
+            if status.get("reservedFor"):
+                status.pop("reservedFor")
+            else:
+                status["reservedFor"] = [{"resource": "pods", "name": f"bench-{i}", "uid": f"bench-uid-{i}"}]
+            server.store.update("resourceclaims", obj, subresource="status")
+        else:
+            obj["metadata"].setdefault("annotations", {})["bench/seq"] = str(i)
+            server.store.update("resourceclaims", obj)
+
+
+def load():
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process (Linux /proc), 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def start_servers(args, workdir, count, per_process=4):
+    """Child processes serving `count` clusters (up to `per_process` each); returns (procs, kubeconfigs)."""
+    procs, kubeconfigs = [], []
+    for first in range(0, count, per_process):
+        n = min(per_process, count - first)
+        sub = Path(workdir) / f"servers-{first}"
+        sub.mkdir()
+        procs.append(subprocess.Popen([sys.executable, __file__, "--serve", str(sub), "--count", str(n), "--nodes", str(args.nodes),
+                                       "--claims", str(args.claims)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT))
+    for proc in procs:
+        ready = proc.stdout.readline().split()
+        if not ready or ready[0] != "READY":
+            raise SystemExit(f"devcluster did not start: {ready}")
+        kubeconfigs += ready[1].split(",")
+    return procs, kubeconfigs
+
+
+def stop_servers(procs):
+    for proc in procs:
+        try:
+            proc.stdin.write("quit\n")
+            proc.stdin.flush()
+            proc.wait(30)
+        except Exception:
+            proc.kill()
+
+
+def spread(args, db_url):
+    """Several clusters over 1..N worker processes: lease shares and total ingest per worker count."""
+    import signal
+
+    from django.db import connection
+
+    from gpudash.models import SyncWorker
+    from gpudash.sync import workers as sync_workers
+    from inventory.models import Cluster, SyncState
+
+    counts = [int(n) for n in args.workers.split(",")]
+    workdir = tempfile.mkdtemp(prefix="gpudash-bench-spread-")
+    print(f"load average before: {load()}")
+    print(f"serving {args.clusters} clusters of {args.nodes} nodes x 8 GPUs, {args.claims} claims and pods each ...", flush=True)
+    servers, kubeconfigs = start_servers(args, workdir, args.clusters)
+    # Long leases: the workers are paused (SIGSTOP) while the backlog builds and must keep them.
+    env = dict(os.environ, DATABASE_URL=db_url, GPUDASH_LEASE_SECONDS="600", GPUDASH_DISCOVERY_INTERVAL="600", LOG_LEVEL="WARNING")
+    results = []
+    try:
+        for n_workers in counts:
+            Cluster.objects.all().delete()  # only these clusters in the bench database: every worker shares them
+            SyncWorker.objects.all().delete()
+            clusters = [Cluster.objects.create(name=f"spread-{i:02d}", kubeconfig=kc) for i, kc in enumerate(kubeconfigs)]
+            started = time.monotonic()
+            procs = [subprocess.Popen([sys.executable, "manage.py", "watch"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+                     for _ in range(n_workers)]
+            try:
+                while True:
+                    shares, rows = sync_workers.lease_table()
+                    rows = [r for r in rows if r.owner]
+                    live = [s for s in shares if s.live]
+                    wanted = len(sync_workers.wanted_keys())
+                    if (len(live) == n_workers and len(rows) == wanted
+                            and all(r.held and not r.handing_over and r.state.status == SyncState.Status.CONNECTED for r in rows)):
+                        break
+                    if time.monotonic() - started > 900:
+                        raise SystemExit("workers did not settle in 15 minutes")
+                    time.sleep(0.2)
+                initial = time.monotonic() - started
+                share = sorted((len(s.held) for s in live), reverse=True)
+                # --- a backlog of claim changes on every cluster, built while the workers are paused ---
+                for proc in procs:
+                    os.kill(proc.pid, signal.SIGSTOP)
+                for server in servers:
+                    server.stdin.write(f"churn {args.events}\n")
+                    server.stdin.flush()
+                targets = []
+                for server in servers:
+                    targets += [int(rv) for rv in server.stdout.readline().split()[1].split(",")]
+                claim_states = {c.pk: SyncState.objects.get(cluster=c, kind="ResourceClaim") for c in clusters}
+                before = {cid: st.events_applied for cid, st in claim_states.items()}
+                holder_of = {cid: sync_workers.worker_of(st.lease_holder, [s.name for s in live]) for cid, st in claim_states.items()}
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                    backends = [pid for (pid,) in cursor.fetchall()]
+                cpu_before = {pid: cpu_seconds(pid) for pid in backends + [p.pid for p in procs] + [s.pid for s in servers]}
+                drain_started = time.monotonic()
+                for proc in procs:
+                    os.kill(proc.pid, signal.SIGCONT)
+                while True:
+                    rvs = dict(SyncState.objects.filter(cluster__in=clusters, kind="ResourceClaim").values_list("cluster_id", "resource_version"))
+                    if all(int(rvs.get(c.pk) or 0) >= target for c, target in zip(clusters, targets)):
+                        break
+                    if time.monotonic() - drain_started > 900:
+                        raise SystemExit("the backlog was not applied in 15 minutes")
+                    time.sleep(0.05)
+                drain = time.monotonic() - drain_started
+                cpu = {pid: cpu_seconds(pid) - cpu_before[pid] for pid in cpu_before}
+                after = dict(SyncState.objects.filter(cluster__in=clusters, kind="ResourceClaim").values_list("cluster_id", "events_applied"))
+                per_worker = {}
+                for cid, n in after.items():
+                    per_worker[holder_of[cid]] = per_worker.get(holder_of[cid], 0) + n - before[cid]
+                events = sum(per_worker.values())
+                results.append((n_workers, share, initial, events, drain, sorted(per_worker.values(), reverse=True),
+                                sum(cpu[p.pid] for p in procs), sum(cpu[pid] for pid in backends), sum(cpu[s.pid] for s in servers), load()))
+                r = results[-1]
+                print(f"{n_workers} workers: leases per worker {share} of {wanted}; initial sync {initial:.1f} s; "
+                      f"{events} events in {drain:.1f} s -> {events / drain:.0f} events/s total, per worker {[round(n / drain) for n in r[5]]}/s; "
+                      f"CPU s: workers {r[6]:.1f}, PostgreSQL {r[7]:.1f}, API servers {r[8]:.1f} (wall {drain:.1f}, {os.cpu_count()} cores); "
+                      f"load {r[9]}", flush=True)
+            finally:
+                for proc in procs:
+                    try:
+                        os.kill(proc.pid, signal.SIGCONT)
+                    except ProcessLookupError:
+                        pass
+                    proc.terminate()
+                for proc in procs:
+                    try:
+                        proc.wait(60)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+        print(f"\n| workers | leases per worker | initial sync | ingest, all workers | per worker | CPU s workers / PostgreSQL / API servers | load |")
+        print("|---|---|---|---|---|---|---|")
+        for n_workers, share, initial, events, drain, per, cw, cp, cs, ld in results:
+            print(f"| {n_workers} | {' / '.join(map(str, share))} | {initial:.1f} s | {events / drain:,.0f} events/s | "
+                  f"{' / '.join(f'{n / drain:,.0f}' for n in per)} | {cw:.1f} / {cp:.1f} / {cs:.1f} in {drain:.1f} s | {ld} |")
+    finally:
+        stop_servers(servers)
+        Cluster.objects.filter(name__startswith="spread-").delete()
 
 
 def ensure_database(url):
@@ -73,14 +229,25 @@ def ensure_database(url):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--claims", type=int, default=20000)
-    parser.add_argument("--events", type=int, default=20000, help="claim modifications for the steady-state figure")
+    parser.add_argument("--nodes", type=int, default=None, help="nodes (x 8 GPUs) per cluster; default 5000, 100 with --spread")
+    parser.add_argument("--claims", type=int, default=None, help="claims (and pods) per cluster; default 4 per node")
+    parser.add_argument("--spread", action="store_true", help="several clusters and worker processes (see above)")
+    parser.add_argument("--clusters", type=int, default=12)
+    parser.add_argument("--workers", default="1,2,3", help="numbers of worker processes to measure, e.g. 1,2,3")
+    parser.add_argument("--count", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--events", type=int, default=None,
+                        help="claim modifications for the steady-state figure (default 20000; with --spread one per claim of each cluster)")
     parser.add_argument("--page-size", type=int, default=500)
     parser.add_argument("--profile", action="store_true", help="profile the steady-state watcher thread")
     parser.add_argument("--no-publish", action="store_true", help="skip change messages (to see what they cost)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.nodes is None:
+        args.nodes = 250 if args.spread else 5000
+    if args.claims is None:
+        args.claims = 4 * args.nodes
+    if args.events is None:
+        args.events = args.claims if args.spread else 20000
     if args.serve:
         return serve(args)
 
@@ -105,10 +272,13 @@ def main():
     if args.no_publish:
         publisher.publish = lambda changes: None
     call_command("migrate", verbosity=0)
+    if args.spread:
+        return spread(args, db_url)
     Cluster.objects.filter(name="bench").delete()
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE") if connection.vendor == "postgresql" else None
 
+    print(f"load average before: {load()}")
     workdir = tempfile.mkdtemp(prefix="gpudash-bench-")
     print(f"generating and serving a fleet of {args.nodes} nodes x 8 GPUs, {args.claims} claims and pods ...", flush=True)
     server = subprocess.Popen([sys.executable, __file__, "--serve", workdir, "--nodes", str(args.nodes), "--claims", str(args.claims)],
@@ -145,7 +315,7 @@ def main():
         server.stdin.write(f"churn {args.events}\n")
         server.stdin.flush()
         churned = server.stdout.readline().split()
-        target_rv = int(churned[1])
+        target_rv = int(churned[1].split(",")[0])
         watcher = Watcher(cluster.pk, "ResourceClaim", holder="bench")
         profile = None
         if args.profile:

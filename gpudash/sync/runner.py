@@ -42,6 +42,8 @@ class Supervisor:
         self.thread = None
         self._backoff = {}
         self._next_discovery = {}
+        self._served = {}  # cluster id -> {kind: version or None}, from the last discovery
+        self.list_slots = threading.BoundedSemaphore(int(settings.GPUDASH_SYNC.get("LIST_CONCURRENCY", 8)))
         self.owned = set()  # (cluster id, kind) in this worker's share, from the last tick
         self._next_heartbeat = 0.0
         self._leaving = False
@@ -115,10 +117,16 @@ class Supervisor:
                 watcher.close_stream()
             if not thread.is_alive():
                 del self.watchers[key]
+                if watcher.not_served and key[0] in self._served:
+                    self._served[key[0]][key[1]] = None  # until the next discovery says otherwise
         for cluster in clusters:
-            if now < self._next_discovery.get(cluster.pk, 0):
-                continue
-            served = self.discover(cluster)
+            if now >= self._next_discovery.get(cluster.pk, 0):
+                found = self.discover(cluster)
+                if found is not None:
+                    self._served[cluster.pk] = dict(found)
+            # Between discoveries too: a watcher thread that died (say, no database connection at
+            # its start) is started again at the next tick.
+            served = self._served.get(cluster.pk)
             if served is None:
                 continue
             for kind, version in served.items():
@@ -176,7 +184,8 @@ class Supervisor:
         key = (cluster.pk, kind)
         watcher = Watcher(cluster.pk, kind, version=version, holder=f"{self.holder}:{kind}"[:255], once=self.once,
                           may_hold=lambda: self.may_hold(key),
-                          park_after=lease_seconds() if connection.vendor == "postgresql" and not self.once else None)
+                          park_after=min(lease_seconds(), 10.0) if connection.vendor == "postgresql" and not self.once else None,
+                          list_slots=self.list_slots)
         # A stop of the supervisor stops every watcher.
         watcher.stop = _ChainedEvent(self.stop_event)
         thread = threading.Thread(target=watcher.run, name=f"watch-{cluster.name}-{kind}", daemon=True)

@@ -80,7 +80,8 @@ class WatchStats:
 class Watcher:
     """Keeps one (cluster, kind) mirrored while `stop` is not set. Run it in its own thread."""
 
-    def __init__(self, cluster_id, kind, version=None, holder=None, stop=None, once=False, may_hold=None, park_after=None):
+    def __init__(self, cluster_id, kind, version=None, holder=None, stop=None, once=False, may_hold=None, park_after=None,
+                 list_slots=None):
         self.cluster_id = cluster_id
         self.kind = kind
         self.spec = KINDS_BY_NAME[kind]
@@ -96,6 +97,8 @@ class Watcher:
         # (cluster, kind)s must not hold 100 connections. None: never (SQLite, lone watchers).
         self.park_after = park_after
         self.parked = False
+        # A worker-wide semaphore bounding its LISTs in flight (each holds a connection and CPU).
+        self.list_slots = list_slots
         self.rv = ""
         self.stats = WatchStats()
         self.lease = None
@@ -124,19 +127,21 @@ class Watcher:
 
     def _run(self):
         backoff = Backoff()
-        self.cluster = Cluster.objects.get(pk=self.cluster_id)
-        state, _ = SyncState.objects.get_or_create(cluster=self.cluster, kind=self.kind)
-        self.lease = Lease(state.pk, self.holder)
         while not self.stop.is_set():
             try:
                 close_old_connections()
-                if not self.lease.held:
+                if self.lease is None or not self.lease.held:
                     if not self.may_hold():
                         # Standby without touching the database (nor holding a connection): another worker's share.
                         if connection.connection is not None:
                             connection.close()
-                        self.stop.wait(min(self.lease.renew_interval, 0.25))
+                        self.stop.wait(0.25)
                         continue
+                    if self.lease is None:
+                        # Here, inside the retry loop: a database hiccup at start is retried, not fatal.
+                        self.cluster = Cluster.objects.get(pk=self.cluster_id)
+                        state, _ = SyncState.objects.get_or_create(cluster=self.cluster, kind=self.kind)
+                        self.lease = Lease(state.pk, self.holder)
                     self._configure_session()
                     if not self.lease.acquire():
                         if self.once:
@@ -146,11 +151,13 @@ class Watcher:
                         continue
                     # Resume where the last holder left off: the rows match its stored version.
                     self.rv = SyncState.objects.values_list("resource_version", flat=True).get(pk=self.lease.state_id)
-                    log.info("%s %s: lease taken by %s (resume from %r)", self.cluster.name, self.kind, self.holder, self.rv)
+                    log.info("%s %s: lease taken by %s (resume from %r)", self.cluster_name, self.kind, self.holder, self.rv)
                 if self.client is None:
                     self.client = KubeClient.for_cluster(self.cluster)
                 if not self.rv or self.once:
-                    self.list_and_reconcile()
+                    self._list_in_slot()
+                    if self.stop.is_set():
+                        return
                     if self.once:
                         return
                 self.watch_once()
@@ -158,16 +165,16 @@ class Watcher:
                 if self.once:
                     return
             except Gone:
-                log.info("%s %s: resourceVersion %s expired; relisting", self.cluster.name, self.kind, self.rv)
+                log.info("%s %s: resourceVersion %s expired; relisting", self.cluster_name, self.kind, self.rv)
                 self._record(gone_count=increment("gone_count", 1))
                 self.rv = ""
             except LeaseLost as exc:
-                log.warning("%s %s: %s; stopping", self.cluster.name, self.kind, exc)
+                log.warning("%s %s: %s; stopping", self.cluster_name, self.kind, exc)
                 self.lease.held = False
                 self.rv = ""
             except HandOver:
                 # Every batch so far is committed with its resourceVersion: the new owner resumes there.
-                log.info("%s %s: handing the lease over (%s)", self.cluster.name, self.kind, self.holder)
+                log.info("%s %s: handing the lease over (%s)", self.cluster_name, self.kind, self.holder)
                 self.lease.release()
                 self.rv = ""
             except NotServed as exc:
@@ -178,7 +185,7 @@ class Watcher:
                 if self.stop.is_set():
                     return  # the stream was closed under us on purpose
                 delay = backoff.next_delay()
-                log.warning("%s %s: %s (retry in %.1fs)", self.cluster.name, self.kind, exc, delay)
+                log.warning("%s %s: %s (retry in %.1fs)", self.cluster_name, self.kind, exc, delay)
                 self._record_error(exc)
                 if isinstance(exc, DatabaseError):
                     connection.close()
@@ -206,6 +213,21 @@ class Watcher:
             cursor.execute(f"SET idle_in_transaction_session_timeout = {int(seconds * 1000)}")
         self._configured = raw
 
+    def _list_in_slot(self):
+        if self.list_slots is None:
+            return self.list_and_reconcile()
+        while not self.list_slots.acquire(timeout=self.lease.renew_interval):
+            # Wait for a slot without a connection of our own, keeping the lease.
+            if self.stop.is_set():
+                return None
+            with transaction.atomic():
+                self.lease.fence()
+            connection.close()
+        try:
+            return self.list_and_reconcile()
+        finally:
+            self.list_slots.release()
+
     def _sleep_holding_lease(self, delay):
         """Back off, keeping the lease (another worker would hit the same outage) while renewable."""
         deadline = time.monotonic() + delay
@@ -223,7 +245,13 @@ class Watcher:
                 except DatabaseError:
                     connection.close()
 
+    @property
+    def cluster_name(self):
+        return self.cluster.name if self.cluster is not None else f"cluster {self.cluster_id}"
+
     def _record(self, **values):
+        if self.lease is None:
+            return
         try:
             SyncState.objects.filter(pk=self.lease.state_id, lease_holder__in=(self.holder, "")).update(**values)
         except DatabaseError:
