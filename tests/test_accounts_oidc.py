@@ -104,6 +104,12 @@ def site(django_db_setup, tmp_path_factory, artifacts_dir):
         stop_process(site.idp)
 
 
+@pytest.fixture(scope="module")
+def browser(site):
+    with chromium() as browser:  # one Chromium for the module; every sign-in gets its own context
+        yield browser
+
+
 def new_page(browser):
     page = browser.new_context().new_page()
     page.set_default_timeout(60000)  # a loaded CI machine; nothing here is timed
@@ -155,7 +161,7 @@ def assert_no_tokens(site, seen_urls, html):
     assert "oidc" in log.lower()  # the log did capture the sign-ins (at DEBUG)
 
 
-def test_sign_in_maps_groups_then_sign_out_and_removed_groups(site, tmp_path):
+def test_sign_in_maps_groups_then_sign_out_and_removed_groups(site, browser, tmp_path):
     from devcluster.server import DevCluster
 
     cluster_api = DevCluster()
@@ -166,76 +172,74 @@ def test_sign_in_maps_groups_then_sign_out_and_removed_groups(site, tmp_path):
         seed(cluster_api.store, claim=claim_raw("c1", devices=["gpu-0"], reserved=[("gone", new_uid())]))
         Cluster.objects.create(name="dev", kubeconfig=str(cluster_api.write_kubeconfig(tmp_path / "kubeconfig")), context="devcluster")
         seen_urls, html = [], []
-        with chromium() as browser:
-            page = new_page(browser)
-            keep = watch(page, seen_urls, html)
-            sso_sign_in(page, site, "alice")
-            keep()
-            assert signed_in_user(page, site) == "alice"
-            alice = User.objects.get(username="alice")
-            assert roles.role_of(alice) == roles.OPERATOR and roles.visible_namespaces(alice) == {"team-a", "team-a-dev"}
-            assert not alice.has_usable_password() and not alice.is_staff
+        page = new_page(browser)
+        keep = watch(page, seen_urls, html)
+        sso_sign_in(page, site, "alice")
+        keep()
+        assert signed_in_user(page, site) == "alice"
+        alice = User.objects.get(username="alice")
+        assert roles.role_of(alice) == roles.OPERATOR and roles.visible_namespaces(alice) == {"team-a", "team-a-dev"}
+        assert not alice.has_usable_password() and not alice.is_staff
 
-            page.goto(site.app.url + "/accounts/profile/")
-            keep()
-            assert page.inner_text("#profile-role") == "operator"
-            assert page.inner_text("#profile-scope") == "Namespaces: team-a, team-a-dev"
-            sources = page.inner_text("#profile-sources")
-            assert "role operator\tidentity-provider group gpu-team-a" in sources
-            assert "namespace team-a-dev\tidentity-provider group gpu-team-a" in sources and "book-club" not in sources
-            assert "oidc:alice" in page.inner_text("#profile-kube")
+        page.goto(site.app.url + "/accounts/profile/")
+        keep()
+        assert page.inner_text("#profile-role") == "operator"
+        assert page.inner_text("#profile-scope") == "Namespaces: team-a, team-a-dev"
+        sources = page.inner_text("#profile-sources")
+        assert "role operator\tidentity-provider group gpu-team-a" in sources
+        assert "namespace team-a-dev\tidentity-provider group gpu-team-a" in sources and "book-club" not in sources
+        assert "oidc:alice" in page.inner_text("#profile-kube")
 
-            # A release as alice: the cluster sees her (the mapped group only), not the dashboard.
-            csrf = next(c["value"] for c in page.context.cookies(site.app.url) if c["name"] == "csrftoken")
-            answer = page.request.post(site.app.url + "/api/v1/claims/dev/team-a/c1/release", headers={"X-CSRFToken": csrf},
-                                       data={"action": "remove_reservations", "dry_run": False})
-            assert answer.status == 200, answer.text()
-            assert answer.json()["result"]["identity"]["user"] == "oidc:alice"
-            assert [s[2:] for s in cluster_api.subjects.seen if s[0] == "PATCH"] == [("oidc:alice", ["oidc:gpu-team-a"])]
+        # A release as alice: the cluster sees her (the mapped group only), not the dashboard.
+        csrf = next(c["value"] for c in page.context.cookies(site.app.url) if c["name"] == "csrftoken")
+        answer = page.request.post(site.app.url + "/api/v1/claims/dev/team-a/c1/release", headers={"X-CSRFToken": csrf},
+                                   data={"action": "remove_reservations", "dry_run": False})
+        assert answer.status == 200, answer.text()
+        assert answer.json()["result"]["identity"]["user"] == "oidc:alice"
+        assert [s[2:] for s in cluster_api.subjects.seen if s[0] == "PATCH"] == [("oidc:alice", ["oidc:gpu-team-a"])]
 
-            # Sign out ends the session: the cookie's session is gone and the dashboard asks to sign in again.
-            old_session = next(c["value"] for c in page.context.cookies(site.app.url) if c["name"] == "sessionid")
-            page.click("#logout")
-            page.wait_for_url(re.compile(r".*/accounts/login/.*"))
-            assert not Session.objects.filter(session_key=old_session).exists()
-            page.goto(site.app.url + "/claims/")
-            assert "/accounts/login/" in page.url and signed_in_user(page, site) is None
+        # Sign out ends the session: the cookie's session is gone and the dashboard asks to sign in again.
+        old_session = next(c["value"] for c in page.context.cookies(site.app.url) if c["name"] == "sessionid")
+        page.click("#logout")
+        page.wait_for_url(re.compile(r".*/accounts/login/.*"))
+        assert not Session.objects.filter(session_key=old_session).exists()
+        page.goto(site.app.url + "/claims/")
+        assert "/accounts/login/" in page.url and signed_in_user(page, site) is None
 
-            # The IdP takes gpu-team-a away: the next sign-in (the provider's session is still on) removes the rights.
-            site.set_users({**USERS, "alice": {**USERS["alice"], "groups": ["book-club"]}})
-            sso_sign_in(page, site)
-            keep()
-            alice.refresh_from_db()
-            assert signed_in_user(page, site) == "alice" and roles.role_of(alice) is None
-            assert page.goto(site.app.url + "/claims/").status == 403
-            page.goto(site.app.url + "/accounts/profile/")
-            keep()
-            assert page.inner_text("#profile-role") == "none" and "No access" in page.inner_text("#profile-scope")
-            assert SignInIdentity.objects.get(user=alice).kube_groups == []
+        # The IdP takes gpu-team-a away: the next sign-in (the provider's session is still on) removes the rights.
+        site.set_users({**USERS, "alice": {**USERS["alice"], "groups": ["book-club"]}})
+        sso_sign_in(page, site)
+        keep()
+        alice.refresh_from_db()
+        assert signed_in_user(page, site) == "alice" and roles.role_of(alice) is None
+        assert page.goto(site.app.url + "/claims/").status == 403
+        page.goto(site.app.url + "/accounts/profile/")
+        keep()
+        assert page.inner_text("#profile-role") == "none" and "No access" in page.inner_text("#profile-scope")
+        assert SignInIdentity.objects.get(user=alice).kube_groups == []
         assert_no_tokens(site, seen_urls, html)
     finally:
         cluster_api.stop()
         site.set_users(USERS)
 
 
-def test_unknown_group_gets_no_access_and_viewer_group_reads(site):
-    with chromium() as browser:
-        page = new_page(browser)
-        sso_sign_in(page, site, "bob")
-        assert signed_in_user(page, site) == "bob"
-        bob = User.objects.get(username="bob")
-        assert roles.role_of(bob) is None
-        assert page.goto(site.app.url + "/").status == 403
-        assert page.request.get(site.app.url + "/api/v1/claims/").status == 403
-        page.goto(site.app.url + "/accounts/profile/")
-        assert "No access" in page.inner_text("#profile-scope")
+def test_unknown_group_gets_no_access_and_viewer_group_reads(site, browser):
+    page = new_page(browser)
+    sso_sign_in(page, site, "bob")
+    assert signed_in_user(page, site) == "bob"
+    bob = User.objects.get(username="bob")
+    assert roles.role_of(bob) is None
+    assert page.goto(site.app.url + "/").status == 403
+    assert page.request.get(site.app.url + "/api/v1/claims/").status == 403
+    page.goto(site.app.url + "/accounts/profile/")
+    assert "No access" in page.inner_text("#profile-scope")
 
-        page = new_page(browser)
-        sso_sign_in(page, site, "erin")
-        erin = User.objects.get(username="erin")
-        assert roles.role_of(erin) == roles.VIEWER and roles.visible_namespaces(erin) is None
-        assert page.goto(site.app.url + "/claims/").status == 200
-        assert page.request.get(site.app.url + "/api/v1/claims/").status == 200
+    page = new_page(browser)
+    sso_sign_in(page, site, "erin")
+    erin = User.objects.get(username="erin")
+    assert roles.role_of(erin) == roles.VIEWER and roles.visible_namespaces(erin) is None
+    assert page.goto(site.app.url + "/claims/").status == 200
+    assert page.request.get(site.app.url + "/api/v1/claims/").status == 200
 
 
 def with_query(url, **changes):
@@ -253,77 +257,75 @@ def redirect_to(route, location, response=None):
     route.fulfill(status=303, headers=headers)
 
 
-def test_tampered_state_or_nonce_is_refused(site):
+def test_tampered_state_or_nonce_is_refused(site, browser):
     callback = site.app.url + "/oidc/callback/"
-    with chromium() as browser:
-        # State: the provider's answer comes back with another state than the one this browser's session holds.
-        # Playwright does not intercept redirect hops, so the login form's POST is intercepted and the
-        # provider's redirects are followed in the browser context (its cookies) up to the callback.
-        page = new_page(browser)
+    # State: the provider's answer comes back with another state than the one this browser's session holds.
+    # Playwright does not intercept redirect hops, so the login form's POST is intercepted and the
+    # provider's redirects are followed in the browser context (its cookies) up to the callback.
+    page = new_page(browser)
 
-        def answer_with_forged_state(route):
-            response = route.fetch(max_redirects=0)
-            location = response.headers["location"]
-            while not location.startswith(callback):
-                location = urllib.parse.urljoin(site.idp_url, location)
-                location = page.request.get(location, max_redirects=0).headers["location"]
-            state = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query))["state"]
-            redirect_to(route, with_query(location, state="forged-" + state[:8]))
+    def answer_with_forged_state(route):
+        response = route.fetch(max_redirects=0)
+        location = response.headers["location"]
+        while not location.startswith(callback):
+            location = urllib.parse.urljoin(site.idp_url, location)
+            location = page.request.get(location, max_redirects=0).headers["location"]
+        state = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query))["state"]
+        redirect_to(route, with_query(location, state="forged-" + state[:8]))
 
-        page.route(re.compile(re.escape(site.idp_url) + r"/interaction/.*/login"), answer_with_forged_state)
-        page.goto(site.app.url + "/accounts/login/")
-        page.click("#sso")
-        page.fill("#idp-username", "alice")
-        page.fill("#idp-password", USERS["alice"]["password"])
-        with page.expect_response(re.compile(re.escape(callback) + ".*")) as answer:
-            page.click("#idp-submit")
-        assert answer.value.status == 400 and "state=forged-" in answer.value.url
-        assert signed_in_user(page, site) is None
-        assert not User.objects.filter(username="alice").exists()
+    page.route(re.compile(re.escape(site.idp_url) + r"/interaction/.*/login"), answer_with_forged_state)
+    page.goto(site.app.url + "/accounts/login/")
+    page.click("#sso")
+    page.fill("#idp-username", "alice")
+    page.fill("#idp-password", USERS["alice"]["password"])
+    with page.expect_response(re.compile(re.escape(callback) + ".*")) as answer:
+        page.click("#idp-submit")
+    assert answer.value.status == 400 and "state=forged-" in answer.value.url
+    assert signed_in_user(page, site) is None
+    assert not User.objects.filter(username="alice").exists()
 
-        # Nonce: the authorization request reaches the provider with another nonce than the session's, so the
-        # ID token carries that one.
-        page = new_page(browser)
-        sent = {}
+    # Nonce: the authorization request reaches the provider with another nonce than the session's, so the
+    # ID token carries that one.
+    page = new_page(browser)
+    sent = {}
 
-        def forge_nonce(route):
-            response = route.fetch(max_redirects=0)
-            location = response.headers["location"]
-            sent.update(urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query))
-            redirect_to(route, with_query(location, nonce="forged-nonce-" + secrets.token_hex(8)), response)
+    def forge_nonce(route):
+        response = route.fetch(max_redirects=0)
+        location = response.headers["location"]
+        sent.update(urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query))
+        redirect_to(route, with_query(location, nonce="forged-nonce-" + secrets.token_hex(8)), response)
 
-        page.route(re.compile(re.escape(site.app.url) + "/oidc/authenticate/.*"), forge_nonce)
-        page.goto(site.app.url + "/accounts/login/")
-        page.click("#sso")
-        page.fill("#idp-username", "alice")
-        page.fill("#idp-password", USERS["alice"]["password"])
-        with page.expect_response(re.compile(re.escape(callback) + ".*")) as answer:
-            page.click("#idp-submit")
-        assert sent["code_challenge_method"] == "S256" and sent["code_challenge"] and sent["nonce"]  # PKCE, a nonce
-        assert answer.value.status == 400
-        assert signed_in_user(page, site) is None
-        assert not User.objects.filter(username="alice").exists()
+    page.route(re.compile(re.escape(site.app.url) + "/oidc/authenticate/.*"), forge_nonce)
+    page.goto(site.app.url + "/accounts/login/")
+    page.click("#sso")
+    page.fill("#idp-username", "alice")
+    page.fill("#idp-password", USERS["alice"]["password"])
+    with page.expect_response(re.compile(re.escape(callback) + ".*")) as answer:
+        page.click("#idp-submit")
+    assert sent["code_challenge_method"] == "S256" and sent["code_challenge"] and sent["nonce"]  # PKCE, a nonce
+    assert answer.value.status == 400
+    assert signed_in_user(page, site) is None
+    assert not User.objects.filter(username="alice").exists()
     assert "JWT Nonce verification failed" in site.app.log_path.read_text(errors="replace")
 
 
-def test_password_sign_in_turned_off(site):
+def test_password_sign_in_turned_off(site, browser):
     User.objects.create_user("local", password="local-pw-1")
     User.objects.create_superuser("root", password="root-pw-1")
-    with chromium() as browser:
-        page = new_page(browser)
-        page.goto(site.app.url + "/accounts/login/")
-        assert page.locator("input[name=password]").count() == 0 and page.locator("#sso").count() == 1
-        assert page.inner_text("#sso") == "Sign in with Test IdP"
-        # The Django admin's own login form still renders, but authenticates through the same (password-less) backends.
-        page.goto(site.app.url + "/admin/login/")
-        csrf = page.locator("input[name=csrfmiddlewaretoken]").first.get_attribute("value")
-        page.request.post(site.app.url + "/admin/login/", form={"username": "root", "password": "root-pw-1", "csrfmiddlewaretoken": csrf})
-        assert signed_in_user(page, site) is None
-        assert "/login/" in page.goto(site.app.url + "/admin/").url
-        refused = page.request.post(site.app.url + "/accounts/login/",
-                                    form={"username": "local", "password": "local-pw-1", "csrfmiddlewaretoken": csrf})
-        assert refused.status == 403 and "Password sign-in is turned off" in refused.text()
-        assert signed_in_user(page, site) is None
+    page = new_page(browser)
+    page.goto(site.app.url + "/accounts/login/")
+    assert page.locator("input[name=password]").count() == 0 and page.locator("#sso").count() == 1
+    assert page.inner_text("#sso") == "Sign in with Test IdP"
+    # The Django admin's own login form still renders, but authenticates through the same (password-less) backends.
+    page.goto(site.app.url + "/admin/login/")
+    csrf = page.locator("input[name=csrfmiddlewaretoken]").first.get_attribute("value")
+    page.request.post(site.app.url + "/admin/login/", form={"username": "root", "password": "root-pw-1", "csrfmiddlewaretoken": csrf})
+    assert signed_in_user(page, site) is None
+    assert "/login/" in page.goto(site.app.url + "/admin/").url
+    refused = page.request.post(site.app.url + "/accounts/login/",
+                                form={"username": "local", "password": "local-pw-1", "csrfmiddlewaretoken": csrf})
+    assert refused.status == 403 and "Password sign-in is turned off" in refused.text()
+    assert signed_in_user(page, site) is None
 
 
 def test_oidc_discover_prints_the_providers_settings(site):
