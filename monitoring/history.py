@@ -82,7 +82,8 @@ def namespace_counts(cluster_ids=None):
     for cid, ns, kind, n in devices.order_by().values_list("cluster_id", "held_by_namespace", "kind").annotate(n=Count("id")):
         out[(cid, ns)][kind] += n
     for cid, ns, state, n in claims.order_by().values_list("cluster_id", "namespace", "state").annotate(n=Count("id")):
-        out[(cid, ns)][CLAIM_FIELDS[state]] += n
+        if state in CLAIM_FIELDS:  # the four ResourceClaim.State values
+            out[(cid, ns)][CLAIM_FIELDS[state]] += n
     return dict(out)
 
 
