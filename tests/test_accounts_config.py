@@ -58,3 +58,18 @@ def test_group_map_highest_role_over_the_union_of_namespaces():
     assert nothing.role is None and nothing.sources == []
     with pytest.raises(GroupMapError, match="empty namespace list"):
         parse_group_map("g=viewer: , ")
+
+
+@pytest.mark.django_db
+def test_admin_lists_sign_in_identities_read_only(client):
+    from django.contrib.auth.models import User
+
+    from accounts.models import SignInIdentity
+
+    root = User.objects.create_superuser("root", password="root-pw-1")
+    alice = User.objects.create_user("alice")
+    SignInIdentity.objects.create(user=alice, issuer="https://idp.example", subject="sub-alice", kube_username="oidc:alice")
+    client.force_login(root)
+    page = client.get("/admin/accounts/signinidentity/")
+    assert page.status_code == 200 and b"oidc:alice" in page.content
+    assert client.get("/admin/accounts/signinidentity/add/").status_code == 403
