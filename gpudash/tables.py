@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import django_filters
 from django.db.models import F
 from django.db.models.expressions import BaseExpression
+from django.utils.translation import gettext as _
 
 PARAM = "ordering"
 
@@ -74,7 +75,8 @@ def sorting(request, model, columns, default=()):
     filterset = _filterset(tuple(columns))(request.GET, queryset=model._default_manager.none())  # only its form is used
     result = Sorting(model=model, columns=dict(columns), default=tuple(default))
     if not filterset.is_valid():
-        result.error = f"Cannot sort by {request.GET.get(PARAM)!r}: choose from {', '.join(columns)} (prefix - for descending)."
+        result.error = _("Cannot sort by %(value)s: choose from %(columns)s (prefix - for descending).") % {
+            "value": repr(request.GET.get(PARAM)), "columns": ", ".join(columns)}
         return result
     for value in filterset.form.cleaned_data.get(PARAM) or []:
         desc = value.startswith("-")

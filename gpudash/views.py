@@ -5,11 +5,13 @@ import json
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.views.generic import TemplateView
 
 from gpudash import roles
+from gpudash.api.pagination import BoundedCountPaginator
 from inventory.connection import connections
 from inventory.models import Cluster
 
@@ -125,7 +127,9 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         raw = self.request.GET.get("per_page", "")
         if raw.isdigit() and 1 <= int(raw) <= 1000:
             per_page = int(raw)
-        paginator = Paginator(items, per_page)
+        # Querysets: the API's bounded count (exact up to GPUDASH_API_EXACT_COUNT_LIMIT, then an
+        # estimate the pager says is one); lists of rows built in Python are counted as they are.
+        paginator = (BoundedCountPaginator if isinstance(items, QuerySet) else Paginator)(items, per_page)
         page = paginator.get_page(self.request.GET.get("page"))
         query = self.request.GET.copy()
         query.pop("page", None)

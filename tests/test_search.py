@@ -70,3 +70,20 @@ def test_namespace_selector_persists_across_pages(client):
     assert claims() == ["infer", "stuck-claim"]
     client.get(reverse("inventory:overview"), {"ns": "all"})
     assert len(claims()) == 5
+
+
+def test_list_pages_label_an_estimated_count_and_still_page_to_the_end(client, settings):
+    load_fleet("alpha")
+    client.force_login(make_user("alice"))
+    settings.GPUDASH_API_EXACT_COUNT_LIMIT = 3  # above it the pages show the planner's estimate
+    url = reverse("inventory:device-list")
+    body = client.get(url, {"per_page": 2}).content.decode()
+    assert "(estimated)" in body and "last »" not in body
+    seen, page = [], 1
+    while True:
+        resp = client.get(url, {"per_page": 2, "page": page})
+        seen += [d.id for d in resp.context["devices"]]
+        if not resp.context["page_obj"].has_next():
+            break
+        page += 1
+    assert seen == [d.id for d in client.get(url, {"per_page": 1000}).context["devices"]] and len(seen) == 13

@@ -36,9 +36,15 @@ def exact_count_limit():
     return int(getattr(settings, "GPUDASH_API_EXACT_COUNT_LIMIT", 10_000))
 
 
+def _rows_only(queryset):
+    """The queryset reduced to what a count needs: its ids (a values() queryset, e.g. grouped rows, as is)."""
+    queryset = queryset.order_by()
+    return queryset if queryset._fields else queryset.values("pk")
+
+
 def planner_rows(queryset):
     """PostgreSQL's estimate of the queryset's rows (EXPLAIN, nothing executed); an exact count elsewhere."""
-    queryset = queryset.order_by().values("pk")
+    queryset = _rows_only(queryset)
     connection = connections[queryset.db]
     if connection.vendor != "postgresql":
         return queryset.count()
@@ -77,7 +83,7 @@ class BoundedCountPaginator(Paginator):
     @cached_property
     def count(self):
         limit = exact_count_limit()
-        n, self.estimated = bounded_total(self.object_list.order_by().values("pk")[: limit + 1].count(), self.object_list, limit)
+        n, self.estimated = bounded_total(_rows_only(self.object_list)[: limit + 1].count(), self.object_list, limit)
         return n
 
     def validate_number(self, number):
@@ -92,6 +98,13 @@ class BoundedCountPaginator(Paginator):
         if number < 1:
             raise EmptyPage("That page number is less than 1")
         return number
+
+    def get_page(self, number):
+        """The UI's lenient lookup (a bad or past-the-end page number shows a page, never an error)."""
+        try:
+            return super().get_page(number)
+        except EmptyPage:  # past the end of an estimated count: Django's fallback page was empty too
+            return self.page(1)
 
     def page(self, number):
         number = self.validate_number(number)
