@@ -6,6 +6,8 @@ went out as the service account would be refused."""
 
 import pytest
 import yaml
+from django.test import Client
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from accounts.groupmap import parse_group_map
@@ -74,6 +76,13 @@ def test_allowed_user_release_runs_as_that_user(server, stale):
                                     "namespace": "team-a", "name": "c1", "subresource": "status"}
     assert writes(server) == [] and server.store.get("resourceclaims", "team-a", "c1") == before
 
+    # The dry-run page says whom the request would be sent as and what the cluster answered.
+    client = Client()
+    client.force_login(alice)
+    page = client.post(reverse("ops:stuck-release"), {"ids": [stale.id], "step": "dry-run"}).content.decode()
+    assert "Sent as oidc:alice (groups: oidc:gpu-team-a, oidc:gpu-ops), impersonated by devcluster-user." in page
+    assert "The cluster allows it." in page
+
     done = release_finding(alice, stale, dry_run=False, expected_resource_version=dry.plan.request.resource_version)
     assert done.outcome == DONE, done.reason
     assert server.store.get("resourceclaims", "team-a", "c1")["status"].get("reservedFor") in (None, [])
@@ -86,7 +95,7 @@ def test_allowed_user_release_runs_as_that_user(server, stale):
     assert entry.kube_identity["dashboard"] == "devcluster-user"
     assert entry.kube_identity["user"] == "oidc:alice" and entry.kube_identity["groups"] == ["oidc:gpu-team-a", "oidc:gpu-ops"]
     assert entry.kube_identity["review"]["allowed"] is True
-    assert AuditEntry.objects.get(dry_run=True).kube_identity["review"]["allowed"] is True
+    assert [e.kube_identity["review"]["allowed"] for e in AuditEntry.objects.filter(dry_run=True)] == [True, True]
 
 
 def test_denied_user_gets_403_with_the_clusters_reason(server, stale):
