@@ -120,6 +120,30 @@ def _count(cls, cel, cluster_devices, deadline=None):
     return matched, failed
 
 
+def classes_matching(device):
+    """The cluster's DeviceClasses whose selectors match one Device row (the device page's links to
+    its classes): the same evaluation as the counts, for one device."""
+    from claims.allocator.model import Device as AllocatorDevice
+    from claims.allocator.search import evaluate_chain
+
+    raw = {"name": device.name, "attributes": device.attributes, "capacity": device.capacity,
+           "allowMultipleAllocations": device.allow_multiple_allocations}
+    candidate = AllocatorDevice(SimpleNamespace(driver=device.driver, pool=device.pool), raw)
+    out = []
+    for cls in DeviceClass.objects.filter(cluster_id=device.cluster_id).order_by("name"):
+        expressions = [(sel.get("cel") or {}).get("expression", "") for sel in cls.selectors if isinstance(sel, dict)]
+        driver = pinned_driver(expressions)
+        if driver is not None and driver != device.driver:
+            continue
+        try:
+            chain = [(f"class {cls.name}", i, cel.compile_selector(expr, stored=True), expr) for i, expr in enumerate(expressions)]
+        except cel.CelError:  # a selector that does not compile matches nothing (the classes page shows why)
+            continue
+        if evaluate_chain(candidate, chain) is True:
+            out.append(cls)
+    return out
+
+
 def annotate_matches(classes, deadline=None):
     """Count now: set `match_count` (int or None) and `match_error` on each DeviceClass (not saved).
 

@@ -325,6 +325,7 @@ class DeviceDetailView(DashboardView):
         past = roles.scope_queryset(
             ClaimStateChange.objects.filter(cluster_id=device.cluster_id, node_name=device.node_name, new_state="deleted").order_by("-at"), self.request.user
         )[:20] if device.node_name else []
+        from . import classmatch
         from .objectpage import crumb, device_kubectl_commands, object_page
 
         cluster = device.slice.cluster
@@ -339,6 +340,7 @@ class DeviceDetailView(DashboardView):
         ctx.update(
             device=device,
             holding_pods=list(holding.order_by("namespace", "name").only("cluster_id", "namespace", "name", "phase", "node_name")),
+            matching_classes=classmatch.classes_matching(device),
             attributes=sorted(device.attributes.items()),
             capacity=sorted(device.capacity.items()),
             counter_sets=counter_sets,

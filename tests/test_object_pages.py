@@ -151,8 +151,9 @@ def test_links_both_ways_and_mirrored_events(viewer, alpha):
 
     # Pod names link to the pod page from the pods list and the node page's pods.
     assert pod_url in links(reverse("claims:pod-list"))
-    # device -> claim, pod (the pod holding it), node, slice
-    assert {claim_url, pod_url, node_url, slice_url} <= links(device_url)
+    # device -> claim, pod (the pod holding it), node, slice, the classes whose selectors match it (CEL)
+    assert {claim_url, pod_url, node_url, slice_url, class_url} <= links(device_url)
+    assert reverse("inventory:class-detail", args=[c, "mig.nvidia.com"]) not in links(device_url)
     # claim -> consumer pod (the pod page, not a search), device, node, class
     assert {pod_url, device_url, node_url, class_url} <= links(claim_url)
     # pod -> claim, device, node; a template pod -> its template
