@@ -341,3 +341,20 @@ def test_oidc_discover_prints_the_providers_settings(site):
                      "OIDC_OP_JWKS_ENDPOINT": site.idp_url + "/jwks"}
     with pytest.raises(CommandError, match="names the issuer"):
         call_command("oidc_discover", site.idp_url + "/", stdout=StringIO())
+
+
+def test_a_code_the_provider_refuses_is_a_failed_sign_in(site, settings, caplog):
+    from django.test import RequestFactory
+
+    from accounts.backend import GpudashOIDCBackend
+    from accounts.config import sign_in_settings
+
+    env = {**discover(site.idp_url), "OIDC_RP_CLIENT_ID": CLIENT_ID, "OIDC_RP_CLIENT_SECRET": CLIENT_SECRET}
+    for name, value in sign_in_settings(env).items():
+        setattr(settings, name, value)
+    request = RequestFactory().get("/oidc/callback/", {"code": "forged-code", "state": "some-state"})
+    request.session = {}
+    with caplog.at_level("WARNING", logger="accounts.backend"):
+        assert GpudashOIDCBackend().authenticate(request, nonce="n", code_verifier="v" * 64) is None
+    assert f"OIDC sign-in failed talking to the provider: HTTPError 400 {site.idp_url}/token" in caplog.text
+    assert CLIENT_SECRET not in caplog.text and "forged-code" not in caplog.text
