@@ -5,8 +5,8 @@ from urllib.parse import urlencode
 import yaml
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Exists, OuterRef, Q, TextField
-from django.db.models.functions import Cast
+from django.db.models import Exists, OuterRef, Q
+from django.db.models.fields.json import KeyTextTransform
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
@@ -22,9 +22,9 @@ from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim
 STUCK = "stuck"
 CLAIM_STATES = [s for s, _ in ResourceClaim.State.choices] + [STUCK]
 # Sortable columns of the claims and pods lists (gpudash/tables.py). The device classes sort by the
-# stored JSON list's text: by the first class, then the next.
+# first (the stored list is sorted); a claim without one last.
 CLAIM_SORT = {"cluster": "cluster__name", "namespace": "namespace", "name": "name", "state": "state", "node": "node_name",
-              "classes": Cast("device_classes", TextField()), "owner": "owner_pod_name", "created": "creation_timestamp"}
+              "classes": KeyTextTransform("0", "device_classes"), "owner": "owner_pod_name", "created": "creation_timestamp"}
 POD_SORT = {"cluster": "cluster__name", "namespace": "namespace", "name": "name", "phase": "phase", "node": "node_name"}
 
 
