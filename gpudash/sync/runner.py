@@ -184,7 +184,7 @@ class Supervisor:
         key = (cluster.pk, kind)
         watcher = Watcher(cluster.pk, kind, version=version, holder=f"{self.holder}:{kind}"[:255], once=self.once,
                           may_hold=lambda: self.may_hold(key),
-                          park_after=min(lease_seconds(), 10.0) if connection.vendor == "postgresql" and not self.once else None,
+                          park_after=min(lease_seconds(), 2.0) if connection.vendor == "postgresql" and not self.once else None,
                           list_slots=self.list_slots)
         # A stop of the supervisor stops every watcher.
         watcher.stop = _ChainedEvent(self.stop_event)

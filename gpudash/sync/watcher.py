@@ -230,6 +230,9 @@ class Watcher:
 
     def _sleep_holding_lease(self, delay):
         """Back off, keeping the lease (another worker would hit the same outage) while renewable."""
+        if self.lease is None:  # failed before it could look its lease up
+            self.stop.wait(delay)
+            return
         deadline = time.monotonic() + delay
         while not self.stop.is_set() and time.monotonic() < deadline:
             self.stop.wait(min(self.lease.renew_interval, max(deadline - time.monotonic(), 0)))
@@ -371,27 +374,32 @@ class Watcher:
         reader.start()
         with transaction.atomic():
             self.lease.fence(status=SyncState.Status.CONNECTED, watch_restarts=increment("watch_restarts", 1))
-        quiet = 0.0
+        quiet, wait = 0.0, min(self.lease.renew_interval, 1.0)
+        renewed = time.monotonic()
         try:
             while not self.stop.is_set():
                 try:
-                    first = events.get(timeout=self.lease.renew_interval)
+                    first = events.get(timeout=wait)
                 except queue.Empty:
                     if not self.may_hold():
                         raise HandOver()
                     if not self.lease.held:
                         raise LeaseLost(f"lease of sync state {self.lease.state_id} was taken while parked")
-                    quiet += self.lease.renew_interval
+                    quiet += wait
                     if self.parked:
                         continue
-                    with transaction.atomic():
-                        self.lease.fence()  # keep the lease on a quiet stream
-                    if self.park_after is not None and quiet >= self.park_after:
+                    parking = self.park_after is not None and quiet >= self.park_after
+                    if parking or time.monotonic() - renewed >= self.lease.renew_interval:
+                        with transaction.atomic():
+                            self.lease.fence()  # keep the lease on a quiet stream
+                        renewed = time.monotonic()
+                    if parking:
                         self.parked = True  # from now on the Supervisor renews it
                         connection.close()
                     continue
                 quiet = 0.0
                 self.parked = False
+                renewed = time.monotonic()  # the batch's fence renews
                 batch = [first]
                 while len(batch) < MAX_EVENTS_PER_BATCH:
                     try:
