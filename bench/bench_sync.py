@@ -89,6 +89,20 @@ def cpu_seconds(pid):
         return 0.0
 
 
+def database_backends(name):
+    """PIDs of the PostgreSQL backends serving database `name` on this machine (from /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if cmdline.startswith("postgres:") and f" {name} " in cmdline:
+                pids.append(int(entry.name))
+    return pids
+
+
 def start_servers(args, workdir, count, per_process=4):
     """Child processes serving `count` clusters (up to `per_process` each); returns (procs, kubeconfigs)."""
     procs, kubeconfigs = [], []
@@ -168,9 +182,9 @@ def spread(args, db_url):
                 claim_states = {c.pk: SyncState.objects.get(cluster=c, kind="ResourceClaim") for c in clusters}
                 before = {cid: st.events_applied for cid, st in claim_states.items()}
                 holder_of = {cid: sync_workers.worker_of(st.lease_holder, [s.name for s in live]) for cid, st in claim_states.items()}
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
-                    backends = [pid for (pid,) in cursor.fetchall()]
+                own = connection.cursor().connection.info.backend_pid
+                db_name = connection.settings_dict["NAME"]
+                backends = [pid for pid in database_backends(db_name) if pid != own]
                 cpu_before = {pid: cpu_seconds(pid) for pid in backends + [p.pid for p in procs] + [s.pid for s in servers]}
                 drain_started = time.monotonic()
                 for proc in procs:
@@ -183,7 +197,9 @@ def spread(args, db_url):
                         raise SystemExit("the backlog was not applied in 15 minutes")
                     time.sleep(0.05)
                 drain = time.monotonic() - drain_started
-                cpu = {pid: cpu_seconds(pid) - cpu_before[pid] for pid in cpu_before}
+                # Backends that connected during the drain (parked watchers reconnect) count in full.
+                backends = sorted(set(backends) | {pid for pid in database_backends(db_name) if pid != own})
+                cpu = {pid: cpu_seconds(pid) - cpu_before.get(pid, 0.0) for pid in set(cpu_before) | set(backends)}
                 after = dict(SyncState.objects.filter(cluster__in=clusters, kind="ResourceClaim").values_list("cluster_id", "events_applied"))
                 per_worker = {}
                 for cid, n in after.items():
@@ -293,11 +309,13 @@ def main():
 
         # --- initial sync: every kind listed in parallel (one thread each), as the watchers do ---
         supervisor = Supervisor(cluster_names=["bench"], once=True)
-        started = time.monotonic()
+        started, cpu_started = time.monotonic(), time.process_time()
         supervisor.run()
         initial = time.monotonic() - started
+        initial_cpu = time.process_time() - cpu_started
         publisher.flush()
-        print(f"\nINITIAL SYNC into {connection.vendor}: {initial:.1f} s (page size {args.page_size}, kinds in parallel)")
+        print(f"\nINITIAL SYNC into {connection.vendor}: {initial:.1f} s (page size {args.page_size}, kinds in parallel; "
+              f"worker CPU {initial_cpu:.1f} s; load average {load()})")
         print(f"{'kind':24} {'objects':>8} {'fetch+parse s':>14} {'db apply s':>11}")
         total = 0
         for (_, kind), (watcher, _) in sorted(supervisor.watchers.items(), key=lambda kv: kv[0][1]):
@@ -333,7 +351,7 @@ def main():
             thread = threading.Thread(target=run_profiled, daemon=True)
         else:
             thread = threading.Thread(target=watcher.run, daemon=True)
-        started = time.monotonic()
+        started, cpu_started = time.monotonic(), time.process_time()
         thread.start()
         while True:
             rv = SyncState.objects.filter(cluster=cluster, kind="ResourceClaim").values_list("resource_version", flat=True).first()
@@ -343,11 +361,13 @@ def main():
                 raise SystemExit("steady-state phase did not finish in 10 minutes")
             time.sleep(0.05)
         steady = time.monotonic() - started
+        steady_cpu = time.process_time() - cpu_started
         watcher.stop.set()
         watcher.close_stream()
         thread.join(10)
         s = watcher.stats
-        print(f"\nSTEADY STATE: {s.events} watch events (claims reserved/released or annotated) in {steady:.1f} s -> {s.events / steady:.0f} events/s by one worker")
+        print(f"\nSTEADY STATE: {s.events} watch events (claims reserved/released or annotated) in {steady:.1f} s -> {s.events / steady:.0f} events/s by one worker "
+              f"(worker CPU {steady_cpu:.1f} s -> {s.events / max(steady_cpu, 1e-9):.0f} events per CPU second; load average {load()})")
         print(f"  batches {s.batches} (avg {s.events / max(s.batches, 1):.0f} events), parse {s.parse_seconds:.1f} s, "
               f"db apply {s.apply_seconds:.1f} s, rest (HTTP read, waiting) {max(steady - s.parse_seconds - s.apply_seconds, 0):.1f} s")
         if profile is not None:
