@@ -1,6 +1,9 @@
 """GET /api/v1/history/devices and /api/v1/history/namespaces: the fleet history's series (the
 overview's and the namespace page's charts read these)."""
 
+from datetime import datetime, timezone as dt_timezone
+
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -67,7 +70,9 @@ def _common(request):
             raise ValidationError({"cluster": [f"No cluster named {params['cluster']!r}."]})
         cluster_ids = [cluster.id]
     hours = _int(params, "hours", 24, 1, int(history.retention_days() * 24))
-    step, minutes = history.points(hours)
+    now = timezone.now()
+    end = _int(params, "end", None, 0, int(now.timestamp()) + 86400)
+    step, minutes = history.points(hours, now if end is None else datetime.fromtimestamp(end, tz=dt_timezone.utc))
     return cluster_ids, hours, step, minutes
 
 
@@ -81,6 +86,7 @@ def _answer(hours, step, minutes, columns):
 _COMMON_PARAMETERS = [
     OpenApiParameter("cluster", OpenApiTypes.STR, description="Cluster name (default: every cluster, summed)."),
     OpenApiParameter("hours", OpenApiTypes.INT, description="How far back (default 24, at most the retention, GPUDASH_HISTORY_DAYS x 24)."),
+    OpenApiParameter("end", OpenApiTypes.INT, description="End of the span, Unix seconds (default now)."),
 ]
 
 
@@ -101,7 +107,7 @@ class DeviceHistoryView(APIView):
         filters=False, responses=Series,
     )
     def get(self, request):
-        check_params(request, {"cluster", "hours", "series", "group_by", "kind", "model", "format"})
+        check_params(request, {"cluster", "hours", "end", "series", "group_by", "kind", "model", "format"})
         params = request.query_params
         cluster_ids, hours, step, minutes = _common(request)
         names = _choices(params, "series", DEVICE_SERIES, history.STATE_FIELDS)
@@ -131,7 +137,7 @@ class NamespaceHistoryView(APIView):
         filters=False, responses=Series,
     )
     def get(self, request):
-        check_params(request, {"cluster", "hours", "namespace", "series", "top", "format"})
+        check_params(request, {"cluster", "hours", "end", "namespace", "series", "top", "format"})
         params = request.query_params
         cluster_ids, hours, step, minutes = _common(request)
         names = _choices(params, "series", tuple(NAMESPACE_SERIES), ("gpu",))

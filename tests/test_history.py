@@ -143,7 +143,11 @@ def test_api_serves_the_series(demo):
 
     api = APIClient()
     api.force_authenticate(make_user("viewer", "viewer"))
-    body = api.get("/api/v1/history/devices", {"hours": 1, "kind": "gpu"}).json()
+
+    def get(path, **params):  # the span ends at `end`, whatever minute the request runs in
+        return api.get(path, {"end": int(end.timestamp()), **params}).json()
+
+    body = get("/api/v1/history/devices", hours=1, kind="gpu")
     assert body["step_seconds"] == 60 and len(body["timestamps"]) == 61 and body["timestamps"][-1] == int(end.timestamp())
     series = {s["name"]: s["values"] for s in body["series"]}
     assert list(series) == list(history.STATE_FIELDS)
@@ -153,30 +157,30 @@ def test_api_serves_the_series(demo):
             want = sum(getattr(r, state) for (_, kind), r in at[ts].items() if kind == "gpu") if ts in at else None
             assert values[i] == want, (state, ts)
 
-    body = api.get("/api/v1/history/devices", {"hours": 1, "series": "gpus_free", "group_by": "model", "cluster": "demo"}).json()
+    body = get("/api/v1/history/devices", hours=1, series="gpus_free", group_by="model", cluster="demo")
     free = {s["name"]: s["values"][-1] for s in body["series"]}
     want = Counter()
     for (model, _kind), r in by_minute[end].items():
         want[model] += r.gpus_free
     assert free == {model: n for model, n in want.items() if n}  # models with no free GPU throughout (NICs) left out
 
-    body = api.get("/api/v1/history/namespaces", {"hours": 1, "series": "claims_reserved"}).json()
+    body = get("/api/v1/history/namespaces", hours=1, series="claims_reserved")
     last = {s["name"]: s["values"][-1] for s in body["series"]}
     ten_ago = {s["name"]: s["values"][-11] for s in body["series"]}
     assert last == {r.namespace: r.reserved for r in NamespaceSample.objects.filter(minute=end)}
     assert ten_ago["research"] == last["research"] + 1
-    body = api.get("/api/v1/history/namespaces", {"hours": 1, "namespace": "research", "series": "gpu,partition"}).json()
+    body = get("/api/v1/history/namespaces", hours=1, namespace="research", series="gpu,partition")
     assert [s["name"] for s in body["series"]] == ["gpu", "partition"]
     assert body["series"][1]["values"][-1] == NamespaceSample.objects.get(minute=end, namespace="research").partition
 
     # A scoped user sees only its namespaces, asked for or not.
     scoped = APIClient()
     scoped.force_authenticate(make_user("scoped", "viewer", namespaces=["inference"]))
-    assert [s["name"] for s in scoped.get("/api/v1/history/namespaces", {"hours": 1}).json()["series"]] == ["inference"]
+    assert [s["name"] for s in scoped.get("/api/v1/history/namespaces", {"hours": 1, "end": int(end.timestamp())}).json()["series"]] == ["inference"]
     assert scoped.get("/api/v1/history/namespaces", {"namespace": "research"}).json()["series"] == []
 
     for params in ({"hours": "0"}, {"hours": "100000"}, {"hours": "x"}, {"series": "bogus"}, {"group_by": "node"}, {"cluster": "nope"},
-                   {"kind": "nic"}, {"colour": "x"}):
+                   {"kind": "nic"}, {"colour": "x"}, {"end": "-5"}, {"end": "99999999999"}):
         r = api.get("/api/v1/history/devices", params)
         assert r.status_code == 400, (params, r.content)
     assert api.get("/api/v1/history/namespaces", {"top": "0"}).status_code == 400
