@@ -6,6 +6,8 @@ import pytest
 from accounts.config import ConfigError, sign_in_settings
 from accounts.groupmap import GroupMapError, parse_group_map, rights_for
 
+pytestmark = pytest.mark.sqlite_default  # nothing here needs PostgreSQL or Redis
+
 PROVIDER = {
     "OIDC_RP_CLIENT_ID": "gpudash", "OIDC_OP_ISSUER": "https://idp.example", "OIDC_OP_AUTHORIZATION_ENDPOINT": "https://idp.example/auth",
     "OIDC_OP_TOKEN_ENDPOINT": "https://idp.example/token", "OIDC_OP_USER_ENDPOINT": "https://idp.example/me",
