@@ -49,5 +49,8 @@ def serve(host, port, in_process_watchers=False):
         finally:
             if in_process_watchers:
                 await asyncio.to_thread(stop_process_supervisor)
+                from monitoring.periodic import stop_in_process as stop_monitoring
+
+                await asyncio.to_thread(stop_monitoring)  # a sample or poll in hand finishes first
 
     asyncio.run(main())
