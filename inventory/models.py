@@ -151,6 +151,9 @@ class ResourceSlice(KubeObject):
     all_nodes = models.BooleanField(default=False)
     per_device_node_selection = models.BooleanField(default=False)
     node_selector = models.JSONField(null=True, blank=True)
+    # How many devices the slice publishes (its Device rows, one per spec.devices entry), written
+    # with the slice so the pools page and the API count without reading the device table.
+    device_count = models.IntegerField(default=0)
 
     class Meta(KubeObject.Meta):
         constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_resourceslice_unique_name")]
@@ -170,6 +173,7 @@ class ResourceSlice(KubeObject):
             all_nodes=bool(spec.get("allNodes")),
             per_device_node_selection=bool(spec.get("perDeviceNodeSelection")),
             node_selector=spec.get("nodeSelector"),
+            device_count=len(spec.get("devices") or []),
         )
         return fields
 

@@ -6,22 +6,17 @@ slices of an older generation are stale (the allocator ignores them once the new
 
 from collections import defaultdict
 
-from django.db.models import Count
-
 
 def pool_summaries(slices_qs):
-    from .models import Device
-
-    # Device counts per slice in their own GROUP BY: joining 56,000 device rows to the slices and
-    # counting distinct slices made PostgreSQL sort the whole join.
-    per_slice = dict(Device.objects.filter(slice__in=slices_qs.values("id")).order_by().values_list("slice_id").annotate(n=Count("id")))
-    rows = slices_qs.order_by().values("id", "cluster_id", "cluster__name", "driver", "pool", "pool_generation", "resource_slice_count", "node_name")
+    # Device counts are stored on each slice by the sync (ResourceSlice.device_count): the page
+    # reads the slices alone, not the device table.
+    rows = slices_qs.order_by().values("id", "cluster_id", "cluster__name", "driver", "pool", "pool_generation", "resource_slice_count", "node_name", "device_count")
     pools = defaultdict(lambda: {"generations": {}, "nodes": set()})
     for r in rows:
         p = pools[(r["cluster_id"], r["cluster__name"], r["driver"], r["pool"])]
         gen = p["generations"].setdefault(r["pool_generation"], {"slices": 0, "devices": 0, "counts": set()})
         gen["slices"] += 1
-        gen["devices"] += per_slice.get(r["id"], 0)
+        gen["devices"] += r["device_count"]
         gen["counts"].add(r["resource_slice_count"])
         if r["node_name"]:
             p["nodes"].add(r["node_name"])
