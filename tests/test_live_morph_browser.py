@@ -29,6 +29,13 @@ PASSWORD = "morph-pass-123"
 # Marks a DOM node so the test can tell, later, that the page still has that very node.
 MARK = "(el) => { el.__kept = true; }"
 KEPT = "(el) => el.__kept === true"
+# Records the bulk form's busy state (aria-busy, the button's text) as it appears.
+RECORD_BUSY = """() => {
+  const form = document.getElementById("bulk-form");
+  new MutationObserver(() => {
+    if (form.getAttribute("aria-busy") === "true") sessionStorage.setItem("busy", document.getElementById("bulk-dry-run").textContent);
+  }).observe(form, { attributes: true, subtree: true, childList: true, characterData: true });
+}"""
 
 
 @pytest.fixture
@@ -44,8 +51,8 @@ def stack(tmp_path, artifacts_dir, settings):
         supervisor = Supervisor(cluster_names=["demo"]).start()
         server = AsgiServer(free_port(), artifacts_dir / "daphne-morph.log")
         try:
-            wait_until(lambda: SyncState.objects.filter(cluster=cluster, status=SyncState.Status.CONNECTED).count() >= 6, 60, "the watchers to connect")
-            wait_until(lambda: Device.objects.filter(cluster=cluster).exists(), 30, "devices to sync")
+            wait_until(lambda: SyncState.objects.filter(cluster=cluster, status=SyncState.Status.CONNECTED).count() >= 6, 120, "the watchers to connect")
+            wait_until(lambda: Device.objects.filter(cluster=cluster).exists(), 120, "devices to sync")
             make_user("olivia", role=roles.OPERATOR, password=PASSWORD)
             server.start()
             with chromium() as browser:
@@ -95,8 +102,18 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
         assert box.is_checked() and box.evaluate(KEPT), f"finding {value}: still ticked, the same checkbox"
     assert held_notice(page, "findings").count() == 0
     page.screenshot(path=str(stack["shots"] / "stuck-held-merged.png"), full_page=True)
+    # A slow answer (held here until the busy state has shown) marks the form busy after 300 ms.
+    # What the page shows while waiting is kept in sessionStorage, which outlives the navigation.
+    held_requests = []
+    page.route("**/stuck/release/", lambda route: held_requests.append(route))
+    page.evaluate(RECORD_BUSY)
     with page.expect_navigation():
-        page.click("#bulk-dry-run")
+        page.click("#bulk-dry-run", no_wait_after=True)
+        page.wait_for_timeout(1200)  # a slow server: the route holds the request this long
+        assert len(held_requests) == 1
+        held_requests[0].continue_()
+    page.unroute("**/stuck/release/")
+    assert page.evaluate("() => sessionStorage.getItem('busy')") == "Working\u2026"
     assert "Select at least one" not in page.content()
     assert sorted(page.locator("[data-result]").evaluate_all("(els) => els.map(e => e.dataset.result)")) == sorted(ticked)
 
