@@ -70,6 +70,10 @@ def test_namespace_selector_persists_across_pages(client):
     assert claims() == ["infer", "stuck-claim"]
     client.get(reverse("inventory:overview"), {"ns": "all"})
     assert len(claims()) == 5
+    # a list's filter form keeps its sort order and page size; its sort links keep the filters
+    body = client.get(reverse("inventory:node-list"), {"ordering": "-name", "per_page": "2", "ready": "true"}).content.decode()
+    assert '<input type="hidden" name="ordering" value="-name">' in body and '<input type="hidden" name="per_page" value="2">' in body
+    assert '<th class="" aria-sort="descending" data-sort="name"><a href="?ordering=name&amp;per_page=2&amp;ready=true">' in body
 
 
 def test_list_pages_label_an_estimated_count_and_still_page_to_the_end(client, settings):

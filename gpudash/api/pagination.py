@@ -174,6 +174,14 @@ class StablePagePagination(PageNumberPagination):
             return response
         return Response({"next": self.get_next_link(), "results": data})
 
+    def get_paginated_response_schema(self, schema):
+        """Page numbers' body, plus `count_estimated`; with `cursor` there is no count (nor previous)."""
+        out = super().get_paginated_response_schema(schema)
+        out["required"] = ["results"]
+        out["properties"]["count"]["description"] = "Exact up to 10,000 rows, else an estimate (count_estimated). Absent with cursor."
+        out["properties"]["count_estimated"] = {"type": "boolean", "description": "Present (true) when count is the planner's estimate."}
+        return out
+
     def get_schema_operation_parameters(self, view):
         return super().get_schema_operation_parameters(view) + [{
             "name": self.cursor_query_param, "required": False, "in": "query",
