@@ -260,7 +260,7 @@ def source_totals(cluster_ids=None, nodes=None, snapshot=None):
 
     snap = snapshot or fleet.FleetSnapshot(cluster_ids, nodes=nodes)
     dra = {"gpus": 0, "free": 0, "partitions": 0, "nodes": 0, "models": {}}
-    for g in snap.grouped("model", "kind"):
+    for g in snap.kind_groups():
         if not g["gpus"] and g["kind"] != "partition":
             continue
         m = dra["models"].setdefault(g["model"] or "(no model attribute)", {"gpus": 0, "free": 0, "partitions": 0})

@@ -139,7 +139,7 @@ class FleetSnapshot:
         self.user = user
         self.nodes = nodes
         self.stuck = _stuck_devices(cluster_ids, nodes)
-        self._by_model = None
+        self._by_model = self._by_kind = self._by_node_kind = None
 
     def _summary(self):
         # Placeholder rows of pools not publishing now count nothing (unpublished_devices reads them).
@@ -161,9 +161,25 @@ class FleetSnapshot:
             row["states"] = _decide(row, stuck.get(tuple(row[k] for k in keys)))
         return rows
 
+    def kind_groups(self):
+        """grouped("driver", "model", "kind"), read once: the overview's totals, models, kinds and
+        sources all come from it."""
+        if self._by_kind is None:
+            self._by_kind = self.grouped("driver", "model", "kind")
+        return self._by_kind
+
     def model_groups(self):
+        """Per (driver, model): kind_groups summed over the kinds (states decided per kind add up)."""
         if self._by_model is None:
-            self._by_model = self.grouped("driver", "model")
+            merged = {}
+            for g in self.kind_groups():
+                m = merged.setdefault((g["driver"], g["model"]), {"driver": g["driver"], "model": g["model"], "states": Counter()})
+                for k, v in g.items():
+                    if k == "states":
+                        m["states"].update(v)
+                    elif k not in ("driver", "model", "kind"):
+                        m[k] = (m.get(k) or 0) + (v or 0)
+            self._by_model = list(merged.values())
         return self._by_model
 
     @property
@@ -253,7 +269,7 @@ class FleetSnapshot:
         """Physical GPUs (a whole GPU and its partitions are one) and how many are free (no device of
         theirs held or tainted, node Ready); partitions and other devices by their own state."""
         out = Counter()
-        for g in self.grouped("kind"):
+        for g in self.kind_groups():
             out["gpus"] += g["gpus"] or 0
             out["gpus_free"] += g["gpus_free"] or 0
             if g["kind"] == GPU:
@@ -270,7 +286,7 @@ class FleetSnapshot:
         """Rows per (driver, model): for GPUs the physical GPUs, free ones, partitions and free
         partitions; for other devices (kind "other") devices and free ones. GPUs first, biggest first."""
         rows = defaultdict(Counter)
-        for g in self.grouped("driver", "model", "kind"):
+        for g in self.kind_groups():
             r = rows[(OTHER if g["kind"] == OTHER else GPU, g["driver"], g["model"])]
             r["gpus"] += g["gpus"] or 0
             r["gpus_free"] += g["gpus_free"] or 0
@@ -317,7 +333,7 @@ class FleetSnapshot:
     def node_gpu_counts(self):
         """(cluster_id, node) -> Counter {"gpus", "gpus_free", "partitions", "other"}."""
         out = defaultdict(Counter)
-        for g in self.grouped("cluster_id", "node_name", "kind"):
+        for g in self.node_kind_groups():
             if not g["node_name"] or (self.nodes is not None and (g["cluster_id"], g["node_name"]) not in self.nodes):
                 continue
             c = out[(g["cluster_id"], g["node_name"])]
@@ -336,10 +352,16 @@ class FleetSnapshot:
     def node_counts(self):
         """(cluster_id, node) -> Counter of states plus "total"."""
         out = defaultdict(Counter)
-        for g in self.grouped("cluster_id", "node_name"):
+        for g in self.node_kind_groups():  # states decided per kind add up per node
             if g["node_name"] and (self.nodes is None or (g["cluster_id"], g["node_name"]) in self.nodes):
                 out[(g["cluster_id"], g["node_name"])].update(g["states"], total=g["n"])
         return out
+
+    def node_kind_groups(self):
+        """grouped("cluster_id", "node_name", "kind"), read once for node_counts and node_gpu_counts."""
+        if self._by_node_kind is None:
+            self._by_node_kind = self.grouped("cluster_id", "node_name", "kind")
+        return self._by_node_kind
 
 
 def unpublished_devices(cluster_ids=None, nodes=None):

@@ -135,7 +135,7 @@ class NodeListView(DashboardView):
             # by a count reads every filtered node's counts once, sorts the ids, then loads the page.
             all_snap = fleet.FleetSnapshot(self.cluster_ids, user=self.request.user)
             counts = all_snap.node_counts()
-            gpu_counts = all_snap.node_gpu_counts() if any(c in ("gpus", "free_gpus") for c, _desc in sort.order) else {}
+            gpu_counts = all_snap.node_gpu_counts() if any(c in ("gpus", "free_gpus") for c, _desc in sort.order) else {}  # same read
             rows = list(nodes.values_list("id", "cluster_id", "name", "ready", "ready_changed_at", "cluster__name"))
             sort.sort_rows(rows, node_sort_keys(counts, gpu_counts))
             ctx.update(self.paginate([r[0] for r in rows], 100))
