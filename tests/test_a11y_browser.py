@@ -1,5 +1,6 @@
 """Accessibility in real Chromium: axe-core (npm, node_modules/axe-core) scans every dashboard page and
-finds no serious or critical violation, and at a phone's width (390 px) no page scrolls sideways.
+finds no serious or critical violation, and at a phone's width (390 px) no page scrolls sideways; the
+navigation collapses at that width; the skip link comes first and the fleet map is one Tab stop.
 
 "Every page" is read from the URL configuration: each route served by a DashboardView (the pages of
 every app, including ones added later) plus the sign-in page and the admin. A route with arguments
@@ -107,7 +108,7 @@ AXE_RUN = """async () => {
     `${v.impact} ${v.id}: ${v.help} -- ${v.nodes.slice(0, 3).map(n => n.target.join(" ") + " " + (n.failureSummary || "").split("\\n").slice(1, 2).join("")).join(" | ")}`);
 }"""
 # The page's width, and (to say what to fix) the outermost elements sticking out on the right.
-SIDEWAYS = """() => {
+SIDEWAYS = r"""() => {
   const width = document.documentElement.clientWidth, out = [];
   for (const el of document.querySelectorAll("body *")) {
     if (el.getBoundingClientRect().right > width + 1 && !(el.parentElement && el.parentElement.getBoundingClientRect().right > width + 1)) {
@@ -183,6 +184,25 @@ def test_every_page_passes_axe_and_fits_a_phone(server):
         narrow.click(".navtoggle")
         assert narrow.locator("#mainnav").is_visible() and narrow.get_attribute(".navtoggle", "aria-expanded") == "true"
         assert narrow.locator("#mainnav a[aria-current=page]").inner_text() == "Claims"
+
+        # Keyboard: the skip link comes first; the fleet map is one Tab stop with arrow keys inside.
+        page = wide
+        page.set_viewport_size(DESKTOP)
+        page.goto(base + "/fleet/map/")
+        page.keyboard.press("Tab")
+        assert page.evaluate("() => document.activeElement.className") == "skiplink"
+        links = page.locator(".fleetmap a[href]")
+        assert links.count() > 2
+        assert page.locator(".fleetmap a[tabindex='0']").count() == 1
+        assert page.locator(".fleetmap a[tabindex='-1']").count() == links.count() - 1
+        page.locator(".fleetmap a[tabindex='0']").focus()
+        before = page.evaluate("() => document.activeElement.getAttribute('href')")
+        page.keyboard.press("ArrowRight")
+        assert page.evaluate("() => document.activeElement.getAttribute('href')") != before
+        assert page.evaluate("() => document.activeElement.getAttribute('tabindex')") == "0"
+        assert page.locator(".fleetmap a[tabindex='0']").count() == 1
+        page.keyboard.press("Tab")
+        assert page.evaluate("() => !document.activeElement.closest('.fleetmap')"), "Tab leaves the map"
     assert len(pages) >= 15, pages
     assert not problems, "\n".join(f"{p}:\n  " + "\n  ".join(v) for p, v in problems.items())
     assert not sideways, f"pages wider than {PHONE['width']} px: {sideways}"
