@@ -146,7 +146,8 @@ def spread(args, db_url):
     print(f"serving {args.clusters} clusters of {args.nodes} nodes x 8 GPUs, {args.claims} claims and pods each ...", flush=True)
     servers, kubeconfigs = start_servers(args, workdir, args.clusters)
     # Long leases: the workers are paused (SIGSTOP) while the backlog builds and must keep them.
-    env = dict(os.environ, DATABASE_URL=db_url, GPUDASH_LEASE_SECONDS="600", GPUDASH_DISCOVERY_INTERVAL="600", LOG_LEVEL="WARNING")
+    env = dict(os.environ, DATABASE_URL=db_url, GPUDASH_LEASE_SECONDS="600", GPUDASH_DISCOVERY_INTERVAL="600", GPUDASH_WATCH_TIMEOUT="3600",
+               LOG_LEVEL="WARNING")
     results = []
     try:
         for n_workers in counts:

@@ -65,16 +65,18 @@ def test_uneven_counts_and_scoped_workers():
 
 
 @pytest.fixture
-def two_workers(db):
+def two_workers(db, settings):
+    # Long leases: the two stay live however slowly a loaded machine runs the test.
+    settings.GPUDASH_SYNC = {**settings.GPUDASH_SYNC, "LEASE_SECONDS": 600.0}
     now = timezone.now()
     live = [SyncWorker.objects.create(name=f"w{i}:1:abc{i}", hostname="h", pid=i, heartbeat=now) for i in range(2)]
-    dead = SyncWorker.objects.create(name="gone:9:dead", hostname="h", pid=9, heartbeat=now - timedelta(minutes=5))
+    dead = SyncWorker.objects.create(name="gone:9:dead", hostname="h", pid=9, heartbeat=now - timedelta(minutes=15))
     clusters = [Cluster.objects.create(name=f"s{i}", kubeconfig="/nonexistent") for i in range(2)]
     owners = workers.assignment()
     assert {w.name for w in live} == set(owners.values())
     for (cid, kind), owner in owners.items():
         SyncState.objects.create(cluster_id=cid, kind=kind, status=SyncState.Status.CONNECTED, lease_holder=f"{owner}:{kind}",
-                                 lease_expires=now + timedelta(seconds=10))
+                                 lease_expires=now + timedelta(seconds=600))
     return live, dead, clusters, owners
 
 
