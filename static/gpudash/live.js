@@ -45,8 +45,11 @@
     return document.querySelector('[data-region="' + name + '"]');
   }
 
+  // What the announcer calls a region: its aria-label, else the page's heading ("ResourceClaims").
   function label(el) {
-    return el.getAttribute("aria-label") || el.getAttribute("data-region");
+    var h1 = document.querySelector("main h1");
+    var heading = h1 && h1.firstChild && h1.firstChild.nodeType === 3 ? h1.firstChild.nodeValue.trim() : "";
+    return el.getAttribute("aria-label") || heading || el.getAttribute("data-region");
   }
 
   function regionUrl(name) {
