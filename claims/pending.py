@@ -6,6 +6,7 @@ Each step is {"key", "title", "status" (pass/warn/fail/info), "detail", "data"}.
 """
 
 from django.conf import settings
+from django.utils.translation import gettext
 
 from claims.allocator.model import label_selector_matches
 from gpudash.kube import KubeClient, KubeError
@@ -167,11 +168,11 @@ def scheduling_step(pod):
     cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
     phase = status.get("phase") or "Unknown"
     if node:
-        return step("scheduling", "Scheduled", PASS, f"Bound to node {node}; phase {phase}.", node=node, phase=phase)
+        return step("scheduling", gettext("Scheduled"), PASS, f"Bound to node {node}; phase {phase}.", node=node, phase=phase)
     if cond and cond.get("status") == "False":
-        return step("scheduling", "Scheduled", FAIL, f"{cond.get('reason') or 'Not scheduled'}: {cond.get('message') or ''}".strip(),
+        return step("scheduling", gettext("Scheduled"), FAIL, f"{cond.get('reason') or 'Not scheduled'}: {cond.get('message') or ''}".strip(),
                     reason=cond.get("reason"), message=cond.get("message"), phase=phase)
-    return step("scheduling", "Scheduled", WARN, "Not scheduled yet and no PodScheduled condition: the scheduler has not tried "
+    return step("scheduling", gettext("Scheduled"), WARN, "Not scheduled yet and no PodScheduled condition: the scheduler has not tried "
                 "(scheduling gates, or the claim does not exist yet).", phase=phase)
 
 
@@ -180,38 +181,38 @@ def claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_n
     pod_uid, node = meta.get("uid"), (pod.get("spec") or {}).get("nodeName")
     steps = []
     if not claim_name:
-        steps.append(step("exists", "Claim exists", FAIL,
+        steps.append(step("exists", gettext("Claim exists"), FAIL,
                           f"No claim created yet from template {template!r} (the resource-claim controller writes it into the pod's "
                           "status; look for FailedResourceClaimCreation events, or a missing template)."))
         return steps, None
     claim, _ = reader.claim(meta.get("namespace"), claim_name)
     if claim is None:
-        steps.append(step("exists", "Claim exists", FAIL, f"ResourceClaim {claim_name} does not exist in {meta.get('namespace')}."))
+        steps.append(step("exists", gettext("Claim exists"), FAIL, f"ResourceClaim {claim_name} does not exist in {meta.get('namespace')}."))
         return steps, None
     cmeta, cstatus = claim.get("metadata") or {}, claim.get("status") or {}
     if cmeta.get("deletionTimestamp"):
-        steps.append(step("exists", "Claim exists", FAIL, f"ResourceClaim {claim_name} is being deleted: new pods using it are gated."))
+        steps.append(step("exists", gettext("Claim exists"), FAIL, f"ResourceClaim {claim_name} is being deleted: new pods using it are gated."))
     else:
-        steps.append(step("exists", "Claim exists", PASS, f"ResourceClaim {claim_name}."))
+        steps.append(step("exists", gettext("Claim exists"), PASS, f"ResourceClaim {claim_name}."))
     allocation = cstatus.get("allocation")
     if not allocation:
-        steps.append(step("allocated", "Allocated", FAIL, "Not allocated: no node has devices that satisfy it (see the engine's explanation)."))
+        steps.append(step("allocated", gettext("Allocated"), FAIL, "Not allocated: no node has devices that satisfy it (see the engine's explanation)."))
         steps.append(engine_step(cluster, meta.get("namespace"), claim_name, visible_namespaces, pod=pod))
         return steps, claim
     claim_node = ResourceClaim.node_from_selector(allocation.get("nodeSelector"))
     results = (allocation.get("devices") or {}).get("results") or []
     devices = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results]
-    steps.append(step("allocated", "Allocated", PASS, f"Allocated {', '.join(devices) or '(no devices)'}"
+    steps.append(step("allocated", gettext("Allocated"), PASS, f"Allocated {', '.join(devices) or '(no devices)'}"
                       f"{' on ' + claim_node if claim_node else ''}.", node=claim_node, devices=devices))
     reserved = [e for e in cstatus.get("reservedFor") or []]
     if any(e.get("uid") == pod_uid for e in reserved):
-        steps.append(step("reserved", "Reserved for this pod", PASS, "status.reservedFor names this pod."))
+        steps.append(step("reserved", gettext("Reserved for this pod"), PASS, "status.reservedFor names this pod."))
     elif node:
-        steps.append(step("reserved", "Reserved for this pod", FAIL, "The pod is bound but the claim is not reserved for it: the kubelet "
+        steps.append(step("reserved", gettext("Reserved for this pod"), FAIL, "The pod is bound but the claim is not reserved for it: the kubelet "
                           f"refuses to start it (reserved for: {', '.join(e.get('name', '?') for e in reserved) or 'nobody'})."))
     else:
         others = ", ".join(e.get("name", "?") for e in reserved)
-        steps.append(step("reserved", "Reserved for this pod", INFO if not others else WARN,
+        steps.append(step("reserved", gettext("Reserved for this pod"), INFO if not others else WARN,
                           "Not reserved yet (the scheduler reserves it when it binds the pod)" + (f"; reserved for {others}." if others else ".")))
     steps.append(prepared_step(pod, claim, results))
     return steps, claim
@@ -230,16 +231,16 @@ def prepared_step(pod, claim, results):
         pending += [f"{name}: {c}" for c in r.get("bindingConditions") or [] if (conds.get(c) or {}).get("status") != "True"]
     device_conditions = {f"{k[0]}/{k[1]}/{k[2]}": {t: c.get("status") for t, c in v.items()} for k, v in seen.items()}
     if failed:
-        return step("prepared", "Devices prepared", FAIL, "Binding failed: " + "; ".join(failed), conditions=device_conditions)
+        return step("prepared", gettext("Devices prepared"), FAIL, "Binding failed: " + "; ".join(failed), conditions=device_conditions)
     if pending:
-        return step("prepared", "Devices prepared", WARN, "Waiting for binding conditions: " + "; ".join(pending), conditions=device_conditions)
+        return step("prepared", gettext("Devices prepared"), WARN, "Waiting for binding conditions: " + "; ".join(pending), conditions=device_conditions)
     phase = (pod.get("status") or {}).get("phase")
     if phase == "Running" or phase in TERMINAL:
-        return step("prepared", "Devices prepared", PASS, f"The pod's containers started (phase {phase}).", conditions=device_conditions)
+        return step("prepared", gettext("Devices prepared"), PASS, f"The pod's containers started (phase {phase}).", conditions=device_conditions)
     if (pod.get("spec") or {}).get("nodeName"):
-        return step("prepared", "Devices prepared", WARN, "The pod is bound but not running: the kubelet may be failing to prepare the "
+        return step("prepared", gettext("Devices prepared"), WARN, "The pod is bound but not running: the kubelet may be failing to prepare the "
                     "devices (look for FailedPrepareDynamicResources events, and at the driver below).", conditions=device_conditions)
-    return step("prepared", "Devices prepared", INFO, "Not applicable until the pod is bound to a node.", conditions=device_conditions)
+    return step("prepared", gettext("Devices prepared"), INFO, "Not applicable until the pod is bound to a node.", conditions=device_conditions)
 
 
 def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=None):
@@ -247,24 +248,24 @@ def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=Non
     requests) first, as the scheduler runs them, then DRA; names the first failing filter per node."""
     row = ResourceClaim.objects.filter(cluster=cluster, namespace=namespace, name=claim_name).first()
     if row is None:
-        return step("engine", "Where could it fit?", INFO, "The claim is not in the mirror yet: no per-node explanation.")
+        return step("engine", gettext("Where could it fit?"), INFO, "The claim is not in the mirror yet: no per-node explanation.")
     try:
         from .stuck import summarize_preview
 
         full = run_preview(cluster, claim=row, visible_namespaces=visible_namespaces, pod=pod)
         result = summarize_preview(full)
     except Exception as exc:  # an engine failure is reported, the rest of the checklist still runs
-        return step("engine", "Where could it fit?", WARN, f"The allocation engine could not explain it: {exc}")
+        return step("engine", gettext("Where could it fit?"), WARN, f"The allocation engine could not explain it: {exc}")
     summary = result["summary"]
     fits = summary.get("fits", 0)
     common = (summary.get("mostCommonReason") or {}).get("example") or ""
     filtered = filter_rejections_text(summary)
     if fits:
         caveat = "; ".join(f"{n['plugin']} not simulated ({n['reason']})" for n in (summary.get("nodeFilters") or {}).get("notSimulated") or [])
-        return step("engine", "Where could it fit?", INFO, f"The engine finds {fits} node(s) where it fits now: the scheduler "
+        return step("engine", gettext("Where could it fit?"), INFO, f"The engine finds {fits} node(s) where it fits now: the scheduler "
                     "may not have retried yet" + (f", or {caveat}" if caveat else "") + "." + (f" {filtered}" if filtered else ""), **result)
     message = summary.get("schedulerMessage")
-    return step("engine", "Where could it fit?", FAIL, f"Fits on none of {summary.get('nodes', 0)} nodes. "
+    return step("engine", gettext("Where could it fit?"), FAIL, f"Fits on none of {summary.get('nodes', 0)} nodes. "
                 + (f"{filtered} " if filtered else "") + f"Most common reason: {common}" + (f" Scheduler: {message}" if message else ""),
                 **result)
 
@@ -283,11 +284,11 @@ def driver_steps(cluster, reader, node, drivers):
     out = []
     node_row = Node.objects.filter(cluster=cluster, name=node).first()
     if node_row is None:
-        out.append(step("node", f"Node {node}", FAIL, f"Node {node} is not known (deleted?)."))
+        out.append(step("node", gettext("Node %(node)s") % {"node": node}, FAIL, f"Node {node} is not known (deleted?)."))
     elif node_row.ready is False:
-        out.append(step("node", f"Node {node}", FAIL, f"Node {node} is NotReady since {node_row.ready_changed_at}."))
+        out.append(step("node", gettext("Node %(node)s") % {"node": node}, FAIL, f"Node {node} is NotReady since {node_row.ready_changed_at}."))
     else:
-        out.append(step("node", f"Node {node}", PASS, "Ready." if node_row.ready else "Readiness unknown."))
+        out.append(step("node", gettext("Node %(node)s") % {"node": node}, PASS, "Ready." if node_row.ready else "Readiness unknown."))
     slices = list(ResourceSlice.objects.filter(cluster=cluster, node_name=node))
     drivers = sorted(set(drivers) | {s.driver for s in slices})
     for driver in drivers:
@@ -356,7 +357,7 @@ def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None):
                     nodes.add(claim_node)
                 drivers |= {r.get("driver") for r in (allocation.get("devices") or {}).get("results") or [] if r.get("driver")}
         if not report["claims"]:
-            report["steps"].append(step("claims", "Uses DRA", INFO, "The pod has no resource claims: DRA is not why it is Pending."))
+            report["steps"].append(step("claims", gettext("Uses DRA"), INFO, "The pod has no resource claims: DRA is not why it is Pending."))
         pod_node = report["pod"]["node"]
         if pod_node:
             nodes.add(pod_node)

@@ -13,6 +13,7 @@ from datetime import timedelta
 from statistics import median
 
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from claims.allocator.model import label_selector_matches
 from claims.models import AllocationResult, ClaimStateChange, Finding, Pod, ResourceClaim
@@ -62,7 +63,7 @@ def check_versions(cluster, reader):
     features = features_in_use(cluster)
     data["features"] = features
     items.append(item(PASS, "DRA features in use: " + (", ".join(f"{k} ({v})" for k, v in features.items()) or "none beyond basic allocation") + "."))
-    return check("versions", "API server and DRA versions", items, f"Kubernetes {version or '?'}", data)
+    return check("versions", gettext("API server and DRA versions"), items, f"Kubernetes {version or '?'}", data)
 
 
 def features_in_use(cluster):
@@ -137,7 +138,7 @@ def check_drivers(cluster, reader):
                           nodes=unpublished))
     if not slice_nodes:
         items.append(item(WARN, "No DRA driver publishes node-local slices."))
-    return check("drivers", "DRA drivers deployed", items, f"{len(slice_nodes)} driver(s)", data)
+    return check("drivers", gettext("DRA drivers deployed"), items, f"{len(slice_nodes)} driver(s)", data)
 
 
 def _driver_pod_nodes(cluster, reader, driver):
@@ -195,7 +196,7 @@ def _rules_allow(rules, verb, group, resource):
 
 def check_rbac(cluster, reader):
     if not reader.live:
-        return check("rbac", "RBAC", [item(SKIP, f"Needs the API server: {reader.error or 'snapshot cluster'}.")])
+        return check("rbac", gettext("RBAC"), [item(SKIP, f"Needs the API server: {reader.error or 'snapshot cluster'}.")])
     items = []
     probe_ns = "default"
     for subject in ops_setting("RBAC_SUBJECTS") or []:
@@ -210,7 +211,7 @@ def check_rbac(cluster, reader):
                 answer = _post(reader, "/apis/authorization.k8s.io/v1/subjectaccessreviews", body)
             except KubeError as exc:
                 items.append(item(SKIP, f"SubjectAccessReview failed: {exc}"))
-                return check("rbac", "RBAC", items)
+                return check("rbac", gettext("RBAC"), items)
             if (answer.get("status") or {}).get("allowed"):
                 allowed.append(f"{verb} {resource}{'/' + sub if sub else ''} ({why})")
         if allowed:
@@ -222,7 +223,7 @@ def check_rbac(cluster, reader):
                        {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": probe_ns}})
     except KubeError as exc:
         items.append(item(SKIP, f"SelfSubjectRulesReview failed: {exc}"))
-        return check("rbac", "RBAC", items)
+        return check("rbac", gettext("RBAC"), items)
     rules = (review.get("status") or {}).get("resourceRules") or []
     missing = [f"{v} {r}" for v, g, r in NEEDED_READ if not _rules_allow(rules, v, g, r)]
     items.append(item(FAIL if missing else PASS, ("The dashboard lacks " + ", ".join(missing) + " (deploy/rbac-readonly.yaml).")
@@ -242,7 +243,7 @@ def check_rbac(cluster, reader):
         items.append(item(WARN, "The cluster is read-only in gpudash but its service account may still write claims: use deploy/rbac-readonly.yaml."))
     elif cluster.writable:
         items.append(item(PASS, "The dashboard has exactly what release actions need."))
-    return check("rbac", "RBAC", items, data={"dashboard_rules": rules})
+    return check("rbac", gettext("RBAC"), items, data={"dashboard_rules": rules})
 
 
 def _impersonates(cluster):
@@ -361,7 +362,7 @@ def check_reporting(cluster):
                 wrong.append(f"{name} ({per_node.get(name, 0)} devices, label says {want})")
         if wrong:
             items.append(item(WARN, f"Devices per node differ from {count_label}: {', '.join(wrong[:20])}.", nodes=wrong))
-    return check("reporting", "Device reporting accuracy", items, f"{len(pools)} pool(s)")
+    return check("reporting", gettext("Device reporting accuracy"), items, f"{len(pools)} pool(s)")
 
 
 # --- 5. failure recovery --------------------------------------------------------------------------------
@@ -407,7 +408,7 @@ def check_recovery(cluster, now=None):
         items.append(item(PASS, "No release observed in the last day."))
     if still_open:
         items.append(item(WARN, f"{still_open} claim(s) lost their reservation but are not deallocated yet."))
-    return check("recovery", "Failure recovery path", items, data=data)
+    return check("recovery", gettext("Failure recovery path"), items, data=data)
 
 
 # --- 6. the mirror itself --------------------------------------------------------------------------------
@@ -427,7 +428,7 @@ def check_mirror(cluster):
         items.append(item(WARN, f"DeviceClass {name}: {error[:500]}", device_class=name))
     if not items:
         items.append(item(PASS, "Every mirrored object was stored and every DeviceClass selector could be counted."))
-    return check("mirror", "Mirrored objects", items)
+    return check("mirror", gettext("Mirrored objects"), items)
 
 
 # --- 7. a fleet in transition: device plugins and HAMi beside DRA --------------------------------------
@@ -499,7 +500,7 @@ def check_transition(cluster):
     totals = accelerators.source_totals([cluster.id])
     summary = (f"DRA {totals['dra']['gpus']} GPUs on {totals['dra']['nodes']} node(s) · device plugin {totals['device-plugin']['gpus']} GPUs "
                f"on {totals['device-plugin']['nodes']} · HAMi {totals['hami']['shares']} vGPU shares of {totals['hami']['gpus']} GPUs on {totals['hami']['nodes']}")
-    return check("transition", "DRA beside device plugins and HAMi", items, summary, {"sources": totals})
+    return check("transition", gettext("DRA beside device plugins and HAMi"), items, summary, {"sources": totals})
 
 
 def run_checks(cluster, live=True):

@@ -9,6 +9,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext as _
 
 from inventory.fleet import STATE_LABELS
 
@@ -63,7 +64,7 @@ def _as_datetime(value):
 
 @register.filter
 def ago_text(value):
-    """'12s ago', '5m ago', '3h ago', '2d ago' ('in 5m' ahead): plain text, for attributes."""
+    """'12s ago', '5m ago', '3h ago', '2d ago' ('in 5m' ahead): plain text, for attributes; in the UI's language."""
     value = _as_datetime(value)
     if value is None:
         return "—"
@@ -71,11 +72,12 @@ def ago_text(value):
     ahead = seconds < -5  # a few seconds of clock skew still read "just now"
     seconds = abs(seconds)
     if seconds < 5 and not ahead:
-        return "just now"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size or unit == "s":
-            amount = f"{seconds // size}{unit}"
-            return f"in {amount}" if ahead else f"{amount} ago"
+        return _("just now")
+    units = ((86400, _("%(n)sd")), (3600, _("%(n)sh")), (60, _("%(n)sm")), (1, _("%(n)ss")))
+    for size, unit in units:
+        if seconds >= size or size == 1:
+            amount = unit % {"n": seconds // size}
+            return _("in %(amount)s") % {"amount": amount} if ahead else _("%(amount)s ago") % {"amount": amount}
 
 
 @register.filter
