@@ -19,7 +19,7 @@ UNTRANSLATED_TERMS = {
     "api", "rest", "openapi", "uuid", "uid", "dra", "rbac", "oidc", "sso", "hami", "dcgm", "prometheus",
     "grafana", "resourceclaim", "resourceclaims", "resourceclaimtemplate", "resourceclaimtemplates",
     "resourceslice", "resourceslices", "deviceclass", "deviceclasses", "devicetaintrule", "pod", "pods",
-    "vgpu", "id", "url", "ms", "gi", "mi", "w", "s", "x", "utc", "iso",
+    "vgpu", "id", "url", "ms", "gi", "mi", "gib", "mib", "w", "s", "x", "utc", "iso",
 }
 READ_ATTRIBUTES = {"title", "placeholder", "aria-label", "alt", "aria-description", "data-confirm"}
 _SKIP_BLOCKS = {"blocktranslate": "endblocktranslate", "blocktrans": "endblocktrans", "comment": "endcomment",

@@ -32,7 +32,7 @@ def test_the_marking_check_finds_english_in_text_and_read_attributes(tmp_path):
         '<button type="submit" value="{{ v }}">{% translate "Send" %}</button>\n'
         '<textarea translate="no" placeholder="kind: ResourceClaim"></textarea><span>GPU · {{ x }} MiB</span>\n'
         "{% blocktranslate %}Counted {{ n }} times{% endblocktranslate %}<script>var words = 'not text';</script>\n")
-    assert unmarked_text(template) == [(1, 'title="Free GPUs"'), (1, ": … free")]
+    assert unmarked_text(template) == [(1, 'title="Free GPUs"'), (1, "… : … free")]
 
 
 @pytest.fixture(scope="module")

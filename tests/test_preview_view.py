@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 from claims import preview_page
 from claims.preview import run_preview
 from gpudash import roles
+from inventory.models import Cluster
 
 from .preview_fixtures import BAD_CEL, MALFORMED, TWO_GPUS, load_preview_fleet
 from .ui_fixtures import make_user
@@ -147,6 +148,11 @@ def test_malformed_yaml_names_line_and_column(operator, wide):
 
 def test_empty_input_and_no_cluster(operator, wide):
     assert "Paste a ResourceClaim" in operator.post(URL, {"yaml": "  "}).context["error"]
+    # One cluster: "All clusters" previews against it, there is nothing to pick.
+    resp = operator.post(reverse("claims:preview") + "?cluster=all", {"yaml": TWO_GPUS})
+    assert not resp.context.get("error") and resp.context["report"].summary["nodes"] > 0
+    # Two: the user picks one.
+    Cluster.objects.create(name="second")
     resp = operator.post(reverse("claims:preview") + "?cluster=all", {"yaml": TWO_GPUS})
     assert "Pick a cluster" in resp.context["error"]
 

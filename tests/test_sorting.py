@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 
 from claims.allocator.quantity import parse_quantity
-from claims.models import Pod, ResourceClaim
+from claims.models import ResourceClaim
 from inventory.models import Cluster, Device, DeviceClass, Node
 
 from .fleet_data import load_scenario
@@ -192,7 +192,18 @@ def check_classes(viewer):
     })
 
 
-LISTS = [check_nodes, check_devices, check_pods, check_pools, check_classes]
+def check_claims(viewer):
+    created = {(c, ns, n): t for c, ns, n, t in ResourceClaim.objects.values_list("cluster__name", "namespace", "name", "creation_timestamp")}
+    ident = lambda r: (r["cluster"]["text"], r["namespace"]["text"], r["name"]["text"])  # noqa: E731
+    check_every_column(viewer, reverse("claims:claim-list"), "claim-table", ident, {
+        "cluster": text("cluster"), "namespace": text("namespace"), "name": text("name"),
+        "state": lambda r: r["state"]["badge"], "node": lambda r: r["node"]["text"],
+        "classes": lambda r: r["classes"]["text"].split(", ")[0] or None, "owner": lambda r: r["owner"]["text"],
+        "created": lambda r: created[ident(r)],
+    })
+
+
+LISTS = [check_nodes, check_devices, check_pods, check_pools, check_classes, check_claims]
 
 
 def test_every_list_sorts_by_every_column(viewer):
