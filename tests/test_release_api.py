@@ -119,5 +119,5 @@ def test_pending_and_readiness_endpoints(server, live_cluster):
     outsider = client_for(make_user("tina", roles.VIEWER, ["team-b"]))
     assert outsider.get("/api/v1/pods/dev/team-a/p/pending").status_code == 404
     readiness = api.get("/api/v1/clusters/dev/readiness")
-    assert readiness.status_code == 200 and {c["id"] for c in readiness.json()["checks"]} == {"versions", "drivers", "rbac", "reporting", "recovery", "mirror"}
+    assert readiness.status_code == 200 and {c["id"] for c in readiness.json()["checks"]} == {"versions", "drivers", "rbac", "reporting", "recovery", "mirror", "transition"}
     assert api.get("/api/v1/clusters/nope/readiness").status_code == 404

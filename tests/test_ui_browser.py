@@ -84,7 +84,7 @@ def test_every_page_renders_and_device_filter_works(stack, page):
 
     # Filter devices by an attribute typed into the filter box.
     page.goto(base + "/devices/")
-    page.fill("input[name=q]", "productName = NVIDIA L4")
+    page.fill("form.filters input[name=q]", "productName = NVIDIA L4")
     page.click("#device-filter button[type=submit]")
     page.wait_for_url("**/devices/?*")
     rows = page.locator("#device-table tbody tr")
