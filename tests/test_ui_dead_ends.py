@@ -129,7 +129,7 @@ def test_claim_timeline_uses_the_claims_own_timestamps(alpha):
     raw = claim("team-a", "dated")
     raw["metadata"]["creationTimestamp"] = "2026-01-05T09:00:00Z"
     apply_object(alpha, "ResourceClaim", raw)
-    raw = {**raw, "metadata": {**raw["metadata"], "resourceVersion": "999", "deletionTimestamp": "2026-01-05T09:30:00Z",
+    raw = {**raw, "metadata": {**raw["metadata"], "resourceVersion": str(int(raw["metadata"]["resourceVersion"]) + 1), "deletionTimestamp": "2026-01-05T09:30:00Z",
                                "finalizers": ["resource.kubernetes.io/delete-protection"]}}
     apply_object(alpha, "ResourceClaim", raw)
     steps = list(ClaimStateChange.objects.filter(cluster=alpha, name="dated").order_by("at").values_list("new_state", "at"))
