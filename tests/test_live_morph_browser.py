@@ -100,7 +100,8 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
     for value in ticked:
         box = page.locator(f"#findings-table input[name=ids][value='{value}']")
         assert box.is_checked() and box.evaluate(KEPT), f"finding {value}: still ticked, the same checkbox"
-    assert held_notice(page, "findings").count() == 0
+    # No check that the notice is gone now: the boxes are still ticked, so a later change (the detector
+    # publishes more than one) is rightly held behind a fresh notice.
     page.screenshot(path=str(stack["shots"] / "stuck-held-merged.png"), full_page=True)
     # A slow answer (held here until the busy state has shown) marks the form busy after 300 ms.
     # What the page shows while waiting is kept in sessionStorage, which outlives the navigation.
