@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gpudash import roles
-from gpudash.api.filters import check_params
+from gpudash.api.filters import check_params, int_param
 from gpudash.api.permissions import IsViewer
 from inventory.models import Cluster
 
@@ -60,7 +60,7 @@ class UtilizationView(APIView):
     def get(self, request):
         params = request.query_params
         check_params(request, {"cluster", "pool", "namespace", "limit", "offset", "format"})
-        limit, offset = _int(params, "limit", 1000, 1, MAX_LIMIT), _int(params, "offset", 0, 0, None)
+        limit, offset = int_param(params, "limit", 1000, 1, MAX_LIMIT), int_param(params, "offset", 0, 0, None)
         sources = PrometheusSource.objects.select_related("cluster")
         if params.get("cluster"):
             if not Cluster.objects.filter(name=params["cluster"]).exists():
@@ -86,16 +86,3 @@ class UtilizationView(APIView):
             "sources": [source_json(s) for s in sources], "count": samples.count(), "results": page,
             "idle_gpu_hours_by_namespace": [{"namespace": ns, "gpu_hours": h} for ns, h in idle],
         })
-
-
-def _int(params, name, default, low, high):
-    text = params.get(name)
-    if text in (None, ""):
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValidationError({name: [f"Must be an integer, got {text!r}."]}) from None
-    if value < low or (high is not None and value > high):
-        raise ValidationError({name: [f"Must be between {low} and {high}." if high else f"Must be at least {low}."]})
-    return value

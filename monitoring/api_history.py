@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gpudash import roles
-from gpudash.api.filters import check_params
+from gpudash.api.filters import check_params, int_param
 from gpudash.api.permissions import IsViewer
 from inventory.models import Cluster
 
@@ -47,19 +47,6 @@ def _choices(params, name, allowed, default):
     return tuple(dict.fromkeys(picked))
 
 
-def _int(params, name, default, low, high):
-    text = params.get(name)
-    if text in (None, ""):
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValidationError({name: [f"Must be an integer, got {text!r}."]}) from None
-    if not low <= value <= high:
-        raise ValidationError({name: [f"Must be between {low} and {high}."]})
-    return value
-
-
 def _common(request):
     """(cluster ids or None, hours, step, minutes) from the shared parameters."""
     params = request.query_params
@@ -69,9 +56,9 @@ def _common(request):
         if cluster is None:
             raise ValidationError({"cluster": [f"No cluster named {params['cluster']!r}."]})
         cluster_ids = [cluster.id]
-    hours = _int(params, "hours", 24, 1, int(history.retention_days() * 24))
+    hours = int_param(params, "hours", 24, 1, int(history.retention_days() * 24))
     now = timezone.now()
-    end = _int(params, "end", None, 0, int(now.timestamp()) + 86400)
+    end = int_param(params, "end", None, 0, int(now.timestamp()) + 86400)
     step, minutes = history.points(hours, now if end is None else datetime.fromtimestamp(end, tz=dt_timezone.utc))
     return cluster_ids, hours, step, minutes
 
@@ -141,7 +128,7 @@ class NamespaceHistoryView(APIView):
         params = request.query_params
         cluster_ids, hours, step, minutes = _common(request)
         names = _choices(params, "series", tuple(NAMESPACE_SERIES), ("gpu",))
-        top = _int(params, "top", 8, 1, MAX_TOP)
+        top = int_param(params, "top", 8, 1, MAX_TOP)
         namespaces = [n.strip() for n in params["namespace"].split(",") if n.strip()] if params.get("namespace") else None
         scope = roles.visible_namespaces(request.user)
         if scope is not None:

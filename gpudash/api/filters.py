@@ -72,3 +72,17 @@ def check_params(request, known):
             raise ValidationError({key: [f"Unknown parameter {key!r}; this endpoint accepts: {', '.join(sorted(known))}."]})
         if any("\x00" in v for v in values):
             raise ValidationError({key: ["NUL characters are not allowed."]})
+
+
+def int_param(params, name, default, low, high):
+    """An integer query parameter within [low, high] (high None: no upper bound), or a 400 naming it."""
+    text = params.get(name)
+    if text in (None, ""):
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValidationError({name: [f"Must be an integer, got {text!r}."]}) from None
+    if value < low or (high is not None and value > high):
+        raise ValidationError({name: [f"Must be between {low} and {high}." if high is not None else f"Must be at least {low}."]})
+    return value
