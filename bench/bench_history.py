@@ -26,10 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/gpudash_bench_metrics"
 
-
-def load_average():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
+from fleetdb import add_fleet_arguments, load_average, open_fleet  # noqa: E402 (after the path set-up)
 
 
 def time_sampler(samples):
@@ -120,33 +117,12 @@ def time_charts(runs, days, namespace):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--claims", type=int, default=20000)
+    add_fleet_arguments(parser)
     parser.add_argument("--samples", type=int, default=10)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--days", type=float, default=14)
-    parser.add_argument("--reload", action="store_true")
     args = parser.parse_args()
-    db_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_DB)
-    os.environ["DATABASE_URL"] = db_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
-    os.environ.setdefault("DB_CONN_MAX_AGE", "600")
-    os.environ["GPUDASH_HISTORY_DAYS"] = str(max(args.days, 1))
-    from bench_api import ensure_database, load
-
-    ensure_database(db_url)
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    settings.ALLOWED_HOSTS = ["*"]
-    call_command("migrate", verbosity=0)
-    from inventory.models import Device
-
-    if args.reload or Device.objects.filter(cluster__name="bench").count() < args.nodes * 8:
-        load(args.nodes, args.claims)
+    open_fleet(args, DEFAULT_DB, GPUDASH_HISTORY_DAYS=str(max(args.days, 1)))
     print("load average at start:", load_average())
     time_sampler(args.samples)
     spaces = fill(args.days)

@@ -30,6 +30,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/gpudash_bench_metrics"
 
+from fleetdb import add_fleet_arguments, load_average, open_fleet  # noqa: E402 (after the path set-up)
+
 
 def exposition(gpus, rng):
     lines = []
@@ -107,6 +109,12 @@ def time_polls(cluster, polls, workdir):
     try:
         deadline = time.monotonic() + 300
         source, _ = PrometheusSource.objects.update_or_create(cluster=cluster, defaults={"url": url, "enabled": True})
+        while time.monotonic() < deadline:  # Prometheus listening first, so no poll logs a refused connection
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=5):
+                    break
+            except OSError:
+                time.sleep(0.5)
         while time.monotonic() < deadline:
             try:
                 r = poll(source)
@@ -145,44 +153,21 @@ def time_polls(cluster, polls, workdir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--claims", type=int, default=20000)
+    add_fleet_arguments(parser)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--polls", type=int, default=5)
-    parser.add_argument("--reload", action="store_true")
     args = parser.parse_args()
-    db_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_DB)
-    os.environ["DATABASE_URL"] = db_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
-    os.environ.setdefault("DB_CONN_MAX_AGE", "600")
     os.environ.pop("GPUDASH_METRICS_TOKEN", None)
-    os.environ.setdefault("GPUDASH_PROMETHEUS_TIMEOUT", "30")  # a loaded machine must not turn a slow poll into an error
-    from bench_api import ensure_database, load
-
-    ensure_database(db_url)
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    settings.ALLOWED_HOSTS = ["*"]
-    call_command("migrate", verbosity=0)
-    from inventory.models import Cluster, Device
-
-    if args.reload or Device.objects.filter(cluster__name="bench").count() < args.nodes * 8:
-        load(args.nodes, args.claims)
-    cluster = Cluster.objects.get(name="bench")
-    with open("/proc/loadavg") as f:
-        print("load average at start:", f.read().split()[:3])
+    # a loaded machine must not turn a slow poll into an error
+    cluster = open_fleet(args, DEFAULT_DB, GPUDASH_PROMETHEUS_TIMEOUT=os.environ.get("GPUDASH_PROMETHEUS_TIMEOUT", "30"))
+    print("load average at start:", load_average())
     p50, worst, size, series = time_metrics(args.runs)
     print(f"\n/metrics: p50 {p50:.1f} ms, max {worst:.1f} ms over {args.runs} scrapes; {series} samples, {size / 1e3:.0f} kB")
     with tempfile.TemporaryDirectory() as workdir:
         time_polls(cluster, args.polls, workdir)
     p50, worst, size, series = time_metrics(args.runs)
     print(f"\n/metrics after the polls: p50 {p50:.1f} ms, max {worst:.1f} ms; {series} samples")
-    with open("/proc/loadavg") as f:
-        print("load average at end:", f.read().split()[:3])
+    print("load average at end:", load_average())
 
 
 if __name__ == "__main__":
