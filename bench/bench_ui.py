@@ -2,10 +2,16 @@
 
     .venv/bin/python bench/bench_ui.py [--nodes 5000] [--claims 20000] [--runs 10] [--clients 200]
                                        [--rate 100] [--seconds 10] [--reload] [--skip-pages] [--skip-fanout]
+                                       [--sorts desc|asc|both|none] [--only TEXT ...]
 
-Pages: every list page plain, filtered, and sorted by each sortable column (descending); requests go
-through Django's whole stack in-process (test client: sessions, auth, view,
-template rendering), so the time is server time without network; figures are printed, not asserted.
+Pages: every list page plain, filtered, and sorted by each sortable column (--sorts: descending by
+default, ascending, both or none; every list that declares sortable columns, the fleet map, stuck
+findings and pending pods included); --only times just the pages whose label contains one of the
+given texts. Requests go through Django's whole stack in-process (test client: sessions, auth, view,
+template rendering), so the time is server time without network; each row gives the median and max
+wall time, the median CPU time of this process (Python: Django, the view, templates; PostgreSQL's
+own work is in the wall time only), the queries and the 1-minute load average when the row was
+measured. Figures are printed, not asserted.
 Fan-out: an ASGI server (subprocess; --server uvicorn as `manage.py serve` runs it, or daphne) with the
 Redis channel layer of the settings, N authenticated websocket
 clients subscribed to the cluster's claims, and a producer committing --rate claim changes per
@@ -40,10 +46,28 @@ def pct(values, p):
 
 
 def measure(client, url, runs):
-    from bench_api import timed_gets
+    """(median ms, max ms, median CPU ms of this process, queries, bytes) of `runs` GETs after one warm-up."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
 
-    times, response, queries = timed_gets(client, url, runs, warmup=1)
-    return statistics.median(times), max(times), queries, len(response.content)
+    times, cpu = [], []
+    for i in range(1 + runs):
+        with CaptureQueriesContext(connection) as ctx:
+            c0, t0 = time.process_time(), time.perf_counter()
+            response = client.get(url)
+            elapsed, cpu_used = time.perf_counter() - t0, time.process_time() - c0
+        assert response.status_code == 200, (url, response.status_code, response.content[:500])
+        if i:
+            times.append(elapsed * 1000)
+            cpu.append(cpu_used * 1000)
+    return statistics.median(times), max(times), statistics.median(cpu), len(ctx.captured_queries), len(response.content)
+
+
+def load_average():
+    try:
+        return float(open("/proc/loadavg").read().split()[0])
+    except OSError:
+        return float("nan")
 
 
 PAGES = [
@@ -69,28 +93,38 @@ PAGES = [
 ]
 
 
-def bench_pages(client, runs):
-    pages = PAGES
-    print(f"\n{'page':52} {'median ms':>10} {'max ms':>8} {'queries':>8} {'KB':>6}")
+def bench_pages(client, runs, sorts="desc", only=()):
+    pages = [(n, u) for n, u in PAGES + sorted_pages(sorts) if not only or any(o in n for o in only)]
+    print(f"\nstarted {time.strftime('%H:%M:%S')}, load average {open('/proc/loadavg').read().strip()}")
+    print(f"\n{'page':52} {'median ms':>10} {'max ms':>8} {'CPU ms':>7} {'queries':>8} {'KB':>6} {'load':>5}")
     results = {}
-    for name, url in pages + sorted_pages():
-        median, worst, queries, size = measure(client, url, runs)
+    for name, url in pages:
+        median, worst, cpu, queries, size = measure(client, url, runs)
         results[name] = median
-        print(f"{name:52} {median:10.0f} {worst:8.0f} {queries:8d} {size / 1024:6.0f}")
+        print(f"{name:52} {median:10.0f} {worst:8.0f} {cpu:7.0f} {queries:8d} {size / 1024:6.0f} {load_average():5.1f}", flush=True)
+    by_list = {}
+    for name, median in results.items():
+        if " sorted by " in name:
+            by_list.setdefault(name.split(" sorted by ")[0], []).append((median, name))
+    if by_list:
+        print("\nslowest sort per list (median ms): " + "; ".join(f"{k} {max(v)[0]:.0f} ({max(v)[1].split(' sorted by ')[1]})" for k, v in by_list.items()))
     return results
 
 
-def sorted_pages():
-    """Every list page sorted by each of its sortable columns, descending (the columns the views
-    declare: gpudash/tables.py); the classes list is left out (a handful of rows)."""
+def sorted_pages(sorts="desc"):
+    """Every list page sorted by each of its sortable columns (the columns the views declare:
+    gpudash/tables.py), descending, ascending or both; the classes list is left out (a handful of rows)."""
     from claims.views import CLAIM_SORT, POD_SORT
-    from inventory.views import NODE_SORT, POOL_SORT, device_sort_columns
+    from claims.views_ops import PENDING_SORT, finding_sort_columns
+    from inventory.views import MAP_SORT, NODE_SORT, POOL_SORT, device_sort_columns
 
     from django.contrib.auth.models import AnonymousUser
 
     lists = [("nodes", "/nodes/", NODE_SORT), ("devices", "/devices/", device_sort_columns(AnonymousUser())),
-             ("claims", "/claims/", CLAIM_SORT), ("pods", "/pods/", POD_SORT), ("pools", "/pools/", POOL_SORT)]
-    return [(f"{label} sorted by -{column}", f"{url}?ordering=-{column}") for label, url, columns in lists for column in columns]
+             ("claims", "/claims/", CLAIM_SORT), ("pods", "/pods/", POD_SORT), ("pools", "/pools/", POOL_SORT),
+             ("fleet map", "/fleet/map/", MAP_SORT), ("stuck findings", "/stuck/", finding_sort_columns()), ("pending pods", "/pending/", PENDING_SORT)]
+    signs = {"desc": ("-",), "asc": ("",), "both": ("", "-"), "none": ()}[sorts]
+    return [(f"{label} sorted by {sign}{column}", f"{url}?ordering={sign}{column}") for label, url, columns in lists for column in columns for sign in signs]
 
 
 def _free_port():
@@ -251,6 +285,8 @@ def main():
     parser.add_argument("--skip-fanout", action="store_true")
     parser.add_argument("--explain", metavar="FILE", help="Also write EXPLAIN (ANALYZE, BUFFERS) of each page's queries over 1 ms to FILE (markdown).")
     parser.add_argument("--server", choices=("uvicorn", "daphne"), default="uvicorn", help="ASGI server for the fan-out part")
+    parser.add_argument("--sorts", choices=("desc", "asc", "both", "none"), default="desc", help="which directions of every sortable column to time")
+    parser.add_argument("--only", nargs="*", default=(), metavar="TEXT", help="time only the pages whose label contains one of these")
     args = parser.parse_args()
 
     db_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_DB)
@@ -290,13 +326,14 @@ def main():
         t0 = time.perf_counter()
         count_class_matches(cluster.id)  # what the background recount stores for the classes page
         print(f"device class match counts, background recount: {(time.perf_counter() - t0) * 1000:.0f} ms")
-        bench_pages(client, args.runs)
+        bench_pages(client, args.runs, args.sorts, args.only)
         if args.explain:
             from bench_api import explain
 
             with open(args.explain, "w") as f:
                 f.write(f"# EXPLAIN ANALYZE: bench/bench_ui.py, {args.nodes} nodes (queries over 1 ms)\n\n")
-                f.write("\n".join(explain(client, label, url, min_ms=1.0) for label, url in PAGES + sorted_pages()))
+                pages = [(n, u) for n, u in PAGES + sorted_pages(args.sorts) if not args.only or any(o in n for o in args.only)]
+                f.write("\n".join(explain(client, label, url, min_ms=1.0) for label, url in pages))
             print(f"plans written to {args.explain}")
     if not args.skip_fanout:
         bench_fanout(cluster, f"sessionid={client.cookies['sessionid'].value}", args.clients, args.rate, args.seconds, args.server)

@@ -9,7 +9,10 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 
-from gpudash import roles
+from django.db.models import Case, F, IntegerField, TextField, Value, When
+from django.db.models.functions import Concat, NullIf
+
+from gpudash import roles, tables
 from gpudash.views import DashboardView
 from inventory.models import Cluster
 
@@ -20,6 +23,27 @@ from .release import ACTION_TITLES, release_finding
 from .stuck import RULE_TITLES
 
 MAX_BULK = 100
+SEVERITY_RANK = {"info": 1, "warning": 2, "critical": 3}
+# Sortable columns of the "Why Pending?" list (gpudash/tables.py).
+PENDING_SORT = {"cluster": "cluster__name", "namespace": "namespace", "name": "name", "created": "creation_timestamp",
+                "reason": NullIf("scheduled_reason", Value(""))}  # no PodScheduled reason yet: last
+
+
+def finding_sort_columns():
+    """Sortable columns of the stuck-claims list, in SQL and by what the rows show: severity by rank
+    (critical last ascending, first descending), rule and remedy by their titles in the page's
+    language, the claim as "namespace/name"; findings without a claim or a remedy sort last."""
+    def titles(field, mapping, default):
+        return Case(*[When(**{field: key}, then=Value(str(title))) for key, title in mapping.items()], default=default, output_field=TextField())
+
+    return {
+        "severity": Case(*[When(severity=k, then=Value(v)) for k, v in SEVERITY_RANK.items()], default=Value(0), output_field=IntegerField()),
+        "rule": titles("rule", RULE_TITLES, F("rule")),
+        "cluster": "cluster__name",
+        "claim": Case(When(claim_name="", then=Value(None)), default=Concat("namespace", Value("/"), "claim_name"), output_field=TextField()),
+        "first_seen": "first_seen",
+        "remedy": titles("remedy", ACTION_TITLES, Value(None)),
+    }
 
 
 class StuckClaimsView(DashboardView):
@@ -40,13 +64,14 @@ class StuckClaimsView(DashboardView):
         for key, value in filters.items():
             if value:
                 qs = qs.filter(**{key: value})
-        ctx.update(self.paginate(qs.order_by("cleared_at", "-first_seen", "-id"), 100))
+        sort = tables.sorting(self.request, Finding, finding_sort_columns(), default=("cleared_at", "-first_seen", "-id"))
+        ctx.update(self.paginate(sort.apply(qs), 100))
         show_findings(ctx["page_obj"].object_list, self.request.user)
         for f in ctx["page_obj"].object_list:
             f.rule_title = RULE_TITLES.get(f.rule, f.rule)
             f.action_title = ACTION_TITLES.get(f.remedy, "")
             f.can_release = f.remedy and f.cleared_at is None and roles.can_operate(self.request.user, f.namespace)
-        ctx.update(filters=filters, history=history, rules=RULE_TITLES, severities=Finding.Severity.choices,
+        ctx.update(filters=filters, history=history, rules=RULE_TITLES, severities=Finding.Severity.choices, sorting=sort,
                    recent_audit=roles.scope_queryset(AuditEntry.objects.all(), self.request.user)[:10])
         return ctx
 
@@ -113,8 +138,10 @@ class PendingPodView(DashboardView):
         if kwargs.get("cluster_name"):
             cluster = get_object_or_404(Cluster, name=kwargs["cluster_name"])
         pending = roles.scope_queryset(self.in_cluster(Pod.objects.filter(phase="Pending").exclude(claim_refs=None)), self.request.user)
-        ctx.update(form={"namespace": namespace, "name": name}, target_cluster=cluster,
-                   pending_pods=pending.select_related("cluster").order_by("namespace", "name")[:50])
+        sort = tables.sorting(self.request, Pod, PENDING_SORT, default=("cluster_id", "namespace", "name"))
+        ctx.update(self.paginate(sort.apply(pending.select_related("cluster")).only(
+            "cluster__name", "namespace", "name", "creation_timestamp", "scheduled_reason", "scheduled_message"), 50))
+        ctx.update(form={"namespace": namespace, "name": name}, target_cluster=cluster, sorting=sort)
         if namespace and name:
             if cluster is None:
                 ctx["error"] = "Pick a cluster first."

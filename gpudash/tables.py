@@ -37,8 +37,9 @@ class Sorting:
     def primary(self):
         return self.order[0] if self.order else (None, False)
 
-    def apply(self, queryset):
-        """The queryset in the requested SQL order (the default order where Python sorts)."""
+    def apply(self, queryset, tiebreak=("pk",)):
+        """The queryset in the requested SQL order (the default order where Python sorts), then
+        `tiebreak` (a grouped `values()` query passes its own unique key: "pk" would split its groups)."""
         exprs = []
         if not self.python:
             for column, desc in self.order:
@@ -49,7 +50,7 @@ class Sorting:
                     exprs.append(expr.desc() if desc else expr.asc())
                 else:
                     exprs.append(expr.desc(nulls_last=True) if desc else expr.asc(nulls_last=True))
-        return queryset.order_by(*exprs, *self.default, "pk")
+        return queryset.order_by(*exprs, *self.default, *tiebreak)
 
     def _nullable(self, name):
         try:

@@ -2,7 +2,7 @@
 
 from collections import defaultdict
 
-from django.db.models import Case, Count, FloatField, Q, TextField, Value, When
+from django.db.models import Case, Count, F, FloatField, OuterRef, Q, Subquery, TextField, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Concat
 from django.http import Http404
@@ -14,7 +14,7 @@ from gpudash import roles, tables
 from gpudash.views import DashboardView
 
 from . import accelerators, devicefilter, devicestate, fleet, pools, summary
-from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
+from .models import Cluster, Device, DeviceClass, Node, NodeDeviceSummary, ResourceSlice
 
 # What a devices-list row shows (the raw JSON and the API's search copies stay in the database).
 PAGE_DEVICE_FIELDS = ("id", "cluster_id", "driver", "pool", "name", "node_name", "attributes", "capacity", "tainted", "consumes_counters")
@@ -47,6 +47,17 @@ class OverviewView(DashboardView):
         return ctx
 
 
+# Sortable columns of the fleet map (gpudash/tables.py), over its rows grouped per node in SQL
+# (FleetMap.rows: the summary's sums): what each row says, the free GPUs of a NotReady node as 0.
+MAP_SORT = {
+    "cluster": Subquery(Cluster.objects.filter(pk=OuterRef("cluster_id")).values("name")[:1]),
+    "node": "sort_key",
+    "devices": "total",
+    "gpus": "gpus",
+    "free_gpus": Case(When(unhealthy=True, then=Value(0)), default=F("gpus_free")),
+}
+
+
 class FleetMapView(DashboardView):
     """Every node a row of device cells. Paginated by node (never sampled): totals always cover the whole fleet."""
 
@@ -69,7 +80,9 @@ class FleetMapView(DashboardView):
         snap = fleet.FleetSnapshot(self.cluster_ids, user=self.request.user)
         unpublished_only = self.request.GET.get("unpublished") == "1"
         fleet_map = fleet.FleetMap(snap, state="" if error else state, search=search, gpu=None if error else gpu, unpublished=unpublished_only)
-        ctx.update(self.paginate(fleet_map.rows.none() if error else fleet_map.rows, self.nodes_per_page))
+        sort = tables.sorting(self.request, NodeDeviceSummary, MAP_SORT, default=("cluster_id", "sort_key"))
+        rows = sort.apply(fleet_map.rows, tiebreak=("map_key",))  # grouped rows: (cluster, map_key) is their key
+        ctx.update(self.paginate(rows.none() if error else rows, self.nodes_per_page))
         page = ctx["page_obj"]
         page.object_list = fleet_map.decide(page.object_list)
         names = {c.id: c.name for c in Cluster.objects.all()}
@@ -82,7 +95,7 @@ class FleetMapView(DashboardView):
             from monitoring.utilization import attach_latest
 
             attach_latest([d for r in page.object_list for d in r["devices"]])
-        ctx.update(colour=colour, totals=snap.totals(), states=fleet.STATES, state_labels=fleet.STATE_LABELS, display_states=fleet.DISPLAY_STATES,
+        ctx.update(sorting=sort, colour=colour, totals=snap.totals(), states=fleet.STATES, state_labels=fleet.STATE_LABELS, display_states=fleet.DISPLAY_STATES,
                    flag_labels=fleet.FLAG_LABELS, state=state, q=search, row_count=page.paginator.count, error=error,
                    kinds=snap.kind_totals(), unpublished=snap.unpublished(), sources=fleet.template_sources(snap), gpu=gpu, gpu_models=fleet.gpu_filter_models(self.cluster_ids),
                    gpu_query=fleet.gpu_query(self.request.GET), gpu_sources=fleet.GPU_SOURCES, unpublished_only=unpublished_only)

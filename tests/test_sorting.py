@@ -7,13 +7,14 @@ is the whole list.
 """
 
 import datetime
+import re
 from html.parser import HTMLParser
 
 import pytest
 from django.urls import reverse
 
 from claims.allocator.quantity import parse_quantity
-from claims.models import ResourceClaim
+from claims.models import Pod, ResourceClaim
 from inventory.models import Cluster, Device, DeviceClass, Node
 
 from .fleet_data import load_scenario
@@ -203,7 +204,87 @@ def check_claims(viewer):
     })
 
 
-LISTS = [check_nodes, check_devices, check_pods, check_pools, check_classes, check_claims]
+def check_findings(viewer):
+    from claims.models import Finding
+
+    # Findings of several rules, severities and remedies, one without a claim, at distinct times
+    # (beside the fixture's one in cluster alpha).
+    now = datetime.datetime.now(datetime.timezone.utc)
+    demo = Cluster.objects.get(name="demo")
+    for i, (rule, severity, remedy, claim_name) in enumerate([
+        ("stale_reservation", "warning", "remove_reservations", "train-a"), ("orphaned_allocation", "critical", "deallocate", "orphan"),
+        ("node_gone", "info", "", "b-claim"), ("double_allocation", "critical", "", ""),
+    ]):
+        Finding.objects.create(cluster=demo, rule=rule, severity=severity, remedy=remedy, namespace="team-a" if claim_name else "",
+                               claim_name=claim_name, claim_uid=f"uid-sort-{i}", summary=f"finding {i}",
+                               first_seen=now - datetime.timedelta(minutes=7 * i + 3), last_seen=now)
+    seen = {(f.cluster.name, f"{f.namespace}/{f.claim_name}" if f.claim_name else "", f.rule): f.first_seen
+            for f in Finding.objects.active().select_related("cluster")}
+    rule_keys = {}
+    from claims.stuck import RULE_TITLES
+
+    for key, title in RULE_TITLES.items():
+        rule_keys[str(title)] = key
+    ident = lambda r: (r["cluster"]["text"], r["claim"]["text"], rule_keys.get(r["rule"]["text"], r["rule"]["text"]))  # noqa: E731
+    check_every_column(viewer, reverse("ops:stuck"), "findings-table", ident, {
+        "severity": lambda r: {"info": 1, "warning": 2, "critical": 3}[r["severity"]["badge"]],
+        "rule": text("rule"), "cluster": text("cluster"), "claim": text("claim"),
+        "first_seen": lambda r: seen[ident(r)],
+        "remedy": lambda r: None if r["remedy"]["text"] == "investigate" else r["remedy"]["text"],
+    })
+
+
+def check_pending(viewer):
+    from .fleet_data import apply_all
+    from .ui_fixtures import pod
+
+    # Pending pods with distinct ages and scheduler reasons (one without a condition yet).
+    demo = Cluster.objects.get(name="demo")
+    pods = []
+    for i, (name, message) in enumerate([("zeta-pod", "0/3 nodes are available"), ("alpha-pod", ""), ("mid-pod", "no GPU left")]):
+        raw = pod("team-c", name, f"{name}-claim", phase="Pending", unschedulable_message=message)
+        raw["metadata"]["creationTimestamp"] = f"2026-02-0{i + 1}T08:00:00Z"
+        if name == "mid-pod":
+            raw["status"]["conditions"][0]["reason"] = "SchedulerError"
+        pods.append(("Pod", raw))
+    apply_all(demo, pods)
+    created = {(c, ns, n): t for c, ns, n, t in Pod.objects.values_list("cluster__name", "namespace", "name", "creation_timestamp")}
+    ident = lambda r: (r["cluster"]["text"], r["namespace"]["text"], r["name"]["text"])  # noqa: E731
+    check_every_column(viewer, reverse("ops:pending"), "pending-table", ident, {
+        "cluster": text("cluster"), "namespace": text("namespace"), "name": text("name"),
+        "created": lambda r: created[ident(r)], "reason": text("reason"),
+    })
+
+
+MAP_ROW = re.compile(r'<div class="maprow[^"]*" id="[^"]*" data-cluster="([^"]*)" data-node="([^"]*)" data-gpus="(\d+)" data-gpus-free="(\d+)" data-devices="(\d+)"')
+
+
+def check_map(viewer):
+    """The fleet map's rows are not a table: its sort links, each column one way (descending for
+    the counts, where the natural order would be the default anyway) and the name both ways."""
+    path = reverse("inventory:fleet-map")
+
+    def rows(url):
+        body = viewer.get(url).content.decode()
+        assert 'id="sort-error"' not in body, url
+        return body, [{"cluster": c, "node": n, "gpus": int(g), "free_gpus": int(f), "devices": int(d)} for c, n, g, f, d in MAP_ROW.findall(body)]
+
+    body, unsorted = rows(path)
+    links = re.search(r'<p class="mapsort" id="map-sort">(.*?)</p>', body, re.S).group(1)
+    columns = re.findall(r'data-sort="([^"]+)"', links)
+    natural = lambda r: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", r["node"])]  # noqa: E731
+    keys = {"cluster": lambda r: r["cluster"], "node": natural, "gpus": lambda r: r["gpus"], "free_gpus": lambda r: r["free_gpus"], "devices": lambda r: r["devices"]}
+    assert sorted(columns) == sorted(keys)
+    ids = sorted((r["cluster"], r["node"]) for r in unsorted)
+    assert len(set(ids)) == len(ids) > 3
+    for column, desc in [(c, c != "node") for c in columns] + [("node", True), ("free_gpus", False)]:
+        _, got = rows(f"{path}?ordering={'-' if desc else ''}{column}")
+        assert sorted((r["cluster"], r["node"]) for r in got) == ids, (column, desc)
+        values = [keys[column](r) for r in got]
+        assert values == sorted(values, reverse=desc) and len(set(map(repr, values))) > 1, (column, desc, values)
+
+
+LISTS = [check_nodes, check_devices, check_pods, check_pools, check_classes, check_claims, check_findings, check_pending, check_map]
 
 
 def test_every_list_sorts_by_every_column(viewer):

@@ -13,6 +13,12 @@
 // typed) its updates are held: a "N updates — show" button appears above it, and the updates are
 // merged when the user presses it or stops (focus leaves, nothing ticked or typed any more).
 //
+// Screen readers hear a short summary per region, not the region itself: each region has its own
+// status message (role=status, atomic) saying what a merge changed ("Claims updated: 2 added,
+// 0 removed, 1 changed", counted over its rows with ids), at most every 10 s per region with the
+// counts summed meanwhile, and nothing when a merge changed nothing. The regions are deliberately not
+// aria-live themselves: a table that churns twice a second would be read out cell by cell.
+//
 // Reconnects with backoff; after a reconnect every region is re-fetched so a client never keeps a gap.
 (function () {
   "use strict";
@@ -26,9 +32,9 @@
   if (!scope || !indicator) return;
 
   var backoff = 500, maxBackoff = 10000, socket = null, pending = null, inFlight = {}, again = {};
-  var notices = {}, lastFocus = {}, announced = {}, failed = false;
+  var notices = {}, lastFocus = {}, announced = {}, statuses = {}, tallies = {}, speakTimers = {}, failed = false;
   var RETRY_MS = 3000; // a region whose fetch failed is fetched again after this long
-  var ANNOUNCE_EVERY_MS = 10000; // "X updated" at most this often per region: churn would talk non-stop
+  var ANNOUNCE_EVERY_MS = 10000; // a region's summary at most this often: churn would talk non-stop
 
   function setStatus(status, text) {
     state.status = status;
@@ -37,8 +43,69 @@
     indicator.querySelector(".live-text").textContent = text;
   }
 
-  function announce(text) {
-    if (announcer) announcer.textContent = text;
+  // Texts from the page (#live-announce's data-* attributes, translated by Django), English otherwise;
+  // the words are said by each region's status message (statusEl), not by #live-announce.
+  function text(key, fallback, values) {
+    var t = (announcer && announcer.getAttribute("data-" + key)) || fallback;
+    Object.keys(values || {}).forEach(function (k) { t = t.split("{" + k + "}").join(String(values[k])); });
+    return t;
+  }
+
+  // The region's own status message, made once (a live region must exist before it speaks).
+  function statusEl(name, el) {
+    if (!statuses[name]) {
+      var s = statuses[name] = document.createElement("div");
+      s.className = "visually-hidden";
+      s.setAttribute("role", "status");
+      s.setAttribute("aria-atomic", "true");
+      s.setAttribute("data-status-for", name);
+      el.parentNode.insertBefore(s, el.nextSibling);
+    }
+    return statuses[name];
+  }
+
+  function speak(name, el, message) {
+    var s = statusEl(name, el);
+    // The same words twice in a row are not a change to a screen reader: clear, then say them.
+    s.textContent = "";
+    setTimeout(function () { s.textContent = message; }, 50);
+  }
+
+  // What a merge changed: rows (elements with an id: table rows, map rows) added, removed, changed;
+  // a region without such rows counts as changed when its text differs.
+  function snapshot(el) {
+    var rows = el.querySelectorAll("tr[id], .maprow[id]"), out = { rows: {}, n: rows.length, text: "" };
+    for (var i = 0; i < rows.length; i++) out.rows[rows[i].id] = rows[i].textContent;
+    if (!rows.length) out.text = el.textContent;
+    return out;
+  }
+
+  function changes(before, after) {
+    var d = { added: 0, removed: 0, changed: 0, rows: before.n > 0 || after.n > 0 };
+    if (!d.rows) { d.changed = before.text === after.text ? 0 : 1; return d; }
+    Object.keys(after.rows).forEach(function (id) {
+      if (!(id in before.rows)) d.added += 1; else if (before.rows[id] !== after.rows[id]) d.changed += 1;
+    });
+    Object.keys(before.rows).forEach(function (id) { if (!(id in after.rows)) d.removed += 1; });
+    return d;
+  }
+
+  // Sum what changed and say it now, or when this region's quiet time is over.
+  function report(name, el, d) {
+    if (!d.added && !d.removed && !d.changed) return;
+    var t = tallies[name] = tallies[name] || { added: 0, removed: 0, changed: 0, rows: false };
+    t.added += d.added; t.removed += d.removed; t.changed += d.changed; t.rows = t.rows || d.rows;
+    if (speakTimers[name]) return;
+    var wait = announced[name] ? ANNOUNCE_EVERY_MS - (Date.now() - announced[name]) : 0;
+    speakTimers[name] = setTimeout(function () {
+      delete speakTimers[name];
+      var sum = tallies[name];
+      delete tallies[name];
+      announced[name] = Date.now();
+      var values = { region: label(el), added: sum.added, removed: sum.removed, changed: sum.changed };
+      speak(name, el, sum.rows ? text("changes", "{region} updated: {added} added, {removed} removed, {changed} changed.", values)
+        : text("updated", "{region} updated.", values));
+    }, Math.max(0, wait));
   }
 
   function regionEl(name) {
@@ -93,7 +160,7 @@
     }
     var n = state.held[name];
     notice.firstChild.textContent = n + " update" + (n === 1 ? "" : "s") + " \u2014 show";
-    if (n === 1) announce(label(el) + ": updates held while you work here; press \u201cshow\u201d to see them.");
+    if (n === 1) speak(name, el, text("held", "{region}: updates held while you work here; press \u201cshow\u201d to see them.", { region: label(el) }));
   }
 
   function dropNotice(name) {
@@ -114,6 +181,8 @@
 
   function merge(name, el, html) {
     var focusBack = lastFocus[name];
+    var quiet = name === "conn" || name === "navstuck"; // the badges speak for themselves
+    var before = quiet ? null : snapshot(el);
     window.Idiomorph.morph(el, html, {
       morphStyle: "innerHTML", ignoreActiveValue: true, restoreFocus: true,
       callbacks: { beforeAttributeUpdated: keepUserState },
@@ -128,11 +197,7 @@
     state.refreshes += 1;
     document.body.setAttribute("data-live-refreshes", String(state.refreshes));
     document.dispatchEvent(new CustomEvent("gpudash:region-merged", { detail: { region: name, element: el } }));
-    var now = Date.now();
-    if (name !== "conn" && name !== "navstuck" && (!announced[name] || now - announced[name] > ANNOUNCE_EVERY_MS)) {
-      announced[name] = now;
-      announce(label(el) + " updated.");
-    }
+    if (!quiet) report(name, el, changes(before, snapshot(el)));
   }
 
   function refresh(name, force) {
@@ -235,5 +300,10 @@
   // Connection status (watchers) and the stuck-claims badge (the detector runs on its own clock) also
   // change without events this page subscribes to: refresh them now and then.
   setInterval(function () { if (state.status === "on") { refresh("conn"); refresh("navstuck"); } }, 15000);
+  var regions = document.querySelectorAll("[data-region]");
+  for (var i = 0; i < regions.length; i++) {
+    var regionName = regions[i].getAttribute("data-region");
+    if (regionName !== "conn" && regionName !== "navstuck") statusEl(regionName, regions[i]);
+  }
   connect();
 })();
