@@ -459,7 +459,7 @@ class Inventory(IncrementalMixin):
                         if not d.has_counters:
                             continue
                         try:
-                            consumes = d.consumes
+                            consumes = d.counter_names()  # names only: no amounts parsed for every device
                         except Exception as exc:
                             problem = f"device {d.name}: {exc}"
                             break

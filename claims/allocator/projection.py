@@ -13,6 +13,8 @@ is not projected and is evaluated per device. Hand-written: no CEL library expos
 import re
 from functools import lru_cache
 
+from .model import quantity_ok as _quantity_ok
+
 _ACCESS = re.compile(
     r"""device\s*\.\s*(attributes|capacity)\s*\[\s*(["'])([^"'\\]+)\2\s*\]"""
     r"""(?:\s*\.\s*\??\s*([A-Za-z_][A-Za-z0-9_]*)(?!\s*\()|\s*\[\s*\??\s*(["'])([^"'\\]+)\5\s*\])"""
@@ -20,27 +22,36 @@ _ACCESS = re.compile(
 _PLAIN = re.compile(r"device\s*\.\s*(driver|allowMultipleAllocations)\b")
 _DEVICE = re.compile(r"\bdevice\b")
 _SCALARS = ("int", "bool", "string", "version")
+_FLAT = frozenset((str, int, bool, float))
 MISSING = object()
 
 
 class Projector:
     """Which device fields one expression reads; results are cached per distinct projection."""
 
-    __slots__ = ("fields", "results")
+    __slots__ = ("fields", "results", "_lookups")
 
     def __init__(self, fields):
         self.fields = fields  # ((kind, domain, id), ...)
         self.results = {}
+        # Per field: attributes or capacity, the qualified name, the domain and the bare id (the
+        # first preview of a fleet computes a key for every device: no name formatting per device).
+        self._lookups = tuple((kind == "attributes", f"{domain}/{ident}", domain, ident) for kind, domain, ident in fields)
 
     def key(self, device):
         if device_is_odd(device):
             return None
         driver = device.driver
         parts = [driver, device.multi]
-        attrs, caps = device.attributes, device.raw.get("capacity") or {}
-        for kind, domain, ident in self.fields:
-            source = attrs if kind == "attributes" else caps
-            value = source.get(f"{domain}/{ident}", MISSING)
+        attrs, caps = device.attributes, None
+        for is_attr, qualified, domain, ident in self._lookups:
+            if is_attr:
+                source = attrs
+            else:
+                if caps is None:
+                    caps = device.raw.get("capacity") or {}
+                source = caps
+            value = source.get(qualified, MISSING)
             if value is MISSING and domain == driver:
                 value = source.get(ident, MISSING)
             if value is not MISSING:
@@ -50,6 +61,10 @@ class Projector:
 
 
 def _freeze(value):
+    if type(value) is dict and len(value) == 1:  # the usual attribute shape, {"string": "gpu"}: no sort
+        (k, v), = value.items()
+        if type(v) in _FLAT:
+            return ((k, v),)
     if isinstance(value, dict):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
     if isinstance(value, list):
@@ -114,17 +129,6 @@ def _compute_odd(device):
             return True
         break
     return False
-
-
-@lru_cache(maxsize=4096)
-def _quantity_ok(text):
-    from .model import _number
-
-    try:
-        _number(text)
-        return True
-    except Exception:
-        return False
 
 
 @lru_cache(maxsize=4096)

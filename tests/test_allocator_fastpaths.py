@@ -1,0 +1,106 @@
+"""The first preview's shortcuts give what the plain code gives: the counter-name check of a pool's
+validity (model.Device.counter_names) and the projection keys (projection.Projector.key, _freeze)."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from claims.allocator import preview
+from claims.allocator.model import Device, Slice
+from claims.allocator.projection import MISSING, _freeze, projector_for
+
+from .allocator_fixtures import claim, dev, inventory, req, slice_
+
+# Amounts as drivers write them, and shapes they should not (each must end as the full parse ends).
+AMOUNTS = st.one_of(
+    st.sampled_from(["1", "98", "80Gi", "0.5", "1500m", "", "abc", "1e3", "-2"]).map(lambda v: {"value": v}),
+    st.sampled_from([{"value": 1}, {"value": None}, {}, "1", 3, None, {"value": "1", "extra": "x"}]),
+)
+COUNTERS = st.one_of(st.dictionaries(st.sampled_from(["mem", "sm", "memory-slice-0"]), AMOUNTS, max_size=3), st.sampled_from([None, [], "x"]))
+ENTRIES = st.one_of(
+    st.fixed_dictionaries({"counterSet": st.sampled_from(["cs", "gpu-0-counter-set", "", None]), "counters": COUNTERS}),
+    st.sampled_from(["cs", None, 7]),
+)
+
+
+def _names_or_error(fn):
+    try:
+        return "ok", [(name, sorted(keys)) for name, keys in fn()]
+    except Exception as exc:  # the message is part of the pool's "invalid" reason
+        return "error", type(exc).__name__, str(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ENTRIES, max_size=3))
+def test_counter_names_equal_the_parsed_counters(entries):
+    raw_slice = {"metadata": {"name": "s"}, "spec": {"driver": "d", "pool": {"name": "p"}, "devices": [{"name": "x", "consumesCounters": entries}]}}
+    device = Slice(raw_slice).devices[0]
+    fast = _names_or_error(device.counter_names)
+    plain = _names_or_error(lambda: Device(device.slice, device.raw).consumes)
+    assert fast == plain
+    if fast[0] == "ok":  # and once parsed, the names come from the parsed amounts
+        assert _names_or_error(device.counter_names) == plain
+
+
+def test_bad_counter_amount_makes_the_pool_invalid_with_the_parse_error():
+    bad = dev("g0", consumes={"cs": {"mem": "lots"}})
+    inv = inventory([slice_("d", devices=[bad], count=2), slice_("c", count=2, counters={"cs": {"mem": "4"}})])
+    node = preview(inv, [claim("c", [req("r")])])["nodes"][0]
+    assert node["fits"] is False
+    assert "invalid resource pools were encountered (pool driver-a/pool-1: device g0: " in node["reason"]
+    assert "lots" in node["reason"]
+
+
+def _freeze_reference(value):
+    """_freeze as it was before its shortcut for one-entry dicts."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze_reference(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_freeze_reference(v) for v in value)
+    return value
+
+
+SCALARS = st.one_of(st.text(max_size=4), st.integers(-3, 3), st.booleans(), st.floats(allow_nan=False, width=16), st.none())
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["int", "string", "value", "a"]), inner, max_size=3)),
+                      max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES)
+def test_freeze_equals_the_general_definition(value):
+    assert _freeze(value) == _freeze_reference(value)
+
+
+def _key_reference(fields, device):
+    """Projector.key as it was before the lookups were precomputed."""
+    driver = device.driver
+    parts = [driver, device.multi]
+    attrs, caps = device.attributes, device.raw.get("capacity") or {}
+    for kind, domain, ident in fields:
+        source = attrs if kind == "attributes" else caps
+        value = source.get(f"{domain}/{ident}", MISSING)
+        if value is MISSING and domain == driver:
+            value = source.get(ident, MISSING)
+        if value is not MISSING:
+            value = _freeze_reference(value)
+        parts.append(value)
+    return tuple(parts)
+
+
+ATTRS = st.dictionaries(st.sampled_from(["model", "driver-a/model", "other/model", "numa"]),
+                        st.one_of(st.sampled_from(["a100", "h100"]).map(lambda v: {"string": v}), st.integers(0, 2).map(lambda v: {"int": v})), max_size=3)
+CAPS = st.dictionaries(st.sampled_from(["memory", "driver-a/memory", "other/memory"]), st.sampled_from(["40Gi", "80Gi"]).map(lambda v: {"value": v}), max_size=2)
+EXPRESSIONS = [
+    'device.attributes["driver-a"].model == "h100"',
+    'device.attributes["other"].model == "h100" && device.capacity["driver-a"].memory.compareTo(quantity("40Gi")) >= 0',
+    'device.driver == "driver-a" && device.attributes["driver-a"]["numa"] == 1 && device.capacity["other"]["memory"].isGreaterThan(quantity("1"))',
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(ATTRS, CAPS, st.booleans(), st.sampled_from(EXPRESSIONS))
+def test_projection_key_equals_the_reference(attrs, caps, multi, expr):
+    raw = {"name": "x", "attributes": attrs, "capacity": caps, "allowMultipleAllocations": multi}
+    device = Slice({"metadata": {"name": "s"}, "spec": {"driver": "driver-a", "pool": {"name": "p"}, "devices": [raw]}}).devices[0]
+    proj = projector_for(expr)
+    assert proj is not None
+    assert proj.key(device) == _key_reference(proj.fields, device)
