@@ -119,9 +119,11 @@ def pct(values, p):
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else float("nan")
 
 
-def churn(db_url, cluster_id, rate, seconds, started, counts):
-    """(a child process) The sync's side: `rate` claim changes per second through apply_batch, in
-    batches of a fifth of a second (a watcher applies what waits in its stream together)."""
+def churn(db_url, cluster_id, rate, seconds, started, counts, batches=None):
+    """(a child process) The sync's side: `rate` claim changes per second through apply_batch. Each
+    batch carries every change that is due by then, as a watcher applies what waits in its stream
+    together: a fifth of a second's worth when the transactions keep up, more when one took longer
+    (a fixed batch size fell behind the rate on a loaded machine: 67/s instead of 100/s)."""
     os.environ["DATABASE_URL"] = db_url
     os.environ.pop("GPUDASH_TEST_DB_NAME", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
@@ -144,13 +146,18 @@ def churn(db_url, cluster_id, rate, seconds, started, counts):
     # Newer than anything stored (an earlier run's changes included), or apply_batch drops them as stale.
     rng = random.Random(5)
     rv = ResourceClaim.objects.filter(cluster=cluster).aggregate(rv=Max("resource_version_num"))["rv"] or 0
+    names = sorted(current)
     per_batch = max(1, int(rate / 5))
     started.set()
     t0 = time.monotonic()
-    n = 0
+    n = k = 0
     while time.monotonic() - t0 < seconds:
+        due = int((time.monotonic() - t0) * rate) - n  # changes that should have landed by now
+        if due < per_batch:
+            time.sleep((n + per_batch) / rate - (time.monotonic() - t0))
+            due = per_batch
         batch = []
-        for name in rng.sample(sorted(current), per_batch):
+        for name in rng.sample(names, min(due, len(names))):
             raw = copy.deepcopy(current[name])
             rv += 1
             raw["metadata"]["resourceVersion"] = str(rv)
@@ -166,8 +173,10 @@ def churn(db_url, cluster_id, rate, seconds, started, counts):
             batch.append((MODIFIED, raw))
         apply_batch(cluster, "ResourceClaim", batch, publish=False)
         n += len(batch)
-        time.sleep(max(0.0, t0 + n / rate - time.monotonic()))
+        k += 1
     counts.value = n
+    if batches is not None:
+        batches.value = k
 
 
 def ensure_footprints(cluster):
@@ -195,30 +204,38 @@ def live_main(args):
     os.environ["DATABASE_URL"] = db_url
     os.environ.pop("GPUDASH_TEST_DB_NAME", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_api import ensure_database, fleet_matches, load
+
+    ensure_database(db_url)
     import django
 
     django.setup()
+    from django.core.management import call_command
+
     from claims.live_inventory import forget, live_inventory
     from claims.preview import cluster_inventory, run_preview
     from inventory.models import Cluster, DeviceClass
 
-    cluster = Cluster.objects.filter(name="bench").first()
-    if cluster is None:
-        sys.exit("no `bench` cluster: run bench/bench_ui.py (or bench_api.py) first (it loads the fleet)")
+    call_command("migrate", verbosity=0)
+    if not fleet_matches(args.nodes):  # an empty database, or another fleet size: load bench_api's fleet
+        load(args.nodes, args.nodes * 4)
+    cluster = Cluster.objects.get(name="bench")
     cls = next(n for n in DeviceClass.objects.filter(cluster=cluster).values_list("name", flat=True) if "gpu" in n)
     claim = ONE_GPU % cls
     ensure_footprints(cluster)
 
     forget()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     inv = cluster_inventory(cluster)
-    built = time.perf_counter() - t0
-    t1 = time.perf_counter()
+    built, built_cpu = time.perf_counter() - t0, time.process_time() - c0
+    t1, c1 = time.perf_counter(), time.process_time()
     first = run_preview(cluster, yaml_text=claim)
-    engine = time.perf_counter() - t1
+    engine, engine_cpu = time.perf_counter() - t1, time.process_time() - c1
     print(f"fleet: {len(inv.node_names)} nodes, {len(inv.devices_by_key)} devices, {len(inv.claims)} claims")
     print(f"first preview after start, cold: {(built + engine) * 1000:.0f} ms (inventory build {built * 1000:.0f} ms, "
-          f"engine {engine * 1000:.0f} ms; {first['summary']['fits']} nodes fit)")
+          f"engine {engine * 1000:.0f} ms; CPU of this process {(built_cpu + engine_cpu) * 1000:.0f} ms = "
+          f"{built_cpu * 1000:.0f} + {engine_cpu * 1000:.0f}; {first['summary']['fits']} nodes fit); load {os.getloadavg()[0]:.2f}")
     from claims.live_inventory import warm_up
 
     forget()
@@ -242,8 +259,8 @@ def live_main(args):
     live = live_inventory(cluster.pk)
     builds, updates = live.builds, live.updates
     ctx = multiprocessing.get_context("spawn")
-    started, counts = ctx.Event(), ctx.Value("i", 0)
-    worker = ctx.Process(target=churn, args=(db_url, cluster.pk, args.rate, args.seconds, started, counts))
+    started, counts, batches = ctx.Event(), ctx.Value("i", 0), ctx.Value("i", 0)
+    worker = ctx.Process(target=churn, args=(db_url, cluster.pk, args.rate, args.seconds, started, counts, batches))
     worker.start()
     started.wait(120)
     times, cpu, catch_up, t_start = [], [], [], time.monotonic()
@@ -260,7 +277,7 @@ def live_main(args):
         n += 1
     worker.join()
     wall = time.monotonic() - t_start
-    print(f"under churn: {counts.value} claim changes in {wall:.1f} s ({counts.value / wall:.0f}/s) by another process; "
+    print(f"under churn: {counts.value} claim changes in {wall:.1f} s ({counts.value / wall:.0f}/s, {batches.value} transactions) by another process; "
           f"{len(times)} previews (claim and pod alternating): p50 {pct(times, 50):.0f} ms, p95 {pct(times, 95):.0f} ms, "
           f"max {max(times):.0f} ms (CPU p50 {pct(cpu, 50):.0f} ms, p95 {pct(cpu, 95):.0f} ms); {live.updates - updates} updates, "
           f"{live.builds - builds} rebuilds")
