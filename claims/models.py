@@ -3,6 +3,7 @@
 from django.db import models
 
 from gpudash.models import KubeObject, parse_k8s_time
+from inventory import accelerators
 
 __all__ = (
     "ResourceClaimTemplate",
@@ -209,7 +210,8 @@ class ClaimConsumer(models.Model):
 
 
 class Pod(KubeObject):
-    """Pods that use claims (or DRA-backed extended resources), and DRA driver pods."""
+    """Pods that use claims (or DRA-backed extended resources), DRA driver pods, and pods HAMi assigned
+    vGPUs to (its allocation annotation: what the node page and the API show of their GPUs)."""
 
     phase = models.CharField(max_length=16, blank=True, db_index=True)
     node_name = models.CharField(max_length=253, blank=True, db_index=True)
@@ -219,6 +221,9 @@ class Pod(KubeObject):
     scheduled_message = models.TextField(blank=True)
     owner_kind = models.CharField(max_length=63, blank=True)
     owner_name = models.CharField(max_length=253, blank=True)
+    # What HAMi's scheduler assigned (inventory.accelerators.pod_assignment of its annotation): which
+    # GPU, how much memory and compute per container; {} for a pod HAMi did not schedule.
+    hami = models.JSONField(default=dict, blank=True)
 
     class Meta(KubeObject.Meta):
         constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_pod_unique_name")]
@@ -246,6 +251,7 @@ class Pod(KubeObject):
             scheduled_message=sched.get("message") or "",
             owner_kind=owner.get("kind") or "",
             owner_name=owner.get("name") or "",
+            hami=accelerators.pod_assignment(raw),
         )
         return fields
 

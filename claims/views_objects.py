@@ -55,10 +55,13 @@ class PodDetailView(DashboardView):
             for init, group in ((True, pod.spec.get("initContainers") or []), (False, pod.spec.get("containers") or []))
             for c in group
         ]
+        # HAMi's assignment: its container index counts init containers first, as `containers` does.
+        hami_devices = [dict(d, container_name=containers[d["container"]]["name"] if 0 <= d["container"] < len(containers) else "")
+                        for d in (pod.hami or {}).get("devices") or ()]
         reserved_in = set(ClaimConsumer.objects.filter(claim__in=list(claims.values()), uid=pod.uid).values_list("claim__name", flat=True)) if pod.uid else set()
         ctx.update(
             pod=pod, refs=refs, results=results, containers=containers, conditions=status.get("conditions") or [],
-            reserved_in=reserved_in,
+            reserved_in=reserved_in, hami_devices=hami_devices,
             # A DRA driver pod: its log tail (full page loads only; a live region refresh does not ask).
             **(driverlogs.page_context(pod.cluster, pod=pod) if not self.request.GET.get("fragment") else {}),
             **object_page(pod.cluster, "Pod", pod.raw, pod.name, pod.namespace, pod.uid,

@@ -133,6 +133,44 @@ def hami_node(node, model, rng, gpus=4, split=10, memory=None, cores=100):
     return advertise(node, {"nvidia.com/gpu": str(gpus * split)})
 
 
+HAMI_ALLOCATED = "hami.io/vgpu-devices-allocated"
+
+
+def hami_assign(pod, node, used, annotation=None):
+    """What HAMi's scheduler writes on a pod it placed on a HAMi node (pkg/scheduler/scheduler.go,
+    pkg/device/nvidia/device.go): per container "UUID,NVIDIA,<MiB>,<cores>:" for each vGPU and ";"
+    after each container; "-to-allocate" emptied as the device plugin allocated. GPUs are picked
+    spread-style (least memory assigned first); `used` ({uuid: MiB}) carries the node's earlier pods.
+    `annotation`: a given value instead (a scenario's malformed annotation)."""
+    devices = json.loads(node["metadata"]["annotations"][HAMI_REGISTER])
+    parts = []
+    for c in pod["spec"]["containers"]:
+        limits = (c.get("resources") or {}).get("limits") or {}
+        n = int(limits.get("nvidia.com/gpu", "0"))
+        chosen = sorted(devices, key=lambda d: (used.get(d["id"], 0), d.get("index", 0)))[:n]
+        record = ""
+        for d in chosen:
+            if "nvidia.com/gpumem" in limits:
+                mem = int(limits["nvidia.com/gpumem"])
+            elif "nvidia.com/gpumem-percentage" in limits:
+                mem = d["devmem"] * int(limits["nvidia.com/gpumem-percentage"]) // 100
+            else:
+                mem = d["devmem"]  # no memory limit: the whole GPU's memory
+            used[d["id"]] = used.get(d["id"], 0) + mem
+            record += f"{d['id']},NVIDIA,{mem},{int(limits.get('nvidia.com/gpucores', '0'))}:"
+        parts.append(record + ";")
+    value = "".join(parts) if annotation is None else annotation
+    pod["metadata"].setdefault("annotations", {}).update({
+        "hami.io/vgpu-node": node["metadata"]["name"],
+        "hami.io/vgpu-time": "1767600000",
+        "hami.io/vgpu-devices-to-allocate": ";" * len(pod["spec"]["containers"]),
+        HAMI_ALLOCATED: value,
+        "hami.io/bind-phase": "success",
+        "hami.io/bind-time": "1767600001",
+    })
+    return pod
+
+
 def _attr(value):
     if isinstance(value, bool):
         return {"bool": value}

@@ -87,6 +87,7 @@ class _Expander:
         self.taken = {}  # (driver, pool, device) -> claim label
         self.counter_use = collections.defaultdict(lambda: collections.Counter())
         self.nodes = {}
+        self.hami_used = {}  # node -> {GPU UUID: MiB HAMi assigned}
         self.templates = {}
         self.claims = {}  # (ns, name) -> claim
         self.class_drivers = {}
@@ -266,6 +267,9 @@ class _Expander:
             pod["spec"]["containers"][0]["resources"]["limits"] = {k: str(v) for k, v in entry["resources"].items()}
         if entry.get("schedulerName"):
             pod["spec"]["schedulerName"] = entry["schedulerName"]
+        if node and entry.get("schedulerName") == "hami-scheduler" and b.HAMI_REGISTER in (self.nodes[node]["metadata"].get("annotations") or {}):
+            # HAMi's scheduler records which GPU each vGPU got (or a given, e.g. malformed, annotation)
+            b.hami_assign(pod, self.nodes[node], self.hami_used.setdefault(node, {}), entry.get("hamiAnnotation"))
         if entry.get("unschedulable"):
             b.mark_unschedulable(pod, entry["unschedulable"])
             event = b.scheduling_event(pod, entry["unschedulable"], self.rng)

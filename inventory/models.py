@@ -397,6 +397,9 @@ class NodeAccelerator(models.Model):
     allocatable = models.BigIntegerField(default=0)
     requested = models.BigIntegerField(default=0)
     gpus = models.IntegerField(default=0)
+    # On a node's first HAMi row: {"devices": [registered GPU with what HAMi assigned and to which pods],
+    # "problems": [{"pod", "text"}] (assignment annotations that could not be read)}; else {}.
+    detail = models.JSONField(default=dict, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=("cluster", "node_name"), name="inventory_accel_node_idx")]

@@ -2,6 +2,7 @@
 
 from collections import defaultdict
 
+from django.core.paginator import Paginator
 from django.db.models import Case, Count, F, FloatField, OuterRef, Q, Subquery, TextField, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Concat
@@ -90,6 +91,8 @@ class FleetMapView(DashboardView):
         for r in page.object_list:
             r["cluster_name"] = names.get(r["cluster_id"], "?")
             r["sources"] = page_sources.get((r["cluster_id"], r["node"]), {})  # device plugin, HAMi beside DRA
+        sources = fleet.template_sources(snap)
+        ctx["outside_dra"] = self._outside_dra(sources, names, search) if not (state or gpu or unpublished_only or error) else None
         colour = "utilization" if self.request.GET.get("colour") == "utilization" else "state"
         if colour == "utilization":
             from monitoring.utilization import attach_latest
@@ -97,9 +100,21 @@ class FleetMapView(DashboardView):
             attach_latest([d for r in page.object_list for d in r["devices"]])
         ctx.update(sorting=sort, colour=colour, totals=snap.totals(), states=fleet.STATES, state_labels=fleet.STATE_LABELS, display_states=fleet.DISPLAY_STATES,
                    flag_labels=fleet.FLAG_LABELS, state=state, q=search, row_count=page.paginator.count, error=error,
-                   kinds=snap.kind_totals(), unpublished=snap.unpublished(), sources=fleet.template_sources(snap), gpu=gpu, gpu_models=fleet.gpu_filter_models(self.cluster_ids),
+                   kinds=snap.kind_totals(), unpublished=snap.unpublished(), sources=sources, gpu=gpu, gpu_models=fleet.gpu_filter_models(self.cluster_ids),
                    gpu_query=fleet.gpu_query(self.request.GET), gpu_sources=fleet.GPU_SOURCES, unpublished_only=unpublished_only)
         return ctx
+
+    def _outside_dra(self, sources, names, search):
+        """Rows for the nodes whose GPUs only a device plugin or HAMi serves (no DRA devices, so no row
+        above): their own pages (?other_page=), cells per source. The state filters are about DRA
+        devices and leave them out."""
+        if not (sources["device_plugin"]["nodes"] or sources["hami"]["nodes"]):
+            return None  # nothing served outside DRA: no query
+        page = Paginator(accelerators.nodes_outside_dra(self.cluster_ids, search), self.nodes_per_page).get_page(self.request.GET.get("other_page"))
+        keys = list(page.object_list)
+        per_node = accelerators.node_sources(nodes=set(keys)) if keys else {}
+        page.rows = [{"cluster_id": cid, "node": node, "cluster_name": names.get(cid, "?"), "sources": per_node.get((cid, node), {})} for cid, node in keys]
+        return page
 
 
 # Sortable columns of the nodes list (gpudash/tables.py): SQL columns, or None for the device
@@ -202,8 +217,12 @@ class NodeDetailView(DashboardView):
         crumbs = [crumb(_("Nodes"), "inventory:node-list", query=f"cluster={node.cluster.name}"), crumb(node.name)]
         keys = {(node.cluster_id, node.name)}
         node_snap = fleet.FleetSnapshot([node.cluster_id], nodes=keys)
+        node_sources = accelerators.node_sources(nodes=keys).get((node.cluster_id, node.name), {})
+        scope = roles.visible_namespaces(self.request.user)
+        for item in [p for d in (node_sources.get("hami") or {}).get("devices", ()) for p in d["pods"]] + (node_sources.get("hami") or {}).get("problems", []):
+            item["visible"] = scope is None or item.get("namespace") in scope  # HAMi's pods, as the device holders
         ctx.update(node_kinds=node_snap.node_gpu_counts().get((node.cluster_id, node.name), {}),
-                   node_sources=accelerators.node_sources(nodes=keys).get((node.cluster_id, node.name), {}),
+                   node_sources=node_sources,
                    node_unpublished=node_snap.unpublished()["rows"].get((node.cluster_id, node.name)))
         ctx.update(node=node, slices=slices, devices=devices, state_labels=fleet.STATE_LABELS,
                    pods=roles.scope_queryset(Pod.objects.filter(cluster_id=node.cluster_id, node_name=node.name), self.request.user).order_by("namespace", "name"),

@@ -19,11 +19,28 @@ def qty(v):
     return int(str(v))
 
 
+def hami_assigned(pod):
+    """[(MiB, cores)] per vGPU from HAMi's allocation annotation ("UUID,TYPE,MEM,CORES:", ";" per
+    container); None without one that can be read."""
+    value = (pod["metadata"].get("annotations") or {}).get("hami.io/vgpu-devices-allocated")
+    try:
+        return [(int(r.split(",")[2]), int(r.split(",")[3])) for chunk in value.split(";") for r in chunk.split(":") if r] if value else None
+    except (ValueError, IndexError):
+        return None
+
+
 def expected(objects):
-    """Per source, from the raw Nodes and Pods: what the nodes offer and bound, running pods request."""
+    """Per source, from the raw Nodes and Pods: what the nodes offer and bound, running pods request
+    (on a HAMi node: what HAMi assigned them, where it says so readably)."""
     requested = defaultdict(Counter)
     for pod in objects["pods"]:
         if pod["spec"].get("nodeName") and pod["status"]["phase"] not in ("Succeeded", "Failed"):
+            assigned = hami_assigned(pod)
+            if assigned is not None:
+                node = pod["spec"]["nodeName"]
+                requested[node]["nvidia.com/gpu"] += len(assigned)
+                requested[node]["nvidia.com/gpumem"] += sum(m for m, _c in assigned)
+                continue
             for c in pod["spec"]["containers"]:
                 for name, v in (c.get("resources", {}).get("limits") or {}).items():
                     requested[pod["spec"]["nodeName"]][name] += qty(v)

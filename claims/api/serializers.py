@@ -1,5 +1,6 @@
 """Normalised views of claims, claim templates, pods and audit entries."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from claims.models import AllocationResult, AuditEntry, ClaimConsumer, PodClaimRef, ResourceClaim
@@ -49,6 +50,20 @@ class PodClaimRefSerializer(serializers.ModelSerializer):
         fields = ("pod_claim_name", "template_name", "claim_name")
 
 
+class HamiAssignedDeviceSerializer(serializers.Serializer):
+    container = serializers.IntegerField(help_text="Index in the pod's containers, init containers first (HAMi's order).")
+    uuid = serializers.CharField(help_text="The physical GPU's UUID.")
+    type = serializers.CharField(help_text="HAMi's device type (e.g. NVIDIA).")
+    memory = serializers.IntegerField(help_text="GPU memory assigned, MiB.")
+    cores = serializers.IntegerField(help_text="GPU compute assigned, percent of the GPU.")
+
+
+class PodHamiSerializer(serializers.Serializer):
+    annotation = serializers.CharField(help_text="The annotation read, e.g. hami.io/vgpu-devices-allocated.")
+    devices = HamiAssignedDeviceSerializer(many=True, help_text="One entry per vGPU HAMi assigned.")
+    problem = serializers.CharField(help_text="What could not be read (those records are left out of `devices`); empty when all was read.")
+
+
 class PodSerializer(NamespacedSerializer):
     phase = serializers.CharField(read_only=True)
     node = serializers.CharField(source="node_name", read_only=True)
@@ -58,6 +73,11 @@ class PodSerializer(NamespacedSerializer):
     owner_kind = serializers.CharField(read_only=True)
     owner_name = serializers.CharField(read_only=True)
     claims = PodClaimRefSerializer(source="claim_refs", many=True, read_only=True)
+    hami = serializers.SerializerMethodField(help_text="The vGPUs HAMi's scheduler assigned (its allocation annotation); null for a pod HAMi did not schedule.")
+
+    @extend_schema_field(PodHamiSerializer(allow_null=True))
+    def get_hami(self, pod):
+        return {k: pod.hami.get(k) for k in ("annotation", "devices", "problem")} if pod.hami else None
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):

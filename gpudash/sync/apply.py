@@ -88,10 +88,11 @@ def is_driver_pod(raw):
 
 
 def pod_is_mirrored(raw):
-    """Only pods that use DRA (claims, DRA-backed extended resources) and DRA driver pods are stored."""
+    """Only pods that use DRA (claims, DRA-backed extended resources), DRA driver pods and pods HAMi
+    assigned vGPUs to (annotation, inventory/accelerators.py) are stored."""
     from claims.models import Pod
 
-    return Pod.uses_dra(raw) or is_driver_pod(raw)
+    return Pod.uses_dra(raw) or is_driver_pod(raw) or accelerators.has_pod_assignment(raw)
 
 
 # --- validation ---------------------------------------------------------------------------------

@@ -1,8 +1,11 @@
 """Normalised views of clusters, nodes, device classes, slices and devices."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from gpudash import roles
 from gpudash.api.serializers import KubeObjectSerializer, RawOptionalMixin
+from inventory import accelerators
 from inventory.models import Cluster, SyncState
 from inventory.devicestate import STATES
 from inventory.querysets import DEVICE_STATES
@@ -46,6 +49,66 @@ class ClusterSerializer(serializers.ModelSerializer):
         return bool(states) and all(s.status in HEALTHY_SYNC for s in states)
 
 
+class NodeAcceleratorSerializer(serializers.Serializer):
+    source = serializers.ChoiceField(choices=["device-plugin", "hami"], help_text="device-plugin: an extended resource a device plugin advertises; hami: HAMi vGPU sharing.")
+    resource = serializers.CharField(help_text="The extended resource, e.g. nvidia.com/gpu, nvidia.com/mig-1g.10gb, nvidia.com/gpumem.")
+    kind = serializers.ChoiceField(
+        choices=["gpu", "partition", "share", "memory", "cores"],
+        help_text="gpu: whole GPUs; partition: MIG slices (never whole GPUs); share: time-sliced replicas or HAMi vGPU slots; "
+        "memory: HAMi GPU memory (MiB); cores: HAMi GPU compute (percent, 100 per GPU).",
+    )
+    model = serializers.CharField(help_text="GPU model where known (GPU feature discovery label, HAMi's registration); empty if not.")
+    allocatable = serializers.IntegerField(help_text="What the node offers.")
+    requested = serializers.IntegerField(help_text="What its bound, non-terminal pods use: HAMi's assignments where HAMi scheduled them, else their requests.")
+    gpus = serializers.IntegerField(help_text="Physical GPUs behind it (HAMi's registered GPUs; a whole-GPU resource's count; 0 for partitions and shares).")
+
+
+class DevicePluginSummarySerializer(serializers.Serializer):
+    gpus = serializers.IntegerField(help_text="Whole GPUs the node advertises (kind gpu).")
+    free = serializers.IntegerField(help_text="Of those, not requested by bound, non-terminal pods.")
+    partitions = serializers.IntegerField(help_text="MIG partitions advertised (never counted as GPUs).")
+    partitions_free = serializers.IntegerField()
+    shares = serializers.IntegerField(help_text="Time-sliced replicas advertised (e.g. nvidia.com/gpu.shared).")
+
+
+class HamiPodShareSerializer(serializers.Serializer):
+    pod = serializers.CharField(help_text="namespace/name; empty for a pod in a namespace the caller may not see.")
+    container = serializers.IntegerField(help_text="Index in the pod's containers, init containers first (HAMi's order).")
+    memory = serializers.IntegerField(help_text="GPU memory assigned, MiB.")
+    cores = serializers.IntegerField(help_text="GPU compute assigned, percent.")
+
+
+class HamiDeviceSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="GPU UUID, from HAMi's registration annotation.")
+    index = serializers.IntegerField()
+    model = serializers.CharField()
+    health = serializers.BooleanField()
+    slots = serializers.IntegerField(help_text="vGPU slots (deviceSplitCount).")
+    slots_used = serializers.IntegerField()
+    memory = serializers.IntegerField(help_text="MiB.")
+    memory_used = serializers.IntegerField(help_text="MiB assigned to pods.")
+    cores = serializers.IntegerField(help_text="Percent (100 = the whole GPU).")
+    cores_used = serializers.IntegerField()
+    pods = HamiPodShareSerializer(many=True, help_text="Pods HAMi assigned this GPU to (its vgpu-devices-allocated annotation).")
+
+
+class HamiProblemSerializer(serializers.Serializer):
+    pod = serializers.CharField(help_text="namespace/name; empty for a pod in a namespace the caller may not see.")
+    text = serializers.CharField(help_text="What could not be read; that pod's requests count instead of an assignment.")
+
+
+class NodeHamiSerializer(serializers.Serializer):
+    gpus = serializers.IntegerField(help_text="Physical GPUs HAMi registered.")
+    shares = serializers.IntegerField(help_text="vGPU slots.")
+    shares_used = serializers.IntegerField()
+    memory = serializers.IntegerField(help_text="MiB.")
+    memory_used = serializers.IntegerField()
+    cores = serializers.IntegerField(help_text="Percent, 100 per GPU.")
+    cores_used = serializers.IntegerField()
+    devices = HamiDeviceSerializer(many=True)
+    problems = HamiProblemSerializer(many=True, help_text="Pods whose assignment annotation could not be read, or names a GPU the node does not register.")
+
+
 class NodeSerializer(KubeObjectSerializer):
     ready = serializers.BooleanField(allow_null=True, read_only=True)
     ready_changed_at = serializers.DateTimeField(allow_null=True, read_only=True)
@@ -54,6 +117,38 @@ class NodeSerializer(KubeObjectSerializer):
     device_count = serializers.IntegerField(read_only=True, help_text="Devices published for this node.")
     gpus = serializers.IntegerField(read_only=True, help_text="Physical GPUs DRA publishes for this node (a GPU and its partitions count once).")
     free_gpus = serializers.IntegerField(read_only=True, help_text="Of those, GPUs with no device held or tainted (0 on a NotReady node).")
+    accelerators = serializers.SerializerMethodField(help_text="GPUs served outside DRA, per extended resource and model (never added to the DRA counts).")
+    device_plugin = serializers.SerializerMethodField(help_text="Totals of the device-plugin rows of `accelerators`; null when a device plugin advertises none here.")
+    hami = serializers.SerializerMethodField(help_text="HAMi vGPU sharing on this node: registered GPUs, what HAMi assigned to which pods; null on a node HAMi does not manage.")
+
+    def _sources(self, node):
+        # Read from the list's own query (accelerators.rows_json): no query per node.
+        if not hasattr(node, "_accelerator_sources"):
+            node._accelerator_sources = accelerators.summarize_rows(getattr(node, "accelerator_rows", None))
+        return node._accelerator_sources
+
+    @extend_schema_field(NodeAcceleratorSerializer(many=True))
+    def get_accelerators(self, node):
+        return self._sources(node)[0]
+
+    @extend_schema_field(DevicePluginSummarySerializer(allow_null=True))
+    def get_device_plugin(self, node):
+        return self._sources(node)[1]
+
+    @extend_schema_field(NodeHamiSerializer(allow_null=True))
+    def get_hami(self, node):
+        hami = self._sources(node)[2]
+        if hami is None:
+            return None
+        if "hami_scope" not in self.context:  # once per response, not per node
+            request = self.context.get("request")
+            self.context["hami_scope"] = roles.visible_namespaces(request.user) if request is not None else None
+        scope = self.context["hami_scope"]
+        if scope is not None:  # a namespace-scoped user sees that a pod holds the share, not which
+            for item in [p for d in hami["devices"] for p in d["pods"]] + hami["problems"]:
+                if item.get("namespace") not in scope:
+                    item["pod"] = ""
+        return {k: v for k, v in hami.items() if k != "model"}
 
 
 class DeviceClassSerializer(KubeObjectSerializer):

@@ -8,7 +8,7 @@ from gpudash.api.filters import StrictFilterBackend
 from gpudash.api.pagination import IdsFirstPagination, StablePagePagination
 from gpudash.api.permissions import IsViewer
 from gpudash.api.views import MirrorViewSet
-from inventory import classmatch
+from inventory import accelerators, classmatch
 from inventory import tasks as class_counts
 from inventory.filtersets import (
     ClusterFilterSet,
@@ -56,6 +56,7 @@ class NodeViewSet(MirrorViewSet):
             device_count=Coalesce(Subquery(devices, output_field=IntegerField()), Value(0)),
             gpus=Coalesce(Subquery(gpus, output_field=IntegerField()), Value(0)),
             free_gpus=Case(When(ready=False, then=Value(0)), default=Coalesce(Subquery(free, output_field=IntegerField()), Value(0))),
+            accelerator_rows=accelerators.rows_json(),  # device plugin, HAMi: in this query, not one per node
         )
 
 

@@ -116,6 +116,51 @@ def pct(part, whole):
         return 0
 
 
+SOURCE_CELL_CAP = 64  # cells per resource; a larger count is said in numbers after them
+
+
+def _hami_state(d):
+    if not d["slots_used"]:
+        return "free"
+    full = d["slots_used"] >= d["slots"] or (d["memory"] and d["memory_used"] >= d["memory"]) or (d["cores"] and d["cores_used"] >= d["cores"])
+    return "allocated" if full else "partial"
+
+
+@register.simple_tag
+def source_cells(sources):
+    """Fleet-map cells for GPUs served outside DRA, one labelled group per source: a device plugin's
+    resources (a cell per GPU, partition or replica; the requested ones allocated), HAMi's registered
+    GPUs (a cell per physical GPU: free, partly shared, full). Never DRA device cells, never in DRA totals."""
+    groups = []
+    dp = (sources or {}).get("device_plugin")
+    if dp:
+        cells = []
+        for item in dp.get("items", ()):
+            alloc, used = item["allocatable"], min(item["requested"], item["allocatable"])
+            extra = " part" if item["kind"] in ("partition", "share") else ""
+            for i in range(min(alloc, SOURCE_CELL_CAP)):
+                state = "allocated" if i < used else "free"
+                title = " · ".join(x for x in (item["resource"], STATE_LABELS.get(state, state), dp.get("model") or "") if x)
+                cells.append(f'<span class="cell s-{state}{extra}" title="{html.escape(title)}"></span>')
+            if alloc > SOURCE_CELL_CAP or item["requested"] > alloc:
+                cells.append(f'<span class="srcmore">{html.escape(_("%(resource)s: %(requested)s of %(allocatable)s requested") % {"resource": item["resource"], "requested": item["requested"], "allocatable": alloc})}</span>')
+        groups.append(f'<span class="srccells" data-source="device-plugin"><span class="srclabel">{html.escape(_("device plugin"))}</span>{"".join(cells)}</span>')
+    hami = (sources or {}).get("hami")
+    if hami:
+        cells = []
+        for d in hami.get("devices", ()):
+            state = _hami_state(d)
+            title = _("%(gpu)s · %(model)s · %(used)s/%(slots)s vGPU slots · %(memory_used)s/%(memory)s MiB · %(cores_used)s/%(cores)s%% compute") % {
+                "gpu": d["id"], "model": d["model"], "used": d["slots_used"], "slots": d["slots"], "memory_used": d["memory_used"],
+                "memory": d["memory"], "cores_used": d["cores_used"], "cores": d["cores"]}
+            flag = "" if d.get("health", True) else " f-unhealthy"
+            cells.append(f'<span class="cell s-{state}{flag}" data-uuid="{html.escape(d["id"])}" title="{html.escape(title)}"></span>')
+        if hami.get("problems"):
+            cells.append(f'<span class="srcmore warn">{html.escape(_("%(count)s unreadable assignment(s)") % {"count": len(hami["problems"])})}</span>')
+        groups.append(f'<span class="srccells" data-source="hami"><span class="srclabel">{html.escape(_("HAMi"))}</span>{"".join(cells)}</span>')
+    return mark_safe("".join(groups))
+
+
 @register.simple_tag
 def map_cells(row, devices_url):
     """The device cells of one fleet-map row, built in Python: a page has thousands of cells and
