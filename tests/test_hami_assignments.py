@@ -17,6 +17,7 @@ from devcluster.scenario import scenario_objects
 from inventory import accelerators
 from inventory.models import Cluster, Node
 from tests.fleet_data import load_scenario, make_user
+from tests.sync_fixtures import cluster, devcluster, fast_sync  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -296,3 +297,21 @@ def test_fleet_map_rows_for_gpus_outside_dra(mixed, client):
     # the section follows the name filter and stays out of the DRA state filters
     assert set(map_rows(client.get(reverse("inventory:fleet-map") + "?cluster=mixed&q=hami").content.decode(), 'id="map-outside-dra"')) == {"hami-01"}
     assert 'id="map-outside-dra"' not in client.get(reverse("inventory:fleet-map") + "?cluster=mixed&state=free").content.decode()
+
+
+def test_watchers_mirror_what_the_api_server_publishes(cluster, devcluster, fast_sync):
+    """Through the real path: the built-in API server serves the scenario's Nodes and Pods with HAMi's
+    annotations, `manage.py watch --once` mirrors them, the node's HAMi use is what HAMi assigned."""
+    from django.core.management import call_command
+
+    objects = scenario_objects("mixed")
+    for plural in ("namespaces", "nodes", "pods"):
+        for obj in objects[plural]:
+            devcluster.store.create(plural, json.loads(json.dumps(obj)))
+    call_command("watch", "--cluster", "dev", "--once")
+    devices, problems, totals = expected_hami(objects, "hami-01")
+    got = accelerators.node_sources([cluster.id])[(cluster.id, "hami-01")]["hami"]
+    assert got_devices(got) == sorted_pods(devices) and {k: got[k] for k in totals} == totals
+    assert {p["pod"] for p in got["problems"]} == problems
+    hami_pods = {p["metadata"]["name"] for p in objects["pods"] if ALLOCATED in (p["metadata"].get("annotations") or {})}
+    assert hami_pods <= set(Pod.objects.filter(cluster=cluster).values_list("name", flat=True))
