@@ -29,15 +29,9 @@ class Funnel:
         inv = allocator.inv
         self.v = variant
         self.cls = inv.classes.get(variant.class_name)
-        class_key = ("class-only", variant.class_name)
-        chain_key, chain = allocator.plan.chains[id(variant)]
-        class_chain = [c for c in chain if c[0].startswith("class ")]
+        class_key, class_chain, chain_key, shape = _request_shape(allocator.plan, variant)
         allocator.chain_candidates(view, class_key, class_chain)  # fills each pool's match lists
         allocator.candidates(view, variant)
-        # Per pool, the counts depend only on the pool's devices, its allocated state and the
-        # request's shape: cached on the pool view under the state's token (a fleet-wide preview
-        # explains thousands of nodes, most of them sharing nothing but an unchanged state).
-        shape = (chain_key, variant.admin, _tolerations_key(variant.tolerations), tuple(sorted(variant.capacity_requests.items())))
         state = inv.state
         self.n_class = self.n_err = self.n_sel = 0
         self.n_alloc = self.n_taint = self.n_counter = self.n_cap = 0
@@ -126,6 +120,21 @@ class Funnel:
             return f"no device of driver {drv} on this node matches class `{self.v.class_name}`"
         text = f"no complete pool of driver {drv} on this node"
         return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _request_shape(plan, variant):
+    """(class-only key, class chain, chain key, shape) of a request, once per plan (the same on every
+    node it explains). Per pool, the funnel counts depend only on the pool's devices, its allocated
+    state and this shape: cached on the pool view under the state's token (a fleet-wide preview
+    explains thousands of nodes, most of them sharing nothing but an unchanged state)."""
+    shapes = plan.__dict__.setdefault("funnel_shapes", {})
+    found = shapes.get(id(variant))
+    if found is None:
+        chain_key, chain = plan.chains[id(variant)]
+        class_chain = [c for c in chain if c[0].startswith("class ")]
+        shape = (chain_key, variant.admin, _tolerations_key(variant.tolerations), tuple(sorted(variant.capacity_requests.items())))
+        found = shapes[id(variant)] = (("class-only", variant.class_name), class_chain, chain_key, shape)
+    return found
 
 
 def _tolerations_key(tolerations):
