@@ -9,7 +9,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 
-from django.db.models import Case, F, IntegerField, TextField, Value, When
+from django.db.models import Case, Exists, F, IntegerField, OuterRef, TextField, Value, When
 from django.db.models.functions import Concat, NullIf
 
 from gpudash import roles, tables
@@ -17,7 +17,7 @@ from gpudash.views import DashboardView
 from inventory.models import Cluster
 
 from .finding_scope import show_findings
-from .models import AuditEntry, Finding, Pod
+from .models import AuditEntry, Finding, Pod, PodClaimRef
 from .pending import PodNotFound, explain_pod
 from .release import ACTION_TITLES, release_finding
 from .stuck import RULE_TITLES
@@ -64,7 +64,7 @@ class StuckClaimsView(DashboardView):
         for key, value in filters.items():
             if value:
                 qs = qs.filter(**{key: value})
-        sort = tables.sorting(self.request, Finding, finding_sort_columns(), default=("cleared_at", "-first_seen", "-id"))
+        sort = tables.sorting(self.request, Finding, finding_sort_columns(), default=("cleared_at", "-first_seen", "-id"), constant={"cluster": self.one_cluster})
         ctx.update(self.paginate(sort.apply(qs), 100))
         show_findings(ctx["page_obj"].object_list, self.request.user)
         for f in ctx["page_obj"].object_list:
@@ -137,8 +137,9 @@ class PendingPodView(DashboardView):
         cluster = self.cluster
         if kwargs.get("cluster_name"):
             cluster = get_object_or_404(Cluster, name=kwargs["cluster_name"])
-        pending = roles.scope_queryset(self.in_cluster(Pod.objects.filter(phase="Pending").exclude(claim_refs=None)), self.request.user)
-        sort = tables.sorting(self.request, Pod, PENDING_SORT, default=("cluster_id", "namespace", "name"))
+        with_claims = Exists(PodClaimRef.objects.filter(pod_id=OuterRef("pk")))  # a semi-join, not NOT EXISTS over a LEFT JOIN
+        pending = roles.scope_queryset(self.in_cluster(Pod.objects.filter(with_claims, phase="Pending")), self.request.user)
+        sort = tables.sorting(self.request, Pod, PENDING_SORT, default=("cluster_id", "namespace", "name"), constant={"cluster": self.one_cluster})
         ctx.update(self.paginate(sort.apply(pending.select_related("cluster")).only(
             "cluster__name", "namespace", "name", "creation_timestamp", "scheduled_reason", "scheduled_message"), 50))
         ctx.update(form={"namespace": namespace, "name": name}, target_cluster=cluster, sorting=sort)

@@ -27,6 +27,10 @@ class Sorting:
     default: tuple  # SQL order of the unsorted page (field names / expressions), before the pk
     order: list = field(default_factory=list)
     error: str = ""
+    # column -> function() -> True when the column has one value over the list's rows (its cluster when
+    # one cluster is shown): ordering by it then changes nothing, and leaving it out of the ORDER BY
+    # lets the index of the default order (or of the next column) serve the page.
+    constant: dict = field(default_factory=dict)
 
     @property
     def python(self):
@@ -43,6 +47,8 @@ class Sorting:
         exprs = []
         if not self.python:
             for column, desc in self.order:
+                if column in self.constant and self.constant[column]():
+                    continue
                 expr = self.columns[column]
                 nullable = isinstance(expr, BaseExpression) or self._nullable(expr)
                 expr = expr if isinstance(expr, BaseExpression) else F(expr)
@@ -70,11 +76,11 @@ class Sorting:
         return rows
 
 
-def sorting(request, model, columns, default=()):
+def sorting(request, model, columns, default=(), constant=None):
     """Parse `?ordering=` against `columns` (see Sorting) for a list of `model` rows. An unknown column is an error message
     for the page (shown above the table, the default order kept), never a crash or a silent no-op."""
     filterset = _filterset(tuple(columns))(request.GET, queryset=model._default_manager.none())  # only its form is used
-    result = Sorting(model=model, columns=dict(columns), default=tuple(default))
+    result = Sorting(model=model, columns=dict(columns), default=tuple(default), constant=dict(constant or {}))
     if not filterset.is_valid():
         result.error = _("Cannot sort by %(value)s: choose from %(columns)s (prefix - for descending).") % {
             "value": repr(request.GET.get(PARAM)), "columns": ", ".join(columns)}

@@ -5,6 +5,7 @@ import json
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db import connection
 from django.db.models import QuerySet
 from django.http import Http404
 from django.template.response import TemplateResponse
@@ -27,6 +28,23 @@ def active_finding_count(user, cluster=None):
 
     qs = Finding.objects.stuck() if cluster is None else Finding.objects.stuck().filter(cluster=cluster)
     return roles.scope_queryset(qs, user).count()
+
+
+def distinct_namespaces(models, cluster=None):
+    """The namespaces the rows of `models` use (in `cluster`), in one query that walks the namespace
+    index from value to value (a recursive "skip scan": one index probe per namespace) instead of a
+    DISTINCT that reads every claim and pod on every page (40-50 ms at 20,000 of each)."""
+    parts, params = [], []
+    for i, model in enumerate(models):
+        table = connection.ops.quote_name(model._meta.db_table)
+        where, extra = ("cluster_id = %s", [cluster.id]) if cluster is not None else ("1 = 1", [])
+        parts.append(f"ns{i}(v) AS (SELECT MIN(namespace) FROM {table} WHERE {where} "
+                     f"UNION ALL SELECT (SELECT MIN(namespace) FROM {table} WHERE namespace > ns{i}.v AND {where}) FROM ns{i} WHERE ns{i}.v IS NOT NULL)")
+        params += extra * 2
+    union = " UNION ".join(f"SELECT v FROM ns{i} WHERE v IS NOT NULL" for i in range(len(models)))
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH RECURSIVE {', '.join(parts)} {union}", params)
+        return {v for (v,) in cursor.fetchall()}
 
 
 class DashboardView(LoginRequiredMixin, TemplateView):
@@ -92,9 +110,18 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         page renders the selector, not for live fragments)."""
         from claims.models import Pod, ResourceClaim
 
-        claims = roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user).values_list("namespace", flat=True).order_by()
-        pods = roles.scope_queryset(self.in_cluster(Pod.objects.all()), self.request.user).values_list("namespace", flat=True).order_by()
-        return sorted(set(claims.distinct()) | set(pods.distinct()) | ({self.namespace} - {""}))
+        if roles.visible_namespaces(self.request.user) is None:
+            found = distinct_namespaces((ResourceClaim, Pod), self.cluster)
+        else:  # a scoped user: which of its (few) namespaces have claims or pods
+            claims = roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user).values_list("namespace", flat=True).order_by()
+            pods = roles.scope_queryset(self.in_cluster(Pod.objects.all()), self.request.user).values_list("namespace", flat=True).order_by()
+            found = set(claims.distinct()) | set(pods.distinct())
+        return sorted(set(found) | ({self.namespace} - {""}))
+
+    def one_cluster(self):
+        """Only one cluster's rows are listed (one is selected, or only one is mirrored): a list's
+        "cluster" column is then constant (tables.Sorting.constant); asked only when sorting by it."""
+        return self.cluster is not None or Cluster.objects.count() <= 1
 
     @property
     def cluster_ids(self):

@@ -73,13 +73,15 @@ def node_not_ready():
     return Exists(node.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("node_name"), ready=False))
 
 
-def state_expression():
-    """CASE giving each device row its state (see the module docstring)."""
+def state_expression(not_ready=None):
+    """CASE giving each device row its state (see the module docstring). `not_ready`: an expression
+    for "the device's node is NotReady" to use instead of the EXISTS probe (inventory/fleet.py reads
+    the NotReady nodes once per page)."""
     return Case(
         When(held_by_claim_id__in=stuck_claim_ids(), then=Value(STUCK)),
         When(~Q(allocation_state=FREE), then=F("allocation_state")),
         When(tainted=True, then=Value(TAINTED)),
-        When(node_not_ready(), then=Value(UNHEALTHY)),
+        When(node_not_ready() if not_ready is None else not_ready, then=Value(UNHEALTHY)),
         default=Value(FREE),
         output_field=CharField(),
     )

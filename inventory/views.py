@@ -1,11 +1,11 @@
 """Inventory pages: fleet overview, fleet map, nodes, devices, device classes, slices and pools."""
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from django.core.paginator import Paginator
-from django.db.models import Case, Count, F, FloatField, OuterRef, Q, Subquery, TextField, Value, When
+from django.db.models import Case, Count, F, FloatField, IntegerField, OuterRef, Q, Subquery, Sum, TextField, Value, When
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Concat
+from django.db.models.functions import Cast, Coalesce, Concat
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
@@ -81,7 +81,7 @@ class FleetMapView(DashboardView):
         snap = fleet.FleetSnapshot(self.cluster_ids, user=self.request.user)
         unpublished_only = self.request.GET.get("unpublished") == "1"
         fleet_map = fleet.FleetMap(snap, state="" if error else state, search=search, gpu=None if error else gpu, unpublished=unpublished_only)
-        sort = tables.sorting(self.request, NodeDeviceSummary, MAP_SORT, default=("cluster_id", "sort_key"))
+        sort = tables.sorting(self.request, NodeDeviceSummary, MAP_SORT, default=("cluster_id", "sort_key"), constant={"cluster": self.one_cluster})
         rows = sort.apply(fleet_map.rows, tiebreak=("map_key",))  # grouped rows: (cluster, map_key) is their key
         ctx.update(self.paginate(rows.none() if error else rows, self.nodes_per_page))
         page = ctx["page_obj"]
@@ -117,22 +117,35 @@ class FleetMapView(DashboardView):
         return page
 
 
-# Sortable columns of the nodes list (gpudash/tables.py): SQL columns, or None for the device
-# counts, which node_sort_keys reads from the per-node summary.
-NODE_SORT = {"cluster": "cluster__name", "name": "name", "ready": "ready", "since": "ready_changed_at", "devices": None, "free": None, "allocated": None,
-             "gpus": None, "free_gpus": None}
+def node_sort_columns(stuck=None):
+    """Sortable columns of the nodes list (gpudash/tables.py), all in SQL. The device and GPU counts
+    are the node's per-node summary rows summed (a correlated sum on the summary's (cluster, node)
+    index, evaluated for the sort only), with what the page shows applied as FleetSnapshot does:
+    nothing free on a NotReady node, and allocated devices held by stuck claims not counted as
+    allocated (`stuck`: FleetSnapshot.stuck, the few devices of stuck claims)."""
+    per_node = NodeDeviceSummary.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name")).order_by().values("cluster_id", "node_name")
+
+    def summed(column):
+        return Coalesce(Subquery(per_node.annotate(s=Sum(column)).values("s")[:1], output_field=IntegerField()), Value(0))
+
+    def on_ready(expr):
+        return Case(When(ready=False, then=Value(0)), default=expr, output_field=IntegerField())
+
+    stuck_allocated = Counter()
+    for (cluster_id, _driver, _pool, node_name, *_rest), counts in (stuck or {}).items():
+        if node_name and counts.get(fleet.ALLOCATED):
+            stuck_allocated[(cluster_id, node_name)] += counts[fleet.ALLOCATED]
+    by_count = defaultdict(lambda: defaultdict(list))  # k -> cluster -> nodes with k such devices: a few IN lists, not a WHEN per node
+    for (c, n), k in sorted(stuck_allocated.items()):
+        by_count[k][c].append(n)
+    held_stuck = Case(*[When(cluster_id=c, name__in=names, then=Value(k)) for k, clusters in sorted(by_count.items()) for c, names in sorted(clusters.items())],
+                      default=Value(0), output_field=IntegerField())
+    return {"cluster": "cluster__name", "name": "name", "ready": "ready", "since": "ready_changed_at",
+            "devices": summed("n_total"), "free": on_ready(summed("n_free")), "allocated": summed("n_allocated") - held_stuck,
+            "gpus": summed("n_gpus"), "free_gpus": on_ready(summed("n_gpus_free"))}
 
 
-def node_sort_keys(counts, gpu_counts=None):
-    """Sort keys over (id, cluster_id, name, ready, ready_changed_at, cluster name) rows; `counts`
-    is FleetSnapshot.node_counts() and `gpu_counts` its node_gpu_counts() (what the page shows per node)."""
-    def count(state, source=counts):
-        return lambda r: (source.get((r[1], r[2])) or {}).get(state, 0)
-
-    gpu_counts = gpu_counts or {}
-    return {"cluster": lambda r: r[5], "name": lambda r: r[2], "ready": lambda r: r[3], "since": lambda r: r[4],
-            "devices": count("total"), "free": count(fleet.FREE), "allocated": count(fleet.ALLOCATED),
-            "gpus": count("gpus", gpu_counts), "free_gpus": count("gpus_free", gpu_counts)}
+NODE_SORT = node_sort_columns()  # the column names (bench/bench_ui.py); the view builds them per request
 
 
 class NodeListView(DashboardView):
@@ -155,23 +168,13 @@ class NodeListView(DashboardView):
             nodes = nodes.none()
         elif gpu:
             nodes = nodes.filter(fleet.node_gpu_q(gpu))
-        sort = tables.sorting(self.request, Node, NODE_SORT, default=("cluster_id", "name"))
+        counted = {"allocated"} & {c for c, _desc in tables.sorting(self.request, Node, NODE_SORT).order}
+        stuck = fleet.FleetSnapshot(self.cluster_ids).stuck if counted else None  # only a sort by allocated needs them
+        sort = tables.sorting(self.request, Node, node_sort_columns(stuck), default=("cluster_id", "name"), constant={"cluster": self.one_cluster})
         nodes = sort.apply(nodes)
         fields = ("id", "cluster_id", "name", "ready", "ready_changed_at", "unschedulable", "taints", "labels")
-        if sort.python:
-            # Device counts are summed per node from the summary (as the page shows them), so a sort
-            # by a count reads every filtered node's counts once, sorts the ids, then loads the page.
-            all_snap = fleet.FleetSnapshot(self.cluster_ids, user=self.request.user)
-            counts = all_snap.node_counts()
-            gpu_counts = all_snap.node_gpu_counts() if any(c in ("gpus", "free_gpus") for c, _desc in sort.order) else {}  # same read
-            rows = list(nodes.values_list("id", "cluster_id", "name", "ready", "ready_changed_at", "cluster__name"))
-            sort.sort_rows(rows, node_sort_keys(counts, gpu_counts))
-            ctx.update(self.paginate([r[0] for r in rows], 100))
-            by_id = Node.objects.only(*fields).in_bulk(ctx["page_obj"].object_list)
-            page_nodes = [by_id[pk] for pk in ctx["page_obj"].object_list if pk in by_id]
-        else:
-            ctx.update(self.paginate(nodes.only(*fields), 100))
-            page_nodes = list(ctx["page_obj"].object_list)
+        ctx.update(self.paginate(nodes.only(*fields), 100))
+        page_nodes = list(ctx["page_obj"].object_list)
         # Device counts per node for the page only: one grouped query, one allocation lookup.
         keys = {(n.cluster_id, n.name) for n in page_nodes}
         page_snap = fleet.FleetSnapshot(list({k[0] for k in keys}), user=self.request.user, nodes=keys) if keys else None
@@ -292,7 +295,7 @@ class DeviceListView(DashboardView):
             error, qs = f"Unknown flag {flag!r}: use one of {', '.join(fleet.FLAGS)}.", qs.none()
         elif flag:
             qs = qs.filter(devicestate.flag_q(flag))
-        sort = tables.sorting(self.request, Device, device_sort_columns(self.request.user), default=("cluster_id", "node_name", "driver", "pool", "name"))
+        sort = tables.sorting(self.request, Device, device_sort_columns(self.request.user), default=("cluster_id", "node_name", "driver", "pool", "name"), constant={"cluster": self.one_cluster})
         qs = sort.apply(qs)
         if residual:
             # Clauses SQL cannot answer exactly: checked in Python on what SQL left, then paged by id.
@@ -314,7 +317,8 @@ class DeviceListView(DashboardView):
             d.cluster_name = names.get(d.cluster_id)
             d.model = d.attribute_value("productName") or d.attribute_value("model") or ""
         ctx["devices"] = page_devices
-        drivers = self.in_cluster(Device.objects.all()).values_list("driver", flat=True).distinct().order_by("driver")
+        # The driver choices from the per-node summary (a few thousand rows), not a DISTINCT over every device.
+        drivers = self.in_cluster(NodeDeviceSummary.objects.exclude(n_total=0)).values_list("driver", flat=True).distinct().order_by("driver")
         ctx.update(
             q=get.get("q", ""), error=error, state=state, flag=flag, flags=fleet.FLAGS, flag_labels=fleet.FLAG_LABELS, driver=get.get("driver", ""), pool=get.get("pool", ""), node=get.get("node", ""),
             drivers=list(drivers), states=fleet.STATES, state_labels=fleet.STATE_LABELS, match_count=ctx["page_obj"].paginator.count,

@@ -84,7 +84,9 @@ def pods_utilization(pods):
                 pods_of_claim[(p.cluster_id, p.namespace, ref.claim_name)].append(p.id)
     if not pods_of_claim:
         return {}
-    results = (AllocationResult.objects.filter(cluster_id__in={k[0] for k in pods_of_claim}, claim__name__in={k[2] for k in pods_of_claim}, admin_access=False)
+    from claims.lookups import claim_keys_q
+
+    results = (AllocationResult.objects.filter(claim_keys_q(pods_of_claim, prefix="claim__"), admin_access=False)
                .values_list("cluster_id", "claim__namespace", "claim__name", "driver", "pool", "device").order_by("cluster_id", "pool", "device"))
     held = [(r[:3], (r[0], *r[3:])) for r in results if r[:3] in pods_of_claim]
     found = latest({k[0] for k in pods_of_claim}, [key for _claim, key in held])
