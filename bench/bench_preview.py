@@ -119,7 +119,7 @@ def pct(values, p):
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else float("nan")
 
 
-def churn(db_url, cluster_id, rate, seconds, started, counts, batches=None):
+def churn(db_url, cluster_id, rate, seconds, started, counts, batches=None, elapsed=None):
     """(a child process) The sync's side: `rate` claim changes per second through apply_batch. Each
     batch carries every change that is due by then, as a watcher applies what waits in its stream
     together: a fifth of a second's worth when the transactions keep up, more when one took longer
@@ -177,6 +177,7 @@ def churn(db_url, cluster_id, rate, seconds, started, counts, batches=None):
     counts.value = n
     if batches is not None:
         batches.value = k
+        elapsed.value = time.monotonic() - t0
 
 
 def ensure_footprints(cluster):
@@ -259,8 +260,8 @@ def live_main(args):
     live = live_inventory(cluster.pk)
     builds, updates = live.builds, live.updates
     ctx = multiprocessing.get_context("spawn")
-    started, counts, batches = ctx.Event(), ctx.Value("i", 0), ctx.Value("i", 0)
-    worker = ctx.Process(target=churn, args=(db_url, cluster.pk, args.rate, args.seconds, started, counts, batches))
+    started, counts, batches, elapsed = ctx.Event(), ctx.Value("i", 0), ctx.Value("i", 0), ctx.Value("d", 0.0)
+    worker = ctx.Process(target=churn, args=(db_url, cluster.pk, args.rate, args.seconds, started, counts, batches, elapsed))
     worker.start()
     started.wait(120)
     times, cpu, catch_up, t_start = [], [], [], time.monotonic()
@@ -277,7 +278,7 @@ def live_main(args):
         n += 1
     worker.join()
     wall = time.monotonic() - t_start
-    print(f"under churn: {counts.value} claim changes in {wall:.1f} s ({counts.value / wall:.0f}/s, {batches.value} transactions) by another process; "
+    print(f"under churn: {counts.value} claim changes in {wall:.1f} s ({counts.value / max(elapsed.value, 1e-9):.0f}/s over its {elapsed.value:.1f} s, {batches.value} transactions) by another process; "
           f"{len(times)} previews (claim and pod alternating): p50 {pct(times, 50):.0f} ms, p95 {pct(times, 95):.0f} ms, "
           f"max {max(times):.0f} ms (CPU p50 {pct(cpu, 50):.0f} ms, p95 {pct(cpu, 95):.0f} ms); {live.updates - updates} updates, "
           f"{live.builds - builds} rebuilds")
