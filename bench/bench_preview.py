@@ -5,8 +5,10 @@
 
 --live: the live preview inventory (claims/live_inventory.py) in this process, the sync in another
 (a second process applies --rate claim changes per second through gpudash.sync.apply.apply_batch,
-as a watcher does): the first preview after start (inventory build + first engine run), warm
-previews, then previews while the changes land (each preview catches up from the change log first).
+as a watcher does, each transaction carrying every change due by then): the first preview after
+start (inventory build + first engine run), warm previews, then previews while the changes land
+(each preview catches up from the change log first). With no `bench` cluster of --nodes nodes in the
+database, --live loads bench_api.py's fleet first (minutes); give it its own BENCH_DATABASE_URL.
 
 In-process Django test client (sessions, auth, view, engine, template): figures are printed, not asserted.
 Uses BENCH_DATABASE_URL (default: the `gpudash_bench_ui` database; load it first with bench/bench_ui.py).
