@@ -9,6 +9,7 @@ admin needs them) and scrubbed per user when shown: by the API serializer, the p
 import copy
 
 from gpudash import roles
+from gpudash.messages import render
 
 from .preview_scope import OTHER_CLAIM, redact_result
 from .stuck import DOUBLE_ALLOCATION, double_allocation_summary
@@ -18,9 +19,12 @@ def _visible(ref, visible):
     return isinstance(ref, str) and ref.partition("/")[0] in visible
 
 
-def scoped_summary_and_evidence(rule, summary, evidence, visible):
+def scoped_summary_and_evidence(rule, summary, evidence, visible, message=None):
     """(summary, evidence) as a user with namespace scope `visible` (None = all) may see them; the
-    arguments are left untouched."""
+    arguments are left untouched. With the stored `message` the summary is in the active language
+    (the pages); without it, the stored English (the API)."""
+    translate = bool(message)
+    summary = render(message, summary) if message else summary
     if visible is None:
         return summary, evidence
     evidence = copy.deepcopy(evidence) if isinstance(evidence, dict) else {}
@@ -30,7 +34,7 @@ def scoped_summary_and_evidence(rule, summary, evidence, visible):
         shown = [ref for ref in evidence["claims"] if _visible(ref, visible)] + [OTHER_CLAIM] * len(others)
         evidence["claims"] = shown
         if rule == DOUBLE_ALLOCATION and evidence.get("device"):
-            summary = double_allocation_summary(evidence["device"], shown)
+            summary = render(double_allocation_summary(evidence["device"], shown), summary, translate)
         else:  # any other wording (older rows): the names themselves, longest first so none is left half-replaced
             for ref in sorted({r for r in others if isinstance(r, str)}, key=len, reverse=True):
                 summary = summary.replace(ref, OTHER_CLAIM)
@@ -44,5 +48,5 @@ def show_findings(findings, user):
     so a view that forgets this shows nothing rather than too much); returns the list."""
     visible = roles.visible_namespaces(user)
     for f in findings:
-        f.shown_summary, f.shown_evidence = scoped_summary_and_evidence(f.rule, f.summary, f.evidence, visible)
+        f.shown_summary, f.shown_evidence = scoped_summary_and_evidence(f.rule, f.summary, f.evidence, visible, f.summary_message)
     return findings

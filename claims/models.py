@@ -379,7 +379,9 @@ class Finding(models.Model):
     claim_uid = models.CharField(max_length=64, blank=True, db_index=True)
     # Distinguishes several findings of one rule on one claim (e.g. one per stale consumer).
     subject = models.CharField(max_length=255, blank=True)
-    summary = models.TextField()
+    summary = models.TextField()  # English, as the API has always served it
+    # The same text as a message (gpudash/messages.py), so a page shows it in the reader's language.
+    summary_message = models.JSONField(default=dict, blank=True)
     evidence = models.JSONField(default=dict, blank=True)
     remedy = models.CharField(max_length=64, blank=True, help_text="Name of the release action that fixes it.")
     first_seen = models.DateTimeField(db_index=True)

@@ -168,12 +168,14 @@ def scheduling_step(pod):
     cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
     phase = status.get("phase") or "Unknown"
     if node:
-        return step("scheduling", gettext("Scheduled"), PASS, f"Bound to node {node}; phase {phase}.", node=node, phase=phase)
+        return step("scheduling", gettext("Scheduled"), PASS, gettext("Bound to node %(node)s; phase %(phase)s.") % {"node": node, "phase": phase},
+                    node=node, phase=phase)
     if cond and cond.get("status") == "False":
-        return step("scheduling", gettext("Scheduled"), FAIL, f"{cond.get('reason') or 'Not scheduled'}: {cond.get('message') or ''}".strip(),
+        # The scheduler's reason and message stay as the scheduler wrote them.
+        return step("scheduling", gettext("Scheduled"), FAIL, f"{cond.get('reason') or gettext('Not scheduled')}: {cond.get('message') or ''}".strip(),
                     reason=cond.get("reason"), message=cond.get("message"), phase=phase)
-    return step("scheduling", gettext("Scheduled"), WARN, "Not scheduled yet and no PodScheduled condition: the scheduler has not tried "
-                "(scheduling gates, or the claim does not exist yet).", phase=phase)
+    return step("scheduling", gettext("Scheduled"), WARN, gettext("Not scheduled yet and no PodScheduled condition: the scheduler has not tried "
+                "(scheduling gates, or the claim does not exist yet)."), phase=phase)
 
 
 def claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_namespaces=None):
@@ -182,38 +184,42 @@ def claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_n
     steps = []
     if not claim_name:
         steps.append(step("exists", gettext("Claim exists"), FAIL,
-                          f"No claim created yet from template {template!r} (the resource-claim controller writes it into the pod's "
-                          "status; look for FailedResourceClaimCreation events, or a missing template)."))
+                          gettext("No claim created yet from template %(template)s (the resource-claim controller writes it into the pod's "
+                                  "status; look for FailedResourceClaimCreation events, or a missing template).") % {"template": repr(template)}))
         return steps, None
     claim, _ = reader.claim(meta.get("namespace"), claim_name)
     if claim is None:
-        steps.append(step("exists", gettext("Claim exists"), FAIL, f"ResourceClaim {claim_name} does not exist in {meta.get('namespace')}."))
+        steps.append(step("exists", gettext("Claim exists"), FAIL, gettext("ResourceClaim %(claim)s does not exist in %(namespace)s.")
+                          % {"claim": claim_name, "namespace": meta.get("namespace")}))
         return steps, None
     cmeta, cstatus = claim.get("metadata") or {}, claim.get("status") or {}
     if cmeta.get("deletionTimestamp"):
-        steps.append(step("exists", gettext("Claim exists"), FAIL, f"ResourceClaim {claim_name} is being deleted: new pods using it are gated."))
+        steps.append(step("exists", gettext("Claim exists"), FAIL, gettext("ResourceClaim %(claim)s is being deleted: new pods using it are gated.")
+                          % {"claim": claim_name}))
     else:
-        steps.append(step("exists", gettext("Claim exists"), PASS, f"ResourceClaim {claim_name}."))
+        steps.append(step("exists", gettext("Claim exists"), PASS, gettext("ResourceClaim %(claim)s.") % {"claim": claim_name}))
     allocation = cstatus.get("allocation")
     if not allocation:
-        steps.append(step("allocated", gettext("Allocated"), FAIL, "Not allocated: no node has devices that satisfy it (see the engine's explanation)."))
+        steps.append(step("allocated", gettext("Allocated"), FAIL, gettext("Not allocated: no node has devices that satisfy it (see the engine's explanation).")))
         steps.append(engine_step(cluster, meta.get("namespace"), claim_name, visible_namespaces, pod=pod))
         return steps, claim
     claim_node = ResourceClaim.node_from_selector(allocation.get("nodeSelector"))
     results = (allocation.get("devices") or {}).get("results") or []
     devices = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results]
-    steps.append(step("allocated", gettext("Allocated"), PASS, f"Allocated {', '.join(devices) or '(no devices)'}"
-                      f"{' on ' + claim_node if claim_node else ''}.", node=claim_node, devices=devices))
+    shown = ", ".join(devices) or gettext("(no devices)")
+    steps.append(step("allocated", gettext("Allocated"), PASS, (gettext("Allocated %(devices)s on %(node)s.") if claim_node else gettext("Allocated %(devices)s."))
+                      % {"devices": shown, "node": claim_node}, node=claim_node, devices=devices))
     reserved = [e for e in cstatus.get("reservedFor") or []]
     if any(e.get("uid") == pod_uid for e in reserved):
-        steps.append(step("reserved", gettext("Reserved for this pod"), PASS, "status.reservedFor names this pod."))
+        steps.append(step("reserved", gettext("Reserved for this pod"), PASS, gettext("status.reservedFor names this pod.")))
     elif node:
-        steps.append(step("reserved", gettext("Reserved for this pod"), FAIL, "The pod is bound but the claim is not reserved for it: the kubelet "
-                          f"refuses to start it (reserved for: {', '.join(e.get('name', '?') for e in reserved) or 'nobody'})."))
+        steps.append(step("reserved", gettext("Reserved for this pod"), FAIL, gettext("The pod is bound but the claim is not reserved for it: the kubelet "
+                          "refuses to start it (reserved for: %(consumers)s).") % {"consumers": ", ".join(e.get("name", "?") for e in reserved) or gettext("nobody")}))
     else:
         others = ", ".join(e.get("name", "?") for e in reserved)
         steps.append(step("reserved", gettext("Reserved for this pod"), INFO if not others else WARN,
-                          "Not reserved yet (the scheduler reserves it when it binds the pod)" + (f"; reserved for {others}." if others else ".")))
+                          gettext("Not reserved yet (the scheduler reserves it when it binds the pod); reserved for %(consumers)s.") % {"consumers": others}
+                          if others else gettext("Not reserved yet (the scheduler reserves it when it binds the pod).")))
     steps.append(prepared_step(pod, claim, results))
     return steps, claim
 
@@ -231,16 +237,19 @@ def prepared_step(pod, claim, results):
         pending += [f"{name}: {c}" for c in r.get("bindingConditions") or [] if (conds.get(c) or {}).get("status") != "True"]
     device_conditions = {f"{k[0]}/{k[1]}/{k[2]}": {t: c.get("status") for t, c in v.items()} for k, v in seen.items()}
     if failed:
-        return step("prepared", gettext("Devices prepared"), FAIL, "Binding failed: " + "; ".join(failed), conditions=device_conditions)
+        return step("prepared", gettext("Devices prepared"), FAIL, gettext("Binding failed: %(conditions)s") % {"conditions": "; ".join(failed)},
+                    conditions=device_conditions)
     if pending:
-        return step("prepared", gettext("Devices prepared"), WARN, "Waiting for binding conditions: " + "; ".join(pending), conditions=device_conditions)
+        return step("prepared", gettext("Devices prepared"), WARN, gettext("Waiting for binding conditions: %(conditions)s") % {"conditions": "; ".join(pending)},
+                    conditions=device_conditions)
     phase = (pod.get("status") or {}).get("phase")
     if phase == "Running" or phase in TERMINAL:
-        return step("prepared", gettext("Devices prepared"), PASS, f"The pod's containers started (phase {phase}).", conditions=device_conditions)
+        return step("prepared", gettext("Devices prepared"), PASS, gettext("The pod's containers started (phase %(phase)s).") % {"phase": phase},
+                    conditions=device_conditions)
     if (pod.get("spec") or {}).get("nodeName"):
-        return step("prepared", gettext("Devices prepared"), WARN, "The pod is bound but not running: the kubelet may be failing to prepare the "
-                    "devices (look for FailedPrepareDynamicResources events, and at the driver below).", conditions=device_conditions)
-    return step("prepared", gettext("Devices prepared"), INFO, "Not applicable until the pod is bound to a node.", conditions=device_conditions)
+        return step("prepared", gettext("Devices prepared"), WARN, gettext("The pod is bound but not running: the kubelet may be failing to prepare the "
+                    "devices (look for FailedPrepareDynamicResources events, and at the driver below)."), conditions=device_conditions)
+    return step("prepared", gettext("Devices prepared"), INFO, gettext("Not applicable until the pod is bound to a node."), conditions=device_conditions)
 
 
 def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=None):
@@ -248,26 +257,31 @@ def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=Non
     requests) first, as the scheduler runs them, then DRA; names the first failing filter per node."""
     row = ResourceClaim.objects.filter(cluster=cluster, namespace=namespace, name=claim_name).first()
     if row is None:
-        return step("engine", gettext("Where could it fit?"), INFO, "The claim is not in the mirror yet: no per-node explanation.")
+        return step("engine", gettext("Where could it fit?"), INFO, gettext("The claim is not in the mirror yet: no per-node explanation."))
     try:
         from .stuck import summarize_preview
 
         full = run_preview(cluster, claim=row, visible_namespaces=visible_namespaces, pod=pod)
         result = summarize_preview(full)
     except Exception as exc:  # an engine failure is reported, the rest of the checklist still runs
-        return step("engine", gettext("Where could it fit?"), WARN, f"The allocation engine could not explain it: {exc}")
+        return step("engine", gettext("Where could it fit?"), WARN, gettext("The allocation engine could not explain it: %(error)s") % {"error": exc})
     summary = result["summary"]
     fits = summary.get("fits", 0)
     common = (summary.get("mostCommonReason") or {}).get("example") or ""
     filtered = filter_rejections_text(summary)
     if fits:
-        caveat = "; ".join(f"{n['plugin']} not simulated ({n['reason']})" for n in (summary.get("nodeFilters") or {}).get("notSimulated") or [])
-        return step("engine", gettext("Where could it fit?"), INFO, f"The engine finds {fits} node(s) where it fits now: the scheduler "
-                    "may not have retried yet" + (f", or {caveat}" if caveat else "") + "." + (f" {filtered}" if filtered else ""), **result)
+        caveat = "; ".join(gettext("%(plugin)s not simulated (%(reason)s)") % {"plugin": n["plugin"], "reason": n["reason"]}
+                           for n in (summary.get("nodeFilters") or {}).get("notSimulated") or [])
+        text = (gettext("The engine finds %(fits)s node(s) where it fits now: the scheduler may not have retried yet, or %(caveat)s.")
+                if caveat else gettext("The engine finds %(fits)s node(s) where it fits now: the scheduler may not have retried yet."))
+        return step("engine", gettext("Where could it fit?"), INFO, text % {"fits": fits, "caveat": caveat} + (f" {filtered}" if filtered else ""), **result)
     message = summary.get("schedulerMessage")
-    return step("engine", gettext("Where could it fit?"), FAIL, f"Fits on none of {summary.get('nodes', 0)} nodes. "
-                + (f"{filtered} " if filtered else "") + f"Most common reason: {common}" + (f" Scheduler: {message}" if message else ""),
-                **result)
+    # The engine's reason and the scheduler's message stay in the scheduler's (English) wording.
+    text = gettext("Fits on none of %(nodes)s nodes.") % {"nodes": summary.get("nodes", 0)} + (f" {filtered}" if filtered else "")
+    text += " " + gettext("Most common reason: %(reason)s") % {"reason": common}
+    if message:
+        text += " " + gettext("Scheduler: %(message)s") % {"message": message}
+    return step("engine", gettext("Where could it fit?"), FAIL, text, **result)
 
 
 def filter_rejections_text(summary):
@@ -275,8 +289,9 @@ def filter_rejections_text(summary):
     parts = []
     for item in (summary.get("nodeFilters") or {}).get("rejections") or []:
         nodes = ", ".join(item["exampleNodes"]) + (", ..." if item["nodes"] > len(item["exampleNodes"]) else "")
-        parts.append(f"{item['plugin']} on {item['nodes']} node(s) ({nodes}: {', '.join(item['reasons'])})")
-    return ("First failing filter: " + "; ".join(parts) + ".") if parts else ""
+        parts.append(gettext("%(plugin)s on %(count)s node(s) (%(nodes)s: %(reasons)s)")
+                     % {"plugin": item["plugin"], "count": item["nodes"], "nodes": nodes, "reasons": ", ".join(item["reasons"])})
+    return (gettext("First failing filter: %(filters)s.") % {"filters": "; ".join(parts)}) if parts else ""
 
 
 def driver_steps(cluster, reader, node, drivers):
@@ -284,35 +299,39 @@ def driver_steps(cluster, reader, node, drivers):
     out = []
     node_row = Node.objects.filter(cluster=cluster, name=node).first()
     if node_row is None:
-        out.append(step("node", gettext("Node %(node)s") % {"node": node}, FAIL, f"Node {node} is not known (deleted?)."))
+        out.append(step("node", gettext("Node %(node)s") % {"node": node}, FAIL, gettext("Node %(node)s is not known (deleted?).") % {"node": node}))
     elif node_row.ready is False:
-        out.append(step("node", gettext("Node %(node)s") % {"node": node}, FAIL, f"Node {node} is NotReady since {node_row.ready_changed_at}."))
+        out.append(step("node", gettext("Node %(node)s") % {"node": node}, FAIL, gettext("Node %(node)s is NotReady since %(since)s.")
+                        % {"node": node, "since": node_row.ready_changed_at}))
     else:
-        out.append(step("node", gettext("Node %(node)s") % {"node": node}, PASS, "Ready." if node_row.ready else "Readiness unknown."))
+        out.append(step("node", gettext("Node %(node)s") % {"node": node}, PASS, gettext("Ready.") if node_row.ready else gettext("Readiness unknown.")))
     slices = list(ResourceSlice.objects.filter(cluster=cluster, node_name=node))
     drivers = sorted(set(drivers) | {s.driver for s in slices})
     for driver in drivers:
         mine = [s for s in slices if s.driver == driver]
+        published = gettext("%(driver)s: slices published") % {"driver": driver}
+        running = gettext("%(driver)s: driver pod running") % {"driver": driver}
         if not mine:
-            out.append(step(f"slices:{driver}", f"{driver}: slices published", FAIL,
-                            f"No ResourceSlice of {driver} for node {node}: the driver's kubelet plugin is not running or not registered."))
+            out.append(step(f"slices:{driver}", published, FAIL,
+                            gettext("No ResourceSlice of %(driver)s for node %(node)s: the driver's kubelet plugin is not running or not "
+                                    "registered.") % {"driver": driver, "node": node}))
         else:
-            out.append(step(f"slices:{driver}", f"{driver}: slices published", PASS, f"{len(mine)} slice(s)."))
+            out.append(step(f"slices:{driver}", published, PASS, gettext("%(count)s slice(s).") % {"count": len(mine)}))
             for pool in sorted({s.pool for s in mine}):
                 out.append(pool_step(cluster, driver, pool))
         pods, selectors = reader.driver_pods(driver, node)
         if not selectors:
-            out.append(step(f"driverpod:{driver}", f"{driver}: driver pod running", INFO,
-                            "No label selector known for this driver's pods (settings GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS)."))
+            out.append(step(f"driverpod:{driver}", running, INFO,
+                            gettext("No label selector known for this driver's pods (settings GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS).")))
         elif not pods:
-            out.append(step(f"driverpod:{driver}", f"{driver}: driver pod running", FAIL,
-                            f"No driver pod on {node} matching {' or '.join(selectors)}."))
+            out.append(step(f"driverpod:{driver}", running, FAIL,
+                            gettext("No driver pod on %(node)s matching %(selectors)s.") % {"node": node, "selectors": (" %s " % gettext("or")).join(selectors)}))
         elif any(p["phase"] == "Running" and p["ready"] for p in pods):
-            out.append(step(f"driverpod:{driver}", f"{driver}: driver pod running", PASS,
-                            ", ".join(f"{p['namespace']}/{p['name']}" for p in pods) + " running and ready.", pods=pods))
+            out.append(step(f"driverpod:{driver}", running, PASS, gettext("%(pods)s running and ready.")
+                            % {"pods": ", ".join(f"{p['namespace']}/{p['name']}" for p in pods)}, pods=pods))
         else:
-            out.append(step(f"driverpod:{driver}", f"{driver}: driver pod running", FAIL,
-                            "Driver pod(s) not ready: " + ", ".join(f"{p['namespace']}/{p['name']} ({p['phase']})" for p in pods), pods=pods))
+            out.append(step(f"driverpod:{driver}", running, FAIL, gettext("Driver pod(s) not ready: %(pods)s")
+                            % {"pods": ", ".join(f"{p['namespace']}/{p['name']} ({p['phase']})" for p in pods)}, pods=pods))
     return out
 
 
@@ -321,11 +340,12 @@ def pool_step(cluster, driver, pool):
     newest = max(r["pool_generation"] for r in rows)
     current = [r for r in rows if r["pool_generation"] == newest]
     expected = max(r["resource_slice_count"] for r in current)
+    title = gettext("%(driver)s: pool %(pool)s complete") % {"driver": driver, "pool": pool}
+    counts = {"published": len(current), "expected": expected, "generation": newest}
     if len(current) < expected:
-        return step(f"pool:{driver}/{pool}", f"{driver}: pool {pool} complete", FAIL,
-                    f"{len(current)} of {expected} slices of generation {newest} published: the scheduler skips incomplete pools "
-                    "for most requests.")
-    return step(f"pool:{driver}/{pool}", f"{driver}: pool {pool} complete", PASS, f"{len(current)}/{expected} slices, generation {newest}.")
+        return step(f"pool:{driver}/{pool}", title, FAIL, gettext("%(published)s of %(expected)s slices of generation %(generation)s published: "
+                                                                  "the scheduler skips incomplete pools for most requests.") % counts)
+    return step(f"pool:{driver}/{pool}", title, PASS, gettext("%(published)s/%(expected)s slices, generation %(generation)s.") % counts)
 
 
 def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None):
@@ -357,7 +377,7 @@ def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None):
                     nodes.add(claim_node)
                 drivers |= {r.get("driver") for r in (allocation.get("devices") or {}).get("results") or [] if r.get("driver")}
         if not report["claims"]:
-            report["steps"].append(step("claims", gettext("Uses DRA"), INFO, "The pod has no resource claims: DRA is not why it is Pending."))
+            report["steps"].append(step("claims", gettext("Uses DRA"), INFO, gettext("The pod has no resource claims: DRA is not why it is Pending.")))
         pod_node = report["pod"]["node"]
         if pod_node:
             nodes.add(pod_node)
@@ -370,7 +390,8 @@ def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None):
                                                                                         client=reader.client if reader.live else None)]
             report["driver_log_lines"], report["driver_log_bytes"] = limits()
         if source == "mirror" and live:
-            report["note"] = f"API server not reachable ({reader.error}): read from the database mirror (events as far as the Events mirror holds them)."
+            report["note"] = gettext("API server not reachable (%(error)s): read from the database mirror (events as far as the Events "
+                                     "mirror holds them).") % {"error": reader.error}
         report["verdict"] = verdict(report)
         return report
 
@@ -394,4 +415,4 @@ def verdict(report):
         hit = next((s for s in ordered if s["status"] == status), None)
         if hit:
             return {"status": status, "title": hit["title"], "detail": hit["detail"]}
-    return {"status": PASS, "title": "No DRA problem found", "detail": "Every DRA check passes; look at other scheduling constraints."}
+    return {"status": PASS, "title": gettext("No DRA problem found"), "detail": gettext("Every DRA check passes; look at other scheduling constraints.")}

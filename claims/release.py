@@ -18,6 +18,7 @@ import logging
 from dataclasses import asdict, dataclass, field
 
 import urllib3
+from django.utils.translation import gettext_lazy as _
 from kubernetes.client.exceptions import ApiException
 from urllib3 import HTTPHeaderDict
 
@@ -38,11 +39,12 @@ JSON = "application/json"
 
 DONE, REFUSED, CONFLICT, ERROR, DRY_RUN = "done", "refused", "conflict", "error", "dry-run"
 
+# Lazy: the pages show them in the reader's language.
 ACTION_TITLES = {
-    "remove_reservations": "Remove stale reservedFor entries",
-    "deallocate": "Deallocate (clear status.allocation)",
-    "finish_deletion": "Finish the blocked deletion (remove the finalizer)",
-    "delete_claim": "Delete the template-generated claim",
+    "remove_reservations": _("Remove stale reservedFor entries"),
+    "deallocate": _("Deallocate (clear status.allocation)"),
+    "finish_deletion": _("Finish the blocked deletion (remove the finalizer)"),
+    "delete_claim": _("Delete the template-generated claim"),
 }
 
 
@@ -75,7 +77,7 @@ class Plan:
     def as_dict(self):
         return {
             "action": self.action,
-            "title": ACTION_TITLES.get(self.action, self.action),
+            "title": str(ACTION_TITLES.get(self.action, self.action)),
             "request": self.request.as_dict() if self.request else None,
             "refused": self.refused,
             "warnings": self.warnings,

@@ -14,7 +14,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_noop
 
+from gpudash.messages import message, render
 from gpudash.models import parse_k8s_time
 from inventory.models import Device, Node, SyncState
 from monitoring.models import OpsCounter
@@ -36,16 +39,17 @@ IDLE_GPU = "idle_gpu"  # listed in claims.models.REPORT_ONLY_RULES
 FINDING_KIND = "Finding"
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
+# Lazy: shown (and sorted by) in the page's language.
 RULE_TITLES = {
-    STALE_RESERVATION: "Stale reservation",
-    DELETION_BLOCKED: "Deletion blocked",
-    ORPHANED_ALLOCATION: "Orphaned allocation",
-    UNALLOCATABLE: "Unallocatable",
-    NODE_GONE: "Node gone or NotReady",
-    NOT_PREPARED: "Not prepared / binding failed",
-    DEVICE_VANISHED: "Device vanished",
-    DOUBLE_ALLOCATION: "Double allocation",
-    IDLE_GPU: "Idle GPU",
+    STALE_RESERVATION: _("Stale reservation"),
+    DELETION_BLOCKED: _("Deletion blocked"),
+    ORPHANED_ALLOCATION: _("Orphaned allocation"),
+    UNALLOCATABLE: _("Unallocatable"),
+    NODE_GONE: _("Node gone or NotReady"),
+    NOT_PREPARED: _("Not prepared / binding failed"),
+    DEVICE_VANISHED: _("Device vanished"),
+    DOUBLE_ALLOCATION: _("Double allocation"),
+    IDLE_GPU: _("Idle GPU"),
 }
 
 DEFAULTS = {
@@ -95,7 +99,9 @@ class Candidate:
     rule: str
     claim: ResourceClaim
     subject: str
-    summary: str
+    # A message (gpudash/messages.py), rendered in the reader's language when shown; `summary` keeps
+    # its English text for the API. A plain string is taken as it is (no translation).
+    summary: str | dict
     severity: str = Finding.Severity.WARNING
     remedy: str = ""
     evidence: dict = field(default_factory=dict)
@@ -103,6 +109,12 @@ class Candidate:
     since: datetime | None = None
     # Override of the rule's grace period (e.g. a binding failure reported by the driver needs none).
     grace: float | None = None
+
+    message: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if isinstance(self.summary, dict):
+            self.message, self.summary = self.summary, render(self.summary, translate=False)
 
     @property
     def key(self):
@@ -184,11 +196,14 @@ def rule_stale_reservation(m, cfg, now):
                 if pod is None and not pods_complete:
                     continue
                 since = pod.creation_timestamp if pod is not None else None
-                why = "no longer exists" if pod is None else f"was replaced by a new pod (uid {pod.uid})"
+                summary = message(gettext_noop("reservedFor names pod %(pod)s (%(uid)s), which no longer exists."), pod=consumer.name, uid=consumer.uid) \
+                    if pod is None else message(gettext_noop("reservedFor names pod %(pod)s (%(uid)s), which was replaced by a new pod (uid %(new_uid)s)."),
+                                                pod=consumer.name, uid=consumer.uid, new_uid=pod.uid)
                 evidence["pod"] = None if pod is None else {"uid": pod.uid, "phase": pod.phase}
             elif pod.phase in TERMINAL_PHASES:
                 since = pod_finished_at(pod) or pod.synced_at
-                why = f"has finished (phase {pod.phase})"
+                summary = message(gettext_noop("reservedFor names pod %(pod)s (%(uid)s), which has finished (phase %(phase)s)."),
+                                  pod=consumer.name, uid=consumer.uid, phase=pod.phase)
                 evidence["pod"] = {"uid": pod.uid, "phase": pod.phase, "node": pod.node_name}
             else:
                 continue
@@ -196,7 +211,7 @@ def rule_stale_reservation(m, cfg, now):
                 STALE_RESERVATION,
                 claim,
                 subject=consumer.uid,
-                summary=f"reservedFor names pod {consumer.name} ({consumer.uid}), which {why}.",
+                summary=summary,
                 remedy="remove_reservations",
                 evidence=evidence,
                 since=since,
@@ -210,17 +225,19 @@ def rule_deletion_blocked(m, cfg, now):
             continue
         reserved = [c.name for c in m.consumers.get(claim.id, [])]
         if reserved:
-            remedy, next_step = "", f"still reserved for {', '.join(reserved)}; release those first"
+            remedy, next_step = "", message(gettext_noop("still reserved for %(consumers)s; release those first"), consumers=", ".join(reserved))
         elif claim.allocated:
-            remedy, next_step = "deallocate", "deallocate it, then the finalizer can go"
+            remedy, next_step = "deallocate", message(gettext_noop("deallocate it, then the finalizer can go"))
         else:
-            remedy, next_step = "finish_deletion", "the allocation is gone; only the finalizer remains"
+            remedy, next_step = "finish_deletion", message(gettext_noop("the allocation is gone; only the finalizer remains"))
+        since = f"{claim.deletion_timestamp:%Y-%m-%d %H:%M:%S}Z"
         yield Candidate(
             DELETION_BLOCKED,
             claim,
             subject="",
-            summary=f"Deleting since {claim.deletion_timestamp:%Y-%m-%d %H:%M:%S}Z but still "
-            f"{'allocated' if claim.allocated else 'holding finalizers ' + ', '.join(claim.finalizers)}: {next_step}.",
+            summary=message(gettext_noop("Deleting since %(since)s but still allocated: %(next_step)s."), since=since, next_step=next_step)
+            if claim.allocated else message(gettext_noop("Deleting since %(since)s but still holding finalizers %(finalizers)s: %(next_step)s."),
+                                            since=since, finalizers=", ".join(claim.finalizers), next_step=next_step),
             remedy=remedy,
             evidence={"claim": claim_ref(claim), "finalizers": claim.finalizers, "allocated": claim.allocated, "reservedFor": reserved},
             since=claim.deletion_timestamp,
@@ -241,8 +258,8 @@ def rule_orphaned_allocation(m, cfg, now):
             ORPHANED_ALLOCATION,
             claim,
             subject="",
-            summary=f"Allocated ({', '.join(devices) or 'no devices'}) with an empty reservedFor and no live pod "
-            "referencing it: the devices are held for nobody.",
+            summary=message(gettext_noop("Allocated (%(devices)s) with an empty reservedFor and no live pod referencing it: the devices are "
+                               "held for nobody."), devices=", ".join(devices) or message(gettext_noop("no devices"))),
             remedy="deallocate",
             evidence={"claim": claim_ref(claim), "devices": devices, "node": claim.node_name},
             # Not allocation_timestamp: the condition starts when reservedFor emptied, which only a sighting dates.
@@ -262,8 +279,12 @@ def rule_unallocatable(m, cfg, now):
                 UNALLOCATABLE,
                 claim,
                 subject=pod.uid,
-                summary=f"Pod {pod.name} has been Pending since {pod.creation_timestamp:%Y-%m-%d %H:%M:%S}Z and the claim is "
-                f"not allocated{': ' + pod.scheduled_message.rstrip('.') if pod.scheduled_message else ''}.",
+                # The scheduler's own message stays as the scheduler wrote it.
+                summary=message(gettext_noop("Pod %(pod)s has been Pending since %(since)s and the claim is not allocated: %(scheduler)s."),
+                                pod=pod.name, since=f"{pod.creation_timestamp:%Y-%m-%d %H:%M:%S}Z", scheduler=pod.scheduled_message.rstrip("."))
+                if pod.scheduled_message else
+                message(gettext_noop("Pod %(pod)s has been Pending since %(since)s and the claim is not allocated."),
+                        pod=pod.name, since=f"{pod.creation_timestamp:%Y-%m-%d %H:%M:%S}Z"),
                 evidence={
                     "claim": claim_ref(claim),
                     "pod": {"name": pod.name, "uid": pod.uid, "reason": pod.scheduled_reason, "message": pod.scheduled_message},
@@ -282,9 +303,11 @@ def rule_node_gone(m, cfg, now):
         if node is None:
             if not nodes_complete:
                 continue
-            summary, since, severity = f"Allocated on node {claim.node_name}, which no longer exists.", None, Finding.Severity.CRITICAL
+            summary = message(gettext_noop("Allocated on node %(node)s, which no longer exists."), node=claim.node_name)
+            since, severity = None, Finding.Severity.CRITICAL
         elif node.ready is False:
-            summary = f"Allocated on node {claim.node_name}, NotReady since {node.ready_changed_at or 'unknown'}."
+            summary = message(gettext_noop("Allocated on node %(node)s, NotReady since %(since)s."), node=claim.node_name,
+                              since=str(node.ready_changed_at) if node.ready_changed_at else message(gettext_noop("unknown")))
             since, severity = node.ready_changed_at, Finding.Severity.WARNING
         else:
             continue
@@ -293,7 +316,7 @@ def rule_node_gone(m, cfg, now):
             NODE_GONE,
             claim,
             subject=claim.node_name,
-            summary=summary + (" Release only once the pods on it are known to be gone." if reserved else ""),
+            summary=message(gettext_noop("%(finding)s Release only once the pods on it are known to be gone."), finding=summary) if reserved else summary,
             severity=severity,
             remedy="" if reserved else "deallocate",
             evidence={"claim": claim_ref(claim), "node": claim.node_name, "node_exists": node is not None, "reservedFor": reserved},
@@ -327,11 +350,13 @@ def rule_not_prepared(m, cfg, now):
             evidence = {"claim": claim_ref(claim), "device": subject, "conditions": seen,
                         "bindingConditions": result.binding_conditions, "bindingFailureConditions": result.binding_failure_conditions}
             if failed:
-                yield Candidate(NOT_PREPARED, claim, subject, f"Binding failed for {subject}: {', '.join(failed)} is True.",
+                yield Candidate(NOT_PREPARED, claim, subject, message(gettext_noop("Binding failed for %(device)s: %(conditions)s is True."),
+                                                                      device=subject, conditions=", ".join(failed)),
                                 severity=Finding.Severity.CRITICAL, evidence=evidence, since=allocated_at, grace=0)
             elif pending:
                 yield Candidate(NOT_PREPARED, claim, subject,
-                                f"Binding conditions {', '.join(pending)} of {subject} are still not True after the binding timeout.",
+                                message(gettext_noop("Binding conditions %(conditions)s of %(device)s are still not True after the binding timeout."),
+                                        conditions=", ".join(pending), device=subject),
                                 evidence=evidence, since=allocated_at, grace=cfg["BINDING_TIMEOUT"])
         # A scheduled pod that stays Pending while its claim is reserved: the kubelet cannot prepare the devices.
         for consumer in m.consumers.get(claim.id, []):
@@ -342,8 +367,8 @@ def rule_not_prepared(m, cfg, now):
                 NOT_PREPARED,
                 claim,
                 subject=f"pod:{pod.uid}",
-                summary=f"Pod {pod.name} is bound to {pod.node_name} and reserved the claim, but is still Pending: "
-                "the kubelet has not prepared the devices (check the driver's kubelet plugin on that node).",
+                summary=message(gettext_noop("Pod %(pod)s is bound to %(node)s and reserved the claim, but is still Pending: the kubelet has not "
+                                   "prepared the devices (check the driver's kubelet plugin on that node)."), pod=pod.name, node=pod.node_name),
                 evidence={"claim": claim_ref(claim), "pod": {"name": pod.name, "uid": pod.uid, "node": pod.node_name}},
                 since=allocated_at or pod.creation_timestamp,
             )
@@ -364,16 +389,17 @@ def rule_device_vanished(m, cfg, now):
                 DEVICE_VANISHED,
                 claim,
                 subject=subject,
-                summary=f"Allocated device {subject} is no longer published in any ResourceSlice "
-                "(driver removed it, or its kubelet plugin went away).",
+                summary=message(gettext_noop("Allocated device %(device)s is no longer published in any ResourceSlice (driver removed it, or "
+                                   "its kubelet plugin went away)."), device=subject),
                 evidence={"claim": claim_ref(claim), "device": subject, "node": claim.node_name},
             )
 
 
 def double_allocation_summary(device, claim_names):
-    """Also rebuilt when shown, with other namespaces' claims unnamed (claims/finding_scope.py)."""
-    return (f"Device {device} is allocated to {len(claim_names)} claims ({', '.join(claim_names)}) without admin access "
-            "or shared capacity: data-integrity alarm.")
+    """A message (gpudash/messages.py); also rebuilt when shown, with other namespaces' claims unnamed
+    (claims/finding_scope.py)."""
+    return message(gettext_noop("Device %(device)s is allocated to %(count)s claims (%(claims)s) without admin access or shared capacity: "
+                      "data-integrity alarm."), device=device, count=len(claim_names), claims=", ".join(claim_names))
 
 
 def rule_double_allocation(m, cfg, now):
@@ -540,6 +566,7 @@ def detect(cluster, now=None):
                     claim_uid=cand.claim.uid,
                     subject=cand.subject,
                     summary=cand.summary,
+                    summary_message=cand.message,
                     evidence=cand.evidence,
                     remedy=cand.remedy,
                     first_seen=now,
@@ -549,15 +576,16 @@ def detect(cluster, now=None):
             else:
                 if cand.rule == UNALLOCATABLE:
                     cand.evidence["explanation"] = explainer(cand, finding)
-                new = (cand.severity, cand.summary, cand.evidence, cand.remedy, cand.claim.name)
-                if new != (finding.severity, finding.summary, finding.evidence, finding.remedy, finding.claim_name):
-                    finding.severity, finding.summary, finding.evidence, finding.remedy, finding.claim_name = new
+                new = (cand.severity, cand.summary, cand.message, cand.evidence, cand.remedy, cand.claim.name)
+                if new != (finding.severity, finding.summary, finding.summary_message, finding.evidence, finding.remedy, finding.claim_name):
+                    (finding.severity, finding.summary, finding.summary_message, finding.evidence, finding.remedy,
+                     finding.claim_name) = new
                     changed.append(finding)
                 still.append(finding.id)
                 updated += 1
         Finding.objects.bulk_create(new_rows, batch_size=500)
         if changed:
-            Finding.objects.bulk_update(changed, ["severity", "summary", "evidence", "remedy", "claim_name"], batch_size=500)
+            Finding.objects.bulk_update(changed, ["severity", "summary", "summary_message", "evidence", "remedy", "claim_name"], batch_size=500)
         for chunk in _chunks(still):
             Finding.objects.filter(id__in=chunk).update(last_seen=now)
         gone = [f for key, f in active.items() if key not in due]

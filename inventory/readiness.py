@@ -14,6 +14,7 @@ from statistics import median
 
 from django.utils import timezone
 from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy
 
 from claims.allocator.model import label_selector_matches
 from claims.models import AllocationResult, ClaimStateChange, Finding, Pod, ResourceClaim
@@ -51,19 +52,34 @@ def check_versions(cluster, reader):
             group = reader.get("/apis/resource.k8s.io") or {}
             versions = [v.get("version") for v in group.get("versions") or []]
         except KubeError as exc:
-            items.append(item(WARN, f"API server not reachable, using what discovery recorded: {exc}"))
+            items.append(item(WARN, gettext("API server not reachable, using what discovery recorded: %(error)s") % {"error": exc}))
     data.update(server_version=version, resource_versions=versions)
-    items.append(item(PASS if version else WARN, f"Kubernetes {version}" if version else "Server version unknown."))
+    items.append(item(PASS if version else WARN, f"Kubernetes {version}" if version else gettext("Server version unknown.")))
     if "v1" in versions:
-        items.append(item(PASS, f"resource.k8s.io served: {', '.join(versions)}."))
+        items.append(item(PASS, gettext("resource.k8s.io served: %(versions)s.") % {"versions": ", ".join(versions)}))
     elif versions:
-        items.append(item(WARN, f"resource.k8s.io only as {', '.join(versions)}: v1 (Kubernetes 1.34+) is what gpudash expects."))
+        items.append(item(WARN, gettext("resource.k8s.io only as %(versions)s: v1 (Kubernetes 1.34+) is what gpudash expects.")
+                          % {"versions": ", ".join(versions)}))
     else:
-        items.append(item(FAIL, "resource.k8s.io is not served: DRA is off on this cluster."))
+        items.append(item(FAIL, gettext("resource.k8s.io is not served: DRA is off on this cluster.")))
     features = features_in_use(cluster)
     data["features"] = features
-    items.append(item(PASS, "DRA features in use: " + (", ".join(f"{k} ({v})" for k, v in features.items()) or "none beyond basic allocation") + "."))
+    items.append(item(PASS, gettext("DRA features in use: %(features)s.") % {
+        "features": ", ".join(f"{FEATURE_NAMES.get(k, k)} ({v})" for k, v in features.items()) or gettext("none beyond basic allocation")}))
     return check("versions", gettext("API server and DRA versions"), items, f"Kubernetes {version or '?'}", data)
+
+
+# The names of features_in_use's keys (which stay English: they are the API's data) in the page's language.
+FEATURE_NAMES = {
+    "partitionable devices (shared counters)": gettext_lazy("partitionable devices (shared counters)"),
+    "consumable capacity": gettext_lazy("consumable capacity"),
+    "binding conditions": gettext_lazy("binding conditions"),
+    "device taints": gettext_lazy("device taints"),
+    "admin access": gettext_lazy("admin access"),
+    "per-device node selection": gettext_lazy("per-device node selection"),
+    "prioritized list (firstAvailable)": gettext_lazy("prioritized list (firstAvailable)"),
+    "extended resources backed by DRA": gettext_lazy("extended resources backed by DRA"),
+}
 
 
 def features_in_use(cluster):
@@ -113,19 +129,21 @@ def check_drivers(cluster, reader):
         publishing = slice_nodes[driver]
         data[driver] = {"nodes_with_slices": sorted(publishing), "nodes_with_driver_pods": sorted(pod_nodes) if pod_nodes is not None else None}
         if pod_nodes is None:
-            items.append(item(WARN, f"{driver}: slices from {len(publishing)} node(s); its pods cannot be found "
-                              "(set GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS)."))
+            items.append(item(WARN, gettext("%(driver)s: slices from %(count)s node(s); its pods cannot be found "
+                                            "(set GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS).") % {"driver": driver, "count": len(publishing)}))
             continue
         silent = sorted(pod_nodes - publishing)
         orphan = sorted(publishing - pod_nodes)
         if silent:
-            items.append(item(FAIL, f"{driver}: driver pods run on {', '.join(silent)} but no slices are published there "
-                              "(kubelet plugin not registered?).", nodes=silent))
+            items.append(item(FAIL, gettext("%(driver)s: driver pods run on %(nodes)s but no slices are published there "
+                                            "(kubelet plugin not registered?).") % {"driver": driver, "nodes": ", ".join(silent)}, nodes=silent))
         if orphan:
-            items.append(item(WARN, f"{driver}: slices published for {', '.join(orphan[:20])} where no driver pod runs "
-                              "(stale slices, or the pods' labels differ).", nodes=orphan))
+            items.append(item(WARN, gettext("%(driver)s: slices published for %(nodes)s where no driver pod runs "
+                                            "(stale slices, or the pods' labels differ).") % {"driver": driver, "nodes": ", ".join(orphan[:20])},
+                              nodes=orphan))
         if not silent and not orphan:
-            items.append(item(PASS, f"{driver}: driver pods and slices on the same {len(publishing)} node(s)."))
+            items.append(item(PASS, gettext("%(driver)s: driver pods and slices on the same %(count)s node(s).")
+                              % {"driver": driver, "count": len(publishing)}))
     gpu_labels = ops_setting("GPU_NODE_LABELS") or []
     publishing_any = set().union(*slice_nodes.values()) if slice_nodes else set()
     from .accelerators import accelerator_rows
@@ -134,11 +152,11 @@ def check_drivers(cluster, reader):
     unpublished = sorted(n.name for n in Node.objects.filter(cluster=cluster)
                          if any(_node_label_matches(n.labels, s) for s in gpu_labels) and n.name not in publishing_any and n.name not in served_otherwise)
     if unpublished:
-        items.append(item(WARN, f"{len(unpublished)} node(s) look like GPU nodes but publish no slices: {', '.join(unpublished[:20])}.",
-                          nodes=unpublished))
+        items.append(item(WARN, gettext("%(count)s node(s) look like GPU nodes but publish no slices: %(nodes)s.")
+                          % {"count": len(unpublished), "nodes": ", ".join(unpublished[:20])}, nodes=unpublished))
     if not slice_nodes:
-        items.append(item(WARN, "No DRA driver publishes node-local slices."))
-    return check("drivers", gettext("DRA drivers deployed"), items, f"{len(slice_nodes)} driver(s)", data)
+        items.append(item(WARN, gettext("No DRA driver publishes node-local slices.")))
+    return check("drivers", gettext("DRA drivers deployed"), items, gettext("%(count)s driver(s)") % {"count": len(slice_nodes)}, data)
 
 
 def _driver_pod_nodes(cluster, reader, driver):
@@ -167,20 +185,20 @@ def _driver_pod_nodes(cluster, reader, driver):
 
 # (verb, group, resource, subresource, namespaced, why it matters)
 RISKY = (
-    ("create", "resource.k8s.io", "resourceslices", "", False, "publish devices (ResourceSlices are for drivers and admins)"),
-    ("update", "resource.k8s.io", "resourceslices", "", False, "rewrite published devices"),
-    ("patch", "resource.k8s.io", "resourceclaims", "status", True, "write claim status"),
-    ("patch", "resource.k8s.io", "resourceclaims", "binding", True, "change allocation / reservedFor (1.36 binding)"),
-    ("create", "resource.k8s.io", "deviceclasses", "", False, "define device classes"),
-    ("patch", "", "namespaces", "", False, "label their namespace for admin access"),
+    ("create", "resource.k8s.io", "resourceslices", "", False, gettext_lazy("publish devices (ResourceSlices are for drivers and admins)")),
+    ("update", "resource.k8s.io", "resourceslices", "", False, gettext_lazy("rewrite published devices")),
+    ("patch", "resource.k8s.io", "resourceclaims", "status", True, gettext_lazy("write claim status")),
+    ("patch", "resource.k8s.io", "resourceclaims", "binding", True, gettext_lazy("change allocation / reservedFor (1.36 binding)")),
+    ("create", "resource.k8s.io", "deviceclasses", "", False, gettext_lazy("define device classes")),
+    ("patch", "", "namespaces", "", False, gettext_lazy("label their namespace for admin access")),
 )
 # Every mirrored kind (DeviceTaintRules only where served, so not required).
 NEEDED_READ = [(verb, kind.group, kind.plural) for kind in KINDS if kind.kind not in ("DeviceTaintRule", "Event") for verb in ("get", "list", "watch")]
 # Optional rights: without them a part of the UI says it cannot show something, nothing else breaks.
 OPTIONAL_READ = [
-    ("list", "", "events", "the object pages show no mirrored Events"),
-    ("watch", "", "events", "the object pages show no mirrored Events"),
-    ("get", "", "pods/log", "no DRA driver log tail on the Pending, claim and node pages"),
+    ("list", "", "events", gettext_lazy("the object pages show no mirrored Events")),
+    ("watch", "", "events", gettext_lazy("the object pages show no mirrored Events")),
+    ("get", "", "pods/log", gettext_lazy("no DRA driver log tail on the Pending, claim and node pages")),
 ]
 NEEDED_RELEASE = [("patch", "resource.k8s.io", "resourceclaims/status"), ("patch", "resource.k8s.io", "resourceclaims/binding"),
                   ("patch", "resource.k8s.io", "resourceclaims"), ("delete", "resource.k8s.io", "resourceclaims")]
@@ -196,7 +214,8 @@ def _rules_allow(rules, verb, group, resource):
 
 def check_rbac(cluster, reader):
     if not reader.live:
-        return check("rbac", gettext("RBAC"), [item(SKIP, f"Needs the API server: {reader.error or 'snapshot cluster'}.")])
+        return check("rbac", gettext("RBAC"), [item(SKIP, gettext("Needs the API server: %(why)s.")
+                                                    % {"why": reader.error or gettext("snapshot cluster")})])
     items = []
     probe_ns = "default"
     for subject in ops_setting("RBAC_SUBJECTS") or []:
@@ -210,39 +229,42 @@ def check_rbac(cluster, reader):
             try:
                 answer = _post(reader, "/apis/authorization.k8s.io/v1/subjectaccessreviews", body)
             except KubeError as exc:
-                items.append(item(SKIP, f"SubjectAccessReview failed: {exc}"))
+                items.append(item(SKIP, gettext("SubjectAccessReview failed: %(error)s") % {"error": exc}))
                 return check("rbac", gettext("RBAC"), items)
             if (answer.get("status") or {}).get("allowed"):
                 allowed.append(f"{verb} {resource}{'/' + sub if sub else ''} ({why})")
         if allowed:
-            items.append(item(FAIL, f"{who} may " + "; ".join(allowed) + ".", subject=who, allowed=allowed))
+            items.append(item(FAIL, gettext("%(subject)s may %(rights)s.") % {"subject": who, "rights": "; ".join(allowed)}, subject=who, allowed=allowed))
         else:
-            items.append(item(PASS, f"{who} cannot write slices, claim status or binding, classes, or namespace labels.", subject=who))
+            items.append(item(PASS, gettext("%(subject)s cannot write slices, claim status or binding, classes, or namespace labels.")
+                              % {"subject": who}, subject=who))
     try:
         review = _post(reader, "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
                        {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": probe_ns}})
     except KubeError as exc:
-        items.append(item(SKIP, f"SelfSubjectRulesReview failed: {exc}"))
+        items.append(item(SKIP, gettext("SelfSubjectRulesReview failed: %(error)s") % {"error": exc}))
         return check("rbac", gettext("RBAC"), items)
     rules = (review.get("status") or {}).get("resourceRules") or []
     missing = [f"{v} {r}" for v, g, r in NEEDED_READ if not _rules_allow(rules, v, g, r)]
-    items.append(item(FAIL if missing else PASS, ("The dashboard lacks " + ", ".join(missing) + " (deploy/rbac-readonly.yaml).")
-                      if missing else "The dashboard can get/list/watch every mirrored kind."))
+    items.append(item(FAIL if missing else PASS, gettext("The dashboard lacks %(rights)s (deploy/rbac-readonly.yaml).") % {"rights": ", ".join(missing)}
+                      if missing else gettext("The dashboard can get/list/watch every mirrored kind.")))
     optional_missing = [(f"{v} {r}", why) for v, g, r, why in OPTIONAL_READ if not _rules_allow(rules, v, g, r)]
     for right, why in optional_missing:
-        items.append(item(WARN, f"Optional: the dashboard lacks {right}: {why} (the optional rules in deploy/rbac-readonly.yaml).", right=right))
+        items.append(item(WARN, gettext("Optional: the dashboard lacks %(right)s: %(why)s (the optional rules in deploy/rbac-readonly.yaml).")
+                          % {"right": right, "why": why}, right=right))
     if not optional_missing:
-        items.append(item(PASS, "The dashboard may read Events and DRA driver logs (optional rights)."))
+        items.append(item(PASS, gettext("The dashboard may read Events and DRA driver logs (optional rights).")))
     release_missing = [f"{v} {r}" for v, g, r in NEEDED_RELEASE if not _rules_allow(rules, v, g, r)]
     if cluster.writable and _impersonates(cluster):
         items += _impersonation_items(rules, release_missing)
     elif cluster.writable and release_missing:
-        items.append(item(WARN, "Release actions are enabled but the dashboard lacks " + ", ".join(release_missing)
-                          + " (deploy/rbac-release.yaml), or set the cluster read-only."))
+        items.append(item(WARN, gettext("Release actions are enabled but the dashboard lacks %(rights)s (deploy/rbac-release.yaml), "
+                                        "or set the cluster read-only.") % {"rights": ", ".join(release_missing)}))
     elif not cluster.writable and len(release_missing) < len(NEEDED_RELEASE):
-        items.append(item(WARN, "The cluster is read-only in gpudash but its service account may still write claims: use deploy/rbac-readonly.yaml."))
+        items.append(item(WARN, gettext("The cluster is read-only in gpudash but its service account may still write claims: "
+                                        "use deploy/rbac-readonly.yaml.")))
     elif cluster.writable:
-        items.append(item(PASS, "The dashboard has exactly what release actions need."))
+        items.append(item(PASS, gettext("The dashboard has exactly what release actions need.")))
     return check("rbac", gettext("RBAC"), items, data={"dashboard_rules": rules})
 
 
@@ -278,17 +300,19 @@ def _impersonation_items(rules, release_missing):
             missing.append("impersonate groups " + ", ".join(lacking))
     elif not _rules_allow(rules, "impersonate", "", "groups"):
         missing.append("impersonate groups (any name: GPUDASH_KUBE_IMPERSONATE_GROUPS=all)")
-    head = "Writes run as the signed-in user (impersonation): "
-    out = [item(FAIL, head + "the dashboard lacks " + "; ".join(missing) + " (deploy/rbac-impersonate.yaml).", missing=missing)
-           if missing else item(PASS, head + "the dashboard may review and impersonate them; the cluster's RBAC decides each write.")]
+    out = [item(FAIL, gettext("Writes run as the signed-in user (impersonation): the dashboard lacks %(rights)s (deploy/rbac-impersonate.yaml).")
+                % {"rights": "; ".join(missing)}, missing=missing)
+           if missing else item(PASS, gettext("Writes run as the signed-in user (impersonation): the dashboard may review and impersonate "
+                                              "them; the cluster's RBAC decides each write."))]
     if any_user:
-        out.append(item(WARN, "The dashboard may impersonate ANY user name, system users included: list the people "
-                              "in resourceNames (deploy/rbac-impersonate.yaml)."))
+        out.append(item(WARN, gettext("The dashboard may impersonate ANY user name, system users included: list the people "
+                                      "in resourceNames (deploy/rbac-impersonate.yaml).")))
     if len(release_missing) < len(NEEDED_RELEASE):
         local = getattr(settings, "GPUDASH_PASSWORD_LOGIN", True)
-        out.append(item(PASS if local else WARN, "The dashboard's own account may also write claims: " + (
-            "local (password) accounts release with it." if local else
-            "with password sign-in off nobody needs that; drop deploy/rbac-release.yaml.")))
+        out.append(item(PASS if local else WARN, gettext("The dashboard's own account may also write claims: local (password) accounts "
+                                                         "release with it.") if local else
+                        gettext("The dashboard's own account may also write claims: with password sign-in off nobody needs that; "
+                                "drop deploy/rbac-release.yaml.")))
     return out
 
 
@@ -330,15 +354,19 @@ def check_reporting(cluster):
             incomplete.append(f"{driver}/{pool} ({len(current)}/{max(s.resource_slice_count for s in current)})")
         if len({s.pool_generation for s in slices}) > 1:
             mixed.append(f"{driver}/{pool}")
-    items.append(item(FAIL if incomplete else PASS, f"Incomplete pools: {', '.join(incomplete[:20])}." if incomplete else "Every pool is complete."))
+    items.append(item(FAIL if incomplete else PASS, gettext("Incomplete pools: %(pools)s.") % {"pools": ", ".join(incomplete[:20])}
+                      if incomplete else gettext("Every pool is complete.")))
     if mixed:
-        items.append(item(WARN, f"Pools with slices of several generations (an update in progress, or a stuck driver): {', '.join(mixed[:20])}."))
+        items.append(item(WARN, gettext("Pools with slices of several generations (an update in progress, or a stuck driver): %(pools)s.")
+                          % {"pools": ", ".join(mixed[:20])}))
     nodes = {n.name: n for n in Node.objects.filter(cluster=cluster)}
     ghost = sorted({s.node_name for slices in pools.values() for s in slices if s.node_name and s.node_name not in nodes})
-    items.append(item(FAIL if ghost else PASS, f"Slices for nodes that don't exist: {', '.join(ghost[:20])}." if ghost else "Every node-local slice has its node."))
+    items.append(item(FAIL if ghost else PASS, gettext("Slices for nodes that don't exist: %(nodes)s.") % {"nodes": ", ".join(ghost[:20])}
+                      if ghost else gettext("Every node-local slice has its node.")))
     dupes = [f"{d}/{p}/{n}" for (d, p, n), c in Counter(
         Device.objects.filter(cluster=cluster, slice_id__in=newest_ids).values_list("driver", "pool", "name")).items() if c > 1]
-    items.append(item(FAIL if dupes else PASS, f"Duplicate device names: {', '.join(dupes[:20])}." if dupes else "No duplicate device names."))
+    items.append(item(FAIL if dupes else PASS, gettext("Duplicate device names: %(devices)s.") % {"devices": ", ".join(dupes[:20])}
+                      if dupes else gettext("No duplicate device names.")))
     count_label = ops_setting("GPU_COUNT_LABEL")
     if count_label:
         labelled = [name for name, node in nodes.items() if count_label in node.labels]
@@ -356,13 +384,14 @@ def check_reporting(cluster):
             try:
                 want = int(want)
             except ValueError:
-                wrong.append(f"{name} (label {count_label}={want!r} is not a number)")
+                wrong.append(gettext("%(node)s (label %(label)s=%(value)s is not a number)") % {"node": name, "label": count_label, "value": repr(want)})
                 continue
             if per_node.get(name, 0) != want:
-                wrong.append(f"{name} ({per_node.get(name, 0)} devices, label says {want})")
+                wrong.append(gettext("%(node)s (%(count)s devices, label says %(value)s)") % {"node": name, "count": per_node.get(name, 0), "value": want})
         if wrong:
-            items.append(item(WARN, f"Devices per node differ from {count_label}: {', '.join(wrong[:20])}.", nodes=wrong))
-    return check("reporting", gettext("Device reporting accuracy"), items, f"{len(pools)} pool(s)")
+            items.append(item(WARN, gettext("Devices per node differ from %(label)s: %(nodes)s.") % {"label": count_label, "nodes": ", ".join(wrong[:20])},
+                              nodes=wrong))
+    return check("reporting", gettext("Device reporting accuracy"), items, gettext("%(count)s pool(s)") % {"count": len(pools)})
 
 
 # --- 5. failure recovery --------------------------------------------------------------------------------
@@ -393,21 +422,23 @@ def check_recovery(cluster, now=None):
     items = []
     active = Counter(Finding.objects.filter(cluster=cluster).active().values_list("rule", flat=True))
     held = active.get("stale_reservation", 0) + active.get("orphaned_allocation", 0)
-    items.append(item(FAIL if held else PASS, f"{held} claim finding(s) still allocated after their pod went away."
-                      if held else "No claim is held after its pod went away."))
+    items.append(item(FAIL if held else PASS, gettext("%(count)s claim finding(s) still allocated after their pod went away.") % {"count": held}
+                      if held else gettext("No claim is held after its pod went away.")))
     deleting = active.get("deletion_blocked", 0)
-    items.append(item(WARN if deleting else PASS, f"{deleting} claim(s) stuck deleting." if deleting else "No claim stuck deleting."))
+    items.append(item(WARN if deleting else PASS, gettext("%(count)s claim(s) stuck deleting.") % {"count": deleting}
+                      if deleting else gettext("No claim stuck deleting.")))
     durations, still_open = release_durations(cluster, now - timedelta(days=1))
     data = {"releases": len(durations), "open": still_open}
     if durations:
         data.update(p50_seconds=median(durations), max_seconds=max(durations))
         slow = max(durations) > 300
-        items.append(item(WARN if slow else PASS, f"{len(durations)} release(s) in the last day: median {median(durations):.1f} s, "
-                          f"slowest {max(durations):.1f} s (pod gone → claim deallocated)."))
+        items.append(item(WARN if slow else PASS, gettext("%(count)s release(s) in the last day: median %(median)s s, slowest %(slowest)s s "
+                                                          "(pod gone → claim deallocated).")
+                          % {"count": len(durations), "median": f"{median(durations):.1f}", "slowest": f"{max(durations):.1f}"}))
     else:
-        items.append(item(PASS, "No release observed in the last day."))
+        items.append(item(PASS, gettext("No release observed in the last day.")))
     if still_open:
-        items.append(item(WARN, f"{still_open} claim(s) lost their reservation but are not deallocated yet."))
+        items.append(item(WARN, gettext("%(count)s claim(s) lost their reservation but are not deallocated yet.") % {"count": still_open}))
     return check("recovery", gettext("Failure recovery path"), items, data=data)
 
 
@@ -419,15 +450,16 @@ def check_mirror(cluster):
     each is isolated (the rest of the cluster works), and shown here with its reason."""
     items = []
     for state in SyncState.objects.filter(cluster=cluster, malformed_count__gt=0).order_by("kind"):
-        last = f" Last: {state.last_malformed[:500]}" if state.last_malformed else ""
-        items.append(item(WARN, f"{state.malformed_count} malformed {state.kind} object(s) skipped by the watcher.{last}",
+        last = " " + gettext("Last: %(reason)s") % {"reason": state.last_malformed[:500]} if state.last_malformed else ""
+        items.append(item(WARN, gettext("%(count)s malformed %(kind)s object(s) skipped by the watcher.") % {"count": state.malformed_count, "kind": state.kind}
+                          + last,
                           kind=state.kind, count=state.malformed_count, last=state.last_malformed[:2000],
                           at=state.last_malformed_at.isoformat() if state.last_malformed_at else None))
     broken = list(DeviceClass.objects.filter(cluster=cluster).exclude(match_error="").order_by("name").values_list("name", "match_error")[:20])
     for name, error in broken:
-        items.append(item(WARN, f"DeviceClass {name}: {error[:500]}", device_class=name))
+        items.append(item(WARN, gettext("DeviceClass %(class)s: %(error)s") % {"class": name, "error": error[:500]}, device_class=name))
     if not items:
-        items.append(item(PASS, "Every mirrored object was stored and every DeviceClass selector could be counted."))
+        items.append(item(PASS, gettext("Every mirrored object was stored and every DeviceClass selector could be counted.")))
     return check("mirror", gettext("Mirrored objects"), items)
 
 
@@ -458,18 +490,20 @@ def check_transition(cluster):
     # 1. the same GPUs through DRA and a device plugin (or HAMi)
     both = sorted(n for n, res in offered.items() if n in dra and any(r.split("/", 1)[0] in dra[n] and k in ("gpu", "partition", "share") for r, (_s, k) in res.items()))
     if both:
-        items.append(item(WARN, f"{len(both)} node(s) publish GPUs in DRA ResourceSlices and advertise them through a device plugin too: "
-                          f"{', '.join(both[:20])}. The same GPUs can be handed out twice (once to a claim, once to an nvidia.com/gpu request). "
-                          "Run one of the two per node: label the node so the device-plugin DaemonSet skips it, or keep the DRA "
-                          "kubelet plugin off it.", nodes=both, finding="dra_and_device_plugin"))
+        items.append(item(WARN, gettext("%(count)s node(s) publish GPUs in DRA ResourceSlices and advertise them through a device plugin too: "
+                                        "%(nodes)s. The same GPUs can be handed out twice (once to a claim, once to an nvidia.com/gpu request). "
+                                        "Run one of the two per node: label the node so the device-plugin DaemonSet skips it, or keep the DRA "
+                                        "kubelet plugin off it.") % {"count": len(both), "nodes": ", ".join(both[:20])},
+                          nodes=both, finding="dra_and_device_plugin"))
     # 2. a DeviceClass's extendedResourceName that a device plugin also advertises
     for name, ext in DeviceClass.objects.filter(cluster=cluster).exclude(extended_resource_name="").values_list("name", "extended_resource_name").order_by("name"):
         nodes = sorted(n for n, res in offered.items() if ext in res)
         if nodes:
-            items.append(item(WARN, f"DeviceClass {name} serves {ext} through DRA, and a device plugin advertises {ext} on {len(nodes)} node(s): "
-                              f"{', '.join(nodes[:20])}. There the scheduler gives {ext} requests the device plugin's GPUs (it prefers "
-                              "a node's own allocatable), elsewhere DRA's. Remove the device plugin from those nodes once they publish "
-                              "ResourceSlices, or drop extendedResourceName until the move is done.",
+            items.append(item(WARN, gettext("DeviceClass %(class)s serves %(resource)s through DRA, and a device plugin advertises %(resource)s "
+                                            "on %(count)s node(s): %(nodes)s. There the scheduler gives %(resource)s requests the device "
+                                            "plugin's GPUs (it prefers a node's own allocatable), elsewhere DRA's. Remove the device plugin "
+                                            "from those nodes once they publish ResourceSlices, or drop extendedResourceName until the move "
+                                            "is done.") % {"class": name, "resource": ext, "count": len(nodes), "nodes": ", ".join(nodes[:20])},
                               nodes=nodes, device_class=name, resource=ext, finding="extended_resource_name_shadowed"))
     # 3. pods asking for a device-plugin resource on nodes that only DRA serves
     classes = dict(DeviceClass.objects.filter(cluster=cluster).exclude(extended_resource_name="").values_list("extended_resource_name", "name"))
@@ -485,21 +519,25 @@ def check_transition(cluster):
     for (node, resource), pods in sorted(legacy.items()):
         via = classes.get(resource)
         if via:
-            text = (f"{len(pods)} pod(s) on {node} ask for {resource}, which only DRA serves there (DeviceClass {via}, "
-                    f"extendedResourceName): {', '.join(pods[:10])}. Fine with the DRAExtendedResource feature; "
-                    "move them to a ResourceClaim when convenient.")
+            text = gettext("%(count)s pod(s) on %(node)s ask for %(resource)s, which only DRA serves there (DeviceClass %(class)s, "
+                           "extendedResourceName): %(pods)s. Fine with the DRAExtendedResource feature; move them to a ResourceClaim "
+                           "when convenient.") % {"count": len(pods), "node": node, "resource": resource, "class": via, "pods": ", ".join(pods[:10])}
             status = PASS
         else:
-            text = (f"{len(pods)} pod(s) on {node} ask for {resource}, which no device plugin advertises there and no DeviceClass "
-                    f"serves: {', '.join(pods[:10])}. They were bound before the device plugin went away; pods like them now stay "
-                    f"Pending. Ask through a ResourceClaim, or give a DeviceClass extendedResourceName: {resource}.")
+            text = gettext("%(count)s pod(s) on %(node)s ask for %(resource)s, which no device plugin advertises there and no DeviceClass "
+                           "serves: %(pods)s. They were bound before the device plugin went away; pods like them now stay Pending. Ask "
+                           "through a ResourceClaim, or give a DeviceClass extendedResourceName: %(resource)s.") % {
+                               "count": len(pods), "node": node, "resource": resource, "pods": ", ".join(pods[:10])}
             status = WARN
         items.append(item(status, text, node=node, resource=resource, pods=pods, finding="device_plugin_request_on_dra_node"))
     if not items:
-        items.append(item(PASS, "No node mixes DRA with device plugins or HAMi, and no pod asks for a device-plugin GPU on a DRA-only node."))
+        items.append(item(PASS, gettext("No node mixes DRA with device plugins or HAMi, and no pod asks for a device-plugin GPU on a DRA-only node.")))
     totals = accelerators.source_totals([cluster.id])
-    summary = (f"DRA {totals['dra']['gpus']} GPUs on {totals['dra']['nodes']} node(s) · device plugin {totals['device-plugin']['gpus']} GPUs "
-               f"on {totals['device-plugin']['nodes']} · HAMi {totals['hami']['shares']} vGPU shares of {totals['hami']['gpus']} GPUs on {totals['hami']['nodes']}")
+    summary = gettext("DRA %(dra_gpus)s GPUs on %(dra_nodes)s node(s) · device plugin %(dp_gpus)s GPUs on %(dp_nodes)s · HAMi %(shares)s vGPU "
+                      "shares of %(hami_gpus)s GPUs on %(hami_nodes)s") % {
+        "dra_gpus": totals["dra"]["gpus"], "dra_nodes": totals["dra"]["nodes"], "dp_gpus": totals["device-plugin"]["gpus"],
+        "dp_nodes": totals["device-plugin"]["nodes"], "shares": totals["hami"]["shares"], "hami_gpus": totals["hami"]["gpus"],
+        "hami_nodes": totals["hami"]["nodes"]}
     return check("transition", gettext("DRA beside device plugins and HAMi"), items, summary, {"sources": totals})
 
 

@@ -10,8 +10,10 @@ the samples go back the whole period, and the newest is from the cluster's last 
 from datetime import timedelta
 
 from django.db.models import Count, Max, Min
+from django.utils.translation import gettext_noop
 
 from claims.stuck import IDLE_GPU, Candidate, claim_ref
+from gpudash.messages import message
 
 from .models import PrometheusSource, UtilizationSample
 from .utilization import setting
@@ -51,8 +53,11 @@ def idle_candidates(mirror, cfg, now):
             continue
         pods = sorted(f"{p.namespace}/{p.name}" for p in mirror.referencing_pods.get((namespace, name), []))
         minutes = max(int((now - since).total_seconds() // 60), 1)
-        summary = (f"{device} on {pool} has been under {threshold:g}% utilization for at least {minutes} min (at most {top:g}%) while held by "
-                   f"{namespace}/{name}" + (f" for pod {', '.join(pods)}" if pods else "") + ".")
+        params = {"device": device, "pool": pool, "threshold": f"{threshold:g}", "minutes": minutes, "top": f"{top:g}", "claim": f"{namespace}/{name}"}
+        summary = message(gettext_noop("%(device)s on %(pool)s has been under %(threshold)s%% utilization for at least %(minutes)s min (at most "
+                             "%(top)s%%) while held by %(claim)s for pod %(pods)s."), pods=", ".join(pods), **params) if pods else \
+            message(gettext_noop("%(device)s on %(pool)s has been under %(threshold)s%% utilization for at least %(minutes)s min (at most "
+                       "%(top)s%%) while held by %(claim)s."), **params)
         yield Candidate(
             IDLE_GPU, claim, subject=f"{driver}/{pool}/{device}", summary=summary, severity=Finding.Severity.INFO,
             evidence={"claim": claim_ref(claim), "device": f"{driver}/{pool}/{device}", "pods": pods, "max_utilization_percent": top,

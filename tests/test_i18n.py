@@ -95,3 +95,152 @@ def test_accept_language_and_the_switch_choose_the_language(client):
     assert ">节点</a>" in remembered and ">Nodes</a>" not in remembered
     client.post(reverse("set_language"), {"language": "en", "next": overview})
     assert ">Nodes</a>" in client.get(reverse("inventory:node-list"), HTTP_ACCEPT_LANGUAGE="zh-CN").content.decode()
+
+
+# --- Python-side messages -------------------------------------------------------------------------
+
+# Modules whose results users read as sentences, and where each sentence goes: (function, positional
+# index, keyword). readiness: item(status, text), check(id, title, items, summary); pending: step(key,
+# title, status, detail); stuck and idle: Candidate(rule, claim, subject, summary).
+MESSAGE_MODULES = ["inventory/readiness.py", "claims/pending.py", "claims/stuck.py", "monitoring/idle.py"]
+MESSAGE_ARGUMENTS = {"item": [(1, "text")], "check": [(1, "title"), (3, "summary")], "step": [(1, "title"), (3, "detail")],
+                     "Candidate": [(3, "summary")]}
+# Calls whose string argument is marked for translation (a msgid), or is a message built of one.
+MARKERS = {"gettext", "gettext_lazy", "gettext_noop", "ngettext", "ngettext_lazy", "pgettext", "_", "message"}
+
+
+def unmarked_messages(source, filename="<module>"):
+    """[(line, text)] of English passed as a user-facing message without gettext: string literals and
+    the literal parts of f-strings, followed through `+`, `%`, conditional expressions, str.join's
+    separator and local names assigned in the same function. Words that need no translation (Kubernetes kinds, units) pass."""
+    import ast
+
+    from .template_text import needs_translation
+
+    tree = ast.parse(source, filename)
+    found = []
+
+    def visit(node, assigned, seen):
+        if isinstance(node, ast.Call):
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+            # A marked msgid; other calls' arguments are data (dict keys, names), but the separator of
+            # ", ".join(...) or a literal's .format() is text.
+            if name not in MARKERS and isinstance(node.func, ast.Attribute) and name in ("join", "format"):
+                visit(node.func.value, assigned, seen)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if needs_translation(node.value):
+                found.append((node.lineno, node.value))
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else " " for v in node.values)
+            if needs_translation(text):
+                found.append((node.lineno, text))
+            for v in node.values:
+                if isinstance(v, ast.FormattedValue):
+                    visit(v.value, assigned, seen)
+        elif isinstance(node, ast.BinOp):
+            visit(node.left, assigned, seen)
+            visit(node.right, assigned, seen)
+        elif isinstance(node, ast.IfExp):
+            visit(node.body, assigned, seen)
+            visit(node.orelse, assigned, seen)
+        elif isinstance(node, ast.Dict):
+            for v in node.values:
+                visit(v, assigned, seen)
+        elif isinstance(node, ast.Name) and node.id in assigned and node.id not in seen:
+            for value in assigned[node.id]:
+                visit(value, assigned, seen | {node.id})
+        elif isinstance(node, (ast.GeneratorExp, ast.ListComp)):
+            visit(node.elt, assigned, seen)
+
+    for func in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Module))]:
+        body = func.body if isinstance(func, ast.FunctionDef) else [n for n in func.body if not isinstance(n, ast.FunctionDef)]
+        assigned = {}
+        for stmt in body:
+            for n in ast.walk(stmt):
+                if isinstance(n, ast.Assign):
+                    for target in n.targets:
+                        if isinstance(target, ast.Name):
+                            assigned.setdefault(target.id, []).append(n.value)
+                        elif isinstance(target, ast.Tuple) and isinstance(n.value, ast.Tuple):
+                            for t, v in zip(target.elts, n.value.elts):
+                                if isinstance(t, ast.Name):
+                                    assigned.setdefault(t.id, []).append(v)
+        for stmt in body:
+            for call in [n for n in ast.walk(stmt) if isinstance(n, ast.Call)]:
+                name = call.func.id if isinstance(call.func, ast.Name) else ""
+                for index, keyword in MESSAGE_ARGUMENTS.get(name, []):
+                    args = [a for a in call.args if index < len(call.args) and a is call.args[index]]
+                    args += [k.value for k in call.keywords if k.arg == keyword]
+                    for arg in args:
+                        visit(arg, assigned, frozenset())
+    return sorted(set(found))
+
+
+def test_every_python_message_is_marked_for_translation():
+    unmarked = {path: found for path in MESSAGE_MODULES if (found := unmarked_messages((ROOT / path).read_text(), path))}
+    assert not unmarked, "user-facing text not passed through gettext:\n" + "\n".join(
+        f"{path}:{line}: {text}" for path, found in unmarked.items() for line, text in found)
+
+
+def test_the_message_check_finds_english_in_literals_f_strings_and_names():
+    source = '''
+def rule(node, n):
+    why = "no longer exists" if node else gettext("replaced")
+    items = [item(PASS, f"Node {node} is {why}"), item(WARN, gettext("Fine: %(n)s") % {"n": ", ".join(n)}),
+             item(FAIL, "Kubernetes " + node), item(PASS, gettext("ok") + " trailing words")]
+    yield Candidate(RULE, claim, "", message(gettext_noop("Stored %(x)s"), x="ResourceClaim"))
+    return step("key", gettext("Title"), FAIL, detail="Plain English detail.")
+'''
+    assert unmarked_messages(source) == [(3, "no longer exists"), (4, "Node   is  "), (5, " trailing words"),
+                                         (7, "Plain English detail.")]
+
+
+@pytest.mark.django_db
+@pytest.mark.sqlite_default
+def test_the_chinese_pages_show_translated_details(client, settings):
+    from claims.models import Finding
+    from claims.stuck import detect
+
+    settings.GPUDASH_STUCK = {"DELETION_GRACE": 0}
+    cluster = load_fleet()
+    detect(cluster)
+    blocked = Finding.objects.get(cluster=cluster, rule="deletion_blocked", claim_name="stuck-claim")
+    # The stored English stays for the API; the message is rendered again in the reader's language.
+    assert blocked.summary.startswith("Deleting since ") and blocked.summary_message["msgid"].startswith("Deleting since")
+    client.force_login(make_user("lin"))
+    zh = {"HTTP_ACCEPT_LANGUAGE": "zh-CN"}
+
+    stuck = client.get(reverse("ops:stuck"), {"claim_name": "stuck-claim"}, **zh).content.decode()
+    assert "删除受阻" in stuck and "删除中，但仍处于已分配状态" in stuck and "先解除分配" in stuck
+    assert "but still allocated" not in stuck
+    # The API keeps the English summary whatever the language.
+    listed = client.get(f"/api/v1/findings/{blocked.id}", **zh).json()
+    assert listed["summary"] == blocked.summary
+
+    pending = client.get(reverse("ops:pending-pod", args=["alpha", "team-a", "waiting-pod"]), **zh).content.decode()
+    assert "未分配：没有节点的设备能满足它" in pending and "Not allocated: no node" not in pending
+    # The scheduler's own message stays as the scheduler wrote it.
+    assert "0/3 nodes are available" in pending
+
+    readiness = client.get(reverse("ops:readiness"), {"cluster": "alpha"}, **zh).content.decode()
+    assert "所有资源池都完整。" in readiness and "Every pool is complete." not in readiness
+    english = client.get(reverse("ops:readiness"), {"cluster": "alpha"}, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "Every pool is complete." in english
+
+
+def test_stored_messages_render_in_the_active_language_and_fall_back():
+    from django.utils import translation
+
+    from claims.stuck import double_allocation_summary
+    from gpudash.messages import message, render
+
+    msg = double_allocation_summary("gpu.nvidia.com/node-a/gpu-0", ["a/x", "b/y"])
+    english = render(msg, translate=False)
+    assert english.startswith("Device gpu.nvidia.com/node-a/gpu-0 is allocated to 2 claims (a/x, b/y)")
+    with translation.override("zh-hans"):
+        assert render(msg) == "设备 gpu.nvidia.com/node-a/gpu-0 在没有管理员访问或共享容量的情况下被分配给了 2 个申领（a/x, b/y）：数据完整性告警。"
+        nested = message("%(finding)s Release only once the pods on it are known to be gone.", finding=message("no devices"))
+        assert render(nested) == "无设备 请在确认其上的 Pod 已经消失后再释放。"
+        # An older row (no message) or a message whose placeholders do not fit shows the stored text.
+        assert render({}, "stored English") == "stored English"
+        assert render(message("Binding failed for %(device)s: %(conditions)s is True."), "stored") == "stored"

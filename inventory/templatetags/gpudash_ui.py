@@ -188,3 +188,29 @@ def map_cells(row, devices_url):
             f'<a class="{classes}" href="{html.escape(prefix + d["driver"] + "/" + d["pool"] + "/" + d["name"])}/" title="{html.escape(" · ".join(title))}"></a>'
         )
     return mark_safe("".join(parts))
+
+
+@register.simple_tag
+def ui_texts():
+    """The words the page's scripts show (live badge, held updates, busy and copy buttons), in the
+    page's language, as a JSON block the scripts read (no inline script: the CSP forbids it).
+    Placeholders are {n}, {s}, {error}: filled in by the scripts (live.js's announcements
+    come from #live-announce's data- attributes)."""
+    from django.utils.html import json_script
+    from django.utils.translation import ngettext
+
+    texts = {
+        "live": _("live"),
+        "connecting": _("connecting"),
+        "reconnecting": _("reconnecting"),
+        "reconnectingIn": _("reconnecting in {s}s"),
+        "refreshFailed": _("refresh failed: {error}"),
+        "refreshFailedRetrying": _("refresh failed: {error}; retrying"),
+        # Both plural forms, so the script picks one by the count (one form only in Chinese).
+        "heldOne": ngettext("{n} update — show", "{n} updates — show", 1),
+        "heldMany": ngettext("{n} update — show", "{n} updates — show", 2),
+        "working": _("Working…"),
+        "copied": _("Copied"),
+        "copyFailed": _("Select and copy"),
+    }
+    return json_script(texts, "gpudash-texts")

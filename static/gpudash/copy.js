@@ -4,6 +4,13 @@
   "use strict";
   if (window.gpudashCopy) return;
   window.gpudashCopy = true;
+  // The words this script shows, in the page's language: the JSON block base.html renders
+  // ({% ui_texts %}); "{name}" placeholders are filled from `values`.
+  function t(key, values) {
+    var el = document.getElementById("gpudash-texts"), all = {};
+    try { all = JSON.parse(el.textContent); } catch (e) { all = {}; }
+    return String(all[key] || key).replace(/\{(\w+)\}/g, function (m, name) { return values && name in values ? values[name] : m; });
+  }
   function fallback(text) {
     var area = document.createElement("textarea");
     area.value = text;
@@ -26,7 +33,7 @@
     var done = navigator.clipboard && window.isSecureContext ? navigator.clipboard.writeText(text) : fallback(text);
     var label = button.getAttribute("data-label") || button.textContent;
     button.setAttribute("data-label", label);
-    done.then(function () { button.textContent = button.getAttribute("data-copied") || "Copied"; }, function () { button.textContent = "Select and copy"; })
+    done.then(function () { button.textContent = button.getAttribute("data-copied") || t("copied"); }, function () { button.textContent = t("copyFailed"); })
       .then(function () { setTimeout(function () { button.textContent = label; }, 1500); });
   });
 })();

@@ -36,6 +36,14 @@
   var RETRY_MS = 3000; // a region whose fetch failed is fetched again after this long
   var ANNOUNCE_EVERY_MS = 10000; // a region's summary at most this often: churn would talk non-stop
 
+  // The words this script shows, in the page's language: the JSON block base.html renders
+  // ({% ui_texts %}); "{name}" placeholders are filled from `values`.
+  function t(key, values) {
+    var el = document.getElementById("gpudash-texts"), all = {};
+    try { all = JSON.parse(el.textContent); } catch (e) { all = {}; }
+    return String(all[key] || key).replace(/\{(\w+)\}/g, function (m, name) { return values && name in values ? values[name] : m; });
+  }
+
   function setStatus(status, text) {
     state.status = status;
     document.body.setAttribute("data-live", status);
@@ -159,7 +167,7 @@
       el.parentNode.insertBefore(notice, el);
     }
     var n = state.held[name];
-    notice.firstChild.textContent = n + " update" + (n === 1 ? "" : "s") + " \u2014 show";
+    notice.firstChild.textContent = t(n === 1 ? "heldOne" : "heldMany", { n: n });
     if (n === 1) speak(name, el, text("held", "{region}: updates held while you work here; press \u201cshow\u201d to see them.", { region: label(el) }));
   }
 
@@ -218,7 +226,7 @@
         return resp.text();
       })
       .then(function (html) {
-        if (failed) { failed = false; if (socket && socket.readyState === WebSocket.OPEN) setStatus("on", "live"); }
+        if (failed) { failed = false; if (socket && socket.readyState === WebSocket.OPEN) setStatus("on", t("live")); }
         // Held again while the answer was on its way (a box ticked meanwhile): keep it for "show".
         if (!force && isHeld(name, el)) { state.held[name] = (state.held[name] || 0) + 1; showNotice(name, el); return; }
         merge(name, el, html);
@@ -227,7 +235,7 @@
         // A passing server error (a 500 while the database is busy) must not end live updates: retry.
         var retry = err.message !== "logged out";
         failed = retry;
-        setStatus("dead", "refresh failed: " + err.message + (retry ? "; retrying" : ""));
+        setStatus("dead", t(retry ? "refreshFailedRetrying" : "refreshFailed", { error: err.message }));
         if (retry) setTimeout(function () { refresh(name, force); }, RETRY_MS);
       })
       .then(function () {
@@ -267,7 +275,7 @@
   function connect() {
     var proto = window.location.protocol === "https:" ? "wss:" : "ws:";
     socket = new WebSocket(proto + "//" + window.location.host + "/ws/live/");
-    setStatus("off", state.connects ? "reconnecting" : "connecting");
+    setStatus("off", t(state.connects ? "reconnecting" : "connecting"));
     socket.onopen = function () {
       socket.send(JSON.stringify({ subscribe: scope }));
     };
@@ -278,7 +286,7 @@
         var caughtUp = state.connects > 0;
         state.connects += 1;
         backoff = 500;
-        setStatus("on", "live");
+        setStatus("on", t("live"));
         if (caughtUp) refreshAll(); // whatever happened while we were away
       } else if (msg.type === "changes") {
         state.messages += 1;
@@ -291,7 +299,7 @@
       }
     };
     socket.onclose = function () {
-      setStatus("off", "reconnecting in " + Math.round(backoff / 1000) + "s");
+      setStatus("off", t("reconnectingIn", { s: Math.round(backoff / 1000) }));
       setTimeout(connect, backoff);
       backoff = Math.min(maxBackoff, backoff * 2);
     };

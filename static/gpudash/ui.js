@@ -8,6 +8,14 @@
   "use strict";
   var BUSY_AFTER_MS = 300;
 
+  // The words this script shows, in the page's language: the JSON block base.html renders
+  // ({% ui_texts %}); "{name}" placeholders are filled from `values`.
+  function t(key, values) {
+    var el = document.getElementById("gpudash-texts"), all = {};
+    try { all = JSON.parse(el.textContent); } catch (e) { all = {}; }
+    return String(all[key] || key).replace(/\{(\w+)\}/g, function (m, name) { return values && name in values ? values[name] : m; });
+  }
+
   function ready(fn) { if (document.readyState !== "loading") fn(); else document.addEventListener("DOMContentLoaded", fn); }
 
   // --- navigation menu ------------------------------------------------------------------------
@@ -30,7 +38,7 @@
       if (button) {
         button.setAttribute("aria-disabled", "true");
         button.dataset.idleText = button.textContent;
-        button.textContent = "Working\u2026";
+        button.textContent = t("working");
       }
     }, BUSY_AFTER_MS);
   });
