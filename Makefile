@@ -5,6 +5,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+# pytest-xdist workers for the PostgreSQL run (much of it waits on servers, browsers and watchers); each
+# worker gets its own test database, Redis database (TEST_REDIS_URL's number + n) and data directory
+# (tests/conftest.py). Whole files go to one worker, so module-wide servers start once.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test test-sqlite bench messages
 
@@ -26,7 +30,7 @@ node_modules/.installed: package-lock.json
 	touch $@
 
 test: $(VENV)/.dev node_modules/.installed
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 	$(MAKE) test-sqlite
 
 # The embedded default: the same models and sync on SQLite, no Redis.

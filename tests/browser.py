@@ -126,6 +126,50 @@ def chromium():
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
+@contextlib.contextmanager
+def demo_site(tmp_path, artifacts_dir, log_name, set_up_bound=120):
+    """The demo scenario end to end: the built-in API server, the watchers (a Supervisor in this process)
+    syncing it into the test database and publishing to Redis, daphne serving the pages.
+
+    Yields {"api", "cluster", "server", "base", "shots"}; users are the test's to make (any time before
+    they sign in). `set_up_bound` bounds each wait of the set-up on a loaded machine; it is not a figure.
+    """
+    from devcluster.testing import running_devcluster
+    from gpudash.sync.runner import Supervisor
+    from inventory.models import Cluster, Device, SyncState
+
+    shots = artifacts_dir / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    with running_devcluster("demo") as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        cluster = Cluster.objects.create(name="demo", kubeconfig=str(kubeconfig))
+        supervisor = Supervisor(cluster_names=["demo"]).start()
+        server = AsgiServer(free_port(), artifacts_dir / log_name)
+        try:
+            connected = SyncState.objects.filter(cluster=cluster, status=SyncState.Status.CONNECTED)
+            wait_until(lambda: connected.count() >= 6, set_up_bound, "the watchers to connect")
+            wait_until(lambda: Device.objects.filter(cluster=cluster).exists(), set_up_bound, "devices to sync")
+            server.start()
+            yield {"api": api, "cluster": cluster, "server": server, "base": server.url, "shots": shots}
+        finally:
+            if server.proc:
+                server.stop()
+            supervisor.stop()
+
+
+@pytest.fixture
+def browser():
+    """Chromium for one test; pages get a context each (new_page below), so cookies never leak between them."""
+    with chromium() as launched:
+        yield launched
+
+
+def new_page(browser, base=None, username=None, password=None, viewport=None):
+    """A page in a fresh context (its own cookies), signed in as `username` when given."""
+    page = browser.new_context(viewport=viewport or {"width": 1400, "height": 900}).new_page()
+    return log_in(page, base, username, password) if username else page
+
+
 def log_in(page, base, username, password):
     page.goto(base + "/accounts/login/")
     page.fill("input[name=username]", username)

@@ -2,11 +2,14 @@
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-pytest_plugins = ["tests.sync_fixtures"]  # registered here so its asserts are rewritten like the tests'
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+pytest_plugins = ["tests.sync_fixtures", "tests.browser"]  # registered here so their asserts are rewritten like the tests'
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
+REDIS_DATABASES = 16  # redis-server's default `databases`
 
 
 @pytest.fixture(scope="session")
@@ -15,6 +18,38 @@ def artifacts_dir():
     return ARTIFACTS
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(request, settings):
+    """MD5 instead of PBKDF2's million rounds (0.5 s of CPU per user made or password checked, and the
+    suite makes hundreds). Not for the browser tests: their users sign in through a server subprocess,
+    which keeps the real hashers and could not check an MD5 hash."""
+    if not request.node.get_closest_marker("browser"):
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def pytest_report_header(config):
     db = os.environ.get("DATABASE_URL", "sqlite (embedded default)")
     return f"gpudash: DATABASE_URL={db.split('@')[-1]} REDIS_URL={os.environ.get('REDIS_URL', '(unset: in-memory)')}"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs):
+    """Under pytest-xdist (`make test` runs `-n 2`) each worker gets its own Redis database and data directory.
+
+    pytest-django gives each worker its own test database (a _gwN suffix), but Redis is shared by name:
+    one worker's `celery worker` would take the other's tasks, a purge would drop them, and its Stuck-claim
+    debounce keys would collide. The settings read REDIS_URL when Django starts in the worker, before any
+    conftest runs, so the value goes into the worker's environment here, in the controller, before the
+    worker process is made; the servers and workers a test starts inherit it.
+    """
+    redis_url = os.environ.get("REDIS_URL")
+    data_dir = Path(os.environ.get("GPUDASH_DATA_DIR") or ROOT / ".data")
+    for spec in specs:
+        n = int(spec.id.removeprefix("gw"))
+        if redis_url:
+            parts = urlsplit(redis_url)
+            db = int(parts.path.strip("/") or 0) + n
+            if db >= REDIS_DATABASES:
+                raise pytest.UsageError(f"worker {spec.id} would need Redis database {db}: use a lower one in REDIS_URL or fewer workers")
+            spec.env["REDIS_URL"] = urlunsplit(parts._replace(path=f"/{db}"))
+        spec.env["GPUDASH_DATA_DIR"] = str(data_dir / f"xdist-{spec.id}")

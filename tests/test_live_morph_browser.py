@@ -15,11 +15,9 @@ import pytest
 from claims import stuck
 from claims.models import Finding, Pod, ResourceClaim
 from devcluster.churn import CHURN_NAMESPACE, Churn
-from devcluster.testing import running_devcluster
 from gpudash import roles
-from inventory.models import Cluster, Device, SyncState
 
-from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in, wait_live, wait_until
+from .browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
 from .ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
@@ -39,29 +37,11 @@ RECORD_BUSY = """() => {
 
 
 @pytest.fixture
-def stack(tmp_path, artifacts_dir, settings):
-    from gpudash.sync.runner import Supervisor
-
+def stack(tmp_path, artifacts_dir, settings, browser):
     settings.GPUDASH_STUCK = {**settings.GPUDASH_STUCK, **{k: 0 for k in stuck.DEFAULTS if k.endswith("GRACE")}}
-    shots = artifacts_dir / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
-    with running_devcluster("demo") as api:
-        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        cluster = Cluster.objects.create(name="demo", kubeconfig=str(kubeconfig))
-        supervisor = Supervisor(cluster_names=["demo"]).start()
-        server = AsgiServer(free_port(), artifacts_dir / "daphne-morph.log")
-        try:
-            wait_until(lambda: SyncState.objects.filter(cluster=cluster, status=SyncState.Status.CONNECTED).count() >= 6, 120, "the watchers to connect")
-            wait_until(lambda: Device.objects.filter(cluster=cluster).exists(), 120, "devices to sync")
-            make_user("olivia", role=roles.OPERATOR, password=PASSWORD)
-            server.start()
-            with chromium() as browser:
-                page = log_in(browser.new_page(viewport={"width": 1400, "height": 900}), server.url, "olivia", PASSWORD)
-                yield {"api": api, "cluster": cluster, "base": server.url, "page": page, "shots": shots}
-        finally:
-            if server.proc:
-                server.stop()
-            supervisor.stop()
+    with demo_site(tmp_path, artifacts_dir, "daphne-morph.log") as site:
+        make_user("olivia", role=roles.OPERATOR, password=PASSWORD)
+        yield {**site, "page": new_page(browser, site["base"], "olivia", PASSWORD)}
 
 
 def held_notice(page, region):

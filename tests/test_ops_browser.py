@@ -20,11 +20,9 @@ import pytest
 
 from claims import stuck
 from claims.models import AuditEntry, Finding, ResourceClaim
-from devcluster.testing import running_devcluster
 from gpudash import roles
-from inventory.models import Cluster, Device, SyncState
 
-from .browser import BROWSER_MARKS, ROOT, AsgiServer, chromium, free_port, log_in, stop_process, wait_live, wait_until
+from .browser import BROWSER_MARKS, ROOT, demo_site, new_page, stop_process, subprocess_env, wait_live, wait_until
 from .ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS  # browser; transactional DB; skipped without chromium or Redis
@@ -65,42 +63,23 @@ class CeleryWorker:
 
 @pytest.fixture
 def ops_stack(tmp_path, artifacts_dir, settings, monkeypatch):
-    from gpudash.sync.runner import Supervisor
-
     for key, value in OPS_ENV.items():
         monkeypatch.setenv(key, value)  # the subprocesses (daphne, the worker) read them at start
     settings.GPUDASH_STUCK = {**settings.GPUDASH_STUCK, "STALE_RESERVATION_GRACE": 0, "DEBOUNCE_SECONDS": 1}
-    shots = artifacts_dir / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
-    with running_devcluster("demo") as api:
-        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        cluster = Cluster.objects.create(name="demo", kubeconfig=str(kubeconfig))
-        server = AsgiServer(free_port(), artifacts_dir / "daphne-ops.log")
-        worker = CeleryWorker(dict(server.env), artifacts_dir / "celery-ops.log")
-        worker.start()
-        supervisor = Supervisor(cluster_names=["demo"]).start()
-        try:
-            wait_until(lambda: SyncState.objects.filter(cluster=cluster, status=SyncState.Status.CONNECTED).count() >= 6, 60, "the watchers to connect")
-            wait_until(lambda: Device.objects.filter(cluster=cluster).exists(), 30, "devices to sync")
+    # Ready (and the queue purged) before the watchers start: the runs their first lists ask for must not be purged.
+    worker = CeleryWorker(subprocess_env(), artifacts_dir / "celery-ops.log")
+    worker.start()
+    try:
+        with demo_site(tmp_path, artifacts_dir, "daphne-ops.log", set_up_bound=60) as site:
             make_user("olivia", role=roles.OPERATOR, password=PASSWORD)
             make_user("victor", role=roles.VIEWER, password=PASSWORD)
-            server.start()
-            yield {"api": api, "cluster": cluster, "server": server, "shots": shots}
-        finally:
-            if server.proc:
-                server.stop()
-            supervisor.stop()
-            worker.stop()
-
-
-@pytest.fixture
-def browser(ops_stack):
-    with chromium() as launched:
-        yield launched
+            yield site
+    finally:
+        worker.stop()
 
 
 def logged_in(browser, base, username):
-    return log_in(browser.new_context(viewport={"width": 1400, "height": 900}).new_page(), base, username, PASSWORD)
+    return new_page(browser, base, username, PASSWORD)
 
 
 def claim_reserved_for(cluster, namespace, pod):

@@ -6,10 +6,9 @@ Needs Debian's chromium (/usr/bin/chromium) and REDIS_URL; skipped otherwise.
 
 import pytest
 
-from devcluster.testing import running_devcluster
-from inventory.models import Cluster, Device, SyncState
+from inventory.models import Device
 
-from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in, wait_live, wait_until
+from .browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
 from .ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
@@ -19,31 +18,14 @@ PASSWORD = "browser-pass-123"
 
 @pytest.fixture
 def stack(tmp_path, artifacts_dir):
-    from gpudash.sync.runner import Supervisor
-
-    shots = artifacts_dir / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
-    with running_devcluster("demo") as api:
-        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        cluster = Cluster.objects.create(name="demo", kubeconfig=str(kubeconfig))
-        supervisor = Supervisor(cluster_names=["demo"]).start()
-        server = AsgiServer(free_port(), artifacts_dir / "daphne.log")
-        try:
-            wait_until(lambda: SyncState.objects.filter(cluster=cluster, status=SyncState.Status.CONNECTED).count() >= 6, 60, "the watchers to connect")
-            wait_until(lambda: Device.objects.filter(cluster=cluster).exists(), 30, "devices to sync")
-            make_user("alice", password=PASSWORD)
-            server.start()
-            yield {"api": api, "cluster": cluster, "server": server, "shots": shots}
-        finally:
-            if server.proc:
-                server.stop()
-            supervisor.stop()
+    with demo_site(tmp_path, artifacts_dir, "daphne.log") as site:
+        make_user("alice", password=PASSWORD)
+        yield site
 
 
 @pytest.fixture
-def page(stack):
-    with chromium() as browser:
-        yield log_in(browser.new_page(viewport={"width": 1400, "height": 900}), stack["server"].url, "alice", PASSWORD)
+def page(stack, browser):
+    return new_page(browser, stack["base"], "alice", PASSWORD)
 
 
 def _claim(namespace, name, node=None, devices=()):
