@@ -59,9 +59,10 @@ def test_the_catalog_has_no_untranslated_or_fuzzy_entry(fresh_catalog):
 def test_the_committed_catalog_is_the_extracted_one_and_compiled(fresh_catalog):
     committed = polib.pofile(CATALOG / "django.po")
     fresh = polib.pofile(fresh_catalog / "django.po")
-    assert {(e.msgid, e.msgid_plural) for e in committed} == {(e.msgid, e.msgid_plural) for e in fresh}
-    compiled = {(e.msgid, e.msgid_plural): (e.msgstr, e.msgstr_plural) for e in polib.mofile(CATALOG / "django.mo")}
-    written = {(e.msgid, e.msgid_plural): (e.msgstr, e.msgstr_plural) for e in committed.translated_entries()}
+    # Keyed with the context too: one English word may read differently in two places (pgettext).
+    assert {(e.msgctxt, e.msgid, e.msgid_plural) for e in committed} == {(e.msgctxt, e.msgid, e.msgid_plural) for e in fresh}
+    compiled = {(e.msgctxt, e.msgid, e.msgid_plural): (e.msgstr, e.msgstr_plural) for e in polib.mofile(CATALOG / "django.mo")}
+    written = {(e.msgctxt, e.msgid, e.msgid_plural): (e.msgstr, e.msgstr_plural) for e in committed.translated_entries()}
     assert compiled == written, "locale/zh_Hans/LC_MESSAGES/django.mo is older than django.po: run `make messages`"
 
 

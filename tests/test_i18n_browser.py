@@ -1,4 +1,4 @@
-"""The language switch in real Chromium (issue 14): the nav and the overview in Chinese, the choice kept
+"""The language switch in real Chromium (issue 14): the nav, the overview and live.js's badge in Chinese, the choice kept
 across pages, and back to English."""
 
 import pytest
@@ -32,8 +32,13 @@ def test_switching_to_chinese_in_the_browser(server):
         nav = page.inner_text("nav.mainnav")
         assert "概览" in nav and "节点" in nav and "设备类" in nav and "Overview" not in nav
         assert "设备群概览" in page.inner_text("main")
+        # live.js's own words come from the page in its language: the badge once the websocket is up.
+        page.wait_for_selector("body[data-live='on']")
+        assert page.inner_text("#live .live-text") == "实时"
         page.goto(server.url + reverse("inventory:node-list"))
         assert "节点" in page.inner_text("nav.mainnav") and page.get_attribute("html", "lang") == "zh-hans"
         with page.expect_navigation():
             page.select_option("#language-select", "en")
         assert "Nodes" in page.inner_text("nav.mainnav")
+        page.wait_for_selector("body[data-live='on']")
+        assert page.inner_text("#live .live-text") == "live"

@@ -197,10 +197,10 @@ def ui_texts():
     Placeholders are {n}, {s}, {error}: filled in by the scripts (live.js's announcements
     come from #live-announce's data- attributes)."""
     from django.utils.html import json_script
-    from django.utils.translation import ngettext
+    from django.utils.translation import ngettext, pgettext
 
     texts = {
-        "live": _("live"),
+        "live": pgettext("live updates badge", "live"),  # not a lease's "live" (the sync page)
         "connecting": _("connecting"),
         "reconnecting": _("reconnecting"),
         "reconnectingIn": _("reconnecting in {s}s"),
