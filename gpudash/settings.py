@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # intcomma: counts grouped in the page's language
     "rest_framework",
     "rest_framework.authtoken",
     "django_filters",
@@ -165,6 +166,10 @@ USE_I18N = True
 # Kubernetes writes them. The catalog lives in locale/ (make messages updates and compiles it).
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# Django's zh_Hans groups digits by four with no separator (224000); Chinese consoles write counts as
+# 224,000, so gpudash/formats/zh_Hans says so. Numbers are grouped only where a template asks
+# (intcomma), never globally: ids and counts in attributes and URLs must stay plain digits.
+FORMAT_MODULE_PATH = ["gpudash.formats"]
 if os.environ.get("GPUDASH_LOCALE_DIR"):  # the catalog test extracts into a copy, never into the checkout
     LOCALE_PATHS = [Path(os.environ["GPUDASH_LOCALE_DIR"])]
 LANGUAGE_COOKIE_NAME = "gpudash_language"

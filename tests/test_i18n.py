@@ -245,3 +245,13 @@ def test_stored_messages_render_in_the_active_language_and_fall_back():
         # An older row (no message) or a message whose placeholders do not fit shows the stored text.
         assert render({}, "stored English") == "stored English"
         assert render(message("Binding failed for %(device)s: %(conditions)s is True."), "stored") == "stored"
+
+
+def test_counts_are_grouped_in_the_pages_language():
+    from django.template import Context, Template
+    from django.utils import translation
+
+    template = Template("{% load humanize %}{{ n|intcomma }}|{{ n }}")
+    for language in ("en", "zh-hans"):  # Django's own zh_Hans would print 224000 (gpudash/formats/zh_Hans)
+        with translation.override(language):
+            assert template.render(Context({"n": 224000})) == "224,000|224000"
