@@ -73,6 +73,9 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
     # The user is working in the region (boxes ticked): the update waits behind the notice.
     held_notice(page, "findings").wait_for(timeout=LIVE_MS)
     assert "show" in held_notice(page, "findings").inner_text()
+    # Screen readers hear it from the region's own status message; the region itself is not a live region.
+    page.wait_for_function("() => (document.querySelector('[data-status-for=findings][role=status]') || {}).textContent?.includes('updates held')", timeout=LIVE_MS)
+    assert page.locator("[data-region][aria-live]").count() == 0
     assert page.locator(f"#finding-{new_finding.id}").count() == 0
     assert page.locator("#findings-table tbody tr").count() == rows_before
     held_notice(page, "findings").click()
@@ -113,6 +116,8 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
     assert page.evaluate("() => document.activeElement.__kept === true"), "focus stayed on the same link"
     held_notice(page, "claims").click()
     page.wait_for_selector(f"#claim-table >> text={CHURN_NAMESPACE}", timeout=LIVE_MS)
+    # The merge is summarised for screen readers by what it changed (at least the churn claim's row added).
+    page.wait_for_function("() => /updated: [1-9][0-9]* added, [0-9]+ removed, [0-9]+ changed/.test(document.querySelector('[data-status-for=claims]').textContent)", timeout=LIVE_MS)
     assert page.evaluate("() => document.activeElement.__kept === true"), "after 'show', focus is back on that link"
     assert page.evaluate("() => document.activeElement.textContent") == focused_name
     assert page.input_value("form.filters input[name=q]") == "typed, not sent"
