@@ -197,7 +197,7 @@ def test_device_aggregates_by_model_and_state(fleet, viewer):
     assert counts[(H100, "free")] == 5
     assert counts[(H100, "allocated")] == 1 and counts[(H100, "admin")] == 1 and counts[(H100, "tainted")] == 1
     assert counts[("NVIDIA A100 80GB PCIe", "allocated")] == 1
-    assert counts[("", "shared")] == 1  # the NIC has no productName of its own driver
+    assert counts[("cx7", "shared")] == 1  # the NIC has no productName of its own driver: its model attribute
     assert body["total"] == 11
 
 
