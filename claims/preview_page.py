@@ -13,6 +13,7 @@ from functools import cached_property
 
 import yaml
 from django.db.models import Q
+from django.utils.translation import gettext, gettext_lazy
 
 from gpudash import roles
 from inventory import devicestate
@@ -23,29 +24,30 @@ FITS_PER_PAGE = 50  # each fitting node renders a device strip: keep the page li
 NODES_PER_GROUP_PAGE = 100
 EXAMPLE_NODES = 5  # node names quoted under a hard error shown once
 
-# One line per reason code of the engine (docs/allocator.md, "Reason codes").
+# One line per reason code of the engine (docs/allocator.md, "Reason codes"), in the page's language;
+# the codes and the engine's own reason texts stay as upstream's scheduler writes them.
 REASON_TITLES = {
-    "allocated": "Devices already allocated to other claims",
-    "tainted": "Devices tainted",
-    "counters": "Shared counters used up (e.g. a GPU's MIG partitions)",
-    "capacity": "Not enough consumable capacity",
-    "selector": "No device matches the selectors",
-    "too-few-devices": "Too few devices",
-    "class": "No device of the class",
-    "no-pool": "No complete pool of the driver on the node",
-    "constraint": "A matchAttribute / distinctAttribute constraint cannot be met",
-    "combination": "Requests compete for the same devices or counters",
-    "invalid-pools": "Invalid resource pools",
-    "unavailable": "An allocated claim of the pod is bound elsewhere",
-    "unschedulable": "Cannot allocate all claims",
+    "allocated": gettext_lazy("Devices already allocated to other claims"),
+    "tainted": gettext_lazy("Devices tainted"),
+    "counters": gettext_lazy("Shared counters used up (e.g. a GPU's MIG partitions)"),
+    "capacity": gettext_lazy("Not enough consumable capacity"),
+    "selector": gettext_lazy("No device matches the selectors"),
+    "too-few-devices": gettext_lazy("Too few devices"),
+    "class": gettext_lazy("No device of the class"),
+    "no-pool": gettext_lazy("No complete pool of the driver on the node"),
+    "constraint": gettext_lazy("A matchAttribute / distinctAttribute constraint cannot be met"),
+    "combination": gettext_lazy("Requests compete for the same devices or counters"),
+    "invalid-pools": gettext_lazy("Invalid resource pools"),
+    "unavailable": gettext_lazy("An allocated claim of the pod is bound elsewhere"),
+    "unschedulable": gettext_lazy("Cannot allocate all claims"),
     # The kube-scheduler's node filters, which run before DRA (claims/allocator/nodefilters.py).
-    "node-unschedulable": "Node cordoned (NodeUnschedulable)",
-    "node-name": "Another node named by spec.nodeName (NodeName)",
-    "node-taints": "Untolerated node taints, e.g. NotReady (TaintToleration)",
-    "node-affinity": "Node selector / affinity does not match (NodeAffinity)",
-    "node-ports": "Host ports taken (NodePorts)",
-    "node-resources": "Not enough cpu, memory, pods or extended resources (NodeResourcesFit)",
-    "error": "Hard error (the scheduler fails the attempt)",
+    "node-unschedulable": gettext_lazy("Node cordoned (NodeUnschedulable)"),
+    "node-name": gettext_lazy("Another node named by spec.nodeName (NodeName)"),
+    "node-taints": gettext_lazy("Untolerated node taints, e.g. NotReady (TaintToleration)"),
+    "node-affinity": gettext_lazy("Node selector / affinity does not match (NodeAffinity)"),
+    "node-ports": gettext_lazy("Host ports taken (NodePorts)"),
+    "node-resources": gettext_lazy("Not enough cpu, memory, pods or extended resources (NodeResourcesFit)"),
+    "error": gettext_lazy("Hard error (the scheduler fails the attempt)"),
 }
 
 _POSITION = re.compile(r"at line (\d+), column (\d+)")
@@ -53,7 +55,7 @@ _CEL_OWNER = re.compile(r"^(class (?P<cls>[^:]+)|claim (?P<claim>[^:,]+)(, reque
 
 
 def reason_title(code):
-    return REASON_TITLES.get(code or "", code or "Does not fit")
+    return REASON_TITLES.get(code or "", code or gettext("Does not fit"))
 
 
 @dataclass
@@ -260,7 +262,7 @@ class PreviewReport:
     @cached_property
     def fits(self):
         fitting = [n for n in self.nodes if n.get("fits")]
-        return self._listing("fits", "Nodes that fit", fitting, FITS_PER_PAGE)
+        return self._listing("fits", gettext("Nodes that fit"), fitting, FITS_PER_PAGE)
 
     @cached_property
     def groups(self):

@@ -9,6 +9,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.db.models.fields.json import KeyTextTransform
 from django.http import Http404
 from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext
 from django.utils.translation import gettext as _
 
 from gpudash import roles, tables
@@ -115,9 +116,10 @@ class ClaimDetailView(DashboardView):
             f.action_title = ACTION_TITLES.get(f.remedy, f.remedy)
             f.can_release = bool(f.remedy) and may_operate
             if not f.remedy:
-                f.release_blocked = "No safe automatic remedy: fix the cause (see the evidence)."
+                f.release_blocked = gettext("No safe automatic remedy: fix the cause (see the evidence).")
             elif not may_operate:
-                f.release_blocked = f"Releasing needs the operator role in namespace {self.claim.namespace}; you are {roles.role_of(self.request.user) or 'without a role'}."
+                f.release_blocked = gettext("Releasing needs the operator role in namespace %(namespace)s; you are %(role)s.") % {
+                    "namespace": self.claim.namespace, "role": roles.role_of(self.request.user) or gettext("without a role")}
             else:
                 f.release_blocked = ""
         return findings
@@ -272,7 +274,7 @@ class PreviewView(DashboardView):
         if not roles.can_operate(request.user):
             return self.render_to_response(ctx)  # the page explains the operator role; nothing runs
         if self.cluster is None:
-            ctx["error"] = "Pick a cluster first (the preview runs against one cluster's inventory)."
+            ctx["error"] = gettext("Pick a cluster first (the preview runs against one cluster's inventory).")
             return self.render_to_response(ctx)
         from claims.preview_scope import OutOfScope
 
@@ -283,7 +285,7 @@ class PreviewView(DashboardView):
                 return self.out_of_scope(ctx, OutOfScope(ns))
             claim = ResourceClaim.objects.filter(cluster=self.cluster, namespace=ns, name=name).first()
             if claim is None:
-                ctx["error"] = f"No claim {ref!r} in cluster {self.cluster.name}."
+                ctx["error"] = gettext("No claim %(claim)s in cluster %(cluster)s.") % {"claim": repr(ref), "cluster": self.cluster.name}
                 return self.render_to_response(ctx)
             namespace = ctx["namespace"] = ns
             # The claim as YAML in the box, so it can be tweaked and run again as a paste.
@@ -292,7 +294,7 @@ class PreviewView(DashboardView):
         if not roles.can_operate(request.user, namespace):
             return self.out_of_scope(ctx, OutOfScope(namespace))
         if claim is None and not yaml_text.strip():
-            ctx["error"] = "Paste a ResourceClaim, ResourceClaimTemplate or Pod (or a bare claim spec) as YAML, or pick a pending claim."
+            ctx["error"] = gettext("Paste a ResourceClaim, ResourceClaimTemplate or Pod (or a bare claim spec) as YAML, or pick a pending claim.")
             return self.render_to_response(ctx)
         from claims.preview import run_preview
         from claims.preview_page import NODES_PER_GROUP_PAGE, PreviewReport, attach_device_strips, would_be_pod_params, yaml_error_position

@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext
 
 from django.db.models import Case, Exists, F, IntegerField, OuterRef, TextField, Value, When
 from django.db.models.functions import Concat, NullIf
@@ -97,7 +98,7 @@ class ReleaseFindingsView(DashboardView):
             raise Http404("step must be dry-run or release")
         findings = self._findings(ids)
         if not findings:
-            messages.error(request, "Select at least one finding with a remedy.")
+            messages.error(request, gettext("Select at least one finding with a remedy."))
             return redirect("ops:stuck")
         results = []
         show_findings(findings, request.user)
