@@ -35,7 +35,8 @@ def test_make_demo_serves_the_fleet_from_a_clean_checkout(tmp_path):
     _clean_copy(checkout)
     assert not (checkout / ".data").exists()
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "GPUDASH_TEST_DB_NAME", "SECRET_KEY")}
+    # A fresh machine has none of these (an xdist worker sets its own GPUDASH_DATA_DIR, which the demo must not follow).
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "GPUDASH_TEST_DB_NAME", "SECRET_KEY", "GPUDASH_DATA_DIR")}
     # Reuse this interpreter's virtualenv so the test does not download packages; make still checks it.
     venv = Path(sys.prefix)
     proc = subprocess.Popen(
