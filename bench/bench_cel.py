@@ -1,7 +1,10 @@
 """Selector evaluation speed over a generated fleet (prints figures only).
 
-Run from the repository root:  .venv/bin/python bench/bench_cel.py [DEVICES] [--module OTHER/cel.py]
-                                .venv/bin/python bench/bench_cel.py [DEVICES] --compare OTHER/cel.py
+Run from the repository root:  .venv/bin/python bench/bench_cel.py [DEVICES | --nodes N] [--module OTHER/cel.py]
+                                .venv/bin/python bench/bench_cel.py [DEVICES | --nodes N] --compare OTHER/cel.py
+
+--nodes N evaluates the devices of an N-node fleet of the other benches (8 GPUs a node; default 5,000
+nodes, i.e. 40,000 devices).
 
 --module loads another version of cel.py (e.g. `git show REV:claims/allocator/cel.py > /tmp/old/cel.py`)
 next to this checkout's quantity/semver modules. --compare loads both in one process and alternates
@@ -93,8 +96,15 @@ def compare(count, other_path):
               f"ratio {rates['this checkout'] / rates['other']:.2f}")
 
 
+GPUS_PER_NODE = 8  # the fleet of devcluster.fleet and the other benches
+
+
 def main():
     args = sys.argv[1:]
+    if "--nodes" in args:
+        nodes = int(args[args.index("--nodes") + 1])
+        del args[args.index("--nodes") : args.index("--nodes") + 2]
+        args.insert(0, str(nodes * GPUS_PER_NODE))
     if "--compare" in args:
         other = args[args.index("--compare") + 1]
         del args[args.index("--compare") : args.index("--compare") + 2]
