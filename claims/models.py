@@ -2,6 +2,7 @@
 
 from django.db import models
 
+from gpudash.messages import render
 from gpudash.models import KubeObject, parse_k8s_time
 from inventory import accelerators
 
@@ -411,6 +412,9 @@ class AuditEntry(models.Model):
     dry_run = models.BooleanField(default=False)
     outcome = models.CharField(max_length=32)  # done, refused, conflict, error, dry-run
     reason = models.TextField(blank=True)
+    # The reason as a message (gpudash/messages.py, issue 14): the audit pages show it in the reader's
+    # language; `reason` keeps the English (the API). Empty for rows written before: they show `reason`.
+    reason_message = models.JSONField(default=dict, blank=True)
     request = models.JSONField(default=dict, blank=True)
     response = models.JSONField(default=dict, blank=True)
     before = models.JSONField(null=True, blank=True)
@@ -422,6 +426,10 @@ class AuditEntry(models.Model):
     class Meta:
         ordering = ("-at", "-id")
         verbose_name_plural = "audit entries"
+
+    @property
+    def shown_reason(self):
+        return render(self.reason_message, self.reason)
 
 
 class StuckObservation(models.Model):

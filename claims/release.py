@@ -18,13 +18,16 @@ import logging
 from dataclasses import asdict, dataclass, field
 
 import urllib3
+from django.utils import translation
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_noop
 from kubernetes.client.exceptions import ApiException
 from urllib3 import HTTPHeaderDict
 
 from accounts.rights import kube_identity
 from gpudash import roles
 from gpudash.kube import KubeClient, KubeError
+from gpudash.messages import english, message, render
 from gpudash.sync.apply import apply_object, delete_object
 
 from .models import DELETE_PROTECTION_FINALIZER, AuditEntry, Pod, ResourceClaim
@@ -73,15 +76,43 @@ class Plan:
     warnings: list = field(default_factory=list)
     # What was verified, in words, so the dry run shows why the action is considered safe.
     checks: list = field(default_factory=list)
+    # The same texts as messages (gpudash/messages.py), for the pages in the reader's language; the
+    # English strings above are what the API and the audit entry's request keep. Set through
+    # refuse(), warn() and verified(), which write both.
+    refused_message: dict = field(default_factory=dict)
+    warning_messages: list = field(default_factory=list)
+    check_messages: list = field(default_factory=list)
 
-    def as_dict(self):
+    def refuse(self, msg):
+        self.refused_message, self.refused = msg, english(msg)
+        return self
+
+    def warn(self, msg, first=False):
+        if msg:
+            self.warning_messages.insert(0 if first else len(self.warning_messages), msg)
+            self.warnings.insert(0 if first else len(self.warnings), english(msg))
+
+    def verified(self, *msgs):
+        self.check_messages += msgs
+        self.checks += [english(m) for m in msgs]
+
+    def as_dict(self, translate=False):
+        """The plan as the API and the audit log keep it (English); translate=True: its texts in the
+        active language, for a page."""
+        def texts(msgs, stored):  # the stored English where the messages do not line up (set directly)
+            return [render(m, t) for m, t in zip(msgs, stored)] if translate and len(msgs) == len(stored) else list(stored)
+
+        title = ACTION_TITLES.get(self.action, self.action)
+        if not translate:
+            with translation.override(None):  # the msgid: English
+                title = str(title)
         return {
             "action": self.action,
-            "title": str(ACTION_TITLES.get(self.action, self.action)),
+            "title": str(title),
             "request": self.request.as_dict() if self.request else None,
-            "refused": self.refused,
-            "warnings": self.warnings,
-            "checks": self.checks,
+            "refused": render(self.refused_message, self.refused) if translate else self.refused,
+            "warnings": texts(self.warning_messages, self.warnings),
+            "checks": texts(self.check_messages, self.checks),
         }
 
 
@@ -125,16 +156,22 @@ def _preconditions(claim):
     return {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}
 
 
-def _node_warning(claim, who="a pod that was force-deleted"):
+def _node_warning(claim, used=False):
+    """The risk of releasing an allocated claim (a message), None when nothing is allocated; `used`: the
+    claim had a consumer that used the device (deallocate), else a reservation's pod (force-deleted)."""
     allocation = _status(claim).get("allocation")
     if not allocation:
         return None
-    node = ResourceClaim.node_from_selector(allocation.get("nodeSelector")) or "its node"
-    return (
-        f"The device may still be in use on {node}: {who} can leave it prepared until the driver unprepares it. "
-        "Once released the scheduler can hand it to another claim at once (double allocation). "
-        f"Check that no container on {node} still uses it."
-    )
+    node = ResourceClaim.node_from_selector(allocation.get("nodeSelector")) or message(gettext_noop("its node"))
+    if used:
+        return message(gettext_noop(
+            "The device may still be in use on %(node)s: a pod that used it and was force-deleted can leave it prepared until "
+            "the driver unprepares it. Once released the scheduler can hand it to another claim at once (double allocation). "
+            "Check that no container on %(node)s still uses it."), node=node)
+    return message(gettext_noop(
+        "The device may still be in use on %(node)s: a pod that was force-deleted can leave it prepared until the driver "
+        "unprepares it. Once released the scheduler can hand it to another claim at once (double allocation). "
+        "Check that no container on %(node)s still uses it."), node=node)
 
 
 def plan_remove_reservations(claim, pods, uids=None):
@@ -146,29 +183,30 @@ def plan_remove_reservations(claim, pods, uids=None):
     if uids:
         missing = [u for u in uids if u not in present]
         if missing:
-            plan.refused = f"reservedFor no longer has an entry with uid {', '.join(missing)}: re-evaluate."
-            return plan
+            return plan.refuse(message(gettext_noop("reservedFor no longer has an entry with uid %(uids)s: re-evaluate."),
+                                       uids=", ".join(missing)))
     stale, kept = [], []
     for entry in entries:
         if uids and entry.get("uid") not in uids:
             continue
         if entry.get("resource") != "pods" or entry.get("apiGroup"):
-            kept.append(f"{entry.get('resource')}/{entry.get('name')}: not a pod, never removed here")
+            kept.append(message(gettext_noop("%(consumer)s: not a pod, never removed here"),
+                                consumer=f"{entry.get('resource')}/{entry.get('name')}"))
             continue
         pod = consumer_pod(entry, pods)
         if pod_is_live(pod):
-            phase = _status(pod).get("phase") or "unknown"
-            kept.append(f"pod {entry.get('name')} ({entry.get('uid')}) exists and is {phase}")
+            phase = _status(pod).get("phase") or message(gettext_noop("unknown"))
+            kept.append(message(gettext_noop("pod %(pod)s (%(uid)s) exists and is %(phase)s"), pod=entry.get("name"), uid=entry.get("uid"), phase=phase))
             continue
-        why = "does not exist" if pod is None else f"has finished ({_status(pod).get('phase')})"
-        plan.checks.append(f"pod {entry.get('name')} ({entry.get('uid')}) {why}")
+        plan.verified(message(gettext_noop("pod %(pod)s (%(uid)s) does not exist"), pod=entry.get("name"), uid=entry.get("uid"))
+                      if pod is None else message(gettext_noop("pod %(pod)s (%(uid)s) has finished (%(phase)s)"),
+                                                  pod=entry.get("name"), uid=entry.get("uid"), phase=_status(pod).get("phase")))
         stale.append(entry)
     if uids and kept:
-        plan.refused = "Not safe now: " + "; ".join(kept) + "."
-        return plan
+        return plan.refuse(message(gettext_noop("Not safe now: %(reasons)s."), reasons=kept))
     if not stale:
-        plan.refused = "No stale reservedFor entry: " + ("; ".join(kept) if kept else "reservedFor is empty") + "."
-        return plan
+        return plan.refuse(message(gettext_noop("No stale reservedFor entry: %(reasons)s."), reasons=kept) if kept
+                           else message(gettext_noop("No stale reservedFor entry: reservedFor is empty.")))
     plan.request = KubeRequest(
         "PATCH",
         claim_path(meta.get("namespace"), meta.get("name"), "status"),
@@ -177,14 +215,12 @@ def plan_remove_reservations(claim, pods, uids=None):
         STRATEGIC,
         meta.get("resourceVersion") or "",
     )
-    warning = _node_warning(claim)
-    if warning:
-        plan.warnings.append(warning)
+    plan.warn(_node_warning(claim))
     if len(stale) == len(entries) and status.get("allocation"):
-        plan.warnings.append(
+        plan.warn(message(gettext_noop(
             "reservedFor will be empty but the claim stays allocated: the controller only deallocates when it removes "
             "the last entry itself. Run 'deallocate' next."
-        )
+        )))
     return plan
 
 
@@ -193,17 +229,15 @@ def plan_deallocate(claim, pods, **_):
     plan = Plan("deallocate")
     meta, status = _meta(claim), _status(claim)
     if not status.get("allocation"):
-        plan.refused = "The claim is not allocated."
-        return plan
+        return plan.refuse(message(gettext_noop("The claim is not allocated.")))
     if status.get("reservedFor"):
         names = ", ".join(e.get("name", "?") for e in status["reservedFor"])
-        plan.refused = f"reservedFor is not empty ({names}): remove stale reservations first; never deallocate a reserved claim."
-        return plan
+        return plan.refuse(message(gettext_noop(
+            "reservedFor is not empty (%(consumers)s): remove stale reservations first; never deallocate a reserved claim."), consumers=names))
     users = live_referencing_pods(claim, pods)
     if users:
-        plan.refused = f"Live pods reference the claim and may use it: {', '.join(users)}."
-        return plan
-    plan.checks += ["reservedFor is empty", "no live pod in the namespace references the claim"]
+        return plan.refuse(message(gettext_noop("Live pods reference the claim and may use it: %(pods)s."), pods=", ".join(users)))
+    plan.verified(message(gettext_noop("reservedFor is empty")), message(gettext_noop("no live pod in the namespace references the claim")))
     plan.request = KubeRequest(
         "PATCH",
         claim_path(meta.get("namespace"), meta.get("name"), "status"),
@@ -211,7 +245,7 @@ def plan_deallocate(claim, pods, **_):
         MERGE,
         meta.get("resourceVersion") or "",
     )
-    plan.warnings.append(_node_warning(claim, "a pod that used it and was force-deleted"))
+    plan.warn(_node_warning(claim, used=True))
     return plan
 
 
@@ -220,22 +254,21 @@ def plan_finish_deletion(claim, pods, **_):
     plan = Plan("finish_deletion")
     meta, status = _meta(claim), _status(claim)
     if not meta.get("deletionTimestamp"):
-        plan.refused = "The claim is not being deleted."
-        return plan
+        return plan.refuse(message(gettext_noop("The claim is not being deleted.")))
     if status.get("allocation"):
-        plan.refused = "The claim is still allocated: removing the finalizer now would leak its devices. Deallocate first."
-        return plan
+        return plan.refuse(message(gettext_noop(
+            "The claim is still allocated: removing the finalizer now would leak its devices. Deallocate first.")))
     if status.get("reservedFor"):
-        plan.refused = "The claim is still reserved: release the reservations first."
-        return plan
+        return plan.refuse(message(gettext_noop("The claim is still reserved: release the reservations first.")))
     finalizers = meta.get("finalizers") or []
     if DELETE_PROTECTION_FINALIZER not in finalizers:
-        plan.refused = f"The claim does not carry {DELETE_PROTECTION_FINALIZER}" + (
-            f" (other finalizers {', '.join(finalizers)} belong to their own controllers)." if finalizers else "."
-        )
-        return plan
+        return plan.refuse(message(gettext_noop(
+            "The claim does not carry %(finalizer)s (other finalizers %(finalizers)s belong to their own controllers)."),
+            finalizer=DELETE_PROTECTION_FINALIZER, finalizers=", ".join(finalizers)) if finalizers else
+            message(gettext_noop("The claim does not carry %(finalizer)s."), finalizer=DELETE_PROTECTION_FINALIZER))
     remaining = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
-    plan.checks += ["the claim has a deletionTimestamp", "the allocation is gone", "reservedFor is empty"]
+    plan.verified(message(gettext_noop("the claim has a deletionTimestamp")), message(gettext_noop("the allocation is gone")),
+                  message(gettext_noop("reservedFor is empty")))
     plan.request = KubeRequest(
         "PATCH",
         claim_path(meta.get("namespace"), meta.get("name")),
@@ -253,21 +286,20 @@ def plan_delete_claim(claim, pods, **_):
     meta, status = _meta(claim), _status(claim)
     owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == "Pod" and r.get("controller")), None)
     if owner is None:
-        plan.refused = "The claim was not generated from a template for a pod: manually created claims are never deleted here."
-        return plan
+        return plan.refuse(message(gettext_noop(
+            "The claim was not generated from a template for a pod: manually created claims are never deleted here.")))
     if meta.get("deletionTimestamp"):
-        plan.refused = "The claim is already being deleted."
-        return plan
+        return plan.refuse(message(gettext_noop("The claim is already being deleted.")))
     owner_pod = pods.get(owner.get("name"))
     if owner_pod is not None and _meta(owner_pod).get("uid") == owner.get("uid"):
-        plan.refused = f"The owning pod {owner.get('name')} still exists: the controller would only re-create the claim."
-        return plan
+        return plan.refuse(message(gettext_noop("The owning pod %(pod)s still exists: the controller would only re-create the claim."),
+                                   pod=owner.get("name")))
     live = [e.get("name") for e in status.get("reservedFor") or [] if pod_is_live(consumer_pod(e, pods))]
     users = sorted(set(live) | set(live_referencing_pods(claim, pods)))
     if users:
-        plan.refused = f"Live pods still use or reference the claim: {', '.join(users)}."
-        return plan
-    plan.checks += [f"owning pod {owner.get('name')} ({owner.get('uid')}) is gone", "no live pod uses or references the claim"]
+        return plan.refuse(message(gettext_noop("Live pods still use or reference the claim: %(pods)s."), pods=", ".join(users)))
+    plan.verified(message(gettext_noop("owning pod %(pod)s (%(uid)s) is gone"), pod=owner.get("name"), uid=owner.get("uid")),
+                  message(gettext_noop("no live pod uses or references the claim")))
     pre = _preconditions(claim)
     plan.request = KubeRequest(
         "DELETE",
@@ -277,7 +309,7 @@ def plan_delete_claim(claim, pods, **_):
         pre["resourceVersion"] or "",
     )
     if status.get("allocation"):
-        plan.warnings.append(_node_warning(claim))
+        plan.warn(_node_warning(claim))
     return plan
 
 
@@ -292,9 +324,7 @@ PLANNERS = {
 def plan_action(action, claim, pods, uids=None):
     if action not in PLANNERS:
         raise ValueError(f"unknown release action {action!r}; expected one of {', '.join(PLANNERS)}")
-    plan = PLANNERS[action](claim, pods, uids=uids) if action == "remove_reservations" else PLANNERS[action](claim, pods)
-    plan.warnings = [w for w in plan.warnings if w]
-    return plan
+    return PLANNERS[action](claim, pods, uids=uids) if action == "remove_reservations" else PLANNERS[action](claim, pods)
 
 
 # --- talking to the API server --------------------------------------------------------------------
@@ -408,7 +438,9 @@ def dashboard_identity(api_client, cluster, timeout):
 @dataclass
 class Outcome:
     outcome: str
-    reason: str = ""
+    # Given as a message (gpudash/messages.py): kept in `message`, `reason` is its English text (the
+    # API, the audit entry's reason); pages show `shown_reason`, in the reader's language.
+    reason: str | dict = ""
     plan: Plan | None = None
     response: dict | None = None
     status_code: int = 0
@@ -417,11 +449,21 @@ class Outcome:
     # {"dashboard": who the dashboard's credentials are, "user"/"groups": the impersonated identity or
     #  None, "review": the SubjectAccessReview verdict}; empty when nothing reached the cluster.
     identity: dict = field(default_factory=dict)
+    message: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if isinstance(self.reason, dict):
+            self.message, self.reason = self.reason, english(self.reason)
+
+    @property
+    def shown_reason(self):
+        return render(self.message, self.reason)
 
     def as_dict(self):
         return {
             "outcome": self.outcome,
             "reason": self.reason,
+            "reason_message": self.message or None,
             "plan": self.plan.as_dict() if self.plan else None,
             "response": self.response,
             "status_code": self.status_code,
@@ -445,6 +487,7 @@ def _audit(user, cluster, namespace, name, action, rule, dry_run, outcome, befor
         dry_run=dry_run,
         outcome=outcome.outcome,
         reason=outcome.reason,
+        reason_message=outcome.message,
         request=outcome.plan.as_dict() if outcome.plan else {},
         response=outcome.response or {},
         before=before,
@@ -467,7 +510,7 @@ def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, 
     if refusal is not None:
         return finish(refusal)
     if not dry_run and not cluster.writable:
-        return finish(Outcome(REFUSED, f"Cluster {cluster.name} is read-only: writes are switched off."))
+        return finish(Outcome(REFUSED, message(gettext_noop("Cluster %(cluster)s is read-only: writes are switched off."), cluster=cluster.name)))
 
     warnings, client, live = [], None, True
     try:
@@ -476,30 +519,35 @@ def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, 
     except KubeError as exc:
         if client is not None:
             client.close()
+        # The cluster's own error text stays as it came (a parameter, never translated).
         if exc.not_found:
-            return finish(Outcome(REFUSED, f"The claim {namespace}/{name} no longer exists on the API server."))
+            return finish(Outcome(REFUSED, message(gettext_noop("The claim %(claim)s no longer exists on the API server."), claim=f"{namespace}/{name}")))
         if not dry_run:
-            return finish(Outcome(ERROR, f"Cannot re-check the claim against the API server, nothing sent: {exc}"))
+            return finish(Outcome(ERROR, message(gettext_noop("Cannot re-check the claim against the API server, nothing sent: %(error)s"),
+                                                 error=str(exc))))
         claim, pods = _mirror_state(cluster, namespace, name)
         if claim is None:
-            return finish(Outcome(REFUSED, f"The claim {namespace}/{name} is not in the mirror and the API server is unreachable."))
-        warnings.append(f"API server unreachable ({exc}): planned from the database mirror; the action re-checks live.")
+            return finish(Outcome(REFUSED, message(gettext_noop("The claim %(claim)s is not in the mirror and the API server is unreachable."),
+                                                   claim=f"{namespace}/{name}")))
+        warnings.append(message(gettext_noop("API server unreachable (%(error)s): planned from the database mirror; the action re-checks live."),
+                                error=str(exc)))
         live = False
 
     try:
         live_meta = _meta(claim)
         if expected_uid and live_meta.get("uid") != expected_uid:
-            return finish(Outcome(CONFLICT, "The claim was deleted and re-created since: re-evaluate."), before=claim)
+            return finish(Outcome(CONFLICT, message(gettext_noop("The claim was deleted and re-created since: re-evaluate."))), before=claim)
         if expected_resource_version and live_meta.get("resourceVersion") != expected_resource_version:
             return finish(
-                Outcome(CONFLICT, f"The claim changed since (resourceVersion {expected_resource_version} -> "
-                        f"{live_meta.get('resourceVersion')}): re-evaluate."),
+                Outcome(CONFLICT, message(gettext_noop("The claim changed since (resourceVersion %(expected)s -> %(current)s): re-evaluate."),
+                                          expected=expected_resource_version, current=live_meta.get("resourceVersion"))),
                 before=claim,
             )
         plan = plan_action(action, claim, pods, uids=uids)
-        plan.warnings = warnings + plan.warnings
+        for warning in reversed(warnings):
+            plan.warn(warning, first=True)
         if plan.refused:
-            return finish(Outcome(REFUSED, plan.refused, plan=plan), before=claim)
+            return finish(Outcome(REFUSED, plan.refused_message or plan.refused, plan=plan), before=claim)
         timeout = ops_setting("API_TIMEOUT_SECONDS", 10.0)
         identity = kube_identity(user, cluster)
         who = {"dashboard": dashboard_identity(client.api_client, cluster, timeout) if live else "",
@@ -509,36 +557,45 @@ def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, 
                 who["review"] = access_review(client.api_client, identity, plan.request, timeout)
             except KubeError as exc:
                 if not dry_run:
-                    return finish(Outcome(ERROR, f"Cannot ask the cluster whether {identity[0]} may do this, nothing sent: {exc}",
+                    return finish(Outcome(ERROR, message(gettext_noop("Cannot ask the cluster whether %(user)s may do this, nothing sent: %(error)s"),
+                                                         user=identity[0], error=str(exc)),
                                           plan=plan, identity=who), before=claim)
-                plan.warnings.append(f"The cluster could not be asked whether {identity[0]} may do this: {exc}")
+                plan.warn(message(gettext_noop("The cluster could not be asked whether %(user)s may do this: %(error)s"),
+                                  user=identity[0], error=str(exc)))
             if who["review"] and not who["review"]["allowed"]:
-                reason = f"The cluster denies {identity[0]} this request: {who['review']['reason'] or 'no reason given'}"
+                reason = message(gettext_noop("The cluster denies %(user)s this request: %(reason)s"), user=identity[0],
+                                 reason=who["review"]["reason"] or message(gettext_noop("no reason given")))
                 return finish(Outcome(REFUSED, reason, plan=plan, permission_denied=True, identity=who), before=claim)
         elif identity is not None:
-            plan.warnings.append(f"The cluster will be asked whether {identity[0]} may do this when the action runs.")
+            plan.warn(message(gettext_noop("The cluster will be asked whether %(user)s may do this when the action runs."), user=identity[0]))
         if dry_run:
             if not cluster.writable:
-                plan.warnings.append(f"Cluster {cluster.name} is read-only: the action itself would be refused.")
-            verdict = " The cluster allows it for " + identity[0] + "." if who["review"] else ""
-            return finish(Outcome(DRY_RUN, "Dry run: nothing sent." + verdict, plan=plan, identity=who), before=claim)
+                plan.warn(message(gettext_noop("Cluster %(cluster)s is read-only: the action itself would be refused."), cluster=cluster.name))
+            verdict = message(gettext_noop("Dry run: nothing sent. The cluster allows it for %(user)s."), user=identity[0]) if who["review"] \
+                else message(gettext_noop("Dry run: nothing sent."))
+            return finish(Outcome(DRY_RUN, verdict, plan=plan, identity=who), before=claim)
         try:
             status, body = send(client.api_client, plan.request, timeout, impersonate=identity)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            return finish(Outcome(ERROR, f"Request failed, outcome unknown: re-check the claim: {exc}", plan=plan, identity=who),
-                          before=claim)
+            return finish(Outcome(ERROR, message(gettext_noop("Request failed, outcome unknown: re-check the claim: %(error)s"), error=str(exc)),
+                                  plan=plan, identity=who), before=claim)
         if status == 409:
-            return finish(Outcome(CONFLICT, "The claim changed since it was checked (409 Conflict): re-evaluate; not retried.",
+            return finish(Outcome(CONFLICT, message(gettext_noop("The claim changed since it was checked (409 Conflict): re-evaluate; not retried.")),
                                   plan=plan, response=body, status_code=status, identity=who), before=claim)
+        said = str(body.get("message", "")).rstrip(": ")  # the API server's words, as it wrote them
         if status == 403 and identity is not None:
             # The cluster's own RBAC said no at write time (e.g. a check the review cannot see): the user's refusal.
-            return finish(Outcome(REFUSED, f"The cluster refused it as {identity[0]} (403): {body.get('message', '')}".rstrip(": "),
-                                  plan=plan, response=body, status_code=status, permission_denied=True, identity=who), before=claim)
+            reason = message(gettext_noop("The cluster refused it as %(user)s (403): %(message)s"), user=identity[0], message=said) if said \
+                else message(gettext_noop("The cluster refused it as %(user)s (403)"), user=identity[0])
+            return finish(Outcome(REFUSED, reason, plan=plan, response=body, status_code=status, permission_denied=True, identity=who),
+                          before=claim)
         if not 200 <= status < 300:
-            return finish(Outcome(ERROR, f"The API server answered {status}: {body.get('message', '')}".rstrip(": "),
-                                  plan=plan, response=body, status_code=status, identity=who), before=claim)
+            reason = message(gettext_noop("The API server answered %(status)s: %(message)s"), status=status, message=said) if said \
+                else message(gettext_noop("The API server answered %(status)s"), status=status)
+            return finish(Outcome(ERROR, reason, plan=plan, response=body, status_code=status, identity=who), before=claim)
         after = _record_result(cluster, namespace, name, plan, body)
-        return finish(Outcome(DONE, "Done.", plan=plan, response=body, status_code=status, identity=who), before=claim, after=after)
+        return finish(Outcome(DONE, message(gettext_noop("Done.")), plan=plan, response=body, status_code=status, identity=who),
+                      before=claim, after=after)
     finally:
         if client is not None:
             client.close()
@@ -567,8 +624,9 @@ def _permission_refusal(user, namespace):
     """The refusal for a user who may not release in `namespace`, else None."""
     if roles.can_operate(user, namespace):
         return None
-    why = "requires the operator role" if not roles.has_role(user, roles.OPERATOR) else f"namespace {namespace} is outside your scope"
-    return Outcome(REFUSED, f"Permission denied: {why}.", permission_denied=True)
+    why = message(gettext_noop("Permission denied: requires the operator role.")) if not roles.has_role(user, roles.OPERATOR) \
+        else message(gettext_noop("Permission denied: namespace %(namespace)s is outside your scope."), namespace=namespace)
+    return Outcome(REFUSED, why, permission_denied=True)
 
 
 def release_finding(user, finding, *, dry_run=True, expected_resource_version=""):
@@ -579,7 +637,8 @@ def release_finding(user, finding, *, dry_run=True, expected_resource_version=""
     if refusal is not None:
         return _audit(user, cluster, finding.namespace, finding.claim_name, action or "none", finding.rule, dry_run, refusal)
     if finding.cleared_at is not None or not action:
-        reason = "The finding has cleared: nothing to release." if finding.cleared_at else "This finding has no safe automatic remedy."
+        reason = message(gettext_noop("The finding has cleared: nothing to release.")) if finding.cleared_at \
+            else message(gettext_noop("This finding has no safe automatic remedy."))
         outcome = Outcome(REFUSED, reason)
         return _audit(user, cluster, finding.namespace, finding.claim_name, action or "none", finding.rule, dry_run, outcome)
     uids = [finding.subject] if action == "remove_reservations" and finding.subject else None

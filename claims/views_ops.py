@@ -105,7 +105,7 @@ class ReleaseFindingsView(DashboardView):
         for finding in findings:
             rv = request.POST.get(f"rv-{finding.id}", "")
             outcome = release_finding(request.user, finding, dry_run=step == "dry-run", expected_resource_version=rv)
-            plan = outcome.plan.as_dict() if outcome.plan else None
+            plan = outcome.plan.as_dict(translate=True) if outcome.plan else None  # its texts in the reader's language
             results.append({"finding": finding, "outcome": outcome, "plan": plan,
                             "request_json": json.dumps(plan["request"], indent=2) if plan and plan["request"] else ""})
         ctx = self.get_context_data(results=results, step=step,

@@ -4,11 +4,13 @@ The stuck-claim detector stores each finding's summary in the database; who read
 language, is only known when a page shows it. So a rule builds a message, {"msgid": English text
 with named placeholders, "params": {...}}, stores both the message and its English rendering (the
 API and older clients read the English `summary`), and the page renders the message again through
-gettext. A parameter may itself be a message (one clause of a longer sentence), rendered the same way.
+gettext. A parameter may itself be a message (one clause of a longer sentence), rendered the same way,
+or a list of messages and plain texts (clauses joined with the language's "; ").
 Msgids are marked with gettext_noop where they are written, so `make messages` finds them.
 """
 
-from django.utils.translation import gettext
+from django.utils.formats import number_format
+from django.utils.translation import gettext, pgettext
 
 
 def message(msgid, **params):
@@ -23,8 +25,28 @@ def render(msg, fallback="", translate=True):
     """
     if not isinstance(msg, dict) or not msg.get("msgid"):
         return fallback
-    params = {k: render(v, str(v), translate) if isinstance(v, dict) else v for k, v in (msg.get("params") or {}).items()}
+    params = {k: _param(v, translate) for k, v in (msg.get("params") or {}).items()}
     try:
         return (gettext(msg["msgid"]) if translate else msg["msgid"]) % params
     except (KeyError, TypeError, ValueError):
         return fallback or msg["msgid"]
+
+
+def grouped(n):
+    """A count as the active language writes it, with its thousands grouped ("12,400"): for counts put
+    into a sentence in Python (a template uses humanize's intcomma)."""
+    return number_format(n, force_grouping=True)
+
+
+def english(msg, fallback=""):
+    """The message in English: what the API and the stored English text say."""
+    return render(msg, fallback, translate=False)
+
+
+def _param(value, translate):
+    if isinstance(value, dict):
+        return render(value, str(value), translate)
+    if isinstance(value, list):
+        sep = pgettext("between clauses of a list", "; ") if translate else "; "
+        return sep.join(_param(v, translate) for v in value)
+    return value

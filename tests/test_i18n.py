@@ -102,10 +102,14 @@ def test_accept_language_and_the_switch_choose_the_language(client):
 
 # Modules whose results users read as sentences, and where each sentence goes: (function, positional
 # index, keyword). readiness: item(status, text), check(id, title, items, summary); pending: step(key,
-# title, status, detail); stuck and idle: Candidate(rule, claim, subject, summary).
-MESSAGE_MODULES = ["inventory/readiness.py", "claims/pending.py", "claims/stuck.py", "monitoring/idle.py"]
+# title, status, detail); stuck and idle: Candidate(rule, claim, subject, summary); release:
+# Outcome(outcome, reason) and a plan's refuse(msg), warn(msg), verified(*msgs).
+MESSAGE_MODULES = ["inventory/readiness.py", "claims/pending.py", "claims/stuck.py", "monitoring/idle.py", "claims/release.py"]
 MESSAGE_ARGUMENTS = {"item": [(1, "text")], "check": [(1, "title"), (3, "summary")], "step": [(1, "title"), (3, "detail")],
-                     "Candidate": [(3, "summary")]}
+                     "Candidate": [(3, "summary")], "Outcome": [(1, "reason")],
+                     "refuse": [(0, "msg")], "warn": [(0, "msg")], "verified": [(0, None), (1, None), (2, None)]}
+# Called as methods (plan.refuse(...)); the others as plain names.
+MESSAGE_METHODS = {"refuse", "warn", "verified"}
 # Calls whose string argument is marked for translation (a msgid), or is a message built of one.
 MARKERS = {"gettext", "gettext_lazy", "gettext_noop", "ngettext", "ngettext_lazy", "pgettext", "_", "message"}
 
@@ -169,6 +173,8 @@ def unmarked_messages(source, filename="<module>"):
         for stmt in body:
             for call in [n for n in ast.walk(stmt) if isinstance(n, ast.Call)]:
                 name = call.func.id if isinstance(call.func, ast.Name) else ""
+                if isinstance(call.func, ast.Attribute) and call.func.attr in MESSAGE_METHODS:
+                    name = call.func.attr
                 for index, keyword in MESSAGE_ARGUMENTS.get(name, []):
                     args = [a for a in call.args if index < len(call.args) and a is call.args[index]]
                     args += [k.value for k in call.keywords if k.arg == keyword]
@@ -190,10 +196,17 @@ def rule(node, n):
     items = [item(PASS, f"Node {node} is {why}"), item(WARN, gettext("Fine: %(n)s") % {"n": ", ".join(n)}),
              item(FAIL, "Kubernetes " + node), item(PASS, gettext("ok") + " trailing words")]
     yield Candidate(RULE, claim, "", message(gettext_noop("Stored %(x)s"), x="ResourceClaim"))
+    plan.refuse(message(gettext_noop("Refused.")))
+    plan.warn(f"Cluster {node} is read-only.")
     return step("key", gettext("Title"), FAIL, detail="Plain English detail.")
+
+def release(plan):
+    plan.verified(message(gettext_noop("checked")), "the allocation is gone")
+    return Outcome(REFUSED, "Permission denied.")
 '''
     assert unmarked_messages(source) == [(3, "no longer exists"), (4, "Node   is  "), (5, " trailing words"),
-                                         (7, "Plain English detail.")]
+                                         (8, "Cluster   is read-only."), (9, "Plain English detail."),
+                                         (12, "the allocation is gone"), (13, "Permission denied.")]
 
 
 @pytest.mark.django_db

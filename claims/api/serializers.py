@@ -87,5 +87,5 @@ class AuditEntrySerializer(serializers.ModelSerializer):
         model = AuditEntry
         fields = (
             "id", "at", "username", "cluster", "cluster_id", "namespace", "claim_name", "claim_uid", "action", "rule",
-            "dry_run", "outcome", "reason", "request", "response", "before", "after", "kube_identity",
+            "dry_run", "outcome", "reason", "reason_message", "request", "response", "before", "after", "kube_identity",
         )
