@@ -10,6 +10,7 @@ from django.utils.translation import gettext
 
 from claims.allocator.model import label_selector_matches
 from gpudash.kube import KubeClient, KubeError
+from gpudash.messages import grouped
 from inventory.models import Node, ResourceSlice
 
 from .models import Pod, ResourceClaim
@@ -290,7 +291,7 @@ def filter_rejections_text(summary):
     for item in (summary.get("nodeFilters") or {}).get("rejections") or []:
         nodes = ", ".join(item["exampleNodes"]) + (", ..." if item["nodes"] > len(item["exampleNodes"]) else "")
         parts.append(gettext("%(plugin)s on %(count)s node(s) (%(nodes)s: %(reasons)s)")
-                     % {"plugin": item["plugin"], "count": item["nodes"], "nodes": nodes, "reasons": ", ".join(item["reasons"])})
+                     % {"plugin": item["plugin"], "count": grouped(item["nodes"]), "nodes": nodes, "reasons": ", ".join(item["reasons"])})
     return (gettext("First failing filter: %(filters)s.") % {"filters": "; ".join(parts)}) if parts else ""
 
 
@@ -316,7 +317,7 @@ def driver_steps(cluster, reader, node, drivers):
                             gettext("No ResourceSlice of %(driver)s for node %(node)s: the driver's kubelet plugin is not running or not "
                                     "registered.") % {"driver": driver, "node": node}))
         else:
-            out.append(step(f"slices:{driver}", published, PASS, gettext("%(count)s slice(s).") % {"count": len(mine)}))
+            out.append(step(f"slices:{driver}", published, PASS, gettext("%(count)s slice(s).") % {"count": grouped(len(mine))}))
             for pool in sorted({s.pool for s in mine}):
                 out.append(pool_step(cluster, driver, pool))
         pods, selectors = reader.driver_pods(driver, node)

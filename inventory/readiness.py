@@ -20,6 +20,7 @@ from claims.allocator.model import label_selector_matches
 from claims.models import AllocationResult, ClaimStateChange, Finding, Pod, ResourceClaim
 from claims.pending import ClusterReader, ops_setting
 from gpudash.kube import KubeError
+from gpudash.messages import grouped
 from gpudash.sync.kinds import KINDS
 
 from .models import Device, DeviceClass, DeviceTaintRule, Node, ResourceSlice, SharedCounterSet, SyncState
@@ -130,7 +131,7 @@ def check_drivers(cluster, reader):
         data[driver] = {"nodes_with_slices": sorted(publishing), "nodes_with_driver_pods": sorted(pod_nodes) if pod_nodes is not None else None}
         if pod_nodes is None:
             items.append(item(WARN, gettext("%(driver)s: slices from %(count)s node(s); its pods cannot be found "
-                                            "(set GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS).") % {"driver": driver, "count": len(publishing)}))
+                                            "(set GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS).") % {"driver": driver, "count": grouped(len(publishing))}))
             continue
         silent = sorted(pod_nodes - publishing)
         orphan = sorted(publishing - pod_nodes)
@@ -143,7 +144,7 @@ def check_drivers(cluster, reader):
                               nodes=orphan))
         if not silent and not orphan:
             items.append(item(PASS, gettext("%(driver)s: driver pods and slices on the same %(count)s node(s).")
-                              % {"driver": driver, "count": len(publishing)}))
+                              % {"driver": driver, "count": grouped(len(publishing))}))
     gpu_labels = ops_setting("GPU_NODE_LABELS") or []
     publishing_any = set().union(*slice_nodes.values()) if slice_nodes else set()
     from .accelerators import accelerator_rows
@@ -153,10 +154,10 @@ def check_drivers(cluster, reader):
                          if any(_node_label_matches(n.labels, s) for s in gpu_labels) and n.name not in publishing_any and n.name not in served_otherwise)
     if unpublished:
         items.append(item(WARN, gettext("%(count)s node(s) look like GPU nodes but publish no slices: %(nodes)s.")
-                          % {"count": len(unpublished), "nodes": ", ".join(unpublished[:20])}, nodes=unpublished))
+                          % {"count": grouped(len(unpublished)), "nodes": ", ".join(unpublished[:20])}, nodes=unpublished))
     if not slice_nodes:
         items.append(item(WARN, gettext("No DRA driver publishes node-local slices.")))
-    return check("drivers", gettext("DRA drivers deployed"), items, gettext("%(count)s driver(s)") % {"count": len(slice_nodes)}, data)
+    return check("drivers", gettext("DRA drivers deployed"), items, gettext("%(count)s driver(s)") % {"count": grouped(len(slice_nodes))}, data)
 
 
 def _driver_pod_nodes(cluster, reader, driver):
@@ -387,11 +388,11 @@ def check_reporting(cluster):
                 wrong.append(gettext("%(node)s (label %(label)s=%(value)s is not a number)") % {"node": name, "label": count_label, "value": repr(want)})
                 continue
             if per_node.get(name, 0) != want:
-                wrong.append(gettext("%(node)s (%(count)s devices, label says %(value)s)") % {"node": name, "count": per_node.get(name, 0), "value": want})
+                wrong.append(gettext("%(node)s (%(count)s devices, label says %(value)s)") % {"node": name, "count": grouped(per_node.get(name, 0)), "value": want})
         if wrong:
             items.append(item(WARN, gettext("Devices per node differ from %(label)s: %(nodes)s.") % {"label": count_label, "nodes": ", ".join(wrong[:20])},
                               nodes=wrong))
-    return check("reporting", gettext("Device reporting accuracy"), items, gettext("%(count)s pool(s)") % {"count": len(pools)})
+    return check("reporting", gettext("Device reporting accuracy"), items, gettext("%(count)s pool(s)") % {"count": grouped(len(pools))})
 
 
 # --- 5. failure recovery --------------------------------------------------------------------------------
@@ -422,10 +423,10 @@ def check_recovery(cluster, now=None):
     items = []
     active = Counter(Finding.objects.filter(cluster=cluster).active().values_list("rule", flat=True))
     held = active.get("stale_reservation", 0) + active.get("orphaned_allocation", 0)
-    items.append(item(FAIL if held else PASS, gettext("%(count)s claim finding(s) still allocated after their pod went away.") % {"count": held}
+    items.append(item(FAIL if held else PASS, gettext("%(count)s claim finding(s) still allocated after their pod went away.") % {"count": grouped(held)}
                       if held else gettext("No claim is held after its pod went away.")))
     deleting = active.get("deletion_blocked", 0)
-    items.append(item(WARN if deleting else PASS, gettext("%(count)s claim(s) stuck deleting.") % {"count": deleting}
+    items.append(item(WARN if deleting else PASS, gettext("%(count)s claim(s) stuck deleting.") % {"count": grouped(deleting)}
                       if deleting else gettext("No claim stuck deleting.")))
     durations, still_open = release_durations(cluster, now - timedelta(days=1))
     data = {"releases": len(durations), "open": still_open}
@@ -434,11 +435,11 @@ def check_recovery(cluster, now=None):
         slow = max(durations) > 300
         items.append(item(WARN if slow else PASS, gettext("%(count)s release(s) in the last day: median %(median)s s, slowest %(slowest)s s "
                                                           "(pod gone → claim deallocated).")
-                          % {"count": len(durations), "median": f"{median(durations):.1f}", "slowest": f"{max(durations):.1f}"}))
+                          % {"count": grouped(len(durations)), "median": f"{median(durations):.1f}", "slowest": f"{max(durations):.1f}"}))
     else:
         items.append(item(PASS, gettext("No release observed in the last day.")))
     if still_open:
-        items.append(item(WARN, gettext("%(count)s claim(s) lost their reservation but are not deallocated yet.") % {"count": still_open}))
+        items.append(item(WARN, gettext("%(count)s claim(s) lost their reservation but are not deallocated yet.") % {"count": grouped(still_open)}))
     return check("recovery", gettext("Failure recovery path"), items, data=data)
 
 
@@ -451,7 +452,7 @@ def check_mirror(cluster):
     items = []
     for state in SyncState.objects.filter(cluster=cluster, malformed_count__gt=0).order_by("kind"):
         last = " " + gettext("Last: %(reason)s") % {"reason": state.last_malformed[:500]} if state.last_malformed else ""
-        items.append(item(WARN, gettext("%(count)s malformed %(kind)s object(s) skipped by the watcher.") % {"count": state.malformed_count, "kind": state.kind}
+        items.append(item(WARN, gettext("%(count)s malformed %(kind)s object(s) skipped by the watcher.") % {"count": grouped(state.malformed_count), "kind": state.kind}
                           + last,
                           kind=state.kind, count=state.malformed_count, last=state.last_malformed[:2000],
                           at=state.last_malformed_at.isoformat() if state.last_malformed_at else None))
@@ -493,7 +494,7 @@ def check_transition(cluster):
         items.append(item(WARN, gettext("%(count)s node(s) publish GPUs in DRA ResourceSlices and advertise them through a device plugin too: "
                                         "%(nodes)s. The same GPUs can be handed out twice (once to a claim, once to an nvidia.com/gpu request). "
                                         "Run one of the two per node: label the node so the device-plugin DaemonSet skips it, or keep the DRA "
-                                        "kubelet plugin off it.") % {"count": len(both), "nodes": ", ".join(both[:20])},
+                                        "kubelet plugin off it.") % {"count": grouped(len(both)), "nodes": ", ".join(both[:20])},
                           nodes=both, finding="dra_and_device_plugin"))
     # 2. a DeviceClass's extendedResourceName that a device plugin also advertises
     for name, ext in DeviceClass.objects.filter(cluster=cluster).exclude(extended_resource_name="").values_list("name", "extended_resource_name").order_by("name"):
@@ -503,7 +504,7 @@ def check_transition(cluster):
                                             "on %(count)s node(s): %(nodes)s. There the scheduler gives %(resource)s requests the device "
                                             "plugin's GPUs (it prefers a node's own allocatable), elsewhere DRA's. Remove the device plugin "
                                             "from those nodes once they publish ResourceSlices, or drop extendedResourceName until the move "
-                                            "is done.") % {"class": name, "resource": ext, "count": len(nodes), "nodes": ", ".join(nodes[:20])},
+                                            "is done.") % {"class": name, "resource": ext, "count": grouped(len(nodes)), "nodes": ", ".join(nodes[:20])},
                               nodes=nodes, device_class=name, resource=ext, finding="extended_resource_name_shadowed"))
     # 3. pods asking for a device-plugin resource on nodes that only DRA serves
     classes = dict(DeviceClass.objects.filter(cluster=cluster).exclude(extended_resource_name="").values_list("extended_resource_name", "name"))
@@ -521,13 +522,13 @@ def check_transition(cluster):
         if via:
             text = gettext("%(count)s pod(s) on %(node)s ask for %(resource)s, which only DRA serves there (DeviceClass %(class)s, "
                            "extendedResourceName): %(pods)s. Fine with the DRAExtendedResource feature; move them to a ResourceClaim "
-                           "when convenient.") % {"count": len(pods), "node": node, "resource": resource, "class": via, "pods": ", ".join(pods[:10])}
+                           "when convenient.") % {"count": grouped(len(pods)), "node": node, "resource": resource, "class": via, "pods": ", ".join(pods[:10])}
             status = PASS
         else:
             text = gettext("%(count)s pod(s) on %(node)s ask for %(resource)s, which no device plugin advertises there and no DeviceClass "
                            "serves: %(pods)s. They were bound before the device plugin went away; pods like them now stay Pending. Ask "
                            "through a ResourceClaim, or give a DeviceClass extendedResourceName: %(resource)s.") % {
-                               "count": len(pods), "node": node, "resource": resource, "pods": ", ".join(pods[:10])}
+                               "count": grouped(len(pods)), "node": node, "resource": resource, "pods": ", ".join(pods[:10])}
             status = WARN
         items.append(item(status, text, node=node, resource=resource, pods=pods, finding="device_plugin_request_on_dra_node"))
     if not items:

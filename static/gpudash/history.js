@@ -4,6 +4,9 @@
 (function () {
   "use strict";
   var STATE_COLOURS = ["free", "allocated", "admin", "partial", "tainted", "unhealthy", "stuck"];
+  // Counts on the axes and in the legend grouped in the page's language (not the browser's).
+  var NUM = new Intl.NumberFormat(document.documentElement.lang || undefined);
+  function fmt(v) { return v == null ? "--" : NUM.format(v); }
   var PALETTE = ["#3466d1", "#2f9e5b", "#e08a1e", "#8b5cc8", "#d63c3c", "#2aa6b8", "#7d8590", "#b5651d", "#c2185b", "#607d3b"];
 
   function colourOf(name, i) {
@@ -49,9 +52,10 @@
       width: Math.max(plot.clientWidth || figure.clientWidth || 480, 280),
       height: 220,
       scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(max, 1) * 1.05]; } } },
-      axes: [axis, Object.assign({}, axis, { size: 50 })],
+      axes: [axis, Object.assign({}, axis, { size: 50, values: function (u, splits) { return splits.map(fmt); } })],
       series: [{ value: "{YYYY}-{MM}-{DD} {HH}:{mm} UTC" }].concat(body.series.map(function (s, i) {
-        return { label: s.name, stroke: colourOf(s.name, i), width: 1.5, spanGaps: true, points: { show: false } };
+        return { label: s.name, stroke: colourOf(s.name, i), width: 1.5, spanGaps: true, points: { show: false },
+                 value: function (u, v) { return fmt(v); } };
       })),
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); },
     };
