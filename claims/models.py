@@ -1,6 +1,7 @@
 """The workload side of DRA: claims, claim templates, pods, and what the watcher saw happen to claims."""
 
 from django.db import models
+from django.utils.translation import pgettext_lazy
 
 from gpudash.messages import render
 from gpudash.models import KubeObject, parse_k8s_time
@@ -396,6 +397,17 @@ class Finding(models.Model):
         indexes = [models.Index(fields=("cluster", "rule", "claim_uid", "subject"), name="claims_finding_key_idx")]
 
 
+# What the pages call each release outcome, in the reader's language (`outcome` keeps the key the API,
+# the filters and the badge's class use).
+OUTCOME_TITLES = {
+    "done": pgettext_lazy("release outcome", "done"),
+    "refused": pgettext_lazy("release outcome", "refused"),
+    "conflict": pgettext_lazy("release outcome", "conflict"),
+    "error": pgettext_lazy("release outcome", "error"),
+    "dry-run": pgettext_lazy("release outcome", "dry-run"),
+}
+
+
 class AuditEntry(models.Model):
     """Every attempted write to a cluster, successful or not (who, what, request, response)."""
 
@@ -430,6 +442,10 @@ class AuditEntry(models.Model):
     @property
     def shown_reason(self):
         return render(self.reason_message, self.reason)
+
+    @property
+    def outcome_title(self):
+        return OUTCOME_TITLES.get(self.outcome, self.outcome)
 
 
 class StuckObservation(models.Model):

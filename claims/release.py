@@ -30,7 +30,7 @@ from gpudash.kube import KubeClient, KubeError
 from gpudash.messages import english, message, render
 from gpudash.sync.apply import apply_object, delete_object
 
-from .models import DELETE_PROTECTION_FINALIZER, AuditEntry, Pod, ResourceClaim
+from .models import DELETE_PROTECTION_FINALIZER, OUTCOME_TITLES, AuditEntry, Pod, ResourceClaim
 from .pending import ops_setting
 
 log = logging.getLogger(__name__)
@@ -458,6 +458,10 @@ class Outcome:
     @property
     def shown_reason(self):
         return render(self.message, self.reason)
+
+    @property
+    def outcome_title(self):
+        return OUTCOME_TITLES.get(self.outcome, self.outcome)
 
     def as_dict(self):
         return {

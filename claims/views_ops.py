@@ -103,6 +103,7 @@ class ReleaseFindingsView(DashboardView):
         results = []
         show_findings(findings, request.user)
         for finding in findings:
+            finding.rule_title = RULE_TITLES.get(finding.rule, finding.rule)
             rv = request.POST.get(f"rv-{finding.id}", "")
             outcome = release_finding(request.user, finding, dry_run=step == "dry-run", expected_resource_version=rv)
             plan = outcome.plan.as_dict(translate=True) if outcome.plan else None  # its texts in the reader's language

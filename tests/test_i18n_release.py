@@ -34,7 +34,7 @@ def test_dry_run_reads_in_chinese_while_the_audit_and_the_api_keep_english(serve
     client = login(make_user("olivia", roles.OPERATOR))
 
     page = client.post("/stuck/release/", {"ids": [finding.id], "step": "dry-run"}, **ZH).content.decode()
-    assert "outcome-dry-run" in page
+    assert '<span class="badge outcome-dry-run">演练</span>' in page and "孤立分配" in page  # the outcome and the rule
     assert "演练：未发送任何请求。" in page and "Dry run: nothing sent." not in page
     # The device-in-use risk, the checks and the action's title, in Chinese; the node name as it is.
     assert "设备可能仍在 node-1 上使用" in page and "may still be in use" not in page
@@ -88,12 +88,14 @@ def test_audit_rows_show_their_message_in_the_readers_language_and_older_rows_th
 
     zh = client.get("/audit/", **ZH).content.decode()
     assert "<td>完成。</td>" in zh and "<td>Done.</td>" not in zh
+    assert '<span class="badge outcome-done">完成</span>' in zh and '<span class="badge outcome-error">错误</span>' in zh
     # The cluster's own words stay as the cluster wrote them, inside the translated sentence.
     assert "API server 返回 500：etcd is down" in zh
     assert "<td>Written before messages were stored.</td>" in zh  # no message: the stored English
     stuck_page = client.get("/stuck/", **ZH).content.decode()
     assert "<td>完成。</td>" in stuck_page  # the recent attempts there too
-    assert "<td>Done.</td>" in client.get("/audit/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    english = client.get("/audit/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "<td>Done.</td>" in english and '<span class="badge outcome-done">done</span>' in english
     assert {row["reason"] for row in client.get("/api/v1/audit/", **ZH).json()["results"]} == {
         "Done.", "The API server answered 500: etcd is down", "Written before messages were stored."}
 
