@@ -166,7 +166,11 @@ class Inventory(IncrementalMixin):
         namespaces=(),
         features=None,
         pod_footprints=None,
+        plain_devices=None,
     ):
+        """`plain_devices`: ids of the raw device dicts (of `resource_slices`, alive during this call)
+        whose every attribute and capacity value the caller found plain with projection.plain_value:
+        those devices are known not to be odd (projection.device_is_odd) without checking again."""
         self.features = features or Features()
         self.problems = []  # objects that could not be used, with why (never dropped silently)
         self.classes = {}
@@ -211,6 +215,8 @@ class Inventory(IncrementalMixin):
         for s in self.slices:
             for d in s.devices:
                 self.devices_by_key.setdefault(d.key, d)
+                if plain_devices and id(d.raw) in plain_devices:
+                    d._odd = False  # what projection._compute_odd finds for such a device
         if self.features.device_taint_rules and self.taint_rules:
             self._apply_taint_rules()
 

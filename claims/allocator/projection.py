@@ -93,6 +93,24 @@ def device_is_odd(device):
 
 
 _PLAIN_TYPES = {"int": int, "bool": bool, "string": str}
+ATTRIBUTE, CAPACITY = "attribute", "capacity"
+
+
+def plain_value(kind, item):
+    """What the one-entry value `{kind: item}` is to the fast checks of `_compute_odd`: ATTRIBUTE for
+    a plain attribute value (an int, bool or string of exactly that type, or a valid version),
+    CAPACITY for a quantity (`{"value": "80Gi"}`), else None. A device whose every attribute value is
+    ATTRIBUTE and every capacity value CAPACITY is not odd; callers that visit every value anyway
+    (the live inventory while it shares them) say so with `Inventory(plain_devices=...)`, and the
+    first preview then skips the per-device check."""
+    if type(item) is _PLAIN_TYPES.get(kind):
+        return ATTRIBUTE
+    if type(item) is str:
+        if kind == "version" and _version_ok(item):
+            return ATTRIBUTE
+        if kind == "value" and _quantity_ok(item):
+            return CAPACITY
+    return None
 
 
 def _compute_odd(device):
