@@ -8,12 +8,14 @@ names since, and applies them to a copy of the Inventory (claims/allocator/incre
 replaces the published one. Previews running meanwhile keep the copy they started with, so reads
 never race the update, and the per-device CEL results and the views of untouched nodes carry over.
 
-A full build happens on the first preview of a cluster, after the cluster's DRA feature settings
-change, or when this process fell so far behind that the log was pruned past its position.
+A full build happens on the first preview of a cluster (in the web process: at start, by the
+warm-up thread, start_warm_up), after the cluster's DRA feature settings change, or when this process
+fell so far behind that the log was pruned past its position.
 """
 
 import gc
 import logging
+import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ import orjson
 from django.db import connection
 
 from claims.allocator import Inventory
+from claims.allocator.projection import ATTRIBUTE, CAPACITY, plain_value
 from claims.models import PodFootprint, ResourceClaim, ResourceClaimTemplate
 from gpudash.sync import changelog
 from inventory.models import DeviceClass, DeviceTaintRule, Namespace, Node, ResourceSlice
@@ -103,6 +106,26 @@ class LiveInventory:
                     snap = self.snapshot = self._build(cluster, features)
             return snap.inventory
 
+    def warm(self, cluster, features, work):
+        """Bring the inventory up to date as `current` does, and run `work(inventory)` (previews that
+        fill its caches) under the same lock before a new build is published: previews arriving
+        meanwhile wait for this build, then find it warm. Returns the inventory."""
+        with self._update:
+            heads = _heads(self.cluster_id)
+            snap = self.snapshot
+            fresh = snap is None or snap.features != features_key(cluster) or _needs_rebuild(snap.seen, heads)
+            if fresh:
+                snap = self._build(cluster, features)
+            elif not _caught_up(snap.seen, heads):
+                snap = self.snapshot = self._catch_up(snap, heads)
+            try:
+                work(snap.inventory)
+            finally:
+                if fresh:
+                    self._freeze()  # what the first preview would have frozen: published frozen
+                    self.snapshot = snap
+            return snap.inventory
+
     def _build(self, cluster, features):
         started = time.perf_counter()
         heads = _heads(self.cluster_id)  # before the rows: later changes are applied after
@@ -111,9 +134,10 @@ class LiveInventory:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            objects = {kwarg: load_raw(model, self.cluster_id) for kwarg, model in SOURCES.values()}
-            inv = Inventory(features=features, **objects)
-            del objects
+            plain = set()  # devices whose values are all plain: their first preview need not check them
+            objects = load_all(self.cluster_id, plain)
+            inv = Inventory(features=features, plain_devices=plain, **objects)
+            del objects, plain
         finally:
             if collecting:
                 gc.enable()
@@ -173,59 +197,165 @@ def _needs_rebuild(seen, heads):
     return False
 
 
-def load_raw(model, cluster_id):
+def load_raw(model, cluster_id, plain=None):
     """Every row's raw JSON, in (namespace, name) order. Read as text and parsed with orjson: about
-    twice as fast as letting the driver decode jsonb with the json module."""
-    table = connection.ops.quote_name(model._meta.db_table)
-    cast = "raw::text" if connection.vendor == "postgresql" else "raw"
-    rows, memo = [], {} if model is ResourceSlice else None
+    twice as fast as letting the driver decode jsonb with the json module. Slices' device values are
+    shared (share_device_values, which adds their plain devices to `plain`)."""
+    rows = []
+    parse = _parser(model, rows, plain)
     # Streamed (a server-side cursor on PostgreSQL) and shared row by row: the text of every row and
     # the unshared copies never all exist at once (a 20,000-node fleet's slices are 0.3 GB of text).
     with connection.chunked_cursor() as cursor:
-        cursor.execute(f"SELECT {cast} FROM {table} WHERE cluster_id = %s ORDER BY namespace, name", [cluster_id])
+        cursor.execute(_select_all(model), [cluster_id])
         while True:
             chunk = cursor.fetchmany(2000)
             if not chunk:
                 break
-            for (text,) in chunk:
-                row = orjson.loads(text)
-                if memo is not None:
-                    share_device_values((row,), memo)
-                rows.append(row)
+            parse(chunk)
     return rows
 
 
-def share_device_values(slices, memo):
+def _select_all(model):
+    table = connection.ops.quote_name(model._meta.db_table)
+    cast = "raw::text" if connection.vendor == "postgresql" else "raw"
+    return f"SELECT {cast} FROM {table} WHERE cluster_id = %s ORDER BY namespace, name"
+
+
+def _parser(model, rows, plain):
+    """A function that parses a chunk of (text,) rows onto `rows` (slices: values shared)."""
+    loads, append = orjson.loads, rows.append
+    if model is not ResourceSlice:
+        def parse(chunk):
+            for (text,) in chunk:
+                append(loads(text))
+        return parse
+    memo = {}
+
+    def parse_slices(chunk):
+        for (text,) in chunk:
+            row = loads(text)
+            share_device_values((row,), memo, plain)
+            append(row)
+    return parse_slices
+
+
+_READ_AHEAD = 8  # chunks of rows the reader thread may hold before this one parses them
+_CHUNK_ROWS = 500
+
+
+def load_all(cluster_id, plain=None):
+    """{Inventory keyword: rows} of every kind in SOURCES, as load_raw reads each.
+
+    On PostgreSQL, outside a transaction, a second thread reads the rows (its own connection, in one
+    transaction, so that its server-side cursors stream instead of being materialised first) while
+    this one parses them: the server's part (turning jsonb into text, about as long as the parsing)
+    overlaps with the parsing instead of coming before it. Elsewhere (SQLite, inside a transaction,
+    e.g. in tests) each kind is read in this thread."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return {kwarg: load_raw(model, cluster_id, plain) for kwarg, model in SOURCES.values()}
+    from django.db import transaction
+
+    chunks = queue.Queue(maxsize=_READ_AHEAD)
+    stop = threading.Event()
+
+    def read():
+        try:
+            with transaction.atomic():
+                for kwarg, model in SOURCES.values():
+                    with connection.chunked_cursor() as cursor:
+                        cursor.execute(_select_all(model), [cluster_id])
+                        while not stop.is_set():
+                            chunk = cursor.fetchmany(_CHUNK_ROWS)
+                            if not chunk:
+                                break
+                            chunks.put((kwarg, chunk))
+            chunks.put((None, None))
+        except BaseException as exc:  # handed to the parsing thread, which raises it
+            chunks.put((None, exc))
+        finally:
+            connection.close()
+
+    out, parsers = {}, {}
+    for kwarg, model in SOURCES.values():
+        out[kwarg] = []
+        parsers[kwarg] = _parser(model, out[kwarg], plain)
+    reader = threading.Thread(target=read, name="preview-inventory-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            kwarg, chunk = chunks.get()
+            if kwarg is None:
+                if chunk is not None:
+                    raise chunk
+                break
+            parsers[kwarg](chunk)
+    finally:
+        stop.set()
+        while reader.is_alive():  # a reader blocked on a full queue finishes once it has room
+            try:
+                chunks.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        reader.join()
+    return out
+
+
+def share_device_values(slices, memo, plain=None):
     """One object per distinct attribute / capacity value among the devices of `slices` (in place).
 
     A fleet's devices repeat the same few values (`{"string": "gpu"}`, `{"version": "580.95.5"}`,
     `{"value": "80Gi"}`) hundreds of thousands of times; parsed per row, each is its own dict and
     string, more than half of a 20,000-node inventory's memory. These rows are this module's own and
     read only by the engine, which never changes them, so equal values can be one object. `memo`
-    ({(kind, type, value): dict}) is shared by the calls of one inventory."""
+    (a dict, filled here) is shared by the calls of one inventory.
+
+    `plain` (a set): gets the id of every device dict whose values are all plain (projection.plain_value,
+    judged once per distinct value): `Inventory(plain_devices=...)` then skips checking those devices
+    one by one in the first preview."""
+    if not memo:
+        memo.update({field: ({}, {}) for field in ("attributes", "capacity")})  # per field: (plain, other) values by key
+    attr_memo, cap_memo = memo["attributes"], memo["capacity"]
     for raw in slices:
         spec = raw.get("spec") if isinstance(raw, dict) else None
         devices = spec.get("devices") if isinstance(spec, dict) else None
         if not isinstance(devices, list):
             continue
         for dev in devices:
-            if not isinstance(dev, dict):
+            if type(dev) is not dict:
                 continue
-            for field in ("attributes", "capacity"):
-                values = dev.get(field)
-                if type(values) is not dict:
-                    continue
-                for name, value in values.items():  # replacing values keeps the dict's size: safe while iterating
-                    if type(value) is dict and len(value) == 1:
-                        (kind, item), = value.items()
-                        if type(item) in _SHAREABLE:
-                            key = (kind, type(item), item)
-                            shared = memo.get(key)
-                            if shared is None:
-                                shared = memo[key] = value
-                            elif shared is not value:
-                                values[name] = shared
+            attrs, caps = dev.get("attributes"), dev.get("capacity")
+            # Missing or empty (the engine reads {}) is plain; a map is plain when each value is.
+            ok = _share_map(attrs, attr_memo, ATTRIBUTE) if type(attrs) is dict else not attrs
+            ok = (_share_map(caps, cap_memo, CAPACITY) if type(caps) is dict else not caps) and ok
+            if ok and plain is not None:
+                plain.add(id(dev))
     return slices
+
+
+def _share_map(values, memo, wanted):
+    """Share the values of one attribute or capacity map; True when all are `wanted` (plain_value)."""
+    good, other = memo
+    ok = True
+    for name, value in values.items():  # replacing values keeps the dict's size: safe while iterating
+        if type(value) is dict and len(value) == 1:
+            (kind, item), = value.items()
+            if type(item) in _SHAREABLE:
+                key = (kind, type(item), item)
+                shared = good.get(key)
+                if shared is not None:
+                    if shared is not value:
+                        values[name] = shared
+                    continue
+                shared = other.get(key)
+                if shared is None:
+                    if plain_value(kind, item) is wanted:
+                        good[key] = value
+                        continue
+                    other[key] = value
+                elif shared is not value:
+                    values[name] = shared
+        ok = False
+    return ok
 
 
 _SHAREABLE = (str, int, bool, float)
@@ -284,35 +414,64 @@ spec:
 def warm_up(clusters=None):
     """Build the live inventory of every cluster (or `clusters`) and run one preview per DeviceClass,
     which fills the node views and the class selectors' CEL results: the first preview a user asks
-    for is then a warm one. Meant for a background thread at server start (`manage.py serve`)."""
-    from claims.preview import PreviewError, run_preview
+    for is then a warm one. Both happen under the inventory's update lock, before the inventory is
+    published (LiveInventory.warm): a preview that arrives meanwhile waits for this build and gets
+    the warmed inventory, it never starts a second build. Meant for a background thread at server
+    start (start_warm_up)."""
     from inventory.models import Cluster
 
     started = time.perf_counter()
     try:
         for cluster in clusters if clusters is not None else Cluster.objects.all():
             try:
-                for name in sorted(live_inventory(cluster.pk).current(cluster, _features(cluster)).classes):
-                    run_preview(cluster, yaml_text=WARM_UP_CLAIM % name)
-            except PreviewError as exc:  # bad feature settings: the cluster's previews say so themselves
+                live_inventory(cluster.pk).warm(cluster, _features(cluster), _warm_previews)
+            except ValueError as exc:  # bad feature settings (PreviewError): the cluster's previews say so themselves
                 log.warning("preview warm-up of cluster %s skipped: %s", cluster.name, exc)
         log.info("preview inventories warmed up in %.1f s", time.perf_counter() - started)
     except Exception:  # a warm-up is an optimisation: never let it take the server down
         log.exception("preview warm-up failed")
 
 
-def warm_up_in_background():
-    """warm_up in a daemon thread (its own database connection, closed when done)."""
+def _warm_previews(inventory):
+    """One engine preview per DeviceClass (as run_preview makes it for WARM_UP_CLAIM: a would-be pod,
+    node filters on), for the caches it leaves behind; the answers are dropped."""
+    from claims.allocator import load_documents, preview, resolve_claims
+    from claims.allocator.nodefilters import scheduling_pod
 
-    def run():
+    for name in sorted(inventory.classes):
         try:
-            warm_up()
-        finally:
-            connection.close()
+            documents = load_documents(WARM_UP_CLAIM % name, "YAML")
+            claims, bound = resolve_claims(inventory, documents)
+            preview(inventory, claims, bound=bound, pod=scheduling_pod(documents))
+        except Exception as exc:  # e.g. a class whose name is no valid object name: its previews say so
+            log.warning("preview warm-up of class %s skipped: %s", name, exc)
 
-    thread = threading.Thread(target=run, name="preview-warm-up", daemon=True)
-    thread.start()
-    return thread
+
+_warm_up_thread = None
+
+
+def start_warm_up():
+    """warm_up in a daemon thread (its own database connection, closed when done), once per process
+    and only when settings.GPUDASH_PREVIEW_WARM_UP is on (the default; off in the test suite). Called
+    as the web process starts (gpudash/asgi.py, `manage.py serve`). Returns the thread, or None."""
+    global _warm_up_thread
+    from django.conf import settings
+
+    if not getattr(settings, "GPUDASH_PREVIEW_WARM_UP", False):
+        return None
+    with _live_lock:
+        if _warm_up_thread is not None:
+            return _warm_up_thread
+
+        def run():
+            try:
+                warm_up()
+            finally:
+                connection.close()
+
+        _warm_up_thread = threading.Thread(target=run, name="preview-warm-up", daemon=True)
+        _warm_up_thread.start()
+        return _warm_up_thread
 
 
 def _features(cluster):

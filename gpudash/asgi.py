@@ -11,6 +11,10 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from gpudash.routing import websocket_urlpatterns  # noqa: E402
 
+from claims.live_inventory import start_warm_up  # noqa: E402
+
+start_warm_up()  # the preview inventories, in a background thread (settings.GPUDASH_PREVIEW_WARM_UP)
+
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,

@@ -300,6 +300,10 @@ GPUDASH_ENGINE_LIMITS = {
     "CLASS_COUNT_DEADLINE": float(os.environ.get("GPUDASH_CLASS_COUNT_DEADLINE", "30")),  # one cluster's class recount
 }
 
+# The web process (gpudash/asgi.py, `manage.py serve`) builds each cluster's live preview inventory in
+# a background thread at start (claims/live_inventory.py start_warm_up). Off in the test suite.
+GPUDASH_PREVIEW_WARM_UP = os.environ.get("GPUDASH_PREVIEW_WARM_UP", "1").lower() not in ("0", "false", "no", "off", "")
+
 # Operations: how to recognise DRA driver pods and GPU nodes, and whom the RBAC readiness check asks about.
 GPUDASH_OPS = {
     # Pod label whose value is the DRA driver name (e.g. set by the driver's Helm chart or by you).

@@ -10,6 +10,15 @@ pytest_plugins = ["tests.sync_fixtures", "tests.browser"]  # registered here so 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
 REDIS_DATABASES = 16  # redis-server's default `databases`
+# No preview warm-up thread in the servers tests start (they inherit this) nor in this process (below);
+# the tests of the warm-up turn it on themselves.
+os.environ["GPUDASH_PREVIEW_WARM_UP"] = "0"
+
+
+def pytest_configure(config):
+    from django.conf import settings
+
+    settings.GPUDASH_PREVIEW_WARM_UP = False  # the settings were read before this file
 
 
 @pytest.fixture(scope="session")

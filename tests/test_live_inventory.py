@@ -385,3 +385,112 @@ def test_shared_device_values_are_one_object_per_distinct_value_and_change_no_ve
     assert a["attributes"]["y"] is a["attributes"]["z"] is b["attributes"]["y"]
     assert a["attributes"]["x"] is not b["attributes"]["x"] and b["attributes"]["z"] is not b["attributes"]["y"]
     assert a["capacity"]["m"] is not b["capacity"]["m"]
+
+
+def test_plain_devices_found_while_sharing_are_the_ones_projection_finds_not_odd():
+    """share_device_values(plain=...) + Inventory(plain_devices=...) mark devices not odd without the
+    per-device check of the first preview: only devices that check would also find not odd."""
+    from claims.allocator.projection import _compute_odd
+    from claims.live_inventory import share_device_values
+
+    objects = generate_fleet(nodes=12, claims=40, seed=5)
+    rows = copy.deepcopy(objects["resourceslices"])
+    odd_values = [{"int": True}, {"int": 1.0}, {"version": "not-a-version"}, {"strings": ["a"]}, {"value": "1Gi"}, "text",
+                  {"string": "a", "int": 1}]
+    odd_caps = [{"value": "lots"}, {"string": "1Gi"}, {"value": 3}, {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}]
+    devices = [d for s in rows for d in s["spec"].get("devices") or []]
+    for i, value in enumerate(odd_values):
+        devices[i]["attributes"]["odd"] = copy.deepcopy(value)
+    for i, cap in enumerate(odd_caps):
+        devices[len(odd_values) + i]["capacity"] = {"memory": copy.deepcopy(cap)}
+    devices[21]["capacity"] = None
+    devices[22]["attributes"] = {}
+    plain = set()
+    share_device_values(rows, {}, plain)
+    rest = {"device_classes": objects["deviceclasses"], "nodes": objects["nodes"], "resource_claims": objects["resourceclaims"]}
+    hinted = Inventory(resource_slices=rows, plain_devices=plain, **rest)
+    checked = Inventory(resource_slices=copy.deepcopy(rows), **rest)
+    marked = [d for d in hinted.devices_by_key.values() if d._odd is False]
+    assert len(marked) == len(devices) - len(odd_values) - len(odd_caps)  # all but the odd ones
+    assert all(_compute_odd(d) is False for d in marked)
+    assert {d.key for d in marked} == {d.key for d in checked.devices_by_key.values() if _compute_odd(d) is False} - {
+        d.key for d in hinted.devices_by_key.values() if d._odd is None}
+    assert verdicts(hinted) == verdicts(checked)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_start_warm_up_builds_without_a_preview_and_a_preview_during_the_build_waits_for_it(monkeypatch, settings):
+    """The web process's warm-up (gpudash/asgi.py calls start_warm_up): the inventory is built and its
+    caches filled with no preview asking; a preview that arrives while the build runs waits for that
+    build (one build in all) and answers as a preview on a fresh inventory does."""
+    from django.db import connection
+
+    import claims.live_inventory as live_module
+    from claims.live_inventory import LiveInventory, forget, live_inventory, start_warm_up
+    from claims.preview import run_preview
+    from inventory.models import Cluster
+
+    forget()
+    cluster = Fleet(Cluster.objects.create(name="live-warm"), seed=13).cluster
+    monkeypatch.setattr(live_module, "_warm_up_thread", None)
+    settings.GPUDASH_PREVIEW_WARM_UP = False
+    assert start_warm_up() is None  # off: nothing starts
+    settings.GPUDASH_PREVIEW_WARM_UP = True
+
+    building, release, arrived = threading.Event(), threading.Event(), threading.Event()
+    real_load, real_current = live_module.load_all, LiveInventory.current
+    seen = []
+
+    def held_load(cluster_id, plain=None):  # the warm-up's build waits here until released
+        if threading.current_thread().name == "preview-warm-up":
+            building.set()
+            release.wait(60)
+        return real_load(cluster_id, plain)
+
+    def watched_current(self, cluster, features):
+        if threading.current_thread().name == "user-preview":
+            seen.append((self.snapshot, self.builds))
+            arrived.set()
+        return real_current(self, cluster, features)
+
+    monkeypatch.setattr(live_module, "load_all", held_load)
+    monkeypatch.setattr(LiveInventory, "current", watched_current)
+    answers = []
+
+    def user_preview():
+        try:
+            answers.append(run_preview(Cluster.objects.get(pk=cluster.pk), yaml_text=claim_yaml(*CLAIMS[0])))
+        finally:
+            connection.close()
+
+    thread = start_warm_up()
+    assert thread is not None and start_warm_up() is thread  # once per process
+    try:
+        assert building.wait(60)  # the build started, no preview asked for it
+        user = threading.Thread(target=user_preview, name="user-preview")
+        user.start()
+        assert arrived.wait(60)
+    finally:
+        release.set()
+    thread.join(120)
+    user.join(120)
+    assert seen == [(None, 0)]  # it arrived during the build, before anything was published
+    state = live_inventory(cluster.pk)
+    assert state.builds == 1 and answers  # never a second build
+    inv = state.snapshot.inventory
+    assert len(inv._views) == len(inv.node_names)  # the warm-up filled the node views before publishing
+    from claims.allocator.nodefilters import scheduling_pod
+
+    documents = load_documents(claim_yaml(*CLAIMS[0]), "YAML")
+    rebuilt = fresh(cluster)
+    claims, bound = resolve_claims(rebuilt, documents)
+    from claims.preview import engine_limits
+
+    expected = preview(rebuilt, claims, bound=bound, pod=scheduling_pod(documents), **engine_limits())
+    got = answers[0]
+    for result in (got, expected):
+        result["summary"].pop("seconds")
+        result["summary"].pop("cluster", None)
+    assert got == expected
+    assert got["summary"]["nodes"] == len(inv.node_names) > 0
+    forget()

@@ -14,17 +14,20 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-watchers", action="store_true", help="Do not start in-process watchers.")
-        parser.add_argument("--no-preview-warm-up", action="store_true", help="Do not build the preview inventories at start.")
+        parser.add_argument("--no-preview-warm-up", action="store_true", help="Do not build the preview inventories at start (settings.GPUDASH_PREVIEW_WARM_UP off).")
 
     def handle(self, *args, **opts):
         in_process = not settings.REDIS_URL and not opts["no_watchers"]
         if in_process:
             self.stdout.write("Watchers running in this process (no REDIS_URL).")
-        if not opts["no_preview_warm_up"]:
-            from claims.live_inventory import warm_up_in_background
+        if opts["no_preview_warm_up"]:
+            settings.GPUDASH_PREVIEW_WARM_UP = False  # gpudash/asgi.py starts it too, when the setting is on
+        else:
+            from claims.live_inventory import start_warm_up
 
-            # The first preview of a big cluster would otherwise pay the inventory build and its cold CEL.
-            warm_up_in_background()
+            # The first preview of a big cluster would otherwise pay the inventory build and its cold CEL
+            # (once per process: the import of gpudash.asgi below finds it started).
+            start_warm_up()
         serve(opts["host"], opts["port"], in_process_watchers=in_process)
 
 
