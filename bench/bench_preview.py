@@ -14,13 +14,17 @@ In-process Django test client (sessions, auth, view, engine, template): figures 
 Uses BENCH_DATABASE_URL (default: the `gpudash_bench_ui` database; load it first with bench/bench_ui.py).
 """
 
-import argparse
-import gc
-import os
-import statistics
-import sys
 import time
-from pathlib import Path
+
+STARTED = time.perf_counter()  # --startup-child: "since start" counts from here (Python itself is up)
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -46,7 +50,10 @@ def main():
     parser.add_argument("--engine", action="store_true", help="The engine alone, in process (no database): node filters + DRA for a pod.")
     parser.add_argument("--nodes", type=int, default=5000, help="--engine: fleet size; --live/page: the fleet to load when the database has none (or another size)")
     parser.add_argument("--profile", action="store_true", help="--engine: cProfile one warm pod preview and print the top functions")
+    parser.add_argument("--startup-child", choices=("ready", "during"), help=argparse.SUPPRESS)  # --live runs these in fresh processes
     args = parser.parse_args()
+    if args.startup_child:
+        return startup_child(args.startup_child)
     if args.live:
         return live_main(args)
     if args.engine:
@@ -249,6 +256,9 @@ def live_main(args):
     run_preview(cluster, yaml_text=POD)
     print(f"start-up warm-up (build + one preview per class, in the background): {warmed * 1000:.0f} ms; "
           f"first user preview after it (the pod below): {(time.perf_counter() - t0) * 1000:.0f} ms")
+    for mode in ("ready", "during"):  # a fresh web process each: imports, Django, gpudash.asgi's warm-up
+        child = subprocess.run([sys.executable, __file__, "--startup-child", mode], capture_output=True, text=True, env=dict(os.environ))
+        print(child.stdout.strip() or f"--startup-child {mode} failed: {child.stderr[-2000:]}")
     for name, text in (("1 GPU claim", claim), ("pod: 1 GPU, toleration, node selector, CPU", POD)):
         times, cpu = [], []
         for _ in range(max(args.runs, 5)):
@@ -291,6 +301,44 @@ def live_main(args):
 
     print(f"peak RSS of this process (inventory, caches, Django): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+def startup_child(mode):
+    """A fresh process that starts as the web process does (Django, then gpudash.asgi, whose import
+    starts the preview warm-up thread), then asks for a 1-GPU claim preview: `ready` after the warm-up
+    finished (time from start to inventory ready, then that preview), `during` at once (the preview
+    waits for the warm-up's build; time from start to its answer)."""
+    os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpudash_bench_ui")
+    os.environ.pop("GPUDASH_TEST_DB_NAME", None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
+    os.environ["GPUDASH_PREVIEW_WARM_UP"] = "1"
+    import django
+
+    django.setup()
+    import gpudash.asgi  # noqa: F401  (starts the warm-up, as daphne / uvicorn / `manage.py serve` do)
+    from claims import live_inventory
+    from claims.preview import run_preview
+    from inventory.models import Cluster, DeviceClass
+
+    imported = time.perf_counter() - STARTED
+    cluster = Cluster.objects.get(name="bench")
+    cls = next(n for n in DeviceClass.objects.filter(cluster=cluster).values_list("name", flat=True) if "gpu" in n)
+    load = os.getloadavg()[0]
+    if mode == "ready":
+        live_inventory._warm_up_thread.join()
+        ready = time.perf_counter() - STARTED
+        t0, c0 = time.perf_counter(), time.process_time()
+        run_preview(cluster, yaml_text=ONE_GPU % cls)
+        print(f"fresh process: Django + gpudash.asgi imported at {imported:.2f} s; preview inventory ready (built + warmed) "
+              f"{ready:.2f} s after start; the first 1-GPU preview then {(time.perf_counter() - t0) * 1000:.0f} ms "
+              f"(CPU {(time.process_time() - c0) * 1000:.0f} ms); load {load:.2f}")
+    else:
+        t0 = time.perf_counter()
+        run_preview(cluster, yaml_text=ONE_GPU % cls)
+        done = time.perf_counter()
+        live = live_inventory.live_inventory(cluster.pk)
+        print(f"fresh process: a 1-GPU preview asked at {t0 - STARTED:.2f} s, during the warm-up, answered {done - STARTED:.2f} s "
+              f"after start (it waited {done - t0:.2f} s for the warm-up's build; builds {live.builds}); load {load:.2f}")
 
 
 def engine_main(args):
