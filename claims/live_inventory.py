@@ -262,6 +262,8 @@ def load_all(cluster_id, plain=None):
         try:
             with transaction.atomic():
                 for kwarg, model in SOURCES.values():
+                    if stop.is_set():  # the parsing thread gave up (it raised)
+                        break
                     with connection.chunked_cursor() as cursor:
                         cursor.execute(_select_all(model), [cluster_id])
                         while not stop.is_set():

@@ -494,3 +494,35 @@ def test_start_warm_up_builds_without_a_preview_and_a_preview_during_the_build_w
     assert got == expected
     assert got["summary"]["nodes"] == len(inv.node_names) > 0
     forget()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_read_by_the_reader_thread_equal_the_rows_read_kind_by_kind(monkeypatch):
+    """load_all (a reader thread streaming the rows while this thread parses them, PostgreSQL outside a
+    transaction) gives the rows load_raw gives, in the same order, with the same plain devices; an
+    error in the parsing thread stops the reader and is raised."""
+    from django.db import connection
+
+    import claims.live_inventory as live_module
+    from claims.live_inventory import SOURCES, load_all, load_raw
+    from inventory.models import Cluster
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the reader thread is used on PostgreSQL only")
+    cluster = Fleet(Cluster.objects.create(name="live-reader"), seed=17).cluster
+    monkeypatch.setattr(live_module, "_CHUNK_ROWS", 3)  # many chunks, a full queue
+    plain_threaded, plain_plain = set(), set()
+    threaded = load_all(cluster.pk, plain_threaded)
+    one_by_one = {kwarg: load_raw(model, cluster.pk, plain_plain) for kwarg, model in SOURCES.values()}
+    assert threaded == one_by_one and threaded["resource_slices"] and threaded["resource_claims"]
+    assert len(plain_threaded) == len(plain_plain) > 0
+
+    def broken(model, rows, plain):
+        def parse(chunk):
+            raise RuntimeError("parse failed")
+        return parse
+
+    monkeypatch.setattr(live_module, "_parser", broken)
+    with pytest.raises(RuntimeError, match="parse failed"):
+        load_all(cluster.pk)
+    assert not [t for t in threading.enumerate() if t.name == "preview-inventory-reader"]
