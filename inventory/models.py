@@ -3,6 +3,8 @@
 from django.db import models
 from django.utils import timezone
 
+from claims.allocator.errors import InputError
+from claims.allocator.model import check_devices_shape
 from gpudash.models import KubeObject, parse_k8s_time
 
 from . import devicekinds, normalize
@@ -164,6 +166,10 @@ class ResourceSlice(KubeObject):
         fields = super().fields_from_raw(raw)
         spec = raw.get("spec") or {}
         pool = spec.get("pool") or {}
+        try:  # the engine's own check: a slice it could not read is malformed here too
+            check_devices_shape(spec.get("devices") or [])
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
         fields.update(
             driver=spec.get("driver") or "",
             pool=pool.get("name") or "",

@@ -317,3 +317,21 @@ def test_bare_claim_spec_is_previewed_as_a_claim():
     assert preview(inv, claims)["nodes"][0]["results"][0]["device"] == "gpu-0"
     with pytest.raises(InputError, match="object 1 has no `kind`"):
         load_documents("foo: bar\n")
+
+
+@pytest.mark.parametrize("field, value, why", [
+    ("attributes", [{"model": "H100"}], "device gpu-0: attributes must be a map, not list"),
+    ("attributes", {"model": "H100"}, "device gpu-0: attributes['model'] must be an object, not str"),
+    ("capacity", ["80Gi"], "device gpu-0: capacity must be a map, not list"),
+    ("taints", {"key": "x"}, "device gpu-0: taints must be a list, not dict"),
+])
+def test_a_device_of_the_wrong_json_type_is_a_problem_not_a_crash(field, value, why):
+    """A slice no API server would accept (a garbage answer, a hand-edited dump) is left out and named;
+    the preview still runs on the rest of the fleet instead of failing inside CEL or a search."""
+    bad = gpu_node("node-1", n=1)
+    bad["spec"]["devices"][0][field] = value
+    inv = inventory([bad, gpu_node("node-2", n=1)], classes=H100_CLASS, nodes={"node-1": {}, "node-2": {}})
+    assert inv.problems == [f"ResourceSlice node-1-gpu: {why}"]
+    out = preview(inv, [claim("c", [req("gpu", cls="h100", selectors=[MEM80])])])
+    assert [n["fits"] for n in out["nodes"]] == [False, True]
+    assert out["summary"]["problems"] == inv.problems

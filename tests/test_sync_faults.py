@@ -140,6 +140,30 @@ def test_malformed_objects_are_counted_and_never_stop_the_stream(cluster, devclu
     assert "this is not json" in caplog.text and "metadata.name missing" in caplog.text
 
 
+def test_a_slice_with_devices_of_the_wrong_json_type_is_malformed_and_the_rest_lands(cluster, devcluster, fast_sync, run_watcher, caplog):
+    """A server answering garbage: device attributes as a list, a capacity entry that is a string. Each
+    such slice is reported (named field) and skipped; it never fails the batch or a later preview."""
+    from inventory.models import Device, ResourceSlice
+
+    run_watcher(cluster, "ResourceSlice")
+    wait_for(connected(cluster, "ResourceSlice"))
+    assert devcluster.wait_for_watches("resourceslices")
+    listed = make_slice("a", gpus=1)
+    bad_attributes = make_slice("b", gpus=1)
+    bad_attributes["spec"]["devices"][0]["attributes"] = [{"model": "H100"}]
+    bad_capacity = make_slice("c", gpus=1)
+    bad_capacity["spec"]["devices"][0]["capacity"] = {"memory": "80Gi"}
+    for obj in (bad_attributes, bad_capacity):
+        devcluster.inject_watch_line("resourceslices", json.dumps({"type": "ADDED", "object": obj}))
+    devcluster.store.create("resourceslices", listed)
+    assert_mirror_equals_server(cluster, devcluster, ["ResourceSlice"])
+    wait_for(lambda: state(cluster, "ResourceSlice").malformed_count == 2, message="2 malformed counted")
+    assert "device gpu-0: attributes must be a map, not list" in caplog.text
+    assert "device gpu-0: capacity['memory'] must be an object, not str" in caplog.text
+    assert list(ResourceSlice.objects.filter(cluster=cluster).values_list("name", flat=True)) == [listed["metadata"]["name"]]
+    assert Device.objects.filter(cluster=cluster).count() == 1
+
+
 def test_newer_fields_unknown_to_the_client_survive(cluster, devcluster, fast_sync, run_watcher):
     listed = make_claim("ns", "listed")
     listed["spec"]["devices"]["futureKnob"] = {"level": 3}

@@ -265,6 +265,41 @@ class Device:
         return self.driver
 
 
+# The JSON shape of a device's fields, as the API server's typed decoding enforces it: an object the
+# server would never have accepted (a garbage answer, a hand-edited dump) fails its whole slice with
+# the field named, the way a client decoding it would, instead of an error deep inside a preview.
+_DEVICE_MAPS = ("attributes", "capacity")
+_DEVICE_LISTS = ("taints", "bindingConditions", "bindingFailureConditions", "consumesCounters")
+
+
+def check_devices_shape(devices):
+    """InputError naming the first field of a slice's `spec.devices` whose JSON type is wrong (the
+    sync uses it too: such a slice is reported as malformed instead of failing its batch)."""
+    if not isinstance(devices, list):
+        raise InputError(f"spec.devices must be a list, not {type(devices).__name__}")
+    for index, raw in enumerate(devices):
+        if not isinstance(raw, dict):
+            raise InputError(f"spec.devices[{index}] must be an object, not {type(raw).__name__}")
+        _check_device_shape(raw.get("name") or f"#{index}", raw)
+
+
+def _check_device_shape(device_name, raw):
+    where = f"device {device_name}"
+    for field in _DEVICE_MAPS:
+        value = raw.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: {field} must be a map, not {type(value).__name__}")
+        for key, item in value.items():
+            if not isinstance(item, dict):
+                raise InputError(f"{where}: {field}[{key!r}] must be an object, not {type(item).__name__}")
+    for field in _DEVICE_LISTS:
+        value = raw.get(field)
+        if value is not None and not isinstance(value, list):
+            raise InputError(f"{where}: {field} must be a list, not {type(value).__name__}")
+
+
 class Slice:
     __slots__ = (
         "name", "raw", "driver", "pool", "generation", "count", "node_name", "node_selector", "all_nodes",
@@ -291,7 +326,9 @@ class Slice:
         self.node_selector = spec.get("nodeSelector")
         self.all_nodes = bool(spec.get("allNodes"))
         self.per_device = bool(spec.get("perDeviceNodeSelection"))
-        self.devices = [Device(self, d) for d in spec.get("devices") or [] if isinstance(d, dict)]
+        devices = spec.get("devices") or []
+        check_devices_shape(devices)
+        self.devices = [Device(self, d) for d in devices]
         sets = []
         for cs in spec.get("sharedCounters") or []:
             sets.append((cs.get("name") or "", {n: _q(v) for n, v in (cs.get("counters") or {}).items()}))

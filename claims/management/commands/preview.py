@@ -110,6 +110,11 @@ class Command(BaseCommand):
             self.stdout.write(f"Most common reason ({r['nodes']} nodes, {r['code']}): {r['example']}")
         if s.get("schedulerMessage"):
             self.stdout.write(f"Scheduler: {s['schedulerMessage']}")
+        problems = s.get("problems") or []
+        if problems:  # left out of the inventory: the verdict above is without them
+            self.stdout.write(f"{len(problems)} object(s) the engine could not use:")
+            for text in problems:
+                self.stdout.write(f"  {text}")
         if "headroom" in result:
             h = result["headroom"]
             if "error" in h:
