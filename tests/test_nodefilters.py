@@ -168,6 +168,12 @@ AFFINITY_CASES = [
      "node-1", {"foo": "barrrrrr"}, False),
     ("Gt matches", {"affinity": required({"matchExpressions": [expr("kernel-version", "Gt", "0204")]})}, "node-1", {"kernel-version": "0206"}, True),
     ("Lt on a non-integer label fails", {"affinity": required({"matchExpressions": [expr("kernel-version", "Lt", "5")]})}, "node-1", {"kernel-version": "4.1"}, False),
+    # Gt/Lt read both sides as labels.Requirement does (strconv.ParseInt, base 10, int64); the API server
+    # accepts any single value, and a term whose value does not parse never matches (checked against v1.36).
+    ("Gt with a non-integer value never matches", {"affinity": required({"matchExpressions": [expr("a", "Gt", "x")]})}, "node-1", {"a": "5"}, False),
+    ("Gt on a label with '_' separators fails", {"affinity": required({"matchExpressions": [expr("a", "Gt", "5")]})}, "node-1", {"a": "1_000"}, False),
+    ("Gt on a label beyond int64 fails", {"affinity": required({"matchExpressions": [expr("a", "Gt", "1")]})}, "node-1", {"a": "9223372036854775808"}, False),
+    ("Lt with leading zeros is decimal", {"affinity": required({"matchExpressions": [expr("a", "Lt", "010")]})}, "node-1", {"a": "9"}, True),
     ("NotIn matches", {"affinity": required({"matchExpressions": [expr("mem-type", "NotIn", "DDR", "DDR2")]})}, "node-1", {"mem-type": "DDR3"}, True),
     ("NotIn matches an absent label", {"affinity": required({"matchExpressions": [expr("mem-type", "NotIn", "DDR")]})}, "node-1", {}, True),
     ("DoesNotExist", {"affinity": required({"matchExpressions": [expr("gpu", "DoesNotExist")]})}, "node-1", {"gpu": "x"}, False),
@@ -216,7 +222,7 @@ def test_matchfields_filter_still_checks_nodes_inside_the_prefilter_cut():
     ({"affinity": required({"matchExpressions": [expr("a", "Near", "b")]})},
      "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator: must be one of"),
     ({"affinity": required({"matchExpressions": [expr("a", "In")]})}, "matchExpressions[0].values: must be non-empty for In"),
-    ({"affinity": required({}, {"matchExpressions": [expr("a", "Gt", "x")]})}, "nodeSelectorTerms[1].matchExpressions[0].values: Gt needs an integer"),
+    ({"affinity": required({}, {"matchExpressions": [expr("a", "Gt", "1", "2")]})}, "nodeSelectorTerms[1].matchExpressions[0].values: Gt needs exactly one value, got 2"),
     ({"affinity": required({"matchFields": [expr("metadata.labels", "In", "x")]})}, "matchFields[0].key: matchFields supports only metadata.name"),
     ({"affinity": required({"matchFields": [expr("metadata.name", "In", "a", "b")]})}, "matchFields needs exactly one value, got 2"),
     ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}}, "nodeSelectorTerms: must have at least one term"),
@@ -351,6 +357,13 @@ def test_effective_request_formula():
 def test_quantities_round_up():
     assert pod_requests({"containers": [c("0.0001")]}) == {"cpu": 1}  # 0.1m -> 1m (MilliValue rounds up)
     assert pod_requests({"containers": [c(mem="1.5")]}) == {"memory": 2}
+
+
+def test_requests_are_summed_exactly_and_rounded_once_per_pod():
+    # PodRequests adds Quantities (exact); the scheduler's Resource takes MilliValue/Value of the sums.
+    assert pod_requests({"containers": [c("0.0001"), c("0.0001")]}) == {"cpu": 1}  # 0.2m -> 1m, not 1m + 1m
+    assert pod_requests({"containers": [c(mem="0.5"), c(mem="0.5")]}) == {"memory": 1}
+    assert pod_requests({"containers": [c("0.0004")], "overhead": {"cpu": "0.0004"}}) == {"cpu": 1}
 
 
 @pytest.mark.parametrize("spec,message", [

@@ -71,12 +71,24 @@ def _requirement_matches(req, values_of):
     if op in ("Gt", "Lt"):
         if not present or len(values) != 1:
             return False
-        try:
-            a, b = int(value), int(values[0])
-        except (TypeError, ValueError):
+        a, b = _go_int(value), _go_int(values[0])
+        if a is None or b is None:
             return False
         return a > b if op == "Gt" else a < b
     return False
+
+
+_GO_INT = re.compile(r"^[+-]?[0-9]+$")
+_INT64 = 1 << 63
+
+
+def _go_int(text):
+    """The label value as labels.Requirement reads Gt/Lt (strconv.ParseInt base 10, 64 bits), else None:
+    no '_' separators, no spaces, nothing outside int64 (Python's int() takes all of those)."""
+    if not isinstance(text, str) or not _GO_INT.match(text) or not text.isascii():
+        return None
+    n = int(text)
+    return n if -_INT64 <= n < _INT64 else None
 
 
 def term_matches(term, node_name, labels):

@@ -278,13 +278,10 @@ def _check_requirement(req, at, fields):
         raise InputError(f"{at}.values: must be non-empty for {op}")
     if op in ("Exists", "DoesNotExist") and values:
         raise InputError(f"{at}.values: must be empty for {op}")
-    if op in ("Gt", "Lt"):
-        if len(values) != 1:
-            raise InputError(f"{at}.values: {op} needs exactly one value, got {len(values)}")
-        try:
-            int(values[0])
-        except ValueError:
-            raise InputError(f"{at}.values: {op} needs an integer, got {values[0]!r}") from None
+    if op in ("Gt", "Lt") and len(values) != 1:
+        # Only the count is validated: the API server accepts a non-integer value, and the scheduler's
+        # NodeAffinity then never matches that term (labels.NewRequirement fails, the term is skipped).
+        raise InputError(f"{at}.values: {op} needs exactly one value, got {len(values)}")
 
 
 def prefilter_node_names(required):
@@ -330,6 +327,13 @@ def is_scalar_resource(name):
 
 
 def _amount(name, value, where):
+    """One amount as the scheduler's Resource holds it: MilliValue for cpu, Value otherwise (both round up)."""
+    return math.ceil(_exact(name, value, where))
+
+
+def _exact(name, value, where):
+    """The exact amount (cpu in millicores, possibly fractional): a pod's requests are summed exactly
+    and rounded up once per pod, as PodRequests adds Quantities before the scheduler reads them."""
     if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
         raise InputError(f"{where}: must be a quantity such as 500m, 2 or 4Gi, not {value!r}")
     try:
@@ -338,7 +342,7 @@ def _amount(name, value, where):
         raise InputError(f"{where}: {value!r} is not a quantity ({exc})") from None
     if q < 0:
         raise InputError(f"{where}: must not be negative")
-    return math.ceil(q * 1000) if name == "cpu" else math.ceil(q)  # MilliValue / Value round up
+    return q * 1000 if name == "cpu" else q
 
 
 def _resource_list(raw, where):
@@ -350,7 +354,7 @@ def _resource_list(raw, where):
     for name, value in raw.items():
         if not isinstance(name, str) or not name:
             raise InputError(f"{where}: resource names must be strings")
-        out[name] = _amount(name, value, f"{where}.{name}")
+        out[name] = _exact(name, value, f"{where}.{name}")
     return out
 
 
@@ -385,7 +389,8 @@ def pod_requests(spec):
 
     Init containers run one at a time; a sidecar (restartPolicy Always) keeps running, so each later init
     container's peak includes the sidecars started before it. Pod-level requests (cpu, memory,
-    hugepages-*) replace the container sums; overhead is added last. CPU in millicores."""
+    hugepages-*) replace the container sums; overhead is added last. CPU in millicores; amounts are
+    added exactly and rounded up once at the end (two 0.1-byte requests make 1 byte, not 2)."""
     if not isinstance(spec, dict):
         raise InputError("spec: must be an object")
     app = {}
@@ -415,7 +420,8 @@ def pod_requests(spec):
             if name in ("cpu", "memory") or name.startswith("hugepages-"):
                 total[name] = value
     _add(total, _resource_list(spec.get("overhead"), "spec.overhead"))
-    return {k: v for k, v in total.items() if v}
+    rounded = {k: math.ceil(v) for k, v in total.items()}  # once, after the exact sums (not per container)
+    return {k: v for k, v in rounded.items() if v}
 
 
 def pod_host_ports(spec):
