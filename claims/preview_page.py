@@ -328,7 +328,7 @@ def attach_device_strips(cluster, rows, user=None):
         else:
             holder_text = f"{holder_ns}/{holder}" if holder else ""
         strips.setdefault(node, []).append({
-            "driver": driver, "pool": pool, "name": name, "state": st, "label": STATE_LABELS.get(st, st),
+            "driver": driver, "pool": pool, "name": name, "state": st, "label": str(STATE_LABELS.get(st, st)),
             "flags": [f for f, on in ((devicestate.TAINTED, tainted), (devicestate.UNHEALTHY, unhealthy), (devicestate.ADMIN, admin)) if on and f != st], "holder": holder_text,
             "chosen": (node, driver, pool, name) in chosen,
         })

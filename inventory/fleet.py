@@ -24,18 +24,18 @@ from .devicestate import ADMIN, ALLOCATED, FREE, PARTIAL, STATES, STUCK, TAINTED
 from .models import Device, Node, NodeDeviceSummary
 from .summary import natural_key  # noqa: F401  (the pages sort device names with it)
 
-STATE_LABELS = {
-    FREE: "free",
-    ALLOCATED: "allocated",
-    ADMIN: "admin access",
-    PARTIAL: "partially used",
-    TAINTED: "tainted",
-    UNHEALTHY: "node not ready",
-    STUCK: "stuck claim",
+STATE_LABELS = {  # what pages show; the keys are the vocabulary of filters, URLs and the API
+    FREE: _("free"),
+    ALLOCATED: _("allocated"),
+    ADMIN: _("admin access"),
+    PARTIAL: _("partially used"),
+    TAINTED: _("tainted"),
+    UNHEALTHY: _("node not ready"),
+    STUCK: _("stuck claim"),
 }
 # Secondary flags a device keeps besides its primary state, with what "any state" counts are called.
 FLAGS = (TAINTED, UNHEALTHY, ADMIN)
-FLAG_LABELS = {TAINTED: "tainted", UNHEALTHY: "on NotReady nodes", ADMIN: "watched with admin access"}
+FLAG_LABELS = {TAINTED: _("tainted"), UNHEALTHY: _("on NotReady nodes"), ADMIN: _("watched with admin access")}
 # The order the overview tiles and the map summary list the states in (used first, then free).
 DISPLAY_STATES = (ALLOCATED, STUCK, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE)
 BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
@@ -66,7 +66,7 @@ class DeviceState:
 
     @property
     def label(self):
-        return STATE_LABELS[self.state]
+        return str(STATE_LABELS[self.state])
 
 
 @functools.lru_cache(maxsize=4096)  # device names repeat on every node (gpu-0 ... gpu-7)

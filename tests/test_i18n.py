@@ -227,6 +227,14 @@ def test_the_chinese_pages_show_translated_details(client, settings):
     stuck = client.get(reverse("ops:stuck"), {"claim_name": "stuck-claim"}, **zh).content.decode()
     assert "删除受阻" in stuck and "删除中，但仍处于已分配状态" in stuck and "先解除分配" in stuck
     assert "but still allocated" not in stuck
+    assert f'<span class="badge sev-{blocked.severity}">{ {"warning": "警告", "critical": "严重", "info": "信息"}[blocked.severity]}</span>' in stuck
+    # Device states and the cluster's connection in the reader's language; their keys stay in URLs and classes.
+    overview = client.get(reverse("inventory:overview"), **zh).content.decode()
+    assert "已分配" in overview and "空闲" in overview and "节点未就绪" in overview
+    assert 'href="/devices/?state=allocated"' in overview and ">allocated <small>" not in overview
+    assert '<span class="muted">从未连接' in overview or '<span class="muted">已连接' in overview
+    devices = client.get(reverse("inventory:device-list"), {"ordering": "state"}, **zh)
+    assert devices.status_code == 200 and '<option value="allocated">已分配</option>' in devices.content.decode()
     # The API keeps the English summary whatever the language.
     listed = client.get(f"/api/v1/findings/{blocked.id}", **zh).json()
     assert listed["summary"] == blocked.summary

@@ -10,10 +10,29 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from inventory.fleet import STATE_LABELS
 
 register = template.Library()
+
+
+# What the nav's connection line and the severity badges say; the keys stay in classes and filters.
+CONNECTION_TITLES = {
+    "connected": gettext_lazy("connected"), "lagging": gettext_lazy("lagging"), "disconnected": gettext_lazy("disconnected"),
+    "never": gettext_lazy("never connected"), "snapshot": gettext_lazy("snapshot"),
+}
+SEVERITY_TITLES = {"info": gettext_lazy("info"), "warning": gettext_lazy("warning"), "critical": gettext_lazy("critical")}
+
+
+@register.filter
+def connection_title(status):
+    return CONNECTION_TITLES.get(status, status)
+
+
+@register.filter
+def severity_title(severity):
+    return SEVERITY_TITLES.get(severity, severity)
 
 
 @register.filter
@@ -140,7 +159,7 @@ def source_cells(sources):
             extra = " part" if item["kind"] in ("partition", "share") else ""
             for i in range(min(alloc, SOURCE_CELL_CAP)):
                 state = "allocated" if i < used else "free"
-                title = " · ".join(x for x in (item["resource"], STATE_LABELS.get(state, state), dp.get("model") or "") if x)
+                title = " · ".join(x for x in (item["resource"], str(STATE_LABELS.get(state, state)), dp.get("model") or "") if x)
                 cells.append(f'<span class="cell s-{state}{extra}" title="{html.escape(title)}"></span>')
             if alloc > SOURCE_CELL_CAP or item["requested"] > alloc:
                 cells.append(f'<span class="srcmore">{html.escape(_("%(resource)s: %(requested)s of %(allocatable)s requested") % {"resource": item["resource"], "requested": item["requested"], "allocatable": alloc})}</span>')
