@@ -194,15 +194,15 @@ def map_cells(row, devices_url):
         if d.get("is_partition"):  # narrow cells right after their GPU (fleet.under_parents)
             classes += " part"
             if d.get("parent_name"):
-                title.append(f"partition of {d['parent_name']}")
+                title.append(_("partition of %(gpu)s") % {"gpu": d["parent_name"]})
         if "util" in d:  # the map coloured by utilization (monitoring.utilization.attach_latest)
             classes += f" u-{d['util_bucket']}"
-            title.append("no utilization data" if d["util"] is None else f"GPU {d['util']:.0f}%")
+            title.append(_("no utilization data") if d["util"] is None else f"GPU {d['util']:.0f}%")
         title += [f"+{STATE_LABELS[f]}" for f in sorted(st.flags) if f != st.state]
         if d.get("model"):
             title.append(d["model"])
         for h in st.holders:
-            title.append((f"{h.namespace}/{h.name}" if h.visible else "(claim in another namespace)") + (" [admin]" if h.admin_access else ""))
+            title.append((f"{h.namespace}/{h.name}" if h.visible else _("(claim in another namespace)")) + (" [admin]" if h.admin_access else ""))
         parts.append(
             f'<a class="{classes}" href="{html.escape(prefix + d["driver"] + "/" + d["pool"] + "/" + d["name"])}/" title="{html.escape(" · ".join(title))}"></a>'
         )
