@@ -17,7 +17,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from gpudash import roles
 from inventory import devicestate
-from inventory.fleet import STATE_LABELS, natural_key
+from inventory.fleet import natural_key, state_label
 from inventory.models import DeviceClass, Device
 
 FITS_PER_PAGE = 50  # each fitting node renders a device strip: keep the page light
@@ -328,7 +328,7 @@ def attach_device_strips(cluster, rows, user=None):
         else:
             holder_text = f"{holder_ns}/{holder}" if holder else ""
         strips.setdefault(node, []).append({
-            "driver": driver, "pool": pool, "name": name, "state": st, "label": str(STATE_LABELS.get(st, st)),
+            "driver": driver, "pool": pool, "name": name, "state": st, "label": state_label(st),
             "flags": [f for f, on in ((devicestate.TAINTED, tainted), (devicestate.UNHEALTHY, unhealthy), (devicestate.ADMIN, admin)) if on and f != st], "holder": holder_text,
             "chosen": (node, driver, pool, name) in chosen,
         })

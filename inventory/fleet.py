@@ -36,6 +36,11 @@ STATE_LABELS = {  # what pages show; the keys are the vocabulary of filters, URL
 # Secondary flags a device keeps besides its primary state, with what "any state" counts are called.
 FLAGS = (TAINTED, UNHEALTHY, ADMIN)
 FLAG_LABELS = {TAINTED: _("tainted"), UNHEALTHY: _("on NotReady nodes"), ADMIN: _("watched with admin access")}
+
+
+def state_label(state):
+    """A state's label in the active language, as a str (titles join it, SQL sorts by it)."""
+    return str(STATE_LABELS.get(state, state))
 # The order the overview tiles and the map summary list the states in (used first, then free).
 DISPLAY_STATES = (ALLOCATED, STUCK, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE)
 BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
@@ -66,7 +71,7 @@ class DeviceState:
 
     @property
     def label(self):
-        return str(STATE_LABELS[self.state])
+        return state_label(self.state)
 
 
 @functools.lru_cache(maxsize=4096)  # device names repeat on every node (gpu-0 ... gpu-7)

@@ -253,7 +253,7 @@ def device_sort_columns(user):
     memory capacity as a number (the searchable copy in base units), the state by its label (the
     badge the page shows), the holder by the stored deciding claim."""
     # devicestate.state_q's conditions are exclusive (one primary state per device): each gives its label.
-    state_label = Case(*[When(devicestate.state_q(s), then=Value(str(fleet.STATE_LABELS[s]))) for s in fleet.STATES], output_field=TextField())
+    state_label = Case(*[When(devicestate.state_q(s), then=Value(fleet.state_label(s))) for s in fleet.STATES], output_field=TextField())
     holder = Concat("held_by_namespace", Value("/"), "held_by_name", output_field=TextField())
     scope = roles.visible_namespaces(user)
     if scope is not None:  # holders the user may not see sort together, not by their hidden names

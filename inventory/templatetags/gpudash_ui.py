@@ -12,7 +12,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from inventory.fleet import STATE_LABELS
+from inventory.fleet import state_label as _state_label
 
 register = template.Library()
 
@@ -57,13 +57,13 @@ def capacity_value(cap):
 
 @register.filter
 def state_label(state):
-    return STATE_LABELS.get(state, state)
+    return _state_label(state)
 
 
 @register.simple_tag
 def state_badge(st):
     """A coloured badge for a fleet.DeviceState, with its secondary flags."""
-    flags = format_html_join("", ' <span class="flag flag-{}">{}</span>', ((f, STATE_LABELS[f]) for f in sorted(st.flags) if f != st.state))
+    flags = format_html_join("", ' <span class="flag flag-{}">{}</span>', ((f, _state_label(f)) for f in sorted(st.flags) if f != st.state))
     return format_html('<span class="badge s-{}">{}</span>{}', st.state, st.label, flags)
 
 
@@ -159,7 +159,7 @@ def source_cells(sources):
             extra = " part" if item["kind"] in ("partition", "share") else ""
             for i in range(min(alloc, SOURCE_CELL_CAP)):
                 state = "allocated" if i < used else "free"
-                title = " · ".join(x for x in (item["resource"], str(STATE_LABELS.get(state, state)), dp.get("model") or "") if x)
+                title = " · ".join(x for x in (item["resource"], _state_label(state), dp.get("model") or "") if x)
                 cells.append(f'<span class="cell s-{state}{extra}" title="{html.escape(title)}"></span>')
             if alloc > SOURCE_CELL_CAP or item["requested"] > alloc:
                 cells.append(f'<span class="srcmore">{html.escape(_("%(resource)s: %(requested)s of %(allocatable)s requested") % {"resource": item["resource"], "requested": item["requested"], "allocatable": alloc})}</span>')
@@ -198,7 +198,7 @@ def map_cells(row, devices_url):
         if "util" in d:  # the map coloured by utilization (monitoring.utilization.attach_latest)
             classes += f" u-{d['util_bucket']}"
             title.append(_("no utilization data") if d["util"] is None else f"GPU {d['util']:.0f}%")
-        title += [f"+{STATE_LABELS[f]}" for f in sorted(st.flags) if f != st.state]
+        title += [f"+{_state_label(f)}" for f in sorted(st.flags) if f != st.state]
         if d.get("model"):
             title.append(d["model"])
         for h in st.holders:
