@@ -450,6 +450,27 @@ def _warm_previews(inventory):
 
 
 _warm_up_thread = None
+_warm_up_times = {}  # "started" / "finished": time.monotonic() of this process's warm-up
+
+# Readiness waits this long for the warm-up at most (gpudash/health.py): a cluster so big that its
+# build takes longer is served cold rather than kept out of its Service for good.
+WARM_UP_READY_WAIT = 300.0
+
+
+def warm_up_status():
+    """This process's preview warm-up for the readiness probe: ("off" | "warming" | "done", seconds).
+    "warming" only while it runs and for at most WARM_UP_READY_WAIT seconds ("done" after that: the
+    previews build the inventory themselves, as they do whenever it is missing)."""
+    thread, times = _warm_up_thread, dict(_warm_up_times)
+    if thread is None or "started" not in times:
+        return "off", 0.0
+    finished = times.get("finished")
+    if finished is not None:
+        return "done", finished - times["started"]
+    running = time.monotonic() - times["started"]
+    if running >= WARM_UP_READY_WAIT or not thread.is_alive():
+        return "done", running
+    return "warming", running
 
 
 def start_warm_up():
@@ -469,8 +490,11 @@ def start_warm_up():
             try:
                 warm_up()
             finally:
+                _warm_up_times["finished"] = time.monotonic()
                 connection.close()
 
+        _warm_up_times.clear()
+        _warm_up_times["started"] = time.monotonic()
         _warm_up_thread = threading.Thread(target=run, name="preview-warm-up", daemon=True)
         _warm_up_thread.start()
         return _warm_up_thread

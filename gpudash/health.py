@@ -50,12 +50,26 @@ def _check_redis():
         client.close()
 
 
+def _check_preview_inventory():
+    """The web process's start-up warm-up of the preview inventories (claims/live_inventory.py):
+    while it runs, a preview would wait for it (seconds on a big fleet), so a new pod takes no
+    traffic until it is done and a rolling update keeps the old pods serving meanwhile."""
+    from claims.live_inventory import warm_up_status
+
+    state, seconds = warm_up_status()
+    if state == "warming":
+        raise RuntimeError(f"building the preview inventories ({seconds:.1f} s so far)")
+
+
 def readyz(request):
-    """Readiness (Kubernetes readinessProbe): the database answers, every migration is applied and,
-    in the scaled set-up, Redis (channel layer and Celery broker) answers. 503 names what failed."""
+    """Readiness (Kubernetes readinessProbe): the database answers, every migration is applied,
+    in the scaled set-up Redis (channel layer and Celery broker) answers, and the preview warm-up
+    (when on) has finished. 503 names what failed."""
     checks = {"database": _check_database, "migrations": _check_migrations}
     if settings.REDIS_URL:
         checks["redis"] = _check_redis
+    if getattr(settings, "GPUDASH_PREVIEW_WARM_UP", False):
+        checks["preview_inventory"] = _check_preview_inventory
     results, ok = {}, True
     for name, check in checks.items():
         if name == "migrations" and results.get("database") != "ok":

@@ -7,6 +7,7 @@ import random
 import threading
 
 import pytest
+from django.test import Client
 
 from claims.allocator import Features, Inventory, headroom, load_documents, preview, resolve_claims
 from devcluster.fleet import generate_fleet
@@ -467,6 +468,14 @@ def test_start_warm_up_builds_without_a_preview_and_a_preview_during_the_build_w
     assert thread is not None and start_warm_up() is thread  # once per process
     try:
         assert building.wait(60)  # the build started, no preview asked for it
+        probe = Client().get("/readyz")  # readiness waits for the warm-up: no traffic to a cold process
+        assert probe.status_code == 503, probe.content
+        assert probe.json()["checks"]["preview_inventory"].startswith("error: RuntimeError: building the preview inventories (")
+        assert probe.json()["checks"]["database"] == "ok"
+        assert live_module.warm_up_status()[0] == "warming"
+        monkeypatch.setattr(live_module, "WARM_UP_READY_WAIT", 0.0)  # past the longest wait: served cold
+        assert live_module.warm_up_status()[0] == "done" and Client().get("/readyz").status_code == 200
+        monkeypatch.setattr(live_module, "WARM_UP_READY_WAIT", 300.0)
         user = threading.Thread(target=user_preview, name="user-preview")
         user.start()
         assert arrived.wait(60)
@@ -474,6 +483,10 @@ def test_start_warm_up_builds_without_a_preview_and_a_preview_during_the_build_w
         release.set()
     thread.join(120)
     user.join(120)
+    probe = Client().get("/readyz")
+    assert probe.status_code == 200 and probe.json()["checks"]["preview_inventory"] == "ok", probe.content
+    state_name, seconds = live_module.warm_up_status()
+    assert state_name == "done" and seconds > 0
     assert seen == [(None, 0)]  # it arrived during the build, before anything was published
     state = live_inventory(cluster.pk)
     assert state.builds == 1 and answers  # never a second build
