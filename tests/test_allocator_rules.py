@@ -1,9 +1,11 @@
 """The issue's rules beyond dra-cases.md: explanations, fleet summary, pods, features, headroom, bad input."""
 
+import copy
+
 import pytest
 
 from claims.allocator import (
-    AllocationError, Features, InputError, allocate, headroom, load_documents, preview, resolve_claims,
+    AllocationError, Features, InputError, Inventory, allocate, headroom, load_documents, preview, resolve_claims,
 )
 from claims.allocator.search import ERROR, SUCCESS, UNSCHEDULABLE
 
@@ -335,3 +337,96 @@ def test_a_device_of_the_wrong_json_type_is_a_problem_not_a_crash(field, value, 
     out = preview(inv, [claim("c", [req("gpu", cls="h100", selectors=[MEM80])])])
     assert [n["fits"] for n in out["nodes"]] == [False, True]
     assert out["summary"]["problems"] == inv.problems
+
+
+def _bad_node(field, value):
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1", "labels": {}}, "spec": {}, "status": {}}
+    part, _, key = field.partition(".")
+    if key:
+        node[part][key] = value
+    else:
+        node[part] = value
+    return node
+
+
+@pytest.mark.parametrize("field, value, why", [
+    ("spec", "x", "Node node-1: spec: must be an object, not a string 'x'"),
+    ("spec.taints", {"key": "k"}, "Node node-1: spec.taints: must be a list, not an object {'key': 'k'}"),
+    ("status.conditions", 3, "Node node-1: status.conditions: must be a list, not an integer 3"),
+    ("metadata.labels", ["a"], "Node node-1: metadata.labels: must be an object, not a list ['a']"),
+])
+def test_a_mirrored_object_of_the_wrong_json_type_is_left_out_and_named(field, value, why):
+    """A Node (or any mirrored object) whose fields no API server would hand out, as a garbage answer
+    or a hand-edited row can leave them, used to fail every preview of its cluster inside the node
+    filters (AttributeError on `'str'.get`). Now it is left out of the inventory with the field named,
+    and the rest of the fleet is previewed; updating it in place (the live inventory) does the same,
+    and a good version later clears the problem."""
+    good_node2 = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-2", "labels": {}}}
+    inv = inventory([gpu_node("node-1", n=1), gpu_node("node-2", n=1)], classes=H100_CLASS, nodes={})
+    inv = inv.with_changes({"nodes": [_bad_node("spec", {}), good_node2]})
+    docs = load_documents("""apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  containers: [{name: c, image: i, resources: {claims: [{name: g}]}}]
+  resourceClaims: [{name: g, resourceClaimName: c1}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: c1, namespace: default}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: h100}}]
+""", "YAML")
+    from claims.allocator.nodefilters import scheduling_pod
+
+    def verdicts(inv):
+        claims, bound = resolve_claims(inv, docs)
+        out = preview(inv, claims, bound=bound, pod=scheduling_pod(docs))
+        return {n["node"]: n["fits"] for n in out["nodes"]}, out["summary"]["problems"]
+
+    assert verdicts(inv) == ({"node-1": True, "node-2": True}, [])
+    broken = inv.with_changes({"nodes": [_bad_node(field, value)]})
+    fits, problems = verdicts(broken)
+    assert problems == [why]
+    assert fits.get("node-2") is True and fits.get("node-1") is not True  # previewed without the bad Node
+    fresh = Inventory(device_classes=[c.raw for c in inv.classes.values()], resource_slices=[s.raw for s in inv.slices],
+                      nodes=[_bad_node(field, value), good_node2])
+    assert fresh.problems == [why] and "node-1" not in fresh.nodes  # the constructor does the same
+    mended = broken.with_changes({"nodes": [_bad_node("spec", {})]})
+    assert verdicts(mended) == ({"node-1": True, "node-2": True}, [])
+
+
+@pytest.mark.parametrize("kind, raw, why", [
+    ("resource_claims", {"metadata": "x"}, "ResourceClaim (no name): metadata: must be an object, not a string 'x'"),
+    ("pods", {"metadata": {"name": "p", "namespace": "ns"}, "spec": "x"}, "Pod ns/p: spec: must be an object, not a string 'x'"),
+    ("device_classes", {"metadata": {"name": "c"}, "spec": {"selectors": "x"}}, "DeviceClass c: spec.selectors: must be a list, not a string 'x'"),
+    ("device_taint_rules", {"metadata": {"name": "r"}, "spec": {"taint": []}}, "DeviceTaintRule r: spec.taint: must be an object, not a list []"),
+])
+def test_other_mirrored_kinds_of_the_wrong_json_type_are_named(kind, raw, why):
+    inv = Inventory(**{kind: [raw]})
+    assert inv.problems == [why]
+
+
+def test_the_written_out_claim_check_agrees_with_check_shape():
+    """shapes._base_ok (the fast path for claims and templates) says what check_shape says."""
+    from claims.allocator.shapes import _MIRRORED_BASE, _base_ok, check_shape
+
+    good = {"metadata": {"name": "c", "namespace": "ns", "labels": {"a": "b", "n": None}}, "spec": {}, "status": {}}
+    variants = [good, {}, {"metadata": None}]
+    for path in (("metadata",), ("metadata", "name"), ("metadata", "namespace"), ("metadata", "labels"),
+                 ("metadata", "labels", "a"), ("spec",), ("status",)):
+        for value in ("x", 3, [], {}, None, True, {"k": 1}):
+            obj = copy.deepcopy(good)
+            target = obj
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = value
+            variants.append(obj)
+    for obj in variants:
+        try:
+            check_shape(obj, _MIRRORED_BASE, "x")
+            expected = True
+        except InputError:
+            expected = False
+        assert _base_ok(obj) is expected, obj

@@ -13,6 +13,7 @@ from .features import Features
 from .incremental import IncrementalMixin
 from .errors import InputError
 from .model import ADMIN_ACCESS_LABEL, DeviceClassInfo, Slice, _q
+from .shapes import mirrored_problem
 from .nodefilters import EMPTY_USAGE, FOOTPRINT_KIND, NodeFacts, NodeUsage, counts_on_node, pod_footprint
 
 IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -173,6 +174,11 @@ class Inventory(IncrementalMixin):
         those devices are known not to be odd (projection.device_is_odd) without checking again."""
         self.features = features or Features()
         self.problems = []  # objects that could not be used, with why (never dropped silently)
+        device_classes, resource_slices, resource_claims, resource_claim_templates, pods, nodes, device_taint_rules, namespaces = (
+            self._well_formed(kind, objects) for kind, objects in (
+                ("device_classes", device_classes), ("resource_slices", resource_slices), ("resource_claims", resource_claims),
+                ("resource_claim_templates", resource_claim_templates), ("pods", pods), ("nodes", nodes),
+                ("device_taint_rules", device_taint_rules), ("namespaces", namespaces)))
         self.classes = {}
         for raw in device_classes:
             cls = DeviceClassInfo(raw)
@@ -219,6 +225,18 @@ class Inventory(IncrementalMixin):
                     d._odd = False  # what projection._compute_odd finds for such a device
         if self.features.device_taint_rules and self.taint_rules:
             self._apply_taint_rules()
+
+    def _well_formed(self, kind, objects):
+        """The objects of `kind` whose shape the indexing can read (shapes.mirrored_problem); each other
+        one becomes a problem and is left out."""
+        good = []
+        for raw in objects:
+            problem = mirrored_problem(kind, raw)
+            if problem is None:
+                good.append(raw)
+            else:
+                self.problems.append(problem)
+        return good
 
     def _index_node(self, raw):
         """One Node's part of the inventory (also the live inventory's upsert_node: keep both in one place)."""

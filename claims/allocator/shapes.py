@@ -56,6 +56,74 @@ OBJECTS = {
     "Pod": {**_BASE, "spec": POD_SPEC},
 }
 
+# Mirrored objects (what the sync stored from the API server) the Inventory indexes: only the fields
+# its indexing and the node filters read without further checks. The API server's typed decoding
+# never hands out anything else, so a mismatch means a garbage answer or a hand-edited row; that
+# object is left out of the inventory with a problem naming the field (Inventory.problems), instead
+# of failing every preview of its cluster.
+_MIRRORED_META = {"name": str, "namespace": str, "labels": MapOf(str)}
+_MIRRORED_BASE = {"metadata": _MIRRORED_META, "spec": dict, "status": dict}
+MIRRORED = {
+    "nodes": {
+        "metadata": _MIRRORED_META,
+        "spec": {"taints": [dict], "unschedulable": bool},
+        "status": {"allocatable": dict, "conditions": [dict]},
+    },
+    "device_classes": {
+        "metadata": _MIRRORED_META,
+        "spec": {"selectors": [SELECTOR], "config": [dict], "extendedResourceName": str},
+    },
+    "resource_slices": {"metadata": _MIRRORED_META, "spec": {"nodeName": str, "driver": str, "pool": dict}},
+    "resource_claims": _MIRRORED_BASE,
+    "resource_claim_templates": _MIRRORED_BASE,
+    "pods": {**_MIRRORED_BASE, "spec": {"nodeName": str}},
+    "device_taint_rules": {"metadata": _MIRRORED_META, "spec": {"deviceSelector": dict, "taint": dict}},
+    "namespaces": {"metadata": _MIRRORED_META},
+}
+KIND_NAMES = {"nodes": "Node", "device_classes": "DeviceClass", "resource_slices": "ResourceSlice",
+               "resource_claims": "ResourceClaim", "resource_claim_templates": "ResourceClaimTemplate", "pods": "Pod",
+               "device_taint_rules": "DeviceTaintRule", "namespaces": "Namespace"}
+
+
+def _base_ok(raw):
+    """`raw` has the shape _MIRRORED_BASE wants (check_shape's verdict, about five times faster)."""
+    meta, spec, status = raw.get("metadata"), raw.get("spec"), raw.get("status")
+    if (spec is not None and type(spec) is not dict) or (status is not None and type(status) is not dict):
+        return False
+    if meta is None:
+        return True
+    if type(meta) is not dict:
+        return False
+    name, namespace, labels = meta.get("name"), meta.get("namespace"), meta.get("labels")
+    if (name is not None and type(name) is not str) or (namespace is not None and type(namespace) is not str):
+        return False
+    return labels is None or (type(labels) is dict and all(type(v) is str or v is None for v in labels.values()))
+
+
+def mirrored_problem(kind, raw):
+    """None when `raw` (an Inventory keyword's object: "nodes", "resource_claims", ...) has the
+    shape MIRRORED wants, else the problem text: "Node gpu-1: spec.taints: must be a list, not ..."."""
+    shape = MIRRORED.get(kind)
+    if shape is None:
+        return None
+    if shape is _MIRRORED_BASE and type(raw) is dict and _base_ok(raw):
+        return None  # claims and templates, tens of thousands per build: the same test, written out
+    meta = raw.get("metadata") if type(raw) is dict else None
+    name = meta.get("name") if type(meta) is dict else None
+    namespace = meta.get("namespace") if type(meta) is dict else None
+    shown = name
+    if kind in ("resource_claims", "resource_claim_templates", "pods") and type(name) is str:
+        shown = f"{namespace if type(namespace) is str else ''}/{name}"  # as incremental.py keys problems
+    where = f"{KIND_NAMES[kind]} {shown if type(shown) is str and shown else '(no name)'}"
+    if type(raw) is not dict:
+        return f"{where}: must be an object, not {_got(raw)}"
+    try:
+        check_shape(raw, shape, where)
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", bool: "true or false", float: "a number"}
 
 
