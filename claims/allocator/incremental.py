@@ -12,7 +12,7 @@ what are its own subject.
 from collections import defaultdict
 
 from .model import DeviceClassInfo, Slice
-from .shapes import KIND_NAMES as _TAG, mirrored_problem
+from .shapes import KIND_NAMES as _TAG, mirrored_problem, readable_names
 
 # Inventory keyword -> how objects of that kind are keyed.
 NAMESPACED = {"resource_claims", "resource_claim_templates", "pods", "pod_footprints"}
@@ -74,15 +74,14 @@ class IncrementalMixin:
     def upsert(self, kind, raw):
         problem = mirrored_problem(kind, raw)
         if problem is not None:  # as the constructor: left out, with the problem named (in place of the old version)
-            meta = raw.get("metadata") if type(raw) is dict else None
-            if type(meta) is dict and type(meta.get("name")) is str and type(meta.get("namespace") or "") is str:
+            if readable_names(raw) is not None:
                 key = object_key(kind, raw)
                 self.remove(kind, key)
                 self._problem(_TAG[kind], key, problem)
             else:  # no key to file it under: kept until the next build
                 self._problem("Unreadable", problem, problem)
             return
-        if self._problem_of and kind in _TAG and kind not in ("resource_slices", "resource_claims"):
+        if self._problem_of and kind in _TAG:
             self._problem(_TAG[kind], object_key(kind, raw), None)  # an earlier malformed version's problem goes
         if kind in ("pods", "pod_footprints"):  # the node the pod was and is bound to: its view (resource fit) changes
             key = object_key(kind, raw)

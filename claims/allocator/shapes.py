@@ -100,6 +100,16 @@ def _base_ok(raw):
     return labels is None or (type(labels) is dict and all(type(v) is str or v is None for v in labels.values()))
 
 
+def readable_names(raw):
+    """(namespace, name) of a mirrored object when its metadata can be read (strings or absent; "" for
+    absent), else None: what a malformed object's problem can be filed and named under."""
+    meta = raw.get("metadata") if type(raw) is dict else None
+    if type(meta) is not dict:
+        return None
+    namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+    return (namespace, name) if type(namespace) is str and type(name) is str else None
+
+
 def mirrored_problem(kind, raw):
     """None when `raw` (an Inventory keyword's object: "nodes", "resource_claims", ...) has the
     shape MIRRORED wants, else the problem text: "Node gpu-1: spec.taints: must be a list, not ..."."""
@@ -108,13 +118,9 @@ def mirrored_problem(kind, raw):
         return None
     if shape is _MIRRORED_BASE and type(raw) is dict and _base_ok(raw):
         return None  # claims and templates, tens of thousands per build: the same test, written out
-    meta = raw.get("metadata") if type(raw) is dict else None
-    name = meta.get("name") if type(meta) is dict else None
-    namespace = meta.get("namespace") if type(meta) is dict else None
-    shown = name
-    if kind in ("resource_claims", "resource_claim_templates", "pods") and type(name) is str:
-        shown = f"{namespace if type(namespace) is str else ''}/{name}"  # as incremental.py keys problems
-    where = f"{KIND_NAMES[kind]} {shown if type(shown) is str and shown else '(no name)'}"
+    names = readable_names(raw)
+    shown = names and names[1] and (f"{names[0]}/{names[1]}" if kind in ("resource_claims", "resource_claim_templates", "pods") else names[1])
+    where = f"{KIND_NAMES[kind]} {shown or '(no name)'}"  # named as incremental.py keys problems
     if type(raw) is not dict:
         return f"{where}: must be an object, not {_got(raw)}"
     try:
