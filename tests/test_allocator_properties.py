@@ -22,14 +22,17 @@ SELECTORS = [None, 'device.attributes["driver-a"].model == "h100"', 'device.capa
 @st.composite
 def clusters(draw):
     n_dev = draw(st.integers(1, 7))
-    with_counters = draw(st.booleans())
+    # "shared": every device draws on one counter set (MIG partitions of a GPU); "own": each device
+    # has a set of its own (a MIG-capable whole GPU), which the direct answer decides without the search.
+    counter_mode = draw(st.sampled_from(["none", "shared", "own"]))
+    with_counters = counter_mode != "none"
     devices = []
     for i in range(n_dev):
         d = dev(
             f"d{i}",
             attrs={"model": draw(st.sampled_from(MODELS)), "numa": draw(st.integers(0, 1))},
             capacity={"memory": draw(st.sampled_from(["20Gi", "40Gi", "80Gi"]))},
-            consumes={"cs": {"mem": draw(st.sampled_from([1, 2, 3]))}} if with_counters else None,
+            consumes={"cs" if counter_mode == "shared" else f"cs{i}": {"mem": draw(st.sampled_from([1, 2, 3]))}} if with_counters else None,
             taints=[{"key": "bad", "effect": "NoSchedule"}] if draw(st.integers(0, 5)) == 0 else None,
         )
         devices.append(d)
@@ -41,7 +44,11 @@ def clusters(draw):
             continue
         if with_counters:
             slices.append(slice_(f"{pool}-devs", pool=pool, count=2, devices=devs))
-            slices.append(slice_(f"{pool}-counters", pool=pool, count=2, counters={"cs": {"mem": counter_total}}))
+            if counter_mode == "shared":
+                sets = {"cs": {"mem": counter_total}}
+            else:
+                sets = {f"cs{i}": {"mem": draw(st.integers(1, 3))} for i in range(n_dev)}
+            slices.append(slice_(f"{pool}-counters", pool=pool, count=2, counters=sets))
         else:
             slices.append(slice_(f"{pool}-devs", pool=pool, devices=devs))
     all_ids = [f"driver-a/{pool}/{d['name']}" for pool, devs in pools for d in devs]
@@ -71,7 +78,9 @@ def brute_force(inv, c, node="node-1"):
     """Is there any assignment at all? (exhaustive, tiny inputs only)"""
     view = inv.node(node)
     devices = [d for p in view.usable for d in p.devices]
-    free = [d for d in devices if d.key not in inv.state.dedicated and not any(t.get("effect") == "NoSchedule" for t in d.taints)]
+    # Allocated devices alone may over-commit a pool's counters: then none of its devices with counters fits (brief 2.10).
+    broke = {d.key for p in view.usable if p.counters and p.counters.overcommitted for d in p.devices if d.has_counters}
+    free = [d for d in devices if d.key not in inv.state.dedicated and d.key not in broke and not any(t.get("effect") == "NoSchedule" for t in d.taints)]
     totals = {(p.name, s, n): v for p in view.usable if p.counters for s, cs in p.counters.available.items() for n, v in cs.items()}
     variants = [r.variants[0] for r in c.requests]
     eligible = [[d for d in free if _selectors_hold(d, v, inv)] for v in variants]

@@ -5,7 +5,7 @@ code so a fleet summary can count them ("most common reason").
 """
 
 from .deadline import TimedOut
-from .search import ERROR, SUCCESS, NodeAllocator
+from .search import ERROR, SUCCESS, NodeAllocator, counters_fit_alone
 
 MAX_EXPR = 90
 # Each extra search an explanation makes (constraints relaxed) gets this long: the verdict is known
@@ -179,21 +179,9 @@ def _pool_part(allocator, inv, pool, class_key, chain_key, variant):
 
 
 def _counters_fit(dev, pool, features):
-    if not features.partitionable_devices:
-        return False
-    pc = pool.counters
-    if pc is None or pc.overcommitted:
-        return False
-    if dev.multi and features.consumable_capacity:
+    if dev.multi and features.consumable_capacity and features.partitionable_devices and pool.counters is not None and not pool.counters.overcommitted:
         return True  # may have paid its counters with an earlier share
-    for set_name, counters in dev.consumes:
-        avail = pc.available.get(set_name)
-        if avail is None:
-            return False
-        for cname, amount in counters.items():
-            if amount > avail.get(cname, 0):
-                return False
-    return True
+    return counters_fit_alone(dev, pool, features)
 
 
 def explain(plan, view, deadline=None):

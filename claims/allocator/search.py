@@ -348,11 +348,14 @@ class NodeAllocator:
         """The search's answer for a single ExactCount request, computed directly; None = run the search.
 
         Exact only while every device the search would try is "plain": no CEL error anywhere in the
-        list, no counters, not shareable with consumable capacity. Then the search's per-device check
-        is independent of the other picks (in use, untolerated taint, matchAttribute value), and its
-        depth-first order picks the first `count` acceptable devices; with matchAttribute, the first
-        `count` acceptable devices of the first value (in list order) that has `count` of them.
-        Nothing is charged or leaked on the way, so no state differs from the search's.
+        list, not shareable with consumable capacity, and counters only where no two candidates draw
+        on the same counter set (a whole GPU with its own set, as MIG-capable nodes publish them).
+        Then the search's per-device check is independent of the other picks (in use, counters,
+        untolerated taint, matchAttribute value), and its depth-first order picks the first `count`
+        acceptable devices; with matchAttribute, the first `count` acceptable devices of the value
+        whose first acceptable device comes first. One exception: under the 1.36 counter leak a
+        device that a constraint turns away keeps its counters, so a later first pick of it fails;
+        with counters and several matchAttribute values the search runs instead.
         """
         self.view = view
         cands = self.candidates(view, v)
@@ -360,12 +363,13 @@ class NodeAllocator:
         if plain < 0:
             return None  # a selector raised somewhere in the list
         need = v.count
+        if not matches and need == 1 and plain < len(cands):
+            return self._first_pick(view, v, cands)
         dedicated = self.state.dedicated
         extra = self.extra.dedicated if self.extra is not None else ()
         taints_on = self.f.device_taints
+        fits = self._counter_verdicts(cands)
         chosen = None
-        if not matches and need == 1 and plain < len(cands):
-            return self._first_pick(view, v, cands)
         if not matches:
             chosen = []
             for i, c in enumerate(cands):
@@ -375,9 +379,11 @@ class NodeAllocator:
                 key = dev.key
                 if key in dedicated or key in extra:
                     continue
+                if fits is not None and fits[i] is False:
+                    continue
                 if taints_on and dev.taints and v.blocking_taint(dev) is not None:
                     continue
-                chosen.append(c)
+                chosen.append(i)
                 if len(chosen) == need:
                     break
             else:
@@ -388,20 +394,25 @@ class NodeAllocator:
             values = self._match_values(cands, matches)
             if values is None:
                 return None
+            if fits is not None and self.f.quirk_counter_leak and len({value for value in values if value is not None}) > 1:
+                return None
             groups = {}
-            for c, value in zip(cands, values):
+            for i, value in enumerate(values):
                 if value is None:
                     continue
-                key = c[0].key
+                dev = cands[i][0]
+                key = dev.key
                 if key in dedicated or key in extra:
                     continue
-                if taints_on and c[0].taints and v.blocking_taint(c[0]) is not None:
+                if fits is not None and fits[i] is False:
+                    continue
+                if taints_on and dev.taints and v.blocking_taint(dev) is not None:
                     continue
                 group = groups.get(value)
                 if group is None:
                     group = groups[value] = []
-                group.append(c)
-            for group in groups.values():  # in order of first appearance
+                group.append(i)
+            for group in groups.values():  # in order of first acceptable device
                 if len(group) >= need:
                     chosen = group[:need]
                     break
@@ -414,11 +425,46 @@ class NodeAllocator:
             if view.invalid:
                 return Outcome(view.name, NODE_FAILURE, message=f"{INVALID_POOLS_MESSAGE} ({invalid_detail(view)})")
             return Outcome(view.name, UNSCHEDULABLE)
+        if fits is not None and self.extra is not None:
+            self._charge_like_the_search(cands, chosen, fits, v)
         claim = self.plan.claims[0]
-        picks = [Pick(claim, v, dev, pool, False, None) for dev, pool, _ in chosen]
+        picks = [Pick(claim, v, cands[i][0], cands[i][1], False, None) for i in chosen]
         self.picks = [picks]
         self.picked_dedicated = {p.device.key for p in picks}
         return Outcome(view.name, SUCCESS, picks=[list(picks)])
+
+    def _counter_verdicts(self, cands):
+        """Per candidate whether its counters fit on their own (None for one without counters);
+        None for a list without counters. Cached with the list unless a headroom overlay counts."""
+        key = ("counter-fit", id(cands))
+        cached = self.view.candidates.get(key, False) if self.extra is None else False
+        if cached is False:
+            cached = None
+            for i, (dev, pool, _) in enumerate(cands):
+                if dev.has_counters:
+                    if cached is None:
+                        cached = [None] * len(cands)
+                    cached[i] = counters_fit_alone(dev, pool, self.f, self.extra)
+            if self.extra is None:
+                self.view.candidates[key] = cached
+        return cached
+
+    def _charge_like_the_search(self, cands, chosen, fits, v):
+        """counters_used as the search leaves it on success (a headroom copy commits it): the picks'
+        counters, plus, under the 1.36 leak, those of devices it charged and then turned away (an
+        untolerated taint or a missing matchAttribute value) before its last pick."""
+        picked = set(chosen)
+        leak = self.f.quirk_counter_leak
+        dedicated = self.state.dedicated
+        extra = self.extra.dedicated
+        for i in range(chosen[-1] + 1):
+            dev, pool, _ = cands[i]
+            if not dev.has_counters:
+                continue
+            if i not in picked:
+                if not leak or dev.key in dedicated or dev.key in extra or not fits[i]:
+                    continue
+            self._add_counters(pool, dev)
 
     def _first_pick(self, view, v, cands):
         """One device, no constraint: the search tries the candidates in order and the first that
@@ -438,7 +484,8 @@ class NodeAllocator:
 
     def _plain_prefix(self, cands):
         """-1 when a candidate's selectors raised, else the index of the first candidate the direct
-        answer cannot decide (counters, or shareable with consumable capacity), len(cands) if none.
+        answer cannot decide (counters shared with another candidate, or shareable with consumable
+        capacity), len(cands) if none.
         Cached with the list (devices never change once parsed)."""
         key = ("plain", id(cands))
         cached = self.view.candidates.get(key)
@@ -447,7 +494,8 @@ class NodeAllocator:
                 cached = -1
             else:
                 shares = self.f.consumable_capacity
-                cached = next((i for i, (dev, _, _) in enumerate(cands) if dev.has_counters or (shares and dev.multi)), len(cands))
+                own_sets = _own_counter_sets(cands)
+                cached = next((i for i, (dev, _, _) in enumerate(cands) if (dev.has_counters and not own_sets) or (shares and dev.multi)), len(cands))
             self.view.candidates[key] = cached
         return cached
 
@@ -781,6 +829,40 @@ class NodeAllocator:
         # QUIRK (1.36, kubernetes#140436): a device rejected after its counters were charged keeps them.
         if not self.f.quirk_counter_leak:
             self._release(pool, counted)
+
+
+def counters_fit_alone(dev, pool, features, extra=None):
+    """Whether `dev`'s counters fit in what its pool has left (less a headroom overlay's `extra`),
+    with nothing else charged: what `_add_counters` decides for a run's first charge."""
+    if not features.partitionable_devices:
+        return False
+    pc = pool.counters
+    if pc is None or pc.overcommitted:
+        return False  # brief 2.10: an over-committed pool serves no device with counters
+    used = extra.counters.get(id(pc)) if extra is not None else None
+    for set_name, counters in dev.consumes:
+        avail = pc.available.get(set_name)
+        if avail is None:
+            return False
+        eu = used.get(set_name) if used else None
+        for cname, amount in counters.items():
+            if amount + (eu.get(cname, 0) if eu else 0) > avail.get(cname, 0):
+                return False
+    return True
+
+
+def _own_counter_sets(cands):
+    """True when no counter set is drawn on by two candidates (or twice by one): then whether one
+    candidate's counters fit does not depend on which others were picked."""
+    seen = set()
+    for dev, pool, _ in cands:
+        if dev.has_counters:
+            pc = id(pool.counters)
+            for set_name, _names in dev.counter_names():  # names only, as the pool check reads them
+                if (pc, set_name) in seen:
+                    return False
+                seen.add((pc, set_name))
+    return True
 
 
 class Overlay:
