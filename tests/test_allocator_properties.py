@@ -12,7 +12,7 @@ from claims.allocator import search as search_mod
 from claims.allocator.cel import compile_selector, make_device
 from claims.allocator.search import SUCCESS
 
-from .allocator_fixtures import claim, dev, inventory, req, slice_
+from .allocator_fixtures import allocated_claim, claim, dev, inventory, req, slice_
 
 FIXED = Features(quirk_counter_leak=False, quirk_distinct_per_request=False)
 MODELS = ["a100", "h100"]
@@ -187,3 +187,27 @@ def test_direct_answer_equals_the_search(data, single, features):
         assert run() == fast
     finally:
         search_mod.SIMPLE_PATH = True
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.data())
+def test_kept_direct_answers_follow_allocation_changes(data, more):
+    """The direct answer is kept with the node's view under the allocated state's tokens: after an
+    incremental change of who holds what, previews agree with an Inventory built from scratch, and
+    the older Inventory (which shares unchanged views) still gives its own answers."""
+    slices, allocated, _, constraints = data
+    c = claim("c", [req("r0", count=more.draw(st.integers(1, 3)))], constraints=constraints)
+    all_ids = [f"driver-a/{s['spec']['pool']['name']}/{d['name']}" for s in slices for d in s["spec"].get("devices") or []]
+    changed = more.draw(st.lists(st.sampled_from(all_ids), unique=True, max_size=3)) if all_ids else []
+    nodes = {"node-1": {}, "node-2": {}}
+    before = inventory(slices, allocated=allocated, nodes=nodes)
+    first = preview(before, [c])["nodes"]
+    assert preview(before, [c])["nodes"] == first  # the second run reads the kept answers
+    upserts = {"resource_claims": [allocated_claim("taken", changed)]} if changed else None
+    after = before.with_changes(upserts, None if changed else {"resource_claims": [("other", "taken")]} if allocated else None)
+    fresh = inventory(slices, allocated=changed, nodes=nodes)
+    assert preview(after, [c])["nodes"] == preview(fresh, [c])["nodes"]
+    assert preview(before, [c])["nodes"] == first
+    # Another claim asking for the same devices reads the kept answer under its own names.
+    other = claim("other", [req("r1", count=c.requests[0].variants[0].count)], constraints=constraints)
+    assert preview(after, [other])["nodes"] == preview(fresh, [other])["nodes"]

@@ -296,7 +296,7 @@ def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, r
                 entry, code, reasons = {"node": name, "fits": True, "results": [], "reason": None, "error": None}, None, []
             else:
                 outcome = allocator.run(view)
-                entry, code, reasons = _dra_entry(outcome, plan, view, explain_failures, deadline)
+                entry, code, reasons = _dra_entry(outcome, plan, view, explain_failures, deadline, allocator)
         fits = entry["fits"]
         if fits:
             dra = {"plugin": DYNAMIC_RESOURCES, "passed": True, "reason": None, "reasons": []}
@@ -330,15 +330,21 @@ def _deadline_entry(name, deadline):
     return {"node": name, "fits": False, "results": [], "reason": deadline_message(deadline), "error": None, "filters": []}
 
 
-def _dra_entry(outcome, plan, view, explain_failures, deadline=None):
-    """(entry, code, scheduler reasons) of the DynamicResources Filter on one node."""
+def _dra_entry(outcome, plan, view, explain_failures, deadline=None, allocator=None):
+    """(entry, code, scheduler reasons) of the DynamicResources Filter on one node. `allocator`: the
+    one that ran, whose kept direct answer may hold this failure's explanation already."""
     if outcome.status == SUCCESS:
         return _node_entry(outcome), None, []
     if outcome.status == ERROR:
         return _node_entry(outcome), "error", []
     if outcome.status == DEADLINE:
         return _node_entry(outcome, outcome.message), "deadline", []
-    code, text = explain(plan, view, deadline) if explain_failures else ("unschedulable", "cannot allocate all claims")
+    if not explain_failures:
+        code, text = "unschedulable", "cannot allocate all claims"
+    elif allocator is not None:
+        code, text = allocator.kept_explanation(lambda: explain(plan, view, deadline))
+    else:
+        code, text = explain(plan, view, deadline)
     reason = "cannot allocate all claims"
     if outcome.status == NODE_FAILURE:
         text, code, reason = f"{outcome.message}; {text}", "invalid-pools", SCHEDULER_REASONS["invalid-pools"]

@@ -140,7 +140,7 @@ class PoolView:
 class NodeView:
     """The pools one node sees (brief 2.2), and caches of candidates per selector chain."""
 
-    __slots__ = ("name", "labels", "pools", "usable", "invalid", "incomplete", "candidates")
+    __slots__ = ("name", "labels", "pools", "usable", "invalid", "incomplete", "candidates", "kept")
 
     def __init__(self, name, labels, pools, extra_invalid, extra_incomplete):
         self.name, self.labels = name, labels
@@ -149,6 +149,7 @@ class NodeView:
         self.invalid = [p for p in pools if p.complete and p.invalid] + extra_invalid
         self.incomplete = [p for p in pools if not p.complete] + extra_incomplete
         self.candidates = {}
+        self.kept = {}  # direct answers of single-request plans (search.KeptAnswer), bounded
 
 
 class Inventory(IncrementalMixin):

@@ -30,14 +30,36 @@ class _MaxSize(Exception):
     """Internal signal: this path would exceed 32 results; a firstAvailable parent tries its next entry."""
 
 
-class Pick:
-    __slots__ = ("claim", "variant", "device", "pool", "share", "consumed")
+# Kept direct answers per node view: past this many different requests the view starts over.
+MAX_KEPT_PER_VIEW = 64
 
-    def __init__(self, claim, variant, device, pool, share, consumed):
+
+class KeptAnswer:
+    """A direct answer (NodeAllocator._simple_run) kept with a node's view for one request shape.
+
+    Valid while the allocated-state tokens of the candidates' pools are unchanged: they change
+    whenever an allocation or a device taint in one of them does (AllocatedState.token), so a kept
+    answer is never stale; the view itself goes when a slice of the node or a DeviceClass changes.
+    The result dicts and the failure's explanation are kept with the claim/request names they name."""
+
+    __slots__ = ("tokens", "pools", "chosen", "outs", "explained")
+
+    def __init__(self, tokens, pools, chosen):
+        self.tokens, self.pools, self.chosen = tokens, pools, chosen  # chosen: [(device, pool)] or None
+        self.outs = self.explained = None  # (claim/request shape, result dicts / (code, text))
+
+
+class Pick:
+    __slots__ = ("claim", "variant", "device", "pool", "share", "consumed", "out")
+
+    def __init__(self, claim, variant, device, pool, share, consumed, out=None):
         self.claim, self.variant, self.device, self.pool = claim, variant, device, pool
         self.share, self.consumed = share, consumed
+        self.out = out  # its to_dict() made earlier (a kept direct answer): copied, not rebuilt
 
     def to_dict(self):
+        if self.out is not None:
+            return dict(self.out)
         d = self.device
         out = {"claim": self.claim.ref, "request": self.variant.label, "driver": d.driver, "pool": d.pool, "device": d.name, "adminAccess": self.variant.admin}
         if d.binding_conditions:
@@ -189,6 +211,8 @@ class NodeAllocator:
         self._until = None
         self._until_is_request = False
         self._simple = None  # (plan state, _simple_request's answer)
+        self._kept_keys = {}  # (id(variant), matchAttribute names) -> (key of its kept direct answers, claim/request shape)
+        self.last_kept = None  # (KeptAnswer, claim/request shape) the last run read or made, or None
 
     def _start_clock(self):
         until = time.monotonic() + self.filter_timeout if self.filter_timeout else None
@@ -252,6 +276,7 @@ class NodeAllocator:
             self._until = None
 
     def _run(self, view):
+        self.last_kept = None
         simple = self._simple_request() if SIMPLE_PATH else None
         if simple is not None:
             outcome = self._simple_run(view, *simple)
@@ -358,23 +383,116 @@ class NodeAllocator:
         with counters and several matchAttribute values the search runs instead.
         """
         self.view = view
+        self.counters_used = {}
+        kept = self._kept_answer(view, v, matches) if self.extra is None else None
+        if kept is not None:
+            self.last_kept = (kept, self._kept_key(v, matches)[1])
+            return self._outcome(view, v, matches, kept.chosen, kept)
         cands = self.candidates(view, v)
         plain = self._plain_prefix(cands)  # candidates before the first one that is not plain
         if plain < 0:
             return None  # a selector raised somewhere in the list
+        if not matches and v.count == 1 and plain < len(cands):
+            outcome = self._first_pick(view, v, cands)
+            if outcome.status == SUCCESS:
+                pick = outcome.picks[0][0]
+                if not pick.share:
+                    self._keep_answer(view, v, matches, cands, [(pick.device, pick.pool)])
+            elif outcome.status in (UNSCHEDULABLE, NODE_FAILURE):
+                self._keep_answer(view, v, matches, cands, None)
+            return outcome
+        fits = self._counter_verdicts(cands)
+        chosen = self._choose(cands, plain, v, matches, fits)
+        if chosen is False:
+            return None
+        chosen = [cands[i][:2] for i in chosen] if chosen is not None else None
+        if fits is not None and self.extra is not None and chosen is not None:
+            self._charge_like_the_search(cands, chosen, fits, v)
+        kept = self._keep_answer(view, v, matches, cands, chosen) if self.extra is None else None
+        return self._outcome(view, v, matches, chosen, kept)
+
+    def _outcome(self, view, v, matches, chosen, kept):
+        """The Outcome of the direct answer `chosen` ([(device, pool)] or None)."""
+        self.share_capacity = {}
+        if chosen is None:
+            self.picked_dedicated = set()
+            self.picks = [[]]
+            if view.invalid:
+                return Outcome(view.name, NODE_FAILURE, message=f"{INVALID_POOLS_MESSAGE} ({invalid_detail(view)})")
+            return Outcome(view.name, UNSCHEDULABLE)
+        claim = self.plan.claims[0]
+        outs = None
+        if kept is not None:  # the result dicts of the last preview with this claim and request name
+            shape = self._kept_key(v, matches)[1]
+            if kept.outs is not None and kept.outs[0] == shape:
+                outs = kept.outs[1]
+            else:
+                outs = [Pick(claim, v, dev, pool, False, None).to_dict() for dev, pool in chosen]
+                kept.outs = (shape, outs)
+        if outs is None:
+            picks = [Pick(claim, v, dev, pool, False, None) for dev, pool in chosen]
+        else:
+            picks = [Pick(claim, v, dev, pool, False, None, out) for (dev, pool), out in zip(chosen, outs)]
+        self.picks = [picks]
+        self.picked_dedicated = {dev.key for dev, _ in chosen}
+        return Outcome(view.name, SUCCESS, picks=[list(picks)])
+
+    def _kept_answer(self, view, v, matches):
+        """The direct answer kept with this node's view for this request, if still true (KeptAnswer)."""
+        kept = view.kept.get(self._kept_key(v, matches)[0])
+        if kept is None:
+            return None
+        token = self.state.token
+        return kept if kept.tokens == tuple([token(k) for k in kept.pools]) else None
+
+    def _keep_answer(self, view, v, matches, cands, chosen):
+        # Device taints make the answer depend on the request's tolerations: not kept then.
+        if self.f.device_taints and any(c[0].taints for c in cands):
+            self.last_kept = None
+            return None
+        if len(view.kept) >= MAX_KEPT_PER_VIEW:
+            view.kept.clear()  # many different requests previewed: start over rather than grow
+        pools = tuple(dict.fromkeys(pool.key for _, pool, _ in cands))
+        token = self.state.token
+        key, shape = self._kept_key(v, matches)
+        kept = view.kept[key] = KeptAnswer(tuple([token(k) for k in pools]), pools, chosen)
+        self.last_kept = (kept, shape)
+        return kept
+
+    def kept_explanation(self, explain):
+        """(code, text) of the failed direct answer of the last run: kept with it (the same inputs
+        give the same explanation), else `explain()`'s, kept unless it ran out of time."""
+        if self.last_kept is None:
+            return explain()
+        kept, shape = self.last_kept
+        if kept.explained is not None and kept.explained[0] == shape:
+            return kept.explained[1]
+        found = explain()
+        if found[0] not in ("unexplained", "deadline"):
+            kept.explained = (shape, found)
+        return found
+
+    def _kept_key(self, v, matches):
+        """(view cache key of the kept direct answers for `v`, its result dicts' claim/request shape)."""
+        hit = self._kept_keys.get((id(v), matches))
+        if hit is None:
+            hit = self._kept_keys[(id(v), matches)] = (("direct", self.plan.chains[id(v)][0], matches, v.count),
+                                                       (self.plan.claims[0].ref, v.label, v.admin))
+        return hit
+
+    def _choose(self, cands, plain, v, matches, fits):
+        """Indexes of the candidates the search would pick (None: no solution), or False where only
+        the search itself can tell (see _simple_run)."""
         need = v.count
-        if not matches and need == 1 and plain < len(cands):
-            return self._first_pick(view, v, cands)
         dedicated = self.state.dedicated
         extra = self.extra.dedicated if self.extra is not None else ()
         taints_on = self.f.device_taints
-        fits = self._counter_verdicts(cands)
         chosen = None
         if not matches:
             chosen = []
             for i, c in enumerate(cands):
                 if i == plain:
-                    return None
+                    return False
                 dev = c[0]
                 key = dev.key
                 if key in dedicated or key in extra:
@@ -390,12 +508,12 @@ class NodeAllocator:
                 chosen = None
         else:
             if plain < len(cands):
-                return None  # the search would try all of them (failed first picks scan the rest)
+                return False  # the search would try all of them (failed first picks scan the rest)
             values = self._match_values(cands, matches)
             if values is None:
-                return None
+                return False
             if fits is not None and self.f.quirk_counter_leak and len({value for value in values if value is not None}) > 1:
-                return None
+                return False
             groups = {}
             for i, value in enumerate(values):
                 if value is None:
@@ -416,22 +534,7 @@ class NodeAllocator:
                 if len(group) >= need:
                     chosen = group[:need]
                     break
-        self.view = view
-        self.counters_used = {}
-        self.share_capacity = {}
-        if chosen is None:
-            self.picked_dedicated = set()
-            self.picks = [[]]
-            if view.invalid:
-                return Outcome(view.name, NODE_FAILURE, message=f"{INVALID_POOLS_MESSAGE} ({invalid_detail(view)})")
-            return Outcome(view.name, UNSCHEDULABLE)
-        if fits is not None and self.extra is not None:
-            self._charge_like_the_search(cands, chosen, fits, v)
-        claim = self.plan.claims[0]
-        picks = [Pick(claim, v, cands[i][0], cands[i][1], False, None) for i in chosen]
-        self.picks = [picks]
-        self.picked_dedicated = {p.device.key for p in picks}
-        return Outcome(view.name, SUCCESS, picks=[list(picks)])
+        return chosen
 
     def _counter_verdicts(self, cands):
         """Per candidate whether its counters fit on their own (None for one without counters);
@@ -453,15 +556,16 @@ class NodeAllocator:
         """counters_used as the search leaves it on success (a headroom copy commits it): the picks'
         counters, plus, under the 1.36 leak, those of devices it charged and then turned away (an
         untolerated taint or a missing matchAttribute value) before its last pick."""
-        picked = set(chosen)
+        picked = {id(dev) for dev, _ in chosen}
         leak = self.f.quirk_counter_leak
         dedicated = self.state.dedicated
         extra = self.extra.dedicated
-        for i in range(chosen[-1] + 1):
+        last = max(i for i, c in enumerate(cands) if id(c[0]) in picked)
+        for i in range(last + 1):
             dev, pool, _ = cands[i]
             if not dev.has_counters:
                 continue
-            if i not in picked:
+            if id(dev) not in picked:
                 if not leak or dev.key in dedicated or dev.key in extra or not fits[i]:
                     continue
             self._add_counters(pool, dev)
