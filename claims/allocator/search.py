@@ -31,7 +31,7 @@ class _MaxSize(Exception):
 
 
 # Kept direct answers per node view: past this many different requests the view starts over.
-MAX_KEPT_PER_VIEW = 64
+MAX_KEPT_PER_VIEW = 8
 
 
 class KeptAnswer:
@@ -40,13 +40,16 @@ class KeptAnswer:
     Valid while the allocated-state tokens of the candidates' pools are unchanged: they change
     whenever an allocation or a device taint in one of them does (AllocatedState.token), so a kept
     answer is never stale; the view itself goes when a slice of the node or a DeviceClass changes.
-    The result dicts and the failure's explanation are kept with the claim/request names they name."""
+    A failure's explanation is kept with the claim/request names it names. About 0.3 KB per node and
+    request shape (the candidate tuples are the view's own), hence the bound per view."""
 
-    __slots__ = ("tokens", "pools", "chosen", "outs", "explained")
+    __slots__ = ("tokens", "pools", "chosen", "explained", "dicts")
 
     def __init__(self, tokens, pools, chosen):
-        self.tokens, self.pools, self.chosen = tokens, pools, chosen  # chosen: [(device, pool)] or None
-        self.outs = self.explained = None  # (claim/request shape, result dicts / (code, text))
+        # chosen: the picked candidates' own (device, pool, error) tuples, or None: no solution
+        self.tokens, self.pools, self.chosen = tokens, pools, chosen
+        self.explained = None  # (claim/request shape, (code, text))
+        self.dicts = None  # (claim/request shape, the picks' result dicts): NodeAllocator._outcome
 
 
 class Pick:
@@ -55,13 +58,15 @@ class Pick:
     def __init__(self, claim, variant, device, pool, share, consumed, out=None):
         self.claim, self.variant, self.device, self.pool = claim, variant, device, pool
         self.share, self.consumed = share, consumed
-        self.out = out  # its to_dict() made earlier (a kept direct answer): copied, not rebuilt
+        self.out = out  # to_dict()'s answer made earlier (a kept direct answer): copied, not rebuilt
 
     def to_dict(self):
         if self.out is not None:
             return dict(self.out)
         d = self.device
-        out = {"claim": self.claim.ref, "request": self.variant.label, "driver": d.driver, "pool": d.pool, "device": d.name, "adminAccess": self.variant.admin}
+        v = self.variant
+        driver, pool, name = d.key  # one read of the device for all three (a fleet preview makes ~100,000)
+        out = {"claim": self.claim.ref, "request": v.label, "driver": driver, "pool": pool, "device": name, "adminAccess": v.admin}
         if d.binding_conditions:
             out["bindingConditions"] = list(d.binding_conditions)
             out["bindingFailureConditions"] = list(d.binding_failure_conditions)
@@ -387,7 +392,7 @@ class NodeAllocator:
         kept = self._kept_answer(view, v, matches) if self.extra is None else None
         if kept is not None:
             self.last_kept = (kept, self._kept_key(v, matches)[1])
-            return self._outcome(view, v, matches, kept.chosen, kept)
+            return self._outcome(view, v, kept.chosen, kept)
         cands = self.candidates(view, v)
         plain = self._plain_prefix(cands)  # candidates before the first one that is not plain
         if plain < 0:
@@ -397,7 +402,7 @@ class NodeAllocator:
             if outcome.status == SUCCESS:
                 pick = outcome.picks[0][0]
                 if not pick.share:
-                    self._keep_answer(view, v, matches, cands, [(pick.device, pick.pool)])
+                    self._keep_answer(view, v, matches, cands, [c for c in cands if c[0] is pick.device][:1])
             elif outcome.status in (UNSCHEDULABLE, NODE_FAILURE):
                 self._keep_answer(view, v, matches, cands, None)
             return outcome
@@ -405,14 +410,16 @@ class NodeAllocator:
         chosen = self._choose(cands, plain, v, matches, fits)
         if chosen is False:
             return None
-        chosen = [cands[i][:2] for i in chosen] if chosen is not None else None
+        chosen = [cands[i] for i in chosen] if chosen is not None else None  # the candidates' own tuples
         if fits is not None and self.extra is not None and chosen is not None:
             self._charge_like_the_search(cands, chosen, fits, v)
         kept = self._keep_answer(view, v, matches, cands, chosen) if self.extra is None else None
-        return self._outcome(view, v, matches, chosen, kept)
+        return self._outcome(view, v, chosen, kept)
 
-    def _outcome(self, view, v, matches, chosen, kept):
-        """The Outcome of the direct answer `chosen` ([(device, pool)] or None)."""
+    def _outcome(self, view, v, chosen, kept=None):
+        """The Outcome of the direct answer `chosen` ([(device, pool, _)] or None). With `kept` (its
+        KeptAnswer), the result dicts are made once per claim/request shape and copied after: the
+        latest kept answer of each view keeps them (about 1.4 KB per node; one per view bounds it)."""
         self.share_capacity = {}
         if chosen is None:
             self.picked_dedicated = set()
@@ -421,20 +428,20 @@ class NodeAllocator:
                 return Outcome(view.name, NODE_FAILURE, message=f"{INVALID_POOLS_MESSAGE} ({invalid_detail(view)})")
             return Outcome(view.name, UNSCHEDULABLE)
         claim = self.plan.claims[0]
-        outs = None
-        if kept is not None:  # the result dicts of the last preview with this claim and request name
-            shape = self._kept_key(v, matches)[1]
-            if kept.outs is not None and kept.outs[0] == shape:
-                outs = kept.outs[1]
-            else:
-                outs = [Pick(claim, v, dev, pool, False, None).to_dict() for dev, pool in chosen]
-                kept.outs = (shape, outs)
-        if outs is None:
-            picks = [Pick(claim, v, dev, pool, False, None) for dev, pool in chosen]
+        if kept is None:
+            picks = [Pick(claim, v, c[0], c[1], False, None) for c in chosen]
         else:
-            picks = [Pick(claim, v, dev, pool, False, None, out) for (dev, pool), out in zip(chosen, outs)]
+            shape = self.last_kept[1]
+            dicts = kept.dicts
+            if dicts is None or dicts[0] != shape:
+                dicts = (shape, [Pick(claim, v, c[0], c[1], False, None).to_dict() for c in chosen])
+                previous = view.kept_dicts
+                if previous is not None and previous is not kept:
+                    previous.dicts = None
+                kept.dicts, view.kept_dicts = dicts, kept
+            picks = [Pick(claim, v, c[0], c[1], False, None, out) for c, out in zip(chosen, dicts[1])]
         self.picks = [picks]
-        self.picked_dedicated = {dev.key for dev, _ in chosen}
+        self.picked_dedicated = {c[0].key for c in chosen}
         return Outcome(view.name, SUCCESS, picks=[list(picks)])
 
     def _kept_answer(self, view, v, matches):
@@ -556,7 +563,7 @@ class NodeAllocator:
         """counters_used as the search leaves it on success (a headroom copy commits it): the picks'
         counters, plus, under the 1.36 leak, those of devices it charged and then turned away (an
         untolerated taint or a missing matchAttribute value) before its last pick."""
-        picked = {id(dev) for dev, _ in chosen}
+        picked = {id(c[0]) for c in chosen}
         leak = self.f.quirk_counter_leak
         dedicated = self.state.dedicated
         extra = self.extra.dedicated
