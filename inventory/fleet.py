@@ -21,6 +21,7 @@ from gpudash import roles
 from . import devicestate, summary
 from .devicekinds import GPU, OTHER, PARTITION
 from .devicestate import ADMIN, ALLOCATED, FREE, PARTIAL, STATES, STUCK, TAINTED, UNHEALTHY  # one vocabulary
+from .devicestate import not_ready_nodes
 from .models import Device, Node, NodeDeviceSummary
 from .summary import natural_key  # noqa: F401  (the pages sort device names with it)
 
@@ -82,27 +83,8 @@ def _name_order(name):
 def _with_state(queryset, not_ready=None):
     """Device rows with their state and NotReady flag; `not_ready`: not_ready_nodes() when read already."""
     if not_ready is None:
-        return queryset.annotate(st=devicestate.state_expression(), unhealthy=devicestate.node_not_ready())
+        not_ready = devicestate.node_not_ready()
     return queryset.annotate(st=devicestate.state_expression(not_ready), unhealthy=not_ready)
-
-
-def not_ready_nodes(cluster_ids=None):
-    """True where a summary row's node is NotReady: the NotReady nodes read once (one query over the
-    nodes; few in a healthy fleet) and tested as constant lists. An EXISTS probe per row instead ran
-    once per summary row and sum, four times per overview read: 24,000 index probes at 5,000 nodes
-    (70-150 ms), for a question whose answer is usually "none"."""
-    nodes = Node.objects.filter(namespace="", ready=False).order_by()
-    if cluster_ids is not None:
-        nodes = nodes.filter(cluster_id__in=cluster_ids)
-    by_cluster = defaultdict(set)
-    for cluster_id, name in nodes.values_list("cluster_id", "name"):
-        by_cluster[cluster_id].add(name)
-    if not by_cluster:
-        return Value(False, output_field=BooleanField())
-    q = Q()
-    for cluster_id, names in sorted(by_cluster.items()):
-        q |= Q(cluster_id=cluster_id, node_name__in=sorted(names))
-    return ExpressionWrapper(q, output_field=BooleanField())
 
 
 # What a summary row is keyed by (the stuck devices are counted per the same key).

@@ -47,7 +47,8 @@ class DeviceQuerySet(models.QuerySet):
         the stored columns and the one implementation in inventory/devicestate.py."""
         from . import devicestate
 
-        return self.annotate(fleet_state=devicestate.state_expression(), state=devicestate.api_state_expression())
+        not_ready = devicestate.not_ready_nodes()
+        return self.annotate(fleet_state=devicestate.state_expression(not_ready), state=devicestate.api_state_expression(not_ready))
 
     def in_state(self, state):
         """Filter on an API v1 state (free, allocated, shared, admin, tainted)."""
@@ -55,13 +56,13 @@ class DeviceQuerySet(models.QuerySet):
 
         if state not in devicestate.API_STATES:
             raise ValueError(f"unknown device state {state!r}")
-        return self.filter(devicestate.api_state_q(state))
+        return self.filter(devicestate.api_state_q(state, devicestate.not_ready_nodes()))
 
     def in_fleet_state(self, state):
         """Filter on one of devicestate.STATES (the UI's vocabulary)."""
         from . import devicestate
 
-        return self.filter(devicestate.state_q(state))
+        return self.filter(devicestate.state_q(state, devicestate.not_ready_nodes()))
 
     def with_attribute_containing(self, name, text, n=0):
         """Devices whose attribute `name`, as text, contains `text` (case-insensitive)."""

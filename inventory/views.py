@@ -248,12 +248,12 @@ def _pods_by_claim(cluster_id, holders):
     return out
 
 
-def device_sort_columns(user):
+def device_sort_columns(user, not_ready=None):
     """Sortable columns of the devices list, all in SQL: the model as the overview groups it, the
     memory capacity as a number (the searchable copy in base units), the state by its label (the
     badge the page shows), the holder by the stored deciding claim."""
     # devicestate.state_q's conditions are exclusive (one primary state per device): each gives its label.
-    state_label = Case(*[When(devicestate.state_q(s), then=Value(fleet.state_label(s))) for s in fleet.STATES], output_field=TextField())
+    state_label = Case(*[When(devicestate.state_q(s, not_ready), then=Value(fleet.state_label(s))) for s in fleet.STATES], output_field=TextField())
     holder = Concat("held_by_namespace", Value("/"), "held_by_name", output_field=TextField())
     scope = roles.visible_namespaces(user)
     if scope is not None:  # holders the user may not see sort together, not by their hidden names
@@ -287,15 +287,16 @@ class DeviceListView(DashboardView):
         # state = the primary state (what the overview tiles and map legend count); flag = any device
         # carrying that secondary flag, whatever its state (the "in any state" counts). Both in SQL.
         state, flag = get.get("state", ""), get.get("flag", "")
+        not_ready = devicestate.not_ready_nodes(self.cluster_ids)  # read once: the state tests below use it per row
         if state and state not in fleet.STATES:
             error, qs = f"Unknown state {state!r}: use one of {', '.join(fleet.STATES)}.", qs.none()
         elif state:
-            qs = qs.filter(devicestate.state_q(state))
+            qs = qs.filter(devicestate.state_q(state, not_ready))
         if flag and flag not in fleet.FLAGS:
             error, qs = f"Unknown flag {flag!r}: use one of {', '.join(fleet.FLAGS)}.", qs.none()
         elif flag:
-            qs = qs.filter(devicestate.flag_q(flag))
-        sort = tables.sorting(self.request, Device, device_sort_columns(self.request.user), default=("cluster_id", "node_name", "driver", "pool", "name"), constant={"cluster": self.one_cluster})
+            qs = qs.filter(devicestate.flag_q(flag, not_ready))
+        sort = tables.sorting(self.request, Device, device_sort_columns(self.request.user, not_ready), default=("cluster_id", "node_name", "driver", "pool", "name"), constant={"cluster": self.one_cluster})
         qs = sort.apply(qs)
         if residual:
             # Clauses SQL cannot answer exactly: checked in Python on what SQL left, then paged by id.

@@ -126,6 +126,13 @@ def test_aggregates_as_loaded(alpha, api):
     assert by_model[("cx7", "free")] == 1 and by_model[(H100, "free")] == 4
 
 
+def test_aggregates_past_the_not_ready_list_limit(alpha, api, monkeypatch):
+    """With more NotReady nodes than devicestate lists as constants, the counts test each row with
+    an EXISTS probe instead, and still equal the per-device scan."""
+    monkeypatch.setattr(devicestate, "NOT_READY_LIST_LIMIT", 0)
+    assert_aggregates_match_a_scan(api)
+
+
 def test_aggregates_read_the_summary_not_the_devices(alpha, api):
     with CaptureQueriesContext(connection) as ctx:
         assert api.get("/api/v1/aggregates/devices", {"group_by": ["cluster", "model", "state"], "state": "free"}).status_code == 200

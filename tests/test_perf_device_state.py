@@ -53,10 +53,28 @@ def test_state_expression_adds_stuck_taints_and_node_readiness(alpha):
     assert states()[("node-a", "gpu-7")] == devicestate.ALLOCATED  # a cleared finding no longer counts
 
 
+@pytest.mark.parametrize("list_limit", [devicestate.NOT_READY_LIST_LIMIT, 0], ids=["not-ready-list", "exists-probe"])
 @pytest.mark.parametrize("state", devicestate.STATES)
-def test_state_filters_agree_with_the_expression(alpha, state):
+def test_state_filters_agree_with_the_expression(alpha, state, list_limit, monkeypatch):
+    # The filters test NotReady nodes against a list read once, or (past the limit) an EXISTS probe
+    # per row as state_expression() does by default: both must select the same devices.
+    monkeypatch.setattr(devicestate, "NOT_READY_LIST_LIMIT", list_limit)
     expected = sorted(k for k, v in states().items() if v == state)
-    assert sorted(Device.objects.in_fleet_state(state).values_list("pool", "name")) == expected
+    filtered = Device.objects.in_fleet_state(state)
+    assert sorted(filtered.values_list("pool", "name")) == expected
+    if state in (devicestate.FREE, devicestate.UNHEALTHY):
+        assert ("EXISTS" in str(filtered.query)) == (list_limit == 0)
+
+
+def test_not_ready_list_follows_node_readiness(alpha):
+    """The list is read when the expression is made: a node that turns Ready drops out of the next one."""
+    from inventory.models import Node
+
+    unhealthy = {(p, n) for (p, n), st in states().items() if st == devicestate.UNHEALTHY}
+    assert unhealthy and sorted(Device.objects.in_fleet_state(devicestate.UNHEALTHY).values_list("pool", "name")) == sorted(unhealthy)
+    Node.objects.filter(ready=False).update(ready=True)
+    assert not Device.objects.in_fleet_state(devicestate.UNHEALTHY).exists()
+    assert set(Device.objects.in_fleet_state(devicestate.FREE).values_list("pool", "name")) >= unhealthy
 
 
 def test_claim_changes_update_the_devices(alpha):

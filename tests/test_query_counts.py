@@ -28,10 +28,10 @@ API_BASELINES = {
     "/api/v1/nodes/?ready=false&ordering=-name": 3,
     "/api/v1/device-classes/": 4,
     "/api/v1/resource-slices/": 3,
-    "/api/v1/devices/": 3,
-    "/api/v1/devices/?state=free&attribute=productName:NVIDIA H100 80GB HBM3&capacity=memory>=40Gi": 5,
-    "/api/v1/devices/?cluster=demo&fleet_state=allocated": 4,
-    "/api/v1/devices/?cursor=&state=free": 3,
+    "/api/v1/devices/": 4,  # +1: the NotReady nodes read once (devicestate.not_ready_nodes)
+    "/api/v1/devices/?state=free&attribute=productName:NVIDIA H100 80GB HBM3&capacity=memory>=40Gi": 7,  # +2: NotReady nodes for the filter and the state
+    "/api/v1/devices/?cluster=demo&fleet_state=allocated": 6,
+    "/api/v1/devices/?cursor=&state=free": 5,
     "/api/v1/claims/": 5,
     "/api/v1/claims/?state=reserved&ordering=-creation_timestamp": 5,
     "/api/v1/claims/?cursor=&ordering=-namespace,name": 5,
@@ -41,8 +41,8 @@ API_BASELINES = {
 }
 # Aggregates have no pages: only the baseline.
 API_FIXED = {
-    "/api/v1/aggregates/devices": 3,
-    "/api/v1/aggregates/devices?group_by=node&group_by=state&cluster=demo": 3,
+    "/api/v1/aggregates/devices": 4,  # +1: NotReady nodes read once instead of an EXISTS per summary row
+    "/api/v1/aggregates/devices?group_by=node&group_by=state&cluster=demo": 4,
     "/api/v1/aggregates/allocation": 4,
 }
 # UI pages: path -> queries at most, at ?per_page=1 and ?per_page=1000 (a viewer: session, user,

@@ -52,12 +52,13 @@ def _results(counts, group_by):
 def device_counts(devices, group_by):
     """[{group: value, ..., "count": n}] for a filtered Device queryset: one GROUP BY over the rows."""
     annotations = {}
+    not_ready = devicestate.not_ready_nodes() if {"state", "fleet_state"} & set(group_by) else None
     if "model" in group_by:
         annotations["g_model"] = summary.MODEL
     if "state" in group_by:
-        annotations["g_state"] = devicestate.api_state_expression()
+        annotations["g_state"] = devicestate.api_state_expression(not_ready)
     if "fleet_state" in group_by:
-        annotations["g_fleet_state"] = devicestate.state_expression()
+        annotations["g_fleet_state"] = devicestate.state_expression(not_ready)
     columns = [_COLUMNS[g] for g in group_by]
     rows = devices.order_by().annotate(**annotations).values_list(*columns).annotate(n=Count("id")).order_by()
     return _results({tuple(row[:-1]): row[-1] for row in rows}, group_by)
@@ -81,7 +82,7 @@ def summary_counts(filters, group_by):
     unready = Q(unready=True)
     # Placeholder rows of pools not publishing now count nothing.
     rows = (
-        NodeDeviceSummary.objects.filter(scope).exclude(n_total=0).annotate(unready=devicestate.node_not_ready())
+        NodeDeviceSummary.objects.filter(scope).exclude(n_total=0).annotate(unready=devicestate.not_ready_nodes([filters["cluster"].pk] if "cluster" in filters else None))
         .annotate(**{k: F(c) for k, c in zip(keys, columns)}).values(*keys)
         .annotate(
             free=Sum("n_free", filter=~unready), unready_free=Sum("n_free", filter=unready), tainted_unheld=Sum("n_tainted_unheld"),
