@@ -102,11 +102,16 @@ def not_ready_nodes(cluster_ids=None):
     return ExpressionWrapper(q, output_field=BooleanField())
 
 
+def _or_probe(not_ready):
+    """The `not_ready` expression a caller read once, else the EXISTS probe per row."""
+    return node_not_ready() if not_ready is None else not_ready
+
+
 def state_expression(not_ready=None):
     """CASE giving each device row its state (see the module docstring). `not_ready`: what "the
     device's node is NotReady" is tested with (not_ready_nodes(), read once per request, on the
     paths that read many rows); the EXISTS probe by default."""
-    not_ready = node_not_ready() if not_ready is None else not_ready
+    not_ready = _or_probe(not_ready)
     return Case(
         When(held_by_claim_id__in=stuck_claim_ids(), then=Value(STUCK)),
         When(~Q(allocation_state=FREE), then=F("allocation_state")),
@@ -125,7 +130,7 @@ def api_state_expression(not_ready=None):
         When(allocation_state=PARTIAL, then=Value("shared")),
         When(allocation_state=ADMIN, then=Value("admin")),
         When(tainted=True, then=Value("tainted")),
-        When(node_not_ready() if not_ready is None else not_ready, then=Value("tainted")),
+        When(_or_probe(not_ready), then=Value("tainted")),
         default=Value("free"),
         output_field=CharField(),
     )
@@ -141,7 +146,7 @@ def state_q(state, not_ready=None):
         # held_by is NULL for a sibling-blocked partition: "not stuck" must keep those rows.
         return Q(allocation_state=state) & (Q(held_by_claim_id__isnull=True) | ~stuck)
     unheld = Q(allocation_state=FREE)
-    not_ready = node_not_ready() if not_ready is None else not_ready
+    not_ready = _or_probe(not_ready)
     if state == TAINTED:
         return unheld & Q(tainted=True)
     if state == UNHEALTHY:
@@ -156,7 +161,7 @@ def flag_q(flag, not_ready=None):
     if flag == TAINTED:
         return Q(tainted=True)
     if flag == UNHEALTHY:
-        return Q(node_not_ready() if not_ready is None else not_ready)
+        return Q(_or_probe(not_ready))
     if flag == ADMIN:
         return Q(admin_watched=True)
     raise ValueError(f"unknown device flag {flag!r}")

@@ -12,7 +12,7 @@ import functools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, Min, OuterRef, Q, Sum, Value
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum, Value
 from django.utils.translation import gettext_lazy as _
 
 from claims.models import AllocationResult, Finding
@@ -21,7 +21,6 @@ from gpudash import roles
 from . import devicestate, summary
 from .devicekinds import GPU, OTHER, PARTITION
 from .devicestate import ADMIN, ALLOCATED, FREE, PARTIAL, STATES, STUCK, TAINTED, UNHEALTHY  # one vocabulary
-from .devicestate import not_ready_nodes
 from .models import Device, Node, NodeDeviceSummary
 from .summary import natural_key  # noqa: F401  (the pages sort device names with it)
 
@@ -81,9 +80,8 @@ def _name_order(name):
 
 
 def _with_state(queryset, not_ready=None):
-    """Device rows with their state and NotReady flag; `not_ready`: not_ready_nodes() when read already."""
-    if not_ready is None:
-        not_ready = devicestate.node_not_ready()
+    """Device rows with their state and NotReady flag; `not_ready`: devicestate.not_ready_nodes() when read already."""
+    not_ready = devicestate.node_not_ready() if not_ready is None else not_ready
     return queryset.annotate(st=devicestate.state_expression(not_ready), unhealthy=not_ready)
 
 
@@ -148,7 +146,7 @@ class FleetSnapshot:
         self.user = user
         self.nodes = nodes
         self.stuck = _stuck_devices(cluster_ids, nodes)
-        self.not_ready = not_ready_nodes(cluster_ids)  # read once per snapshot, every summary read tests it
+        self.not_ready = devicestate.not_ready_nodes(cluster_ids)  # read once per snapshot, every summary read tests it
         self._by_model = self._by_kind = self._by_node_kind = None
 
     def _summary(self):
