@@ -42,13 +42,31 @@ def _json_key_q(column, name, lookup, value, alias_prefix, qs):
 
 
 class DeviceQuerySet(models.QuerySet):
+    # The NotReady nodes (devicestate.not_ready_nodes) a state annotation or filter of this queryset
+    # read, carried to its clones: a request that filters on a state and shows the state reads them once.
+    _not_ready = None
+
+    def _clone(self):
+        clone = super()._clone()
+        clone._not_ready = self._not_ready
+        return clone
+
+    def _read_not_ready(self):
+        from . import devicestate
+
+        return self._not_ready if self._not_ready is not None else devicestate.not_ready_nodes()
+
+    def _keeping(self, qs, not_ready):
+        qs._not_ready = not_ready  # on the new clone only: a view's class-level queryset stays unread
+        return qs
+
     def with_state(self):
         """Annotate `state` (the API's v1 value) and `fleet_state` (the full vocabulary), both from
         the stored columns and the one implementation in inventory/devicestate.py."""
         from . import devicestate
 
-        not_ready = devicestate.not_ready_nodes()
-        return self.annotate(fleet_state=devicestate.state_expression(not_ready), state=devicestate.api_state_expression(not_ready))
+        not_ready = self._read_not_ready()
+        return self._keeping(self.annotate(fleet_state=devicestate.state_expression(not_ready), state=devicestate.api_state_expression(not_ready)), not_ready)
 
     def in_state(self, state):
         """Filter on an API v1 state (free, allocated, shared, admin, tainted)."""
@@ -56,13 +74,15 @@ class DeviceQuerySet(models.QuerySet):
 
         if state not in devicestate.API_STATES:
             raise ValueError(f"unknown device state {state!r}")
-        return self.filter(devicestate.api_state_q(state, devicestate.not_ready_nodes()))
+        not_ready = self._read_not_ready()
+        return self._keeping(self.filter(devicestate.api_state_q(state, not_ready)), not_ready)
 
     def in_fleet_state(self, state):
         """Filter on one of devicestate.STATES (the UI's vocabulary)."""
         from . import devicestate
 
-        return self.filter(devicestate.state_q(state, devicestate.not_ready_nodes()))
+        not_ready = self._read_not_ready()
+        return self._keeping(self.filter(devicestate.state_q(state, not_ready)), not_ready)
 
     def with_attribute_containing(self, name, text, n=0):
         """Devices whose attribute `name`, as text, contains `text` (case-insensitive)."""

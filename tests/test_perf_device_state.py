@@ -77,6 +77,22 @@ def test_not_ready_list_follows_node_readiness(alpha):
     assert set(Device.objects.in_fleet_state(devicestate.FREE).values_list("pool", "name")) >= unhealthy
 
 
+def test_state_filter_and_state_field_share_one_not_ready_read(alpha, django_assert_num_queries):
+    """A queryset that filters on a state and annotates it reads the NotReady nodes once; the read
+    belongs to that queryset and its clones, so the next request's queryset reads them afresh."""
+    from inventory.models import Node
+
+    base = Device.objects.all()
+    with django_assert_num_queries(1):  # the NotReady read only; the devices are not fetched yet
+        qs = base.with_state().in_state("tainted").in_fleet_state(devicestate.UNHEALTHY)
+    unhealthy = sorted(qs.values_list("pool", "name", "state"))
+    assert unhealthy and {state for _, _, state in unhealthy} == {"tainted"}
+    assert base._not_ready is None  # the starting queryset keeps no read
+    Node.objects.filter(ready=False).update(ready=True)
+    assert not base.with_state().in_fleet_state(devicestate.UNHEALTHY).exists()
+    assert sorted(qs.values_list("pool", "name", "state")) == unhealthy  # the earlier queryset keeps its read
+
+
 def test_claim_changes_update_the_devices(alpha):
     delete_object(alpha, "ResourceClaim", claim("team-a", "train-1"))
     assert stored("node-a", "gpu-0") == ("admin", "ops", "monitor", True)  # only the admin watcher is left

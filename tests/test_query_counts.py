@@ -29,7 +29,7 @@ API_BASELINES = {
     "/api/v1/device-classes/": 4,
     "/api/v1/resource-slices/": 3,
     "/api/v1/devices/": 4,  # +1: the NotReady nodes read once (devicestate.not_ready_nodes)
-    "/api/v1/devices/?state=free&attribute=productName:NVIDIA H100 80GB HBM3&capacity=memory>=40Gi": 7,  # +2: NotReady nodes for the filter and the state
+    "/api/v1/devices/?state=free&attribute=productName:NVIDIA H100 80GB HBM3&capacity=memory>=40Gi": 6,  # +1: NotReady nodes, read once for the filter and the state
     "/api/v1/devices/?cluster=demo&fleet_state=allocated": 6,
     "/api/v1/devices/?cursor=&state=free": 5,
     "/api/v1/claims/": 5,
