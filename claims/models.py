@@ -141,10 +141,11 @@ class ResourceClaim(KubeObject):
         ClaimConsumer.objects.bulk_create([r for r in rows if isinstance(r, ClaimConsumer)])
         refresh_pools(touched | pools_of_claims([self.pk]))
 
-    def child_rows(self):
-        """Unsaved allocation-result and consumer rows for what `raw` now says."""
+    def child_rows(self, labels=None):
+        """Unsaved allocation-result and consumer rows for what `raw` now says; `labels`: only these
+        child models (a reservation change rebuilds the consumers alone)."""
         status = self.status
-        results = [
+        results = [] if labels is not None and "claims.AllocationResult" not in labels else [
             AllocationResult(
                 cluster_id=self.cluster_id,
                 claim=self,
@@ -160,7 +161,7 @@ class ResourceClaim(KubeObject):
             )
             for r in ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
         ]
-        consumers = [
+        consumers = [] if labels is not None and "claims.ClaimConsumer" not in labels else [
             ClaimConsumer(
                 cluster_id=self.cluster_id,
                 claim=self,
@@ -260,8 +261,8 @@ class Pod(KubeObject):
     # Child rows rebuilt from `raw` on every change: {model: foreign key to this row} (bulk sync uses it).
     child_models = {"claims.PodClaimRef": "pod"}
 
-    def child_rows(self):
-        return list(PodClaimRef.rows_for_pod(self))
+    def child_rows(self, labels=None):
+        return list(PodClaimRef.rows_for_pod(self))  # one child model
 
     def sync_children(self):
         self.claim_refs.all().delete()

@@ -189,8 +189,9 @@ class ResourceSlice(KubeObject):
     # Child rows rebuilt from `raw` on every change: {model: foreign key to this row} (bulk sync uses it).
     child_models = {"inventory.Device": "slice", "inventory.SharedCounterSet": "slice"}
 
-    def child_rows(self):
-        """Unsaved device and counter-set rows for what `raw` now says."""
+    def child_rows(self, labels=None):
+        """Unsaved device and counter-set rows for what `raw` now says (both from `spec`: `labels`,
+        the child models asked for, are always both)."""
         spec = self.spec
         rows = list(Device.rows_for_slice(self, spec))
         rows += [

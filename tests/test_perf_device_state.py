@@ -104,6 +104,35 @@ def test_claim_changes_update_the_devices(alpha):
     assert stored("node-a", "gpu-2") == ("allocated", "team-a", "again", False)
 
 
+def test_a_reservation_rebuilds_the_consumers_and_leaves_the_results(alpha):
+    """reservedFor and the allocation are separate sources: a pod reserving the claim replaces its
+    consumer rows only; a new allocation replaces the results (and restates the devices)."""
+    from claims.models import AllocationResult, ClaimConsumer
+
+    def children():
+        results = list(AllocationResult.objects.filter(claim__name="again").values_list("id", "device"))
+        consumers = list(ClaimConsumer.objects.filter(claim__name="again").values_list("id", "name"))
+        return results, consumers
+
+    apply_batch(alpha, "ResourceClaim", [("ADDED", claim("team-a", "again", results=["gpu-1", "gpu-2"], node_name="node-a"))])
+    results, consumers = children()
+    assert [d for _, d in results] == ["gpu-1", "gpu-2"] and consumers == []
+    apply_batch(alpha, "ResourceClaim", [("MODIFIED", claim("team-a", "again", results=["gpu-1", "gpu-2"], node_name="node-a", reserved_for=["p1"]))])
+    assert children()[0] == results  # the same rows, not rebuilt
+    assert [n for _, n in children()[1]] == ["p1"]
+    apply_batch(alpha, "ResourceClaim", [("MODIFIED", claim("team-a", "again", results=["gpu-3"], node_name="node-a", reserved_for=["p1"]))])
+    after, kept = children()
+    assert [d for _, d in after] == ["gpu-3"] and kept == children()[1] and [n for _, n in kept] == ["p1"]
+    assert stored("node-a", "gpu-2") == ("free", "", "", False) and stored("node-a", "gpu-3") == ("allocated", "team-a", "again", False)
+    # Both in one batch, with the claim's first version in it too: every child from the last version.
+    apply_batch(alpha, "ResourceClaim", [
+        ("MODIFIED", claim("team-a", "again", results=["gpu-4"], node_name="node-a")),
+        ("MODIFIED", claim("team-a", "again", results=["gpu-5"], node_name="node-a", reserved_for=["p2", "p3"])),
+    ])
+    results, consumers = children()
+    assert [d for _, d in results] == ["gpu-5"] and [n for _, n in consumers] == ["p2", "p3"]
+
+
 def test_republished_slice_keeps_the_holders(alpha):
     raw = next(copy.deepcopy(r) for kind, r in fleet_objects() if kind == "ResourceSlice" and r["spec"]["nodeName"] == "node-a")
     raw["metadata"]["resourceVersion"] = "99999"

@@ -166,6 +166,20 @@ CHILD_SOURCES = {
 }
 
 
+# Which of those parts each child model is built from, where they differ: a claim's results come from
+# its allocation and its consumers from reservedFor, so a reservation leaves the results alone. Kinds
+# not named build every child model from every part.
+CHILD_MODEL_SOURCES = {"ResourceClaim": {"claims.AllocationResult": (0,), "claims.ClaimConsumer": (1,)}}
+
+
+def _stale_children(kind, model, old_src, new_src):
+    """The child models (labels) of an updated row whose source in `raw` changed."""
+    parts = CHILD_MODEL_SOURCES.get(kind)
+    if parts is None:
+        return set(model.child_models) if old_src != new_src else set()
+    return {label for label in model.child_models if any(old_src[i] != new_src[i] for i in parts[label])}
+
+
 def _child_source(kind, raw):
     out = []
     for path in CHILD_SOURCES[kind]:
@@ -323,14 +337,13 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
                 to_update.append(row)
                 if before.child_src is not None:
                     new_src = _child_source(kind, final.fields["raw"])
-                    row._children_unchanged = before.child_src == new_src
+                    row._stale_children = _stale_children(kind, model, before.child_src, new_src)
                     # Device state follows the first child source only (a slice's spec, a claim's
                     # allocation): a claim whose reservedFor alone changed leaves its devices alone.
                     row._state_source_unchanged = before.child_src[0] == new_src[0]
             else:
                 to_insert.append(row)
 
-        rebuilt = [row.pk for row in to_update if not getattr(row, "_children_unchanged", False)]
         restated = [row.pk for row in to_update if not getattr(row, "_state_source_unchanged", False)]
         touched = _device_pools(kind, to_delete + restated)  # what the rows held before the write
         _delete_ids(model, to_delete)
@@ -440,32 +453,32 @@ def _update(model, rows):
 
 
 def _rebuild_children(model, inserted, updated):
+    """Child rows of new parents, and of updated ones those whose source changed (`_stale_children`,
+    every child model when the stored source was not read)."""
     child_models = getattr(model, "child_models", None)
     if not child_models:
         return
-    updated = [row for row in updated if not getattr(row, "_children_unchanged", False)]
-    _child_delete(child_models, [row.pk for row in updated])
-    for child_model, rows in _child_build(list(inserted) + list(updated)).items():
+    every = set(child_models)
+    stale = [(row, getattr(row, "_stale_children", every)) for row in updated]
+    for label, fk_name in child_models.items():
+        _child_delete(label, fk_name, [row.pk for row, labels in stale if label in labels])
+    rows_by_model = defaultdict(list)
+    for row, labels in [(row, every) for row in inserted] + [(row, labels) for row, labels in stale if labels]:
+        for child in row.child_rows(labels):
+            if child._meta.label in labels:
+                rows_by_model[type(child)].append(child)
+    for child_model, rows in rows_by_model.items():
         _insert(child_model, rows)
 
 
-def _child_delete(child_models, parent_ids):
-    for label, fk_name in child_models.items():
-        child_model = apps.get_model(label)
-        for start in range(0, len(parent_ids), _QUERY_CHUNK):
-            qs = child_model.objects.filter(**{f"{fk_name}_id__in": parent_ids[start : start + _QUERY_CHUNK]})
-            if child_model._meta.related_objects:
-                qs.delete()  # something points at these rows: let the ORM cascade
-            else:
-                qs._raw_delete(qs.db)  # one DELETE statement, no collector
-
-
-def _child_build(parents):
-    rows_by_model = defaultdict(list)
-    for row in parents:
-        for child in row.child_rows():
-            rows_by_model[type(child)].append(child)
-    return rows_by_model
+def _child_delete(label, fk_name, parent_ids):
+    child_model = apps.get_model(label)
+    for start in range(0, len(parent_ids), _QUERY_CHUNK):
+        qs = child_model.objects.filter(**{f"{fk_name}_id__in": parent_ids[start : start + _QUERY_CHUNK]})
+        if child_model._meta.related_objects:
+            qs.delete()  # something points at these rows: let the ORM cascade
+        else:
+            qs._raw_delete(qs.db)  # one DELETE statement, no collector
 
 
 def apply_batch_safely(cluster, kind, events, **kwargs):
