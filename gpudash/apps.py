@@ -7,6 +7,9 @@ class GpudashConfig(AppConfig):
     name = "gpudash"
     verbose_name = "gpudash"
 
+    def ready(self):
+        from . import lookups  # noqa: F401  registers field__any_of
+
 
 class GpudashAdminConfig(admin_apps.AdminConfig):
     """django.contrib.admin with gpudash's site: the admin role may use it (gpudash/admin_site.py)."""

@@ -310,7 +310,4 @@ def pools_of_claims(claim_ids):
 
 def _pools(manager, column, ids, fields):
     ids = [i for i in ids if i is not None]
-    out = set()
-    for i in range(0, len(ids), _QUERY_CHUNK):
-        out.update(manager.filter(**{f"{column}__in": ids[i : i + _QUERY_CHUNK]}).values_list(*fields).distinct().order_by())
-    return out
+    return set(manager.filter(**{f"{column}__any_of": ids}).values_list(*fields).distinct().order_by()) if ids else set()
