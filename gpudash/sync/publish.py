@@ -7,6 +7,7 @@ on the channel layer.
 """
 
 import asyncio
+import functools
 import hashlib
 import logging
 import re
@@ -29,6 +30,7 @@ _GROUP_MAX = 99  # channels rejects group names of 100 characters or more
 MAX_CHANGES_PER_MESSAGE = 500
 
 
+@functools.lru_cache(maxsize=100_000)  # node and namespace names repeat in every flush
 def _safe(prefix, value):
     """`prefix` + a group-safe form of `value`; long or unusual values are hashed so names stay unique."""
     cleaned = _GROUP_UNSAFE.sub("_", value)
@@ -99,8 +101,8 @@ def group_messages(changes):
 
 
 async def send_messages(layer, messages):
-    """Send {group: message}; returns how many went out. A failure is logged per group (or per
-    pipeline) and never stops the sync."""
+    """Send {group: message}; returns how many were sent (on the Redis pub/sub layer: to groups
+    somebody listens to). A failure is logged per group (or per shard) and never stops the sync."""
     if _pipelined_layer(layer):
         return await _publish_pipelined(layer, messages)
     sent = 0
@@ -120,31 +122,39 @@ def _pipelined_layer(layer):
 
 
 async def _publish_pipelined(layer, messages):
-    """The pub/sub layer's group_send, one Redis pipeline per shard for a whole flush.
+    """The pub/sub layer's group_send for a whole flush: the groups somebody listens to, in one Redis
+    pipeline per shard.
 
     Written by hand because the channel layer API sends one group at a time: a busy flush names
-    ~1,700 groups (a node and a namespace group per changed object), and each group_send is an
-    awaited round trip costing ~0.3 ms of the sync process's CPU, as much as applying the events.
-    It uses the layer's own channel names, shard choice and serializer (channels_redis 4.3, pinned;
-    tests/test_publish.py checks a subscriber still receives what group_send would deliver).
+    ~1,700 groups (a node and a namespace group per changed object), each group_send is an awaited
+    round trip costing ~0.3 ms of the sync process's CPU (as much as applying the events), and most
+    of those groups have no listener (a node group has one only while someone views that node).
+    PUBSUB NUMSUB asks Redis which channels have subscribers, in one command. A page that subscribes
+    between that answer and the publish misses this flush, as it misses any change made before it
+    subscribed: pages load their rows first and then replay what arrives. It uses the layer's own
+    channel names, shard choice and serializer (channels_redis 4.3, pinned; tests/test_publish.py
+    checks subscribers receive what group_send would deliver).
     """
     loop_layer = layer._get_layer()
-    by_shard = defaultdict(list)
+    by_shard = defaultdict(dict)
     for group, message in messages.items():
         channel = loop_layer._get_group_channel_name(group)
-        by_shard[loop_layer._get_shard(channel)].append((channel, layer.serialize(message)))
+        by_shard[loop_layer._get_shard(channel)][channel] = message
     sent = 0
-    for shard, items in by_shard.items():
+    for shard, by_channel in by_shard.items():
         try:
             async with shard._lock:
                 shard._ensure_redis()
-                async with shard._redis.pipeline(transaction=False) as pipe:
-                    for channel, data in items:
-                        pipe.publish(channel, data)
-                    await pipe.execute()
-            sent += len(items)
+                counts = await shard._redis.pubsub_numsub(*by_channel)
+                listened = [name.decode() if isinstance(name, bytes) else name for name, count in counts if count]
+                if listened:
+                    async with shard._redis.pipeline(transaction=False) as pipe:
+                        for channel in listened:
+                            pipe.publish(channel, layer.serialize(by_channel[channel]))
+                        await pipe.execute()
+            sent += len(listened)
         except Exception:  # a Redis hiccup must not stop the sync
-            log.warning("publishing %d change messages failed", len(items), exc_info=True)
+            log.warning("publishing %d change messages failed", len(by_channel), exc_info=True)
     return sent
 
 
