@@ -133,6 +133,33 @@ def test_a_reservation_rebuilds_the_consumers_and_leaves_the_results(alpha):
     assert [d for _, d in results] == ["gpu-5"] and [n for _, n in consumers] == ["p2", "p3"]
 
 
+def test_a_list_takes_statistics_once_at_its_end(alpha):
+    """ANALYZE after many inserts: per watch batch, but a LIST's pages leave it to reconcile, which
+    also analyzes what its device-state refresh reads (the pages' ANALYZEs were most of a sync)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from gpudash.sync.apply import ANALYZE_AFTER_INSERTS, reconcile
+
+    if connection.vendor != "postgresql":
+        pytest.skip("statistics are PostgreSQL's")
+    claims = [("LISTED", claim("team-c", f"listed-{i}")) for i in range(ANALYZE_AFTER_INSERTS)]
+    seen = set()
+    with CaptureQueriesContext(connection) as pages:
+        for start in range(0, len(claims), ANALYZE_AFTER_INSERTS // 2):
+            result = apply_batch(alpha, "ResourceClaim", claims[start : start + ANALYZE_AFTER_INSERTS // 2], defer_device_state=True)
+            seen |= result.seen_ids
+        big = apply_batch(alpha, "ResourceClaim", [("LISTED", claim("team-d", f"more-{i}")) for i in range(ANALYZE_AFTER_INSERTS)], defer_device_state=True)
+    assert big.analyze and not any(q["sql"].startswith("ANALYZE") for q in pages.captured_queries)
+    with CaptureQueriesContext(connection) as end:
+        reconcile(alpha, "ResourceClaim", seen | big.seen_ids, 0, device_pools={(alpha.pk, "gpu.nvidia.com", "node-a")}, analyze=True)
+    analyzes = [q["sql"] for q in end.captured_queries if q["sql"].startswith("ANALYZE")]
+    assert len(analyzes) == 1 and '"inventory_device"' in analyzes[0] and '"claims_resourceclaim"' in analyzes[0]
+    with CaptureQueriesContext(connection) as watch:
+        apply_batch(alpha, "ResourceClaim", [("ADDED", claim("team-e", f"new-{i}")) for i in range(ANALYZE_AFTER_INSERTS)])
+    assert sum(q["sql"].startswith("ANALYZE") for q in watch.captured_queries) == 1  # a watch batch takes them itself
+
+
 def test_republished_slice_keeps_the_holders(alpha):
     raw = next(copy.deepcopy(r) for kind, r in fleet_objects() if kind == "ResourceSlice" and r["spec"]["nodeName"] == "node-a")
     raw["metadata"]["resourceVersion"] = "99999"

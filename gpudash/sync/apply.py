@@ -51,6 +51,7 @@ class BatchResult:
     # Pools whose stored device state is left for the caller to refresh (apply_batch(defer_device_state=True)).
     device_pools: set = field(default_factory=set)
     footprint_keys: set = field(default_factory=set)  # pods whose footprint is stored now (a pod relist's reconcile keeps them)
+    analyze: bool = False  # statistics are due (many rows inserted) and left for the caller (defer_device_state=True)
 
     @property
     def written(self):
@@ -371,7 +372,10 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
         _update(model, to_update)
         _rebuild_children(model, to_insert, to_update)
         if len(to_insert) >= ANALYZE_AFTER_INSERTS:
-            _analyze(model)
+            if defer_device_state:
+                result.analyze = True  # a list's pages: once at its end (reconcile), not per page
+            else:
+                _analyze(model)
         if kind in DEVICE_STATE_KINDS:
             pools = touched | _device_pools(kind, [row.pk for row in to_insert] + restated)
             if defer_device_state:
@@ -404,14 +408,20 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
 # PostgreSQL plans the device-state UPDATEs (correlated lookups of allocation results) from table
 # statistics; right after a bulk load those say "empty" and it picks a nested loop that scans every
 # result per device (30 s instead of 0.3 s per batch). Autovacuum catches up only a minute later, so
-# a batch that inserted many rows refreshes the statistics itself (ANALYZE samples, ~0.1 s).
+# a batch that inserted many rows refreshes the statistics itself. A LIST does it once, at its end,
+# before its deferred device-state refresh: ANALYZE of a device table of 50,000+ rows with JSON
+# columns takes seconds, and once per page of 500 objects it was most of an initial sync's time.
 ANALYZE_AFTER_INSERTS = 200
+# What refresh_pools reads (inventory/devicestate.py): analyzed with a list's own tables when the
+# list's end refreshes pools, since another kind's list may still be filling them.
+DEVICE_STATE_TABLES = ("inventory.Device", "claims.AllocationResult", "inventory.SharedCounterSet", "inventory.NodeDeviceSummary")
 
 
-def _analyze(model):
+def _analyze(model, also=()):
     if connection.vendor != "postgresql":
         return
-    tables = [model._meta.db_table] + [apps.get_model(label)._meta.db_table for label in getattr(model, "child_models", {})]
+    labels = list(getattr(model, "child_models", {})) + [label for label in also if label != model._meta.label]
+    tables = [model._meta.db_table] + sorted({apps.get_model(label)._meta.db_table for label in labels})
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(t) for t in tables))
 
@@ -528,21 +538,26 @@ def apply_batch_safely(cluster, kind, events, **kwargs):
         total.unchanged += part.unchanged
         total.device_pools |= part.device_pools
         total.footprint_keys |= part.footprint_keys
+        total.analyze |= part.analyze
     return total
 
 
-def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(), footprint_keys=None):
+def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(), footprint_keys=None, analyze=False):
     """After a full relist: delete rows the list did not contain.
 
     Rows changed after the list was taken (a higher resourceVersion, e.g. written back by a release
     action meanwhile) are kept: the watch that follows will tell about them. `device_pools`: pools the
     list's pages deferred (a list refreshes each pool once here instead of once per page touching it).
     `footprint_keys` (pods only): the pods whose footprints the list's pages stored; the others go.
+    `analyze`: the pages inserted enough rows for fresh statistics (BatchResult.analyze), taken here
+    before the refresh plans its UPDATEs.
     """
+    model = KINDS_BY_NAME[kind].model
+    if analyze:
+        _analyze(model, also=DEVICE_STATE_TABLES if device_pools and kind in DEVICE_STATE_KINDS else ())
     if kind == "Pod" and footprint_keys is not None:
         footprints.reconcile(cluster, footprint_keys, list_rv_num)
         accelerators.refresh_cluster(cluster.pk)
-    model = KINDS_BY_NAME[kind].model
     has_state = any(f.attname == "state" for f in model._meta.concrete_fields)
     has_node = any(f.attname == "node_name" for f in model._meta.concrete_fields)
     columns = ["id", "namespace", "name", "uid", "resource_version", "resource_version_num"]

@@ -290,6 +290,7 @@ class Watcher:
         # failed (a deadlock, a lost connection) are kept: the retry's pages are unchanged and name none.
         device_pools = self._deferred_pools = getattr(self, "_deferred_pools", set())
         footprint_keys = set()  # pods the list's pages stored footprints of (every pod, DRA or not)
+        analyze = False  # statistics due after the pages' inserts: taken once, by reconcile
         api_version = self.spec.group_version if self.version == self.spec.version else f"{self.spec.group}/{self.version}"
         while True:
             started = time.monotonic()
@@ -329,6 +330,7 @@ class Watcher:
             seen_ids |= result.seen_ids
             device_pools |= result.device_pools
             footprint_keys |= result.footprint_keys
+            analyze |= result.analyze
             cont = str(meta.get("continue") or "")
             if not cont:
                 break
@@ -336,7 +338,7 @@ class Watcher:
         with transaction.atomic():
             self.lease.fence()
             apply.reconcile(self.cluster, self.kind, seen_ids, resource_version_number(list_rv), device_pools=device_pools,
-                            footprint_keys=footprint_keys if self.kind == "Pod" else None)
+                            footprint_keys=footprint_keys if self.kind == "Pod" else None, analyze=analyze)
             now = timezone.now()
             self.lease.fence(
                 status=SyncState.Status.CONNECTED,
