@@ -8,6 +8,7 @@ exact up to 2**63), else the float whose shortest decimal text is the quantity; 
 compare numerically in SQL (PostgreSQL jsonb numbers are arbitrary-precision numeric).
 """
 
+import functools
 from fractions import Fraction
 
 # SQLite integers are int64; bigger whole numbers go in as floats (no real device is that big).
@@ -32,6 +33,7 @@ def plain_attributes(attributes, driver):
     return out
 
 
+@functools.lru_cache(maxsize=4096)  # a fleet repeats a few capacity texts ("80Gi", "132") on every device
 def quantity_number(text):
     """A Kubernetes quantity string as a JSON-ready number; ValueError when it is not a quantity."""
     from claims.allocator.quantity import parse_quantity
