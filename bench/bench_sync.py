@@ -352,6 +352,20 @@ def main():
             thread = threading.Thread(target=run_profiled, daemon=True)
         else:
             thread = threading.Thread(target=watcher.run, daemon=True)
+        import gc
+
+        tracked = len(gc.get_objects())
+        pauses = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}  # generation -> [collections, seconds]
+        gc_started = {}
+
+        def on_gc(phase, info):
+            if phase == "start":
+                gc_started[info["generation"]] = time.perf_counter()
+            else:
+                pauses[info["generation"]][0] += 1
+                pauses[info["generation"]][1] += time.perf_counter() - gc_started.pop(info["generation"], time.perf_counter())
+
+        gc.callbacks.append(on_gc)
         started, cpu_started = time.monotonic(), time.process_time()
         thread.start()
         while True:
@@ -366,11 +380,14 @@ def main():
         watcher.stop.set()
         watcher.close_stream()
         thread.join(10)
+        gc.callbacks.remove(on_gc)
         s = watcher.stats
         print(f"\nSTEADY STATE: {s.events} watch events (claims reserved/released or annotated) in {steady:.1f} s -> {s.events / steady:.0f} events/s by one worker "
               f"(worker CPU {steady_cpu:.1f} s -> {s.events / max(steady_cpu, 1e-9):.0f} events per CPU second; load average {load()})")
         print(f"  batches {s.batches} (avg {s.events / max(s.batches, 1):.0f} events), parse {s.parse_seconds:.1f} s, "
               f"db apply {s.apply_seconds:.1f} s, rest (HTTP read, waiting) {max(steady - s.parse_seconds - s.apply_seconds, 0):.1f} s")
+        print(f"  garbage collector: {tracked} tracked objects in the worker after the initial sync; collections during the steady phase "
+              + ", ".join(f"gen{g} {n} ({t:.2f} s)" for g, (n, t) in pauses.items()))
         if profile is not None:
             import pstats
 

@@ -24,6 +24,7 @@ import orjson
 from django.db import connection
 
 from claims.allocator import Inventory
+from claims.allocator.gcpause import collector_paused
 from claims.allocator.projection import ATTRIBUTE, CAPACITY, plain_value
 from claims.models import PodFootprint, ResourceClaim, ResourceClaimTemplate
 from gpudash.sync import changelog
@@ -131,16 +132,11 @@ class LiveInventory:
         heads = _heads(self.cluster_id)  # before the rows: later changes are applied after
         # Millions of long-lived objects: the cyclic collector, left on, re-scans them again and again
         # while they are made (more than half of the build); afterwards they are frozen out of its scans.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             plain = set()  # devices whose values are all plain: their first preview need not check them
             objects = load_all(self.cluster_id, plain)
             inv = Inventory(features=features, plain_devices=plain, **objects)
             del objects, plain
-        finally:
-            if collecting:
-                gc.enable()
         self._freeze_after = 2  # now, and once more after the first preview filled the views and CEL caches
         self._freeze()
         self.builds += 1

@@ -1,10 +1,9 @@
 """Fleet-wide previews: place claims on every node, summarise, and count headroom."""
 
-import gc
 import time
 from collections import Counter, defaultdict
-from functools import wraps
 
+from .gcpause import collector_paused
 from .deadline import FILTER_TIMEOUT_SECONDS, Deadline, TimedOut
 from .errors import AllocationError, InputError
 from .explain import explain
@@ -205,27 +204,7 @@ def _all_mapped(inventory, pod):
     return frozenset(r for r in pod.requests if r in dra)
 
 
-def _collector_paused(fn):
-    """A fleet-wide preview makes tens of thousands of small dicts and lists (one entry per node), none
-    in a reference cycle; the cyclic collector, triggered by their number, would re-scan them (and
-    whatever else is young) a hundred times per preview, 15-30 % of its time. It runs after instead.
-    Only the thread that paused it resumes it."""
-
-    @wraps(fn)
-    def paused(*args, **kwargs):
-        was_on = gc.isenabled()
-        if was_on:
-            gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if was_on:
-                gc.enable()
-
-    return paused
-
-
-@_collector_paused
+@collector_paused()  # a fleet-wide preview: one entry per node, no cycles (gcpause.py)
 def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, reason_codes=False, pod=None, node_filters=True,
             deadline=None, filter_timeout=FILTER_TIMEOUT_SECONDS):
     """Place `claims` on every node (or `nodes`). `bound` = [(ref, nodeSelector)] of already-allocated
@@ -450,7 +429,7 @@ def node_pool_of(labels, label=None):
     return "(no node pool label)"
 
 
-@_collector_paused
+@collector_paused()  # a fleet-wide preview: one entry per node, no cycles (gcpause.py)
 def headroom(inventory, claims, *, max_per_node=64, pool_label=None, nodes=None, pod=None, node_filters=True,
              deadline=None, filter_timeout=FILTER_TIMEOUT_SECONDS):
     """How many more copies of `claims` fit right now: greedy, node after node, each copy placed on

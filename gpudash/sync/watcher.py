@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
+from claims.allocator.gcpause import collector_paused
 from gpudash.kube import KubeClient, KubeError
 from gpudash.models import resource_version_number
 from inventory.models import Cluster, SyncState
@@ -318,7 +319,7 @@ class Watcher:
                     item.setdefault("apiVersion", api_version)
                     item.setdefault("kind", self.kind)
             started = time.monotonic()
-            with transaction.atomic():
+            with collector_paused(), transaction.atomic():
                 self.lease.fence(status=SyncState.Status.LISTING)
                 result = apply.apply_batch_safely(self.cluster, self.kind, [(apply.LISTED, item) for item in items],
                                                     defer_device_state=True)
@@ -431,6 +432,7 @@ class Watcher:
         except Exception:  # a broker hiccup must not stop the sync; the periodic run catches up
             log.warning("%s %s: could not request a stuck-claim detector run", self.cluster.name, self.kind, exc_info=True)
 
+    @collector_paused()  # a batch's parsed events and rows live until it ends, none in a cycle (gcpause.py)
     def _apply_lines(self, batch):
         """Apply one run of watch lines. Returns True when the stream has ended."""
         started = time.monotonic()
