@@ -151,10 +151,20 @@ def test_a_list_takes_statistics_once_at_its_end(alpha):
             seen |= result.seen_ids
         big = apply_batch(alpha, "ResourceClaim", [("LISTED", claim("team-d", f"more-{i}")) for i in range(ANALYZE_AFTER_INSERTS)], defer_device_state=True)
     assert big.analyze and not any(q["sql"].startswith("ANALYZE") for q in pages.captured_queries)
-    with CaptureQueriesContext(connection) as end:
-        reconcile(alpha, "ResourceClaim", seen | big.seen_ids, 0, device_pools={(alpha.pk, "gpu.nvidia.com", "node-a")}, analyze=True)
-    analyzes = [q["sql"] for q in end.captured_queries if q["sql"].startswith("ANALYZE")]
-    assert len(analyzes) == 1 and '"inventory_device"' in analyzes[0] and '"claims_resourceclaim"' in analyzes[0]
+
+    def list_end():
+        with CaptureQueriesContext(connection) as end:
+            reconcile(alpha, "ResourceClaim", seen | big.seen_ids, 0, device_pools={(alpha.pk, "gpu.nvidia.com", "node-a")}, analyze=True)
+        analyzes = [q["sql"] for q in end.captured_queries if q["sql"].startswith("ANALYZE")]
+        assert len(analyzes) == 1 and '"claims_resourceclaim"' in analyzes[0] and '"claims_allocationresult"' in analyzes[0]
+        return analyzes[0]
+
+    with connection.cursor() as cursor:
+        cursor.execute('ANALYZE "inventory_device"')  # fresh statistics of the shared table: not taken again
+    assert '"inventory_device"' not in list_end()
+    with connection.cursor() as cursor:  # as if never analyzed (rolled back with the test)
+        cursor.execute("UPDATE pg_class SET reltuples = -1 WHERE relname = 'inventory_device'")
+    assert '"inventory_device"' in list_end()
     with CaptureQueriesContext(connection) as watch:
         apply_batch(alpha, "ResourceClaim", [("ADDED", claim("team-e", f"new-{i}")) for i in range(ANALYZE_AFTER_INSERTS)])
     assert sum(q["sql"].startswith("ANALYZE") for q in watch.captured_queries) == 1  # a watch batch takes them itself

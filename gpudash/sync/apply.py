@@ -418,12 +418,23 @@ DEVICE_STATE_TABLES = ("inventory.Device", "claims.AllocationResult", "inventory
 
 
 def _analyze(model, also=()):
+    """ANALYZE the model's tables (its own and its children's: the caller inserted many rows), and of
+    `also` (labels) those whose statistics are stale: never taken, or counting under half the rows
+    now committed. Another kind's list end may just have analyzed a shared table (the devices), and
+    again would cost seconds for the same statistics."""
     if connection.vendor != "postgresql":
         return
-    labels = list(getattr(model, "child_models", {})) + [label for label in also if label != model._meta.label]
-    tables = [model._meta.db_table] + sorted({apps.get_model(label)._meta.db_table for label in labels})
+    own = [model._meta.db_table] + [apps.get_model(label)._meta.db_table for label in getattr(model, "child_models", {})]
+    shared = sorted({apps.get_model(label)._meta.db_table for label in also} - set(own))
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(t) for t in tables))
+        if shared:
+            cursor.execute(
+                "SELECT c.relname FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid "
+                "WHERE c.relname = ANY(%s) AND (c.reltuples < 0 OR s.n_live_tup > 2 * c.reltuples)",
+                [shared],
+            )
+            shared = sorted(name for (name,) in cursor.fetchall())
+        cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(t) for t in own + shared))
 
 
 # Kinds whose child rows decide the stored device state (inventory/devicestate.py): a slice's devices
