@@ -64,7 +64,7 @@ def load(nodes, claims):
         for c in claim_rows:
             # The same child rows ResourceClaim.sync_children writes, built without a query per claim.
             for r in ((c.status.get("allocation") or {}).get("devices") or {}).get("results") or []:
-                results.append(AllocationResult(cluster=cluster, claim=c, request=r["request"], driver=r["driver"], pool=r["pool"], device=r["device"]))
+                results.append(AllocationResult(cluster=cluster, claim=c, namespace=c.namespace, request=r["request"], driver=r["driver"], pool=r["pool"], device=r["device"]))
             for ref in c.status.get("reservedFor") or []:
                 consumers.append(ClaimConsumer(cluster=cluster, claim=c, resource=ref["resource"], name=ref["name"], uid=ref["uid"]))
         AllocationResult.objects.bulk_create(results, batch_size=5000)

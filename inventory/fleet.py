@@ -239,8 +239,9 @@ class FleetSnapshot:
             results = results.filter(cluster_id__in=self.cluster_ids)
         scope = roles.visible_namespaces(self.user) if self.user is not None else None
         if scope is not None:
-            results = results.filter(claim__namespace__in=scope)
-        rows = results.values_list("claim__namespace").annotate(devices=Count("id"), claims=Count("claim_id", distinct=True)).order_by("-devices", "claim__namespace")
+            results = results.filter(namespace__in=scope)
+        # The results' own namespace column: no join to each result's claim row.
+        rows = results.values_list("namespace").annotate(devices=Count("id"), claims=Count("claim_id", distinct=True)).order_by("-devices", "namespace")
         total = self.total or 1
         return [{"namespace": ns, "devices": n, "claims": claims, "share_pct": round(100 * n / total, 1)} for ns, n, claims in rows]
 

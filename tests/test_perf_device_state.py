@@ -170,6 +170,21 @@ def test_a_list_takes_statistics_once_at_its_end(alpha):
     assert sum(q["sql"].startswith("ANALYZE") for q in watch.captured_queries) == 1  # a watch batch takes them itself
 
 
+def test_results_carry_their_claims_namespace(alpha):
+    """Set by the sync and by migration claims 0011's backfill for rows stored before it."""
+    import importlib
+
+    from django.apps import apps
+
+    from claims.models import AllocationResult
+
+    pairs = set(AllocationResult.objects.values_list("namespace", "claim__namespace"))
+    assert pairs and all(ns == claim_ns for ns, claim_ns in pairs)
+    AllocationResult.objects.update(namespace="")
+    importlib.import_module("claims.migrations.0011_result_namespace").backfill(apps, None)
+    assert set(AllocationResult.objects.values_list("namespace", "claim__namespace")) == pairs
+
+
 def test_republished_slice_keeps_the_holders(alpha):
     raw = next(copy.deepcopy(r) for kind, r in fleet_objects() if kind == "ResourceSlice" and r["spec"]["nodeName"] == "node-a")
     raw["metadata"]["resourceVersion"] = "99999"

@@ -18,12 +18,14 @@ from inventory.models import Cluster
 STATES = [s.value for s in ResourceClaim.State]
 
 
-def allocation_by_namespace(claims):
-    """[{cluster, namespace, claims, <state>..., stuck, devices, admin_access_devices}] for a claim queryset."""
-    per_state = {s: Count("id", filter=Q(state=s)) for s in STATES}
+def allocation_by_namespace(claims, results):
+    """[{cluster, namespace, claims, <state>..., stuck, devices, admin_access_devices}] for a claim
+    queryset and the allocation results filtered alike (cluster, namespace, the user's scope: results
+    carry their claim's namespace, so they are counted without joining each to its claim)."""
+    per_state = {s: Count("state", filter=Q(state=s)) for s in STATES}  # indexed columns only: an index-only scan of (cluster, state, namespace)
     rows = {
         (r["cluster__name"], r["namespace"]): r
-        for r in claims.order_by().values("cluster__name", "namespace").annotate(claims=Count("id"), **per_state)
+        for r in claims.order_by().values("cluster__name", "namespace").annotate(claims=Count("*"), **per_state)
     }
     # Counted apart with EXISTS in WHERE (a semi-join), not per claim in the SELECT list.
     stuck = {
@@ -31,12 +33,11 @@ def allocation_by_namespace(claims):
         for r in claims.filter(stuck_exists()).order_by().values("cluster__name", "namespace").annotate(n=Count("id"))
     }
     results = (
-        AllocationResult.objects.filter(claim__in=claims.order_by().values("pk"))
-        .values("claim__cluster__name", "claim__namespace")
+        results.values("cluster__name", "namespace")
         .annotate(devices=Count("id", filter=Q(admin_access=False)), admin=Count("id", filter=Q(admin_access=True)))
         .order_by()
     )
-    held = {(r["claim__cluster__name"], r["claim__namespace"]): r for r in results}
+    held = {(r["cluster__name"], r["namespace"]): r for r in results}
     out = []
     for key in sorted(rows):
         row = rows[key]
@@ -72,12 +73,14 @@ class AllocationAggregateView(APIView):
     )
     def get(self, request):
         check_params(request, {"cluster", "namespace", "format"})
-        claims = scope_queryset(ResourceClaim.objects.all(), request.user)
+        where = {}
         if "cluster" in request.query_params:
             name = request.query_params["cluster"]
             if not Cluster.objects.filter(name=name).exists():
                 raise ValidationError({"cluster": [f"No cluster named {name!r}."]})
-            claims = claims.filter(cluster__name=name)
+            where["cluster__name"] = name
         if "namespace" in request.query_params:
-            claims = claims.filter(namespace=request.query_params["namespace"])
-        return Response({"results": allocation_by_namespace(claims)})
+            where["namespace"] = request.query_params["namespace"]
+        claims = scope_queryset(ResourceClaim.objects.filter(**where), request.user)
+        results = scope_queryset(AllocationResult.objects.filter(**where), request.user)
+        return Response({"results": allocation_by_namespace(claims, results)})

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddIndex(
             model_name='resourceclaim',
-            index=models.Index(fields=['cluster', 'state'], name='claims_claim_state_idx'),
+            index=models.Index(fields=['cluster', 'state', 'namespace'], name='claims_claim_state_idx'),
         ),
     ]
