@@ -89,6 +89,27 @@ def cpu_seconds(pid):
         return 0.0
 
 
+def postgres_cpu():
+    """CPU seconds of the local PostgreSQL: its processes now plus the exited children the postmaster
+    reaped (cutime/cstime), so backends that came and went during a phase are counted too."""
+    total, postmasters = 0.0, []
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name, fields = stat.split("(", 1)[1].rsplit(")", 1)[0], stat.rsplit(")", 1)[1].split()
+        if name != "postgres":
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+        if fields[1] == "1":  # the postmaster (its parent is init)
+            postmasters.append((int(fields[13]) + int(fields[14])) / tick)
+    return total + sum(postmasters)
+
+
 def database_backends(name):
     """PIDs of the PostgreSQL backends serving database `name` on this machine (from /proc)."""
     pids = []
@@ -310,13 +331,17 @@ def main():
 
         # --- initial sync: every kind listed in parallel (one thread each), as the watchers do ---
         supervisor = Supervisor(cluster_names=["bench"], once=True)
+        server_cpu, db_cpu = cpu_seconds(server.pid), postgres_cpu()
         started, cpu_started = time.monotonic(), time.process_time()
         supervisor.run()
         initial = time.monotonic() - started
         initial_cpu = time.process_time() - cpu_started
+        server_cpu, db_cpu = cpu_seconds(server.pid) - server_cpu, postgres_cpu() - db_cpu
         publisher.flush()
         print(f"\nINITIAL SYNC into {connection.vendor}: {initial:.1f} s (page size {args.page_size}, kinds in parallel; "
               f"worker CPU {initial_cpu:.1f} s; load average {load()})")
+        print(f"  CPU meanwhile: API server (devcluster) {server_cpu:.1f} s, PostgreSQL {db_cpu:.1f} s; "
+              f"all three {initial_cpu + server_cpu + db_cpu:.1f} s on {os.cpu_count()} cores")
         print(f"{'kind':24} {'objects':>8} {'fetch+parse s':>14} {'db apply s':>11}")
         total = 0
         for (_, kind), (watcher, _) in sorted(supervisor.watchers.items(), key=lambda kv: kv[0][1]):

@@ -433,8 +433,11 @@ def _analyze(model, also=()):
                 "WHERE c.relname = ANY(%s) AND (c.reltuples < 0 OR s.n_live_tup > 2 * c.reltuples)",
                 [shared],
             )
-            shared = sorted(name for (name,) in cursor.fetchall())
-        cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(t) for t in own + shared))
+            shared = [name for (name,) in cursor.fetchall()]
+        # ANALYZE locks each table in turn until commit (ShareUpdateExclusive): one global order, the
+        # sorted names, so two list ends analyzing shared tables wait for each other, never in a cycle
+        # (own tables first measured a deadlock between the slice and the claim list ends).
+        cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(t) for t in sorted(set(own) | set(shared))))
 
 
 # Kinds whose child rows decide the stored device state (inventory/devicestate.py): a slice's devices
