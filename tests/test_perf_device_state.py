@@ -134,12 +134,13 @@ def test_a_reservation_rebuilds_the_consumers_and_leaves_the_results(alpha):
 
 
 def test_a_list_takes_statistics_once_at_its_end(alpha):
-    """ANALYZE after many inserts: per watch batch, but a LIST's pages leave it to reconcile, which
-    also analyzes what its device-state refresh reads (the pages' ANALYZEs were most of a sync)."""
+    """ANALYZE after many inserts: per watch batch, but a LIST's pages leave it to their end
+    (take_statistics), which also analyzes what the device-state refresh reads where stale (the pages'
+    ANALYZEs were most of a sync)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from gpudash.sync.apply import ANALYZE_AFTER_INSERTS, reconcile
+    from gpudash.sync.apply import ANALYZE_AFTER_INSERTS, reconcile, take_statistics
 
     if connection.vendor != "postgresql":
         pytest.skip("statistics are PostgreSQL's")
@@ -153,8 +154,10 @@ def test_a_list_takes_statistics_once_at_its_end(alpha):
     assert big.analyze and not any(q["sql"].startswith("ANALYZE") for q in pages.captured_queries)
 
     def list_end():
+        pools = {(alpha.pk, "gpu.nvidia.com", "node-a")}
         with CaptureQueriesContext(connection) as end:
-            reconcile(alpha, "ResourceClaim", seen | big.seen_ids, 0, device_pools={(alpha.pk, "gpu.nvidia.com", "node-a")}, analyze=True)
+            take_statistics("ResourceClaim", pools)
+            reconcile(alpha, "ResourceClaim", seen | big.seen_ids, 0, device_pools=pools)
         analyzes = [q["sql"] for q in end.captured_queries if q["sql"].startswith("ANALYZE")]
         assert len(analyzes) == 1 and '"claims_resourceclaim"' in analyzes[0] and '"claims_allocationresult"' in analyzes[0]
         tables = analyzes[0].removeprefix("ANALYZE ").split(", ")

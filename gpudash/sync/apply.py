@@ -373,7 +373,7 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
         _rebuild_children(model, to_insert, to_update)
         if len(to_insert) >= ANALYZE_AFTER_INSERTS:
             if defer_device_state:
-                result.analyze = True  # a list's pages: once at its end (reconcile), not per page
+                result.analyze = True  # a list's pages: once at its end (take_statistics), not per page
             else:
                 _analyze(model)
         if kind in DEVICE_STATE_KINDS:
@@ -409,7 +409,7 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
 # statistics; right after a bulk load those say "empty" and it picks a nested loop that scans every
 # result per device (30 s instead of 0.3 s per batch). Autovacuum catches up only a minute later, so
 # a batch that inserted many rows refreshes the statistics itself. A LIST does it once, at its end,
-# before its deferred device-state refresh: ANALYZE of a device table of 50,000+ rows with JSON
+# before its deferred device-state refresh (take_statistics): ANALYZE of a device table of 50,000+ rows with JSON
 # columns takes seconds, and once per page of 500 objects it was most of an initial sync's time.
 ANALYZE_AFTER_INSERTS = 200
 # What refresh_pools reads (inventory/devicestate.py): analyzed with a list's own tables when the
@@ -434,9 +434,9 @@ def _analyze(model, also=()):
                 [shared],
             )
             shared = [name for (name,) in cursor.fetchall()]
-        # ANALYZE locks each table in turn until commit (ShareUpdateExclusive): one global order, the
-        # sorted names, so two list ends analyzing shared tables wait for each other, never in a cycle
-        # (own tables first measured a deadlock between the slice and the claim list ends).
+        # Inside a transaction ANALYZE holds each table's lock (ShareUpdateExclusive) until commit: one
+        # global order, the sorted names, so two of them wait for each other, never in a cycle (own
+        # tables first deadlocked a slice and a claim list end before take_statistics ran outside).
         cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(t) for t in sorted(set(own) | set(shared))))
 
 
@@ -556,19 +556,24 @@ def apply_batch_safely(cluster, kind, events, **kwargs):
     return total
 
 
-def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(), footprint_keys=None, analyze=False):
+def take_statistics(kind, device_pools=()):
+    """After a LIST whose pages inserted many rows (BatchResult.analyze): ANALYZE its tables, and the
+    ones its deferred device-state refresh reads where stale. Call it outside a transaction, before
+    reconcile: PostgreSQL then analyzes each table in a transaction of its own and holds no lock
+    past it, so another kind's list end never waits on this one."""
+    _analyze(KINDS_BY_NAME[kind].model, also=DEVICE_STATE_TABLES if device_pools and kind in DEVICE_STATE_KINDS else ())
+
+
+def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(), footprint_keys=None):
     """After a full relist: delete rows the list did not contain.
 
     Rows changed after the list was taken (a higher resourceVersion, e.g. written back by a release
     action meanwhile) are kept: the watch that follows will tell about them. `device_pools`: pools the
     list's pages deferred (a list refreshes each pool once here instead of once per page touching it).
     `footprint_keys` (pods only): the pods whose footprints the list's pages stored; the others go.
-    `analyze`: the pages inserted enough rows for fresh statistics (BatchResult.analyze), taken here
-    before the refresh plans its UPDATEs.
+    Statistics for the refresh's plans: take_statistics, before.
     """
     model = KINDS_BY_NAME[kind].model
-    if analyze:
-        _analyze(model, also=DEVICE_STATE_TABLES if device_pools and kind in DEVICE_STATE_KINDS else ())
     if kind == "Pod" and footprint_keys is not None:
         footprints.reconcile(cluster, footprint_keys, list_rv_num)
         accelerators.refresh_cluster(cluster.pk)

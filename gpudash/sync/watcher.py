@@ -291,7 +291,7 @@ class Watcher:
         # failed (a deadlock, a lost connection) are kept: the retry's pages are unchanged and name none.
         device_pools = self._deferred_pools = getattr(self, "_deferred_pools", set())
         footprint_keys = set()  # pods the list's pages stored footprints of (every pod, DRA or not)
-        analyze = False  # statistics due after the pages' inserts: taken once, by reconcile
+        analyze = False  # statistics due after the pages' inserts: taken once, at the end
         api_version = self.spec.group_version if self.version == self.spec.version else f"{self.spec.group}/{self.version}"
         while True:
             started = time.monotonic()
@@ -336,10 +336,12 @@ class Watcher:
             if not cont:
                 break
         started = time.monotonic()
+        if analyze:
+            apply.take_statistics(self.kind, device_pools)  # outside the transaction: no locks held past it
         with transaction.atomic():
             self.lease.fence()
             apply.reconcile(self.cluster, self.kind, seen_ids, resource_version_number(list_rv), device_pools=device_pools,
-                            footprint_keys=footprint_keys if self.kind == "Pod" else None, analyze=analyze)
+                            footprint_keys=footprint_keys if self.kind == "Pod" else None)
             now = timezone.now()
             self.lease.fence(
                 status=SyncState.Status.CONNECTED,
