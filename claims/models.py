@@ -4,7 +4,7 @@ from django.db import models
 from django.utils.translation import pgettext_lazy
 
 from gpudash.messages import render
-from gpudash.models import KubeObject, parse_k8s_time
+from gpudash.models import KubeObject, parse_k8s_time, text_indexes
 from inventory import accelerators
 
 __all__ = (
@@ -46,6 +46,7 @@ class ResourceClaimTemplate(KubeObject):
 
     class Meta(KubeObject.Meta):
         constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_template_unique_name")]
+        indexes = text_indexes("claims_template", "uid", "namespace")
 
     @classmethod
     def fields_from_raw(cls, raw):
@@ -69,14 +70,14 @@ class ResourceClaim(KubeObject):
         RESERVED = "reserved", "Reserved"
         DELETING = "deleting", "Deleting"
 
-    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     allocated = models.BooleanField(default=False, db_index=True)
     # Single node the allocation is bound to (from status.allocation.nodeSelector), if any.
-    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    node_name = models.CharField(max_length=253, blank=True)
     allocation_timestamp = models.DateTimeField(null=True, blank=True)
     device_classes = models.JSONField(default=list, blank=True)
     finalizers = models.JSONField(default=list, blank=True)
-    owner_pod_uid = models.CharField(max_length=64, blank=True, db_index=True)
+    owner_pod_uid = models.CharField(max_length=64, blank=True)
     owner_pod_name = models.CharField(max_length=253, blank=True)
     pod_claim_name = models.CharField(max_length=253, blank=True)
 
@@ -86,6 +87,7 @@ class ResourceClaim(KubeObject):
         constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_claim_unique_name")]
         # Namespace-scoped users and ?namespace= filter every cluster's claims of some namespaces.
         indexes = [
+            *text_indexes("claims_rc", "uid", "namespace", "state", "node_name", "owner_pod_uid"),
             models.Index(fields=("namespace", "cluster", "name"), name="claims_claim_namespace_idx"),
             # Claims per state (overview) and per namespace and state (the allocation aggregate): index-only counts.
             models.Index(fields=("cluster", "state", "namespace"), name="claims_claim_state_idx"),
@@ -214,18 +216,19 @@ class ClaimConsumer(models.Model):
     api_group = models.CharField(max_length=253, blank=True)
     resource = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
-    uid = models.CharField(max_length=64, db_index=True)
+    uid = models.CharField(max_length=64)
 
     class Meta:
         ordering = ("claim_id", "id")
+        indexes = text_indexes("claims_consumer", "uid")
 
 
 class Pod(KubeObject):
     """Pods that use claims (or DRA-backed extended resources), DRA driver pods, and pods HAMi assigned
     vGPUs to (its allocation annotation: what the node page and the API show of their GPUs)."""
 
-    phase = models.CharField(max_length=16, blank=True, db_index=True)
-    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    phase = models.CharField(max_length=16, blank=True)
+    node_name = models.CharField(max_length=253, blank=True)
     # PodScheduled condition: False with reason Unschedulable is the usual "why Pending".
     scheduled_status = models.CharField(max_length=8, blank=True)
     scheduled_reason = models.CharField(max_length=128, blank=True)
@@ -238,6 +241,7 @@ class Pod(KubeObject):
 
     class Meta(KubeObject.Meta):
         constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_pod_unique_name")]
+        indexes = text_indexes("claims_pod", "uid", "namespace", "phase", "node_name")
 
     @property
     def is_terminal(self):
@@ -293,7 +297,7 @@ class PodFootprint(models.Model):
     namespace = models.CharField(max_length=253)
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
-    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    node_name = models.CharField(max_length=253, blank=True)
     phase = models.CharField(max_length=16, blank=True)
     resource_version_num = models.BigIntegerField(default=0)
     raw = models.JSONField(default=dict)
@@ -304,6 +308,7 @@ class PodFootprint(models.Model):
     class Meta:
         ordering = ("cluster_id", "namespace", "name")
         constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_podfootprint_unique_name")]
+        indexes = text_indexes("claims_footprint", "node_name")
 
     def __str__(self):
         return f"{self.namespace}/{self.name}"
@@ -349,7 +354,7 @@ class ClaimStateChange(models.Model):
     cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
     namespace = models.CharField(max_length=253)
     name = models.CharField(max_length=253)
-    uid = models.CharField(max_length=64, db_index=True)
+    uid = models.CharField(max_length=64)
     at = models.DateTimeField(db_index=True)
     old_state = models.CharField(max_length=16, blank=True)
     new_state = models.CharField(max_length=16)  # a ResourceClaim.State, or "deleted"
@@ -358,7 +363,7 @@ class ClaimStateChange(models.Model):
 
     class Meta:
         ordering = ("at", "id")
-        indexes = [models.Index(fields=("cluster", "namespace", "name"), name="claims_statechange_claim_idx")]
+        indexes = [*text_indexes("claims_statechange", "uid"), models.Index(fields=("cluster", "namespace", "name"), name="claims_statechange_claim_idx")]
 
 
 # Findings that only report (monitoring/idle.py): their claim is not stuck and nothing is released.
@@ -383,11 +388,11 @@ class Finding(models.Model):
         CRITICAL = "critical", "Critical"
 
     cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
-    rule = models.CharField(max_length=64, db_index=True)
+    rule = models.CharField(max_length=64)
     severity = models.CharField(max_length=16, choices=Severity.choices, default=Severity.WARNING)
-    namespace = models.CharField(max_length=253, blank=True, db_index=True)
+    namespace = models.CharField(max_length=253, blank=True)
     claim_name = models.CharField(max_length=253, blank=True)
-    claim_uid = models.CharField(max_length=64, blank=True, db_index=True)
+    claim_uid = models.CharField(max_length=64, blank=True)
     # Distinguishes several findings of one rule on one claim (e.g. one per stale consumer).
     subject = models.CharField(max_length=255, blank=True)
     summary = models.TextField()  # English, as the API has always served it
@@ -403,7 +408,10 @@ class Finding(models.Model):
 
     class Meta:
         ordering = ("-first_seen", "id")
-        indexes = [models.Index(fields=("cluster", "rule", "claim_uid", "subject"), name="claims_finding_key_idx")]
+        indexes = [
+            *text_indexes("claims_finding", "rule", "namespace", "claim_uid"),
+            models.Index(fields=("cluster", "rule", "claim_uid", "subject"), name="claims_finding_key_idx"),
+        ]
 
 
 # What the pages call each release outcome, in the reader's language (`outcome` keeps the key the API,

@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from claims.allocator.errors import InputError
 from claims.allocator.model import check_devices_shape
-from gpudash.models import KubeObject, parse_k8s_time
+from gpudash.models import KubeObject, parse_k8s_time, text_indexes
 
 from . import devicekinds, normalize
 from .querysets import DeviceQuerySet
@@ -107,6 +107,7 @@ class Node(KubeObject):
         # devicestate.not_ready_nodes() runs on every state read: with this it is an index scan of the
         # (usually few) NotReady nodes instead of a scan of every node.
         indexes = [
+            *text_indexes("inventory_node", "uid", "namespace"),
             models.Index(fields=("cluster", "name"), condition=models.Q(namespace="", ready=False), name="inventory_node_not_ready_idx"),
             models.Index(fields=("cluster", "ready"), name="inventory_node_ready_idx"),  # the overview's node counts, index-only
         ]
@@ -138,6 +139,7 @@ class DeviceClass(KubeObject):
     class Meta(KubeObject.Meta):
         verbose_name_plural = "device classes"
         constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_deviceclass_unique_name")]
+        indexes = text_indexes("inventory_class", "uid", "namespace")
 
     @property
     def selectors(self):
@@ -151,11 +153,11 @@ class DeviceClass(KubeObject):
 
 
 class ResourceSlice(KubeObject):
-    driver = models.CharField(max_length=63, db_index=True)
-    pool = models.CharField(max_length=253, db_index=True)
+    driver = models.CharField(max_length=63)
+    pool = models.CharField(max_length=253)
     pool_generation = models.BigIntegerField(default=0)
     resource_slice_count = models.IntegerField(default=1)
-    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    node_name = models.CharField(max_length=253, blank=True)
     all_nodes = models.BooleanField(default=False)
     per_device_node_selection = models.BooleanField(default=False)
     node_selector = models.JSONField(null=True, blank=True)
@@ -165,7 +167,10 @@ class ResourceSlice(KubeObject):
 
     class Meta(KubeObject.Meta):
         constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_resourceslice_unique_name")]
-        indexes = [models.Index(fields=("cluster", "driver", "pool"), name="inventory_slice_pool_idx")]
+        indexes = [
+            *text_indexes("inventory_rs", "uid", "namespace", "driver", "pool", "node_name"),
+            models.Index(fields=("cluster", "driver", "pool"), name="inventory_slice_pool_idx"),
+        ]
 
     @classmethod
     def fields_from_raw(cls, raw):
@@ -236,7 +241,7 @@ class Device(models.Model):
     pool = models.CharField(max_length=253)
     name = models.CharField(max_length=63)
     # The node the device lives on: the slice's nodeName, or the device's own with perDeviceNodeSelection.
-    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    node_name = models.CharField(max_length=253, blank=True)
     attributes = models.JSONField(default=dict, blank=True)
     capacity = models.JSONField(default=dict, blank=True)
     consumes_counters = models.JSONField(default=list, blank=True)
@@ -254,7 +259,7 @@ class Device(models.Model):
     tainted = models.BooleanField(default=False)
     # Who holds the device, kept current by the sync apply path (inventory/devicestate.py: the
     # states derived from these; no foreign key, so deleting claims never cascades into devices).
-    allocation_state = models.CharField(max_length=16, default="free", db_index=True)
+    allocation_state = models.CharField(max_length=16, default="free")
     held_by_claim_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     held_by_namespace = models.CharField(max_length=253, blank=True)
     held_by_name = models.CharField(max_length=253, blank=True)
@@ -269,6 +274,8 @@ class Device(models.Model):
     class Meta:
         ordering = ("cluster_id", "node_name", "driver", "pool", "name")
         indexes = [
+            *text_indexes("inventory_device", "node_name"),
+            models.Index(fields=("allocation_state",), name="inventory_device_state_idx"),
             models.Index(fields=("cluster", "driver", "pool", "name"), name="inventory_device_identity_idx"),
             # The default order of the device lists (API and page) with the id tiebreak: a page, or a
             # keyset page (?cursor=), is an index range scan that stops after the page's rows.
@@ -324,6 +331,7 @@ class Device(models.Model):
 class DeviceTaintRule(KubeObject):
     class Meta(KubeObject.Meta):
         constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_devicetaintrule_unique_name")]
+        indexes = text_indexes("inventory_dtr", "uid", "namespace")
 
 
 
@@ -337,6 +345,7 @@ class Namespace(KubeObject):
 
     class Meta(KubeObject.Meta):
         constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_namespace_unique_name")]
+        indexes = text_indexes("inventory_ns", "uid", "namespace")
 
     @classmethod
     def fields_from_raw(cls, raw):

@@ -1,0 +1,58 @@
+"""Indexes of the mirrored tables (gpudash.models.text_indexes): every text column the sync and the
+pages look rows up by has one plain b-tree index that starts with it, and on PostgreSQL no index of
+the tables the sync writes uses a LIKE-only operator class (Django's `_like` twin of `db_index=True`, which no query uses and
+every write of the sync pays for)."""
+
+import pytest
+from django.apps import apps
+from django.db import connection
+
+pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
+
+# Single text columns that queries filter on alone (by uid: owners and releases; by node: the node
+# page and the node filters; by state: the lists).
+LOOKED_UP = {
+    "claims.ResourceClaim": ("uid", "namespace", "state", "node_name", "owner_pod_uid"),
+    "claims.Pod": ("uid", "namespace", "phase", "node_name"),
+    "claims.PodFootprint": ("node_name",),
+    "claims.ClaimConsumer": ("uid",),
+    "claims.ClaimStateChange": ("uid",),
+    "claims.Finding": ("rule", "namespace", "claim_uid"),
+    "claims.ResourceClaimTemplate": ("uid", "namespace"),
+    "inventory.ResourceSlice": ("uid", "namespace", "driver", "pool", "node_name"),
+    "inventory.Device": ("node_name", "allocation_state"),
+    "inventory.Node": ("uid", "namespace"),
+    "inventory.DeviceClass": ("uid", "namespace"),
+    "inventory.DeviceTaintRule": ("uid", "namespace"),
+    "inventory.Namespace": ("uid", "namespace"),
+    "gpudash.KubeEvent": ("uid", "namespace"),
+}
+
+
+def _indexes(table):
+    with connection.cursor() as cursor:
+        return connection.introspection.get_constraints(cursor, table)
+
+
+@pytest.mark.parametrize("label", sorted(LOOKED_UP))
+def test_looked_up_columns_keep_an_index(label):
+    model = apps.get_model(label)
+    leading = {tuple(c["columns"])[0] for c in _indexes(model._meta.db_table).values() if c["index"] and c["columns"]}
+    missing = [f for f in LOOKED_UP[label] if model._meta.get_field(f).column not in leading]
+    assert not missing, f"{label}: no index starts with {missing}"
+
+
+def test_no_like_only_indexes_on_postgresql():
+    if connection.vendor != "postgresql":
+        pytest.skip("operator classes for LIKE are PostgreSQL's")
+    # The tables the sync writes (a unique name of a tiny table, e.g. a cluster's, may keep its twin).
+    tables = [apps.get_model(label)._meta.db_table for label in LOOKED_UP]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = ANY(%s) AND indexdef LIKE %s",
+                       [tables, "%pattern_ops%"])
+        found = cursor.fetchall()
+    assert found == []
+    # The check itself sees such an index where one exists (e.g. the auth app's username twin).
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'auth_user' AND indexdef LIKE %s", ["%pattern_ops%"])
+        assert cursor.fetchone()[0] >= 1
