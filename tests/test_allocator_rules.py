@@ -337,6 +337,18 @@ def test_a_device_of_the_wrong_json_type_is_a_problem_not_a_crash(field, value, 
     out = preview(inv, [claim("c", [req("gpu", cls="h100", selectors=[MEM80])])])
     assert [n["fits"] for n in out["nodes"]] == [False, True]
     assert out["summary"]["problems"] == inv.problems
+    # The live inventory's path: the rows' values shared, plain devices marked (their maps are then
+    # not walked again); a device with a bad map is never marked, and lists are always checked, so
+    # its slice is still the one problem.
+    from claims.live_inventory import share_device_values
+
+    slices = [bad, gpu_node("node-2", n=1)]
+    plain = set()
+    share_device_values(slices, {}, plain)
+    assert (id(bad["spec"]["devices"][0]) in plain) is (field == "taints")
+    assert id(slices[1]["spec"]["devices"][0]) in plain
+    live = Inventory(resource_slices=slices, plain_devices=plain)
+    assert live.problems == inv.problems
 
 
 def _bad_node(field, value):

@@ -188,7 +188,7 @@ class Inventory(IncrementalMixin):
         self.slices = []
         for raw in resource_slices:
             try:
-                self.slices.append(Slice(raw))
+                self.slices.append(Slice(raw, plain_devices))
             except Exception as exc:  # malformed slice: report it, keep going
                 self.problems.append(f"ResourceSlice {((raw or {}).get('metadata') or {}).get('name')}: {exc}")
         self.nodes = {}
@@ -469,14 +469,14 @@ class Inventory(IncrementalMixin):
         cache_key = (key, gen)
         if cache_key not in self._counter_validity:
             problem = None
-            sets = {}
+            sets = {}  # counter set name -> its counter names
             for s in self.by_pool[key]:
                 if s.generation != gen:
                     continue
                 for name, counters in s.counter_sets:
                     if name in sets:
                         problem = problem or f"duplicate counter set {name}"
-                    sets[name] = counters
+                    sets[name] = counters.keys()
             if problem is None:
                 for s in self.by_pool[key]:
                     if s.generation != gen:
@@ -490,10 +490,13 @@ class Inventory(IncrementalMixin):
                             problem = f"device {d.name}: {exc}"
                             break
                         for set_name, counters in consumes:
-                            if set_name not in sets:
+                            known = sets.get(set_name)
+                            if known is None:
                                 problem = f"device {d.name} consumes unknown counter set {set_name}"
                                 break
-                            missing = sorted(set(counters) - set(sets[set_name]))
+                            if counters <= known:  # key views compare as sets: the usual case, no set built
+                                continue
+                            missing = sorted(set(counters) - set(known))
                             if missing:
                                 problem = f"device {d.name} consumes unknown counter {missing[0]} of set {set_name}"
                                 break

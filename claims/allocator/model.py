@@ -284,20 +284,23 @@ _DEVICE_MAPS = ("attributes", "capacity")
 _DEVICE_LISTS = ("taints", "bindingConditions", "bindingFailureConditions", "consumesCounters")
 
 
-def check_devices_shape(devices):
+def check_devices_shape(devices, plain=None):
     """InputError naming the first field of a slice's `spec.devices` whose JSON type is wrong (the
-    sync uses it too: such a slice is reported as malformed instead of failing its batch)."""
+    sync uses it too: such a slice is reported as malformed instead of failing its batch).
+
+    `plain`: ids of device dicts whose attribute and capacity maps are known to hold only one-entry
+    objects (Inventory's plain_devices): their maps are not walked again."""
     if not isinstance(devices, list):
         raise InputError(f"spec.devices must be a list, not {type(devices).__name__}")
     for index, raw in enumerate(devices):
         if not isinstance(raw, dict):
             raise InputError(f"spec.devices[{index}] must be an object, not {type(raw).__name__}")
-        _check_device_shape(raw.get("name") or f"#{index}", raw)
+        _check_device_shape(raw.get("name") or f"#{index}", raw, plain is not None and id(raw) in plain)
 
 
-def _check_device_shape(device_name, raw):
+def _check_device_shape(device_name, raw, maps_known_good=False):
     where = f"device {device_name}"
-    for field in _DEVICE_MAPS:
+    for field in () if maps_known_good else _DEVICE_MAPS:
         value = raw.get(field)
         if value is None:
             continue
@@ -318,7 +321,8 @@ class Slice:
         "per_device", "devices", "counter_sets", "has_binding",
     )
 
-    def __init__(self, raw):
+    def __init__(self, raw, plain=None):
+        """`plain`: as Inventory's plain_devices (check_devices_shape)."""
         meta, spec = raw.get("metadata") or {}, raw.get("spec")
         self.name = str(meta.get("name") or "")
         if not isinstance(spec, dict):
@@ -339,7 +343,7 @@ class Slice:
         self.all_nodes = bool(spec.get("allNodes"))
         self.per_device = bool(spec.get("perDeviceNodeSelection"))
         devices = spec.get("devices") or []
-        check_devices_shape(devices)
+        check_devices_shape(devices, plain)
         self.devices = [Device(self, d) for d in devices]
         sets = []
         for cs in spec.get("sharedCounters") or []:
