@@ -274,3 +274,26 @@ def test_no_node_a_filter_rejects_ever_fits_or_counts_in_headroom(case):
         assert usage.pods + copies <= facts.allocatable["pods"]
         if port:
             assert copies == 1
+
+
+def test_repeated_filter_verdicts_are_one_shared_entry_that_nothing_changes():
+    """A fleet preview's per-node filter entries repeat a few verdicts: each distinct verdict is one dict
+    (nodefilters.filter_entry), and a second preview, the summary and the page report leave them as
+    they were (they are shared by every later preview too)."""
+    from claims.allocator.nodefilters import _FILTER_ENTRIES
+    from claims.preview_page import PreviewReport
+
+    objects = worked_example()
+    objects["nodes"] += [node(f"ok-{i}", {"disk": "ssd"}) for i in range(6)]
+    objects["resourceslices"] += [gpus(f"ok-{i}") for i in range(6)]
+    _, _, _, out = run(objects, pod_yaml("  nodeSelector: {disk: ssd}"))
+    fitting = [e for e in out["nodes"] if e["fits"]]
+    assert len(fitting) == 6
+    for position in range(len(fitting[0]["filters"])):
+        assert len({id(e["filters"][position]) for e in fitting}) == 1  # one object per verdict
+    assert fitting[0]["filters"][0] == {"plugin": "NodeUnschedulable", "passed": True, "reason": None, "reasons": []}
+    assert fitting[0]["filters"][-1] == {"plugin": "DynamicResources", "passed": True, "reason": None, "reasons": []}
+    PreviewReport(out, cluster=None, yaml_text="x", claim_spec=None, show="").groups  # the page's grouping reads them
+    run(objects, pod_yaml("  nodeSelector: {disk: ssd}", requests="cpu: 100m\n          memory: 100Mi"))
+    for (plugin, passed, reason, reasons), entry in _FILTER_ENTRIES.items():
+        assert entry == {"plugin": plugin, "passed": passed, "reason": reason, "reasons": list(reasons)}
