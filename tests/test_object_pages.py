@@ -190,3 +190,24 @@ def test_namespaced_pages_are_scoped(client, alpha):
     # The device page does not name a pod of another namespace.
     body = client.get(reverse("inventory:device-detail", args=[alpha.name, "gpu.nvidia.com", "node-a", "gpu-0"])).content.decode()
     assert "train-1-pod" not in body
+
+
+@pytest.mark.parametrize("driver, pool, name", [
+    ("gpu.nvidia.com", "node-a", "gpu-0"),
+    ("gpu.nvidia.com", "rack/7/node a", "gpu-0-mig-1g.10gb-3"),
+    ("näive.example.com", "pool?#%", "dev;x=1&y@z:w"),
+    ("d", "p", ""),  # reverse() refuses an empty part: the maker gives reverse()'s own answer (the error)
+])
+def test_device_url_maker_gives_what_reverse_gives(driver, pool, name):
+    from django.urls import NoReverseMatch
+
+    from inventory.templatetags.gpudash_ui import device_url_maker
+
+    make = device_url_maker("prod-1")
+    try:
+        expected = reverse("inventory:device-detail", args=["prod-1", driver, pool, name])
+    except NoReverseMatch:
+        with pytest.raises(NoReverseMatch):
+            make(driver, pool, name)
+        return
+    assert make(driver, pool, name) == expected

@@ -1,9 +1,10 @@
 """Template helpers of the preview page."""
 
 from django import template
-from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
+
+from inventory.templatetags.gpudash_ui import device_url_maker
 
 register = template.Library()
 
@@ -13,10 +14,11 @@ def preview_strip(row, cluster_name):
     """A node's devices as fleet-map cells (same colours), the engine's chosen ones ringed.
     Built in Python like the map's cells: 50 nodes x up to ~100 devices per page."""
     parts = []
+    url_of = device_url_maker(cluster_name)
     for d in row.get("strip") or []:
         classes = ["cell", f"s-{d['state']}"] + [f"f-{f}" for f in d["flags"]] + (["pv-chosen"] if d["chosen"] else [])
         title = [d["name"], "CHOSEN" if d["chosen"] else "", d["label"], d["holder"]]
-        url = reverse("inventory:device-detail", args=[cluster_name, d["driver"], d["pool"], d["name"]])
+        url = url_of(d["driver"], d["pool"], d["name"])
         parts.append(f'<a class="{" ".join(classes)}" href="{escape(url)}" title="{escape(" · ".join(t for t in title if t))}" data-device="{escape(d["name"])}"></a>')
     return mark_safe("".join(parts))
 

@@ -2,6 +2,7 @@
 
 import datetime
 import html
+from urllib.parse import quote
 
 from django import template
 from django.urls import reverse
@@ -120,6 +121,28 @@ def ago(value):
 @register.simple_tag
 def device_url(cluster_name, driver, pool, name):
     return reverse("inventory:device-detail", args=[cluster_name, driver, pool, name])
+
+
+# What reverse() leaves unquoted in a path (django.urls.resolvers quotes with these safe characters).
+_PATH_SAFE = "!$&'()*+,;=/~:@"
+_MARKS = ("\x01", "\x02", "\x03")
+
+
+def device_url_maker(cluster_name):
+    """device_url for many devices of one cluster: reverse() once, then fill in each device's
+    driver, pool and name quoted as reverse() quotes them. A preview page links ~700 device cells,
+    and reverse() per cell was 30 ms of its server time."""
+    pattern = reverse("inventory:device-detail", args=[cluster_name, *_MARKS])
+    marks = [quote(m, safe=_PATH_SAFE) for m in _MARKS]
+    before, rest = pattern.split(marks[0], 1)
+    middle, rest = rest.split(marks[1], 1)
+    between, after = rest.split(marks[2], 1)
+
+    def make(driver, pool, name):
+        if not driver or not pool or not name or "/" in driver or "/" in name:
+            return device_url(cluster_name, driver, pool, name)  # what reverse() refuses or treats apart: its own answer
+        return f"{before}{quote(driver, safe=_PATH_SAFE)}{middle}{quote(pool, safe=_PATH_SAFE)}{between}{quote(name, safe=_PATH_SAFE)}{after}"
+    return make
 
 
 @register.filter
