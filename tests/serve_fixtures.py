@@ -43,6 +43,7 @@ class ServeProcess:
                 return self
             except OSError:
                 time.sleep(0.2)
+        self.stop()  # the caller gets no server to stop: never leave the process behind
         raise RuntimeError(f"manage.py serve did not answer within 30 s; see {self.log_path}")
 
     def stop(self):

@@ -70,14 +70,18 @@ def passed_entry(plugin):
 class FilterResult:
     """One plugin's verdict on one node. `passed` None = not simulated (the reason says why)."""
 
-    __slots__ = ("plugin", "passed", "reasons", "reason")
+    __slots__ = ("plugin", "passed", "reasons", "reason", "_entry")
 
     def __init__(self, plugin, passed, reasons=()):
         self.plugin, self.passed, self.reasons = plugin, passed, tuple(reasons)
         self.reason = ", ".join(self.reasons) if self.reasons else None
+        self._entry = None
 
     def to_dict(self):
-        return filter_entry(self.plugin, self.passed, self.reason, self.reasons)
+        entry = self._entry  # the shared passing verdicts (_PASSED) are asked once per node of every preview
+        if entry is None:
+            entry = self._entry = filter_entry(self.plugin, self.passed, self.reason, self.reasons)
+        return entry
 
     def __repr__(self):
         return f"FilterResult({self.plugin}, {self.passed}, {list(self.reasons)})"
@@ -681,7 +685,7 @@ def run_filters(pod, node, usage=None, dra_resources=frozenset()):
     usage = usage or EMPTY_USAGE
     if pod.node_names is not None and node.name not in pod.node_names:
         # Cut by NodeAffinity's PreFilter: no Filter runs on this node at all.
-        return [FilterResult(NODE_AFFINITY, False, [REASON_PREFILTER_CUT if pod.node_names else REASON_TERMS_CONFLICT])]
+        return [_failed(NODE_AFFINITY, REASON_PREFILTER_CUT if pod.node_names else REASON_TERMS_CONFLICT)]
     out = []
     for check in pod.checks():
         result = check(pod, node, usage, dra_resources)
@@ -691,26 +695,35 @@ def run_filters(pod, node, usage=None, dra_resources=frozenset()):
     return out
 
 
-# Passing verdicts carry nothing node-specific: one shared object per plugin.
+# Passing verdicts carry nothing node-specific: one shared object per plugin; so do the rejections
+# whose one reason is a fixed text.
 _PASSED = {}
+_FAILED = {}
+
+
+def _failed(plugin, reason):
+    result = _FAILED.get((plugin, reason))
+    if result is None:
+        result = _FAILED.setdefault((plugin, reason), FilterResult(plugin, False, [reason]))
+    return result
 
 
 def _unschedulable(pod, node, usage, dra):
     if node.unschedulable and first_untolerated((UNSCHEDULABLE_TAINT,), pod.tolerations) is not None:
-        return FilterResult(NODE_UNSCHEDULABLE, False, [REASON_UNSCHEDULABLE])
+        return _failed(NODE_UNSCHEDULABLE, REASON_UNSCHEDULABLE)
     return _PASSED[NODE_UNSCHEDULABLE]
 
 
 def _node_name(pod, node, usage, dra):
     if not pod.node_name:
         return None
-    return _PASSED[NODE_NAME] if pod.node_name == node.name else FilterResult(NODE_NAME, False, [REASON_NODE_NAME])
+    return _PASSED[NODE_NAME] if pod.node_name == node.name else _failed(NODE_NAME, REASON_NODE_NAME)
 
 
 def _taints(pod, node, usage, dra):
     if not node.taints or first_untolerated(node.taints, pod.tolerations) is None:
         return _PASSED[TAINT_TOLERATION]
-    return FilterResult(TAINT_TOLERATION, False, [REASON_TAINT])
+    return _failed(TAINT_TOLERATION, REASON_TAINT)
 
 
 def _affinity(pod, node, usage, dra):
@@ -724,14 +737,14 @@ def _affinity(pod, node, usage, dra):
             break
     if ok and pod.required is not None:
         ok = required_affinity_matches(pod.required, node.name, labels)
-    return _PASSED[NODE_AFFINITY] if ok else FilterResult(NODE_AFFINITY, False, [REASON_AFFINITY])
+    return _PASSED[NODE_AFFINITY] if ok else _failed(NODE_AFFINITY, REASON_AFFINITY)
 
 
 def _ports(pod, node, usage, dra):
     if not pod.host_ports:
         return None
     if ports_conflict(pod.host_ports, usage.ports):
-        return FilterResult(NODE_PORTS, False, [REASON_PORTS])
+        return _failed(NODE_PORTS, REASON_PORTS)
     return _PASSED[NODE_PORTS]
 
 
