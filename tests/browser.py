@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -118,6 +118,10 @@ def chromium():
             try:
                 yield browser
             finally:
+                # While Playwright's loop runs, Django keeps the ORM's connections apart from the
+                # thread's own (asgiref sees a running loop): close them here, or they outlive the
+                # test and the test database cannot be dropped at the end of the run.
+                connections.close_all()
                 browser.close()
     finally:
         if previous is None:
