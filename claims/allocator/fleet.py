@@ -12,7 +12,7 @@ from .search import DEADLINE, ERROR, NODE_FAILURE, SUCCESS, NodeAllocator, Overl
 from .documents import EXTENDED_CLAIM_NAME, extended_resource_claim
 from .nodefilters import (
     DYNAMIC_RESOURCES, FILTER_ORDER, NODE_AFFINITY, NODE_NAME, NODE_PORTS, NODE_RESOURCES_FIT, NODE_UNSCHEDULABLE,
-    REASON_TERMS_CONFLICT, TAINT_TOLERATION, SchedulingPod, filter_entry, passed_entry, rejected, run_filters, served_by_device_plugin,
+    REASON_TERMS_CONFLICT, TAINT_TOLERATION, SchedulingPod, filter_entry, rejected, run_filters, served_by_device_plugin,
 )
 
 # Node labels that name a node pool, most specific first.
@@ -278,13 +278,13 @@ def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, r
                 entry, code, reasons = _dra_entry(outcome, plan, view, explain_failures, deadline, allocator)
         fits = entry["fits"]
         if fits:
-            dra = passed_entry(DYNAMIC_RESOURCES)
+            dra = filter_entry(DYNAMIC_RESOURCES, True)
         else:
             error = entry["error"]
             dra = filter_entry(DYNAMIC_RESOURCES, False, error or ", ".join(reasons), tuple(reasons))
         filters = [r.to_dict() for r in results]
         if unsimulated:
-            filters.extend(unsimulated)  # shared by the nodes, as passed_entry's
+            filters.extend(unsimulated)  # shared by the nodes, as filter_entry's
         filters.append(dra)
         entry["filters"] = filters
         entries.append(entry)

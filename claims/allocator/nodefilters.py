@@ -63,10 +63,6 @@ def filter_entry(plugin, passed, reason=None, reasons=()):
     return entry
 
 
-def passed_entry(plugin):
-    return filter_entry(plugin, True)
-
-
 class FilterResult:
     """One plugin's verdict on one node. `passed` None = not simulated (the reason says why)."""
 
@@ -78,7 +74,7 @@ class FilterResult:
         self._entry = None
 
     def to_dict(self):
-        entry = self._entry  # the shared passing verdicts (_PASSED) are asked once per node of every preview
+        entry = self._entry  # the shared results (_PASSED, _FAILED) are asked once per node of every preview
         if entry is None:
             entry = self._entry = filter_entry(self.plugin, self.passed, self.reason, self.reasons)
         return entry
