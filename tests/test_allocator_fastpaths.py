@@ -8,7 +8,7 @@ from claims.allocator import preview
 from claims.allocator.model import Device, Slice
 from claims.allocator.projection import MISSING, _freeze, projector_for
 
-from .allocator_fixtures import claim, dev, inventory, req, slice_
+from .allocator_fixtures import claim, dev, devices, inventory, req, slice_
 
 # Amounts as drivers write them, and shapes they should not (each must end as the full parse ends).
 AMOUNTS = st.one_of(
@@ -104,3 +104,29 @@ def test_projection_key_equals_the_reference(attrs, caps, multi, expr):
     proj = projector_for(expr)
     assert proj is not None
     assert proj.key(device) == _key_reference(proj.fields, device)
+
+
+def test_kept_answer_outcome_gives_fresh_results_and_the_current_plans_picks():
+    """A repeated preview reads the node's kept direct answer (search.KeptOutcome): its result
+    dicts are copies (a caller changing them changes no later answer), and allocate() on the same
+    Inventory still gets Picks of its own claim and request (what allocation_result reads)."""
+    from claims.allocator import allocate
+    from claims.allocator.results import allocation_result
+    from claims.allocator.search import KeptOutcome
+
+    inv = inventory([slice_("s", devices=devices("gpu", 4), count=1)])
+    c = claim("c", [req("r", count=2)])
+    first = preview(inv, [c])["nodes"][0]
+    assert first["fits"] and [r["device"] for r in first["results"]] == ["gpu-0", "gpu-1"]
+    first["results"][0]["device"] = "changed by a caller"
+    again = preview(inv, [c])["nodes"][0]
+    assert [r["device"] for r in again["results"]] == ["gpu-0", "gpu-1"]
+
+    other = claim("other", [req("mine", count=2)], ns="team")
+    out = allocate(inv, [other], "node-1")
+    assert isinstance(out, KeptOutcome)  # the kept answer of the previews above, under new names
+    (picks,) = out.picks
+    assert [(p.claim.ref, p.variant.label, p.device.name) for p in picks] == [("team/other", "mine", "gpu-0"), ("team/other", "mine", "gpu-1")]
+    assert [r["request"] for r in out.result_dicts()] == ["mine", "mine"]
+    result = allocation_result(inv, other, picks, "node-1")
+    assert [r["device"] for r in result["devices"]["results"]] == ["gpu-0", "gpu-1"]

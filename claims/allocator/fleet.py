@@ -142,7 +142,7 @@ def _node_entry(outcome, reason=None):
     return {
         "node": outcome.node,
         "fits": fits,
-        "results": [p.to_dict() for picks in outcome.picks for p in picks] if fits else [],
+        "results": outcome.result_dicts() if fits else [],
         "reason": reason,
         "error": outcome.message if outcome.status == ERROR else None,
     }
