@@ -747,7 +747,7 @@ def _ports(pod, node, usage, dra):
 def _resources(pod, node, usage, dra):
     alloc = node.allocatable
     if alloc is None:
-        return FilterResult(NODE_RESOURCES_FIT, None, ["not simulated: the node reports no status.allocatable"])
+        return _NO_ALLOCATABLE
     reasons = []
     if usage.pods + 1 > alloc.get("pods", 0):
         reasons.append(REASON_TOO_MANY_PODS)
@@ -779,6 +779,7 @@ _CHECKS = (
 
 
 _PASSED.update({plugin: FilterResult(plugin, True) for plugin, _ in _CHECKS})
+_NO_ALLOCATABLE = FilterResult(NODE_RESOURCES_FIT, None, ["not simulated: the node reports no status.allocatable"])
 
 
 def rejected(results):

@@ -413,10 +413,12 @@ class NodeAllocator:
         """
         self.view = view
         self.counters_used = {}
-        kept = self._kept_answer(view, v, matches) if self.extra is None else None
-        if kept is not None:
-            self.last_kept = (kept, self._kept_key(v, matches)[1])
-            return self._outcome(view, v, kept.chosen, kept)
+        if self.extra is None:
+            key, shape = self._kept_key(v, matches)
+            kept = self._kept_answer(view, key)
+            if kept is not None:
+                self.last_kept = (kept, shape)
+                return self._outcome(view, v, kept.chosen, kept)
         cands = self.candidates(view, v)
         plain = self._plain_prefix(cands)  # candidates before the first one that is not plain
         if plain < 0:
@@ -471,9 +473,9 @@ class NodeAllocator:
         self.picked_dedicated = dicts[2]
         return KeptOutcome(view.name, claim, v, chosen, dicts[1])
 
-    def _kept_answer(self, view, v, matches):
-        """The direct answer kept with this node's view for this request, if still true (KeptAnswer)."""
-        kept = view.kept.get(self._kept_key(v, matches)[0])
+    def _kept_answer(self, view, key):
+        """The direct answer kept with this node's view under `key` (_kept_key), if still true (KeptAnswer)."""
+        kept = view.kept.get(key)
         if kept is None:
             return None
         token = self.state.token
