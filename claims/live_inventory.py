@@ -19,6 +19,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import orjson
 from django.db import connection
@@ -57,8 +58,34 @@ class Snapshot:
     inventory: Inventory
     seen: dict  # kind -> (seq, epoch) of the change log this inventory reflects
     features: tuple
-    built_at: float
+    built_at: float  # time.time() of the full build (updates keep it)
     build_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Obtained:
+    """How one `LiveInventory.current` call got its inventory (the preview's `summary.inventory`)."""
+
+    how: str  # "current" (nothing to do), "updated" (caught up from the change log), "built" (this call
+    # built it: the first preview after start, or after a feature change), "waited" (another thread was
+    # building or updating it: the start-up warm-up, say)
+    seconds: float  # time spent in the call: reading the log, updating, building or waiting
+    build_seconds: float  # how long the inventory's last full build took
+    built_at: float  # time.time() of that build
+
+    def as_dict(self):
+        return {"obtained": self.how, "waitSeconds": round(self.seconds, 4), "buildSeconds": round(self.build_seconds, 3),
+                "builtAt": datetime.fromtimestamp(self.built_at, timezone.utc).isoformat(timespec="seconds")}
+
+
+class BuildInProgress(Exception):
+    """Another thread holds the inventory (building it, typically the start-up warm-up) past the
+    caller's deadline. `running`: seconds the build has run; `typical`: the last build's seconds, or
+    None before the first one."""
+
+    def __init__(self, running, typical):
+        super().__init__(f"building for {running:.1f} s")
+        self.running, self.typical = running, typical
 
 
 def features_key(cluster):
@@ -76,6 +103,8 @@ class LiveInventory:
         self.updates = 0
         self.last_update = None  # (kinds changed, seconds reading the log and rows, seconds applying)
         self._freeze_after = 0
+        self.building_since = None  # time.monotonic() while a full build runs
+        self.last_build_seconds = None
 
     def _freeze(self):
         """Move every object alive now out of the cyclic collector's scans (gc.freeze): a full
@@ -85,27 +114,54 @@ class LiveInventory:
         self._freeze_after -= 1
         gc.freeze()
 
-    def current(self, cluster, features):
+    def current(self, cluster, features, deadline=None):
         """The Inventory including every change committed before this call."""
+        return self.obtain(cluster, features, deadline)[0]
+
+    def obtain(self, cluster, features, deadline=None):
+        """(the Inventory as `current` gives it, Obtained: how and how long). `deadline`
+        (deadline.Deadline): how long to wait for another thread's build or update (the start-up
+        warm-up's, say) before raising BuildInProgress; a build this call has to make itself runs to
+        its end (it cannot be cut short; the preview's own deadline then says what is left)."""
+        started = time.monotonic()
         if self._freeze_after:
             self._freeze()
         heads = _heads(self.cluster_id)
         snap = self.snapshot
         if snap is not None and snap.features == features_key(cluster) and _caught_up(snap.seen, heads):
-            return snap.inventory
-        with self._update:
+            return snap.inventory, self._obtained("current", started, snap)
+        remaining = deadline.remaining() if deadline is not None else None
+        waited = not self._update.acquire(blocking=False)  # someone else holds it: their build or update is ours now
+        if waited and not self._update.acquire(timeout=-1 if remaining is None else remaining):
+            since = self.building_since
+            if since is None:  # an update held it this long, or the build ended just now: one more short try
+                if not self._update.acquire(timeout=1.0):
+                    raise BuildInProgress(0.0, self.last_build_seconds)
+            else:
+                raise BuildInProgress(time.monotonic() - since, self.last_build_seconds)
+        try:
             # Read again under the lock: another thread may have applied past what we read above.
             heads = _heads(self.cluster_id)
             snap = self.snapshot
+            how = "waited" if waited else "current"
             if snap is None or snap.features != features_key(cluster) or _needs_rebuild(snap.seen, heads):
                 snap = self.snapshot = self._build(cluster, features)
+                how = "built"
             elif not _caught_up(snap.seen, heads):
+                how = "waited" if waited else "updated"
                 try:
                     snap = self.snapshot = self._catch_up(snap, heads)
                 except Exception:  # never stay stuck on one update: start over from the rows
                     log.exception("updating the preview inventory of cluster %s failed; rebuilding it", cluster.name)
                     snap = self.snapshot = self._build(cluster, features)
-            return snap.inventory
+                    how = "built"
+            return snap.inventory, self._obtained(how, started, snap)
+        finally:
+            self._update.release()
+
+    @staticmethod
+    def _obtained(how, started, snap):
+        return Obtained(how, time.monotonic() - started, snap.build_seconds, snap.built_at)
 
     def warm(self, cluster, features, work):
         """Bring the inventory up to date as `current` does, and run `work(inventory)` (previews that
@@ -128,6 +184,15 @@ class LiveInventory:
             return snap.inventory
 
     def _build(self, cluster, features):
+        self.building_since = time.monotonic()
+        try:
+            snap = self._build_now(cluster, features)
+        finally:
+            self.building_since = None
+        self.last_build_seconds = snap.build_seconds
+        return snap
+
+    def _build_now(self, cluster, features):
         started = time.perf_counter()
         heads = _heads(self.cluster_id)  # before the rows: later changes are applied after
         # Millions of long-lived objects: the cyclic collector, left on, re-scans them again and again
@@ -165,7 +230,7 @@ class LiveInventory:
         self.updates += 1
         self.last_update = (len(changed), read - started, time.perf_counter() - read)
         seen = {kind: (seq, epoch) for kind, (seq, _, epoch) in heads.items()}
-        return Snapshot(inv, seen, snap.features, time.time(), snap.build_seconds)
+        return Snapshot(inv, seen, snap.features, snap.built_at, snap.build_seconds)  # built_at: of the full build
 
 
 def _caught_up(seen, heads):

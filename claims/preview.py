@@ -15,15 +15,30 @@ from claims.allocator.deadline import Deadline
 from claims.allocator.errors import AllocationError
 from claims.allocator.model import ClaimSpec
 from claims.allocator.nodefilters import scheduling_pod
-from claims.live_inventory import forget, live_inventory
+from claims.live_inventory import BuildInProgress, forget, live_inventory
 from claims.preview_scope import OutOfScope, check_documents, check_namespace, redact_result
 from monitoring.instruments import PREVIEW_SECONDS
 
-__all__ = ["OutOfScope", "PreviewError", "cluster_inventory", "run_preview", "invalidate"]
+__all__ = ["InventoryNotReady", "OutOfScope", "PreviewError", "cluster_inventory", "run_preview", "invalidate"]
 
 
 class PreviewError(ValueError):
     """Bad preview input (YAML, kinds, claim choice, cluster settings); the message says what and where."""
+
+
+class InventoryNotReady(PreviewError):
+    """The cluster's preview inventory is still being built by another thread (the start-up warm-up)
+    past the preview's deadline. `retry_after`: seconds worth waiting before asking again."""
+
+    def __init__(self, cluster, busy):
+        if busy.typical:
+            left = max(1, round(busy.typical - busy.running))
+            expect = f"the last build took {busy.typical:.1f} s"
+        else:
+            left, expect = 5, "no build has finished in this process yet"
+        super().__init__(f"the preview inventory of cluster {cluster.name} is still being built ({busy.running:.1f} s so far; "
+                         f"{expect}): try again in about {left} s")
+        self.retry_after = left
 
 
 class EngineFailure(PreviewError):
@@ -50,8 +65,16 @@ def cluster_inventory(cluster):
     """The Inventory of `cluster` with every change the sync committed before this call; built on
     first use, then updated from the rows the sync's change log names (one small query when idle).
     Treat it as read-only: the next update publishes a new one."""
+    return _obtain(cluster)[0]
+
+
+def _obtain(cluster, deadline=None):
+    """(Inventory, live_inventory.Obtained); InventoryNotReady when another thread's build outlasts `deadline`."""
     features = features_of(cluster)
-    return live_inventory(cluster.pk).current(cluster, features)
+    try:
+        return live_inventory(cluster.pk).obtain(cluster, features, deadline)
+    except BuildInProgress as busy:
+        raise InventoryNotReady(cluster, busy) from None
 
 
 def redact_other_claims(result, visible_namespaces):
@@ -74,6 +97,13 @@ def engine_limits(deadline=None):
     return {"deadline": Deadline(seconds or None), "filter_timeout": limits["FILTER_TIMEOUT"] or None}
 
 
+def load_documents_or_error(yaml_text):
+    try:
+        return load_documents(yaml_text, "YAML")
+    except InputError as exc:
+        raise PreviewError(str(exc)) from None
+
+
 @PREVIEW_SECONDS.time()  # gpudash_preview_duration_seconds on /metrics
 def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_headroom=False, nodes=None, reason_codes=False,
                 visible_namespaces=None, deadline=None, pod=None, tolerations=None, node_selector=None, node_filters=True):
@@ -94,7 +124,10 @@ def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_hea
         check_namespace(namespace, visible_namespaces)
     if claim is not None:
         check_namespace(claim.namespace, visible_namespaces)
-    inv = cluster_inventory(cluster)
+    if yaml_text is not None:
+        documents = load_documents_or_error(yaml_text)  # bad input is said at once, not after waiting for a build
+    # The preview's deadline also bounds waiting for another thread's build (the start-up warm-up).
+    inv, obtained = _obtain(cluster, limits["deadline"])
     try:
         if claim is not None:
             if claim.cluster_id != cluster.pk:
@@ -103,7 +136,6 @@ def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_hea
                 raise PreviewError(f"claim {claim.namespace}/{claim.name} is already allocated{' on ' + claim.node_name if claim.node_name else ''}; pick a pending claim")
             claims, bound = [ClaimSpec(claim.namespace, claim.name, claim.raw.get("spec"))], []
         else:
-            documents = load_documents(yaml_text, "YAML")
             check_documents(documents, namespace, visible_namespaces)  # before resolve_claims looks anything up
             claims, bound = resolve_claims(inv, documents, namespace=namespace)
         placed = scheduling_pod(documents if claim is None else (), namespace=namespace, pod=pod, tolerations=tolerations,
@@ -116,6 +148,7 @@ def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_hea
     except Exception as exc:  # e.g. a CEL library error on an odd expression: never a 500 page
         raise _engine_failure(cluster, exc) from exc
     result["summary"]["cluster"] = cluster.name
+    result["summary"]["inventory"] = obtained.as_dict()  # how long this preview waited for its inventory, and why
     if visible_namespaces is not None:
         redact_other_claims(result, visible_namespaces)
     if with_headroom:

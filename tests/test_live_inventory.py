@@ -439,7 +439,7 @@ def test_start_warm_up_builds_without_a_preview_and_a_preview_during_the_build_w
     settings.GPUDASH_PREVIEW_WARM_UP = True
 
     building, release, arrived = threading.Event(), threading.Event(), threading.Event()
-    real_load, real_current = live_module.load_all, LiveInventory.current
+    real_load, real_obtain = live_module.load_all, LiveInventory.obtain
     seen = []
 
     def held_load(cluster_id, plain=None):  # the warm-up's build waits here until released
@@ -448,14 +448,14 @@ def test_start_warm_up_builds_without_a_preview_and_a_preview_during_the_build_w
             release.wait(60)
         return real_load(cluster_id, plain)
 
-    def watched_current(self, cluster, features):
+    def watched_obtain(self, cluster, features, deadline=None):
         if threading.current_thread().name == "user-preview":
             seen.append((self.snapshot, self.builds))
             arrived.set()
-        return real_current(self, cluster, features)
+        return real_obtain(self, cluster, features, deadline)
 
     monkeypatch.setattr(live_module, "load_all", held_load)
-    monkeypatch.setattr(LiveInventory, "current", watched_current)
+    monkeypatch.setattr(LiveInventory, "obtain", watched_obtain)
     answers = []
 
     def user_preview():
@@ -501,6 +501,8 @@ def test_start_warm_up_builds_without_a_preview_and_a_preview_during_the_build_w
 
     expected = preview(rebuilt, claims, bound=bound, pod=scheduling_pod(documents), **engine_limits())
     got = answers[0]
+    obtained = got["summary"].pop("inventory")
+    assert obtained["obtained"] == "waited" and obtained["waitSeconds"] > 0  # the warm-up's build, not its own
     for result in (got, expected):
         result["summary"].pop("seconds")
         result["summary"].pop("cluster", None)
@@ -539,3 +541,75 @@ def test_rows_read_by_the_reader_thread_equal_the_rows_read_kind_by_kind(monkeyp
     with pytest.raises(RuntimeError, match="parse failed"):
         load_all(cluster.pk)
     assert not [t for t in threading.enumerate() if t.name == "preview-inventory-reader"]
+
+
+def test_preview_says_how_it_got_its_inventory_and_waits_for_another_build_only_until_its_deadline(fleet):
+    """`summary.inventory` says whether this preview built the inventory, caught it up or found it
+    current, and how long that took. A build held by another thread (the start-up warm-up) is waited
+    for only until the preview's deadline: then a clear error with a retry hint (API: 503 + Retry-After),
+    and malformed YAML is refused at once, without waiting at all."""
+    import time
+
+    from django.contrib.auth.models import User
+    from rest_framework.test import APIClient
+
+    from claims.live_inventory import live_inventory
+    from claims.preview import InventoryNotReady, PreviewError, run_preview
+
+    cluster = fleet.cluster
+    text = claim_yaml(*CLAIMS[0])
+    first = run_preview(cluster, yaml_text=text)["summary"]["inventory"]
+    assert first["obtained"] == "built" and first["waitSeconds"] >= first["buildSeconds"] > 0
+    again = run_preview(cluster, yaml_text=text)["summary"]["inventory"]
+    assert again["obtained"] == "current" and again["buildSeconds"] == first["buildSeconds"] and again["builtAt"] == first["builtAt"]
+    fleet.change("ResourceClaim")
+    updated = run_preview(cluster, yaml_text=text)["summary"]["inventory"]
+    assert updated["obtained"] == "updated" and updated["builtAt"] == first["builtAt"]
+
+    live = live_inventory(cluster.pk)
+    live.snapshot = None  # as at start: the next preview needs a build ...
+    live._update.acquire()  # ... and another thread is making it
+    live.building_since = time.monotonic() - 2.0
+    try:
+        started = time.monotonic()
+        with pytest.raises(InventoryNotReady) as caught:
+            run_preview(cluster, yaml_text=text, deadline=0.3)
+        assert 0.25 < time.monotonic() - started < 5
+        message = str(caught.value)
+        assert f"the preview inventory of cluster {cluster.name} is still being built (2." in message
+        assert f"the last build took {first['buildSeconds']:.1f} s): try again in about" in message
+        with pytest.raises(PreviewError, match="YAML") as bad:
+            run_preview(cluster, yaml_text="kind: [unclosed", deadline=30)  # no wait for a malformed paste
+        assert not isinstance(bad.value, InventoryNotReady)
+
+        api = APIClient()
+        api.force_login(User.objects.create_superuser("admin-live", password="x"))
+        with override_deadline(0.3):
+            response = api.post("/api/v1/preview", {"cluster": cluster.name, "yaml": text}, format="json")
+        assert response.status_code == 503, response.content
+        assert response.json()["error"]["code"] == "inventory_building"
+        assert "still being built" in response.json()["error"]["message"]
+        assert int(response["Retry-After"]) >= 1
+    finally:
+        live.building_since = None
+        live._update.release()
+    after = run_preview(cluster, yaml_text=text)["summary"]["inventory"]
+    assert after["obtained"] == "built"
+
+
+class override_deadline:  # noqa: N801 - a context manager
+    """settings.GPUDASH_ENGINE_LIMITS with another PREVIEW_DEADLINE for the block."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __enter__(self):
+        from django.conf import settings
+
+        self.saved = settings.GPUDASH_ENGINE_LIMITS
+        settings.GPUDASH_ENGINE_LIMITS = {**self.saved, "PREVIEW_DEADLINE": self.seconds}
+
+    def __exit__(self, *exc):
+        from django.conf import settings
+
+        settings.GPUDASH_ENGINE_LIMITS = self.saved

@@ -251,3 +251,15 @@ def test_api_schema_documents_headroom_with_examples(wide):
     assert any("headroom" in ex["value"]["result"] for ex in ok.values())
     bad = op["responses"]["400"]["content"]["application/json"]["examples"]
     assert any(ex["value"]["error"]["field"] == "yaml" for ex in bad.values())
+
+
+def test_the_page_says_when_a_preview_built_its_inventory_and_not_when_it_reused_it(operator, wide):
+    from claims.live_inventory import forget
+
+    forget()
+    first = post(operator, TWO_GPUS).content.decode()
+    note = re.search(r'<p class="muted" id="preview-inventory-wait" data-obtained="built">(.*?)</p>', first, re.S)
+    assert note and "first built the cluster's preview inventory" in note.group(1)
+    again = post(operator, TWO_GPUS).content.decode()
+    assert 'id="preview-inventory-wait"' not in again  # reused: nothing to say
+    assert post(operator, TWO_GPUS).context["report"].summary["inventory"]["obtained"] == "current"

@@ -11,8 +11,8 @@ from rest_framework.views import APIView
 from gpudash import roles
 from gpudash.api.permissions import IsOperator
 from claims.models import ResourceClaim
-from claims.preview import EngineFailure, OutOfScope, PreviewError, run_preview
-from gpudash.api.errors import EngineError
+from claims.preview import EngineFailure, InventoryNotReady, OutOfScope, PreviewError, run_preview
+from gpudash.api.errors import EngineError, InventoryBuilding
 from inventory.models import Cluster
 
 
@@ -78,6 +78,9 @@ class PreviewView(APIView):
         responses={
             200: inline_serializer("PreviewResult", {"result": serializers.JSONField(help_text="The engine's result: nodes, summary, headroom.")}),
             400: inline_serializer("PreviewError", {"error": serializers.JSONField(help_text="{code, message, field}")}),
+            503: inline_serializer("PreviewInventoryBuilding", {"error": serializers.JSONField(
+                help_text="{code: inventory_building, message, field: null}: the cluster's preview inventory is still being "
+                "built (the web process's start-up warm-up) past the preview deadline; Retry-After says when to ask again")}),
             422: inline_serializer("PreviewEngineError", {"error": serializers.JSONField(
                 help_text="{code: engine_error, message, field: null}: the engine failed on this input (logged for the administrators)")}),
         },
@@ -141,6 +144,8 @@ class PreviewView(APIView):
             raise PermissionDenied(str(exc)) from exc
         except EngineFailure as exc:  # logged by run_preview; still the API's JSON error, never a 500 page
             raise EngineError(str(exc)) from exc
+        except InventoryNotReady as exc:  # 503 + Retry-After: the answer will come, just not within the deadline
+            raise InventoryBuilding(str(exc), wait=exc.retry_after) from exc
         except PreviewError as exc:
             # The engine's own input errors (bad YAML, unknown kind, unsupported feature) name the problem.
             raise ValidationError({_field_of(str(exc), data): [str(exc)]}) from exc

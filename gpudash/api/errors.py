@@ -30,6 +30,18 @@ class EngineError(exceptions.APIException):
     default_code = "engine_error"
 
 
+class InventoryBuilding(exceptions.APIException):
+    """A preview's inventory is still being built (503; `wait` becomes DRF's Retry-After header)."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The preview inventory is still being built."
+    default_code = "inventory_building"
+
+    def __init__(self, detail=None, wait=None):
+        super().__init__(detail)
+        self.wait = wait
+
+
 def _first_error(detail, prefix=""):
     """(field path, ErrorDetail) of the first message in a nested DRF error structure."""
     if isinstance(detail, dict):
