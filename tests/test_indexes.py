@@ -56,3 +56,29 @@ def test_no_like_only_indexes_on_postgresql():
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'auth_user' AND indexdef LIKE %s", ["%pattern_ops%"])
         assert cursor.fetchone()[0] >= 1
+
+
+# The search box's "name contains" lookups and its GPU-UUID lookup (gpudash/search_indexes.py): each
+# index must match the expression Django writes for the lookup, or PostgreSQL cannot use it.
+SEARCHED = [
+    ("inventory.Node", "name__icontains", "h100", "inventory_node_name_trgm"),
+    ("inventory.ResourceSlice", "name__icontains", "h100", "inventory_resourceslice_name_trgm"),
+    ("inventory.Device", "name__icontains", "gpu-1", "inventory_device_name_trgm"),
+    ("claims.ResourceClaim", "name__icontains", "train", "claims_resourceclaim_name_trgm"),
+    ("claims.ResourceClaim", "owner_pod_name__icontains", "train", "claims_resourceclaim_owner_pod_name_trgm"),
+    ("claims.Pod", "name__icontains", "train", "claims_pod_name_trgm"),
+    ("inventory.Device", "attribute_values__uuid", "GPU-8f3c", "inventory_device_uuid_idx"),
+]
+
+
+@pytest.mark.parametrize("label,lookup,value,index", SEARCHED, ids=[f"{s[0]}.{s[1]}" for s in SEARCHED])
+def test_search_lookups_can_use_their_index(label, lookup, value, index):
+    if connection.vendor != "postgresql":
+        pytest.skip("trigram indexes are PostgreSQL's (pg_trgm); SQLite scans its small tables")
+    queryset = apps.get_model(label).objects.filter(**{lookup: value}).order_by()  # no ordering index walk
+    with connection.cursor() as cursor:
+        # Empty test tables make a scan cheapest; with scans priced out the planner takes any index
+        # that can answer the lookup, and none when the index's expression differs from the query's.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    plan = queryset.explain()
+    assert index in plan, plan
