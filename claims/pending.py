@@ -282,7 +282,24 @@ def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=Non
     text += " " + gettext("Most common reason: %(reason)s") % {"reason": common}
     if message:
         text += " " + gettext("Scheduler: %(message)s") % {"message": message}
-    return step("engine", gettext("Where could it fit?"), FAIL, text, **result)
+    post = post_filter_text(summary)
+    return step("engine", gettext("Where could it fit?"), FAIL, text + (f" {post}" if post else ""), **result)
+
+
+def post_filter_text(summary):
+    """What the scheduler does next when no node fits (summary.postFilter): deallocate a claim of the
+    pod that is allocated where the pod cannot run, and/or evict lower-priority pods; "" if neither."""
+    post = summary.get("postFilter") or {}
+    parts = []
+    freed = (post.get("dynamicResources") or {}).get("deallocates") or []
+    if freed:
+        parts.append(gettext("The scheduler deallocates claim %(claim)s (allocated where this pod cannot run) so that it can be allocated again.")
+                     % {"claim": freed[0]})
+    candidates = (post.get("preemption") or {}).get("candidates") or []
+    if candidates:
+        parts.append(gettext("Preemption: evicting lower-priority pods would make room on %(nodes)s; the scheduler nominates one of them.")
+                     % {"nodes": ", ".join(c["node"] for c in candidates[:5]) + (", ..." if len(candidates) > 5 else "")})
+    return " ".join(parts)
 
 
 def filter_rejections_text(summary):

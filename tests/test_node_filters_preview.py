@@ -80,7 +80,11 @@ def test_the_worked_example_gives_the_schedulers_message():
     assert summary["fits"] == 0 and summary["filtered"] == 5
     assert summary["schedulerMessage"] == (
         "0/5 nodes are available: 1 Insufficient memory, 1 node(s) didn't match Pod's node affinity/selector, "
-        "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, 2 Insufficient cpu.")
+        "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, 2 Insufficient cpu. "
+        # The PostFilters: DynamicResources has no claim to deallocate; DefaultPreemption tries d and e
+        # (rejected for resources: resolvable), but their pods have the pod's own priority (0), so there
+        # is nobody to evict; the other three are not tried.
+        "still not schedulable, preemption: 0/5 nodes are available: 2 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.")
     d = next(e for e in out["nodes"] if e["node"] == "d")
     assert d["filters"][-1] == {"plugin": "NodeResourcesFit", "passed": False, "reason": "Insufficient cpu, Insufficient memory",
                                 "reasons": ["Insufficient cpu", "Insufficient memory"]}
@@ -103,7 +107,8 @@ def test_reasons_sort_as_strings_like_go():
     nodes = [node(f"n{i:02d}", cordoned=i < 10) for i in range(12)]
     objects = {"nodes": nodes, "resourceslices": [gpus(n["metadata"]["name"], 0) for n in nodes], "deviceclasses": [GPU_CLASS]}
     _, _, _, out = run(objects, pod_yaml())
-    assert out["summary"]["schedulerMessage"] == "0/12 nodes are available: 10 node(s) were unschedulable, 2 cannot allocate all claims."
+    assert out["summary"]["schedulerMessage"] == ("0/12 nodes are available: 10 node(s) were unschedulable, 2 cannot allocate all claims. "
+                                                  "still not schedulable, preemption: 0/12 nodes are available: 12 Preemption is not helpful for scheduling.")
 
 
 def test_ports_and_pod_count():
@@ -159,7 +164,8 @@ def test_node_affinity_prefilter_cuts_to_the_named_nodes():
     spec = ("  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n"
             "        - matchFields: [{key: metadata.name, operator: In, values: [d]}]")
     _, _, _, out = run(worked_example(), pod_yaml(spec))
-    assert out["summary"]["schedulerMessage"] == "0/5 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 4 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+    assert out["summary"]["schedulerMessage"] == ("0/5 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 4 node(s) didn't satisfy plugin(s) [NodeAffinity]. "
+        "still not schedulable, preemption: 0/5 nodes are available: 1 No preemption victims found for incoming pod, 4 Preemption is not helpful for scheduling.")
     assert next(e for e in out["nodes"] if e["node"] == "a")["filters"] == [
         {"plugin": "NodeAffinity", "passed": False, "reason": "node(s) didn't satisfy plugin(s) [NodeAffinity]",
          "reasons": ["node(s) didn't satisfy plugin(s) [NodeAffinity]"]}]  # cordoned, but never filtered
@@ -167,6 +173,7 @@ def test_node_affinity_prefilter_cuts_to_the_named_nodes():
                             "[{key: metadata.name, operator: In, values: [d]}, {key: metadata.name, operator: In, values: [e]}]")
     _, _, _, out = run(worked_example(), pod_yaml(conflict))
     assert out["summary"]["schedulerMessage"] == "0/5 nodes are available: pod affinity terms conflict."
+    assert "PreFilter" in out["summary"]["postFilter"]["undecided"]
     assert out["summary"]["fits"] == 0
 
 

@@ -408,4 +408,9 @@ def test_footprint_of_a_bound_pod():
         {"name": "c", "resources": {"requests": {"cpu": "500m", "nvidia.com/gpu": "1"}}, "ports": [{"containerPort": 80, "hostPort": 8080}]}]},
         "status": {"phase": "Running"}}
     assert pod_footprint(raw) == {"kind": "PodFootprint", "metadata": {"namespace": "ns", "name": "w", "uid": "u1"}, "node": "n1",
-                                  "phase": "Running", "requests": {"cpu": 500, "nvidia.com/gpu": 1}, "hostPorts": [["TCP", "0.0.0.0", 8080]]}
+                                  "phase": "Running", "requests": {"cpu": 500, "nvidia.com/gpu": 1}, "hostPorts": [["TCP", "0.0.0.0", 8080]],
+                                  "priority": 0}
+    # The priority admission fills in is what preemption compares; a system class without it is known too.
+    assert pod_footprint({**raw, "spec": {**raw["spec"], "priority": 1000}})["priority"] == 1000
+    assert pod_footprint({**raw, "spec": {**raw["spec"], "priorityClassName": "system-node-critical"}})["priority"] == 2000001000
+    assert pod_footprint({**raw, "spec": {**raw["spec"], "priorityClassName": "batch-low"}})["priority"] is None

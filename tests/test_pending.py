@@ -47,7 +47,8 @@ def test_unallocated_claim_is_explained_with_events(server, live_cluster):
     assert engine["status"] == FAIL
     assert engine["detail"] == ("Fits on none of 1 nodes. Most common reason: request `gpu`: 2 devices match class `gpu.example.com`, "
                                 "2 are already allocated to other claims (e.g. team-b/holder), 0 free < count 1 "
-                                "Scheduler: 0/1 nodes are available: 1 cannot allocate all claims.")
+                                "Scheduler: 0/1 nodes are available: 1 cannot allocate all claims. "
+                                "still not schedulable, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
     assert report["verdict"]["status"] == FAIL and report["verdict"]["title"] == "Scheduled"
 
     # A viewer scoped to other namespaces is not told which claim holds the devices.

@@ -74,3 +74,22 @@ def test_replays_never_go_back_and_odd_resources_are_kept_with_why(cluster):
     inv = Inventory(nodes=[{"metadata": {"name": "n1"}}], pod_footprints=list(PodFootprint.objects.filter(cluster=cluster).values_list("raw", flat=True)))
     usage = inv.usage_of("n1")
     assert usage.pods == 2 and usage.requested == {"cpu": 1000, "memory": 2**30}  # b counts as a pod, its requests unknown
+
+
+def test_a_footprint_stored_without_the_priority_is_derived_again_from_the_same_version(cluster):
+    pod = busy_pod("web", "p", node="n1")
+    pod["metadata"].update(uid="u1", resourceVersion="20")
+    pod["spec"]["priority"] = 1000
+    apply.apply_batch(cluster, "Pod", [(apply.ADDED, pod)])
+    assert PodFootprint.objects.get(cluster=cluster, name="p").raw["priority"] == 1000
+    # What an older gpudash stored (no priority), then the relist replays the same resourceVersion.
+    row = PodFootprint.objects.get(cluster=cluster, name="p")
+    row.raw = {k: v for k, v in row.raw.items() if k != "priority"}
+    row.save()
+    apply.apply_batch(cluster, "Pod", [(apply.MODIFIED, pod)])
+    assert PodFootprint.objects.get(cluster=cluster, name="p").raw["priority"] == 1000
+    # An older version of the pod still never replaces what is stored.
+    older = busy_pod("web", "p", node="n1", cpu="8")
+    older["metadata"].update(uid="u1", resourceVersion="10")
+    apply.apply_batch(cluster, "Pod", [(apply.MODIFIED, older)])
+    assert PodFootprint.objects.get(cluster=cluster, name="p").raw["requests"]["cpu"] == 500

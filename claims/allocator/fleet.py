@@ -10,6 +10,7 @@ from .explain import explain
 from .model import MAX_DEVICES_PER_CLAIM, ADMIN_ACCESS_LABEL, node_selector_matches
 from .search import DEADLINE, ERROR, NODE_FAILURE, SUCCESS, NodeAllocator, Overlay, Plan, deadline_message
 from .documents import EXTENDED_CLAIM_NAME, extended_resource_claim
+from .preemption import fit_error_message, postfilter
 from .nodefilters import (
     DYNAMIC_RESOURCES, FILTER_ORDER, NODE_AFFINITY, NODE_NAME, NODE_PORTS, NODE_RESOURCES_FIT, NODE_UNSCHEDULABLE,
     REASON_TERMS_CONFLICT, TAINT_TOLERATION, SchedulingPod, filter_entry, rejected, run_filters, served_by_device_plugin,
@@ -262,20 +263,7 @@ def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, r
             codes.append(FILTER_CODES[failed.plugin])
             sched.append(failed.reasons)
             continue
-        view = node_view(name)
-        blocked = None
-        if bound:
-            blocked = next((ref for ref, sel in bound if sel and not node_selector_matches(sel, name, view.labels)), None)
-        if blocked:
-            entry = {"node": name, "fits": False, "results": [], "reason": f"claim {blocked} is allocated and not available on this node (resourceclaim not available on the node)", "error": None}
-            code, reasons = "unavailable", ["resourceclaim not available on the node"]
-        else:
-            plan, allocator = single if single is not None else plans.for_node(name)
-            if allocator is None:  # every extended resource comes from the node's device plugin: nothing for DRA
-                entry, code, reasons = {"node": name, "fits": True, "results": [], "reason": None, "error": None}, None, []
-            else:
-                outcome = allocator.run(view)
-                entry, code, reasons = _dra_entry(outcome, plan, view, explain_failures, deadline, allocator)
+        entry, code, reasons = _dynamic_resources(plans, name, node_view(name), bound, single, explain_failures, deadline)
         fits = entry["fits"]
         if fits:
             dra = filter_entry(DYNAMIC_RESOURCES, True)
@@ -291,9 +279,96 @@ def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, r
         codes.append(code)
         sched.append(reasons)
     summary = summarize(entries, claims, inventory, started, codes, sched=sched, pod=pod)
+    if pod is not None and not pod.hypothetical and summary["schedulerMessage"] and "deadline" not in codes and not summary["errors"]:
+        _add_post_filter(summary, pod, plans, names, entries, bound, deadline)
     if deadline.seconds is not None:
         summary["deadline"] = {"seconds": deadline.seconds, "reached": "deadline" in codes, "undecidedNodes": codes.count("deadline")}
     return _with_codes(entries, codes, reason_codes, summary)
+
+
+def _dynamic_resources(plans, name, view, bound, single, explain_failures, deadline):
+    """(entry, code, scheduler reasons) of the DynamicResources Filter on one node: the pod's
+    allocated claims must be usable there, then its other claims are allocated."""
+    blocked = None
+    if bound:
+        blocked = next((ref for ref, sel in bound if sel and not node_selector_matches(sel, name, view.labels)), None)
+    if blocked:
+        entry = {"node": name, "fits": False, "results": [], "reason": f"claim {blocked} is allocated and not available on this node (resourceclaim not available on the node)", "error": None}
+        return entry, "unavailable", [SCHEDULER_REASONS["unavailable"]]
+    plan, allocator = single if single is not None else plans.for_node(name)
+    if allocator is None:  # every extended resource comes from the node's device plugin: nothing for DRA
+        return {"node": name, "fits": True, "results": [], "reason": None, "error": None}, None, []
+    outcome = allocator.run(view)
+    return _dra_entry(outcome, plan, view, explain_failures, deadline, allocator)
+
+
+def _add_post_filter(summary, pod, plans, names, entries, bound, deadline):
+    """What the PostFilter plugins answer when no node fits a Pod (DynamicResources, then
+    DefaultPreemption; preemption.py): `summary.postFilter`, and their text appended to
+    `schedulerMessage` as the scheduler appends it. A would-be pod for a bare claim gets none: its
+    priority and claims are the real pod's, which the preview does not know."""
+    inventory = plans.inventory
+    if pod.node_names == frozenset():
+        # NodeAffinity's PreFilter rejected the pod before DynamicResources' PreFilter ran, so that
+        # plugin's PostFilter finds no state of its own and fails; not reproduced.
+        summary["postFilter"] = {"message": None, "dynamicResources": None, "preemption": None,
+                                 "undecided": "the pod was rejected in PreFilter; the PostFilter text is not reproduced"}
+        return
+    dra_message, deallocates = _dra_post_filter(pod, inventory, entries, bound)
+    potential = []
+    if pod.node_names != frozenset():  # a PreFilter rejection leaves every node unresolvable
+        for name in names:
+            failed = rejected(plans.filters(name))  # the verdict of the loop again, with its resolvable flag
+            if failed is not None and failed.resolvable:
+                potential.append(name)
+    on_node = defaultdict(list)
+    if potential:
+        wanted = set(potential)
+        for fp in inventory.pod_footprints.values():  # the bound, non-terminal pods
+            if fp["node"] in wanted:
+                on_node[fp["node"]].append(fp)
+    single = plans.single()
+
+    def recheck(name, evicted):
+        usage = inventory.usage_of(name)
+        for fp in evicted:
+            usage = usage.minus(fp)
+        failed = rejected(plans.filters(name, usage))
+        if failed is not None:
+            return False, list(failed.reasons), None
+        entry, code, reasons = _dynamic_resources(plans, name, inventory.node(name), bound, single, False, deadline)
+        if code == "deadline":
+            return False, [], entry["reason"]
+        return entry["fits"], reasons, entry["error"]
+
+    verdict = postfilter(pod, len(names), potential, on_node.__getitem__, recheck)
+    # Each PostFilter's text, joined: none at all when preemption finds a node (its Success ends the run).
+    message = f"{dra_message}, {verdict['message']}" if verdict["message"] else None
+    summary["postFilter"] = {"message": message, "dynamicResources": {"message": dra_message, "deallocates": deallocates},
+                             "preemption": verdict, "undecided": verdict["undecided"]}
+    if message:
+        summary["schedulerMessage"] = f"{summary['schedulerMessage']} {message}"
+
+
+def _dra_post_filter(pod, inventory, entries, bound):
+    """(message, claims it would deallocate) of DynamicResources' PostFilter: an allocated claim of
+    the pod that was not available on some node DynamicResources checked, and that no other pod has
+    reserved, gets deallocated so that the next attempt may allocate it elsewhere."""
+    if not bound:
+        return "still not schedulable", []
+    checked = [e["node"] for e in entries if e["filters"] and e["filters"][-1]["plugin"] == DYNAMIC_RESOURCES]
+    uid = ((pod.raw or {}).get("metadata") or {}).get("uid")
+    freeable = []
+    for ref, selector in bound:
+        if not selector or not any(not node_selector_matches(selector, n, inventory.nodes.get(n) or {}) for n in checked):
+            continue
+        ns, _, name = ref.partition("/")
+        reserved = (((inventory.claims.get((ns, name)) or {}).get("status") or {}).get("reservedFor")) or []
+        if not reserved or (len(reserved) == 1 and uid and reserved[0].get("uid") == uid):
+            freeable.append(ref)
+    if freeable:
+        return "deallocation of ResourceClaim completed", freeable[:1]  # upstream picks one
+    return "still not schedulable", []
 
 
 def _warm(inventory, deadline):
@@ -418,8 +493,7 @@ def scheduler_message(entries, counts):
     error = next((e["error"] for e in entries if e["error"]), None)
     if error:
         return f'running "DynamicResources" filter plugin: {error}'
-    parts = sorted((f"{n} {reason}" for reason, n in counts.items()), key=lambda s: s.encode())
-    return f"0/{len(entries)} nodes are available: {', '.join(parts)}."
+    return fit_error_message(len(entries), counts)
 
 
 def node_pool_of(labels, label=None):

@@ -64,12 +64,18 @@ def filter_entry(plugin, passed, reason=None, reasons=()):
 
 
 class FilterResult:
-    """One plugin's verdict on one node. `passed` None = not simulated (the reason says why)."""
+    """One plugin's verdict on one node. `passed` None = not simulated (the reason says why).
 
-    __slots__ = ("plugin", "passed", "reasons", "reason", "_entry")
+    `resolvable`: a rejection the scheduler reports as Unschedulable rather than
+    UnschedulableAndUnresolvable, i.e. one that evicting lower-priority pods might cure (NodePorts, and
+    NodeResourcesFit unless a request exceeds the node's whole allocatable): the nodes DefaultPreemption
+    tries (preemption.py)."""
 
-    def __init__(self, plugin, passed, reasons=()):
+    __slots__ = ("plugin", "passed", "reasons", "reason", "resolvable", "_entry")
+
+    def __init__(self, plugin, passed, reasons=(), resolvable=False):
         self.plugin, self.passed, self.reasons = plugin, passed, tuple(reasons)
+        self.resolvable = resolvable
         self.reason = ", ".join(self.reasons) if self.reasons else None
         self._entry = None
 
@@ -477,12 +483,53 @@ def ports_conflict(wanted, used):
 
 FOOTPRINT_KIND = "PodFootprint"
 
+# The two PriorityClasses every cluster has (scheduling.k8s.io SystemPriorityClasses); any other class's
+# value lives in a PriorityClass object, which gpudash does not mirror.
+SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+
+
+def pod_priority(spec):
+    """The pod's priority as the scheduler reads it (corev1helpers.PodPriority: spec.priority, else 0).
+
+    The Priority admission plugin fills spec.priority in on create, so every stored pod has it. A pod
+    pasted into a preview may not: its priorityClassName then decides, which gpudash knows only for the
+    system classes; for any other class the priority is unknown (None) and the preview says so. A pod
+    with neither is 0, as upstream reads it (a cluster's globalDefault PriorityClass, which admission
+    would apply, is not mirrored)."""
+    priority = spec.get("priority")
+    if priority is not None:
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise InputError(f"spec.priority: must be an integer, not {priority!r}")
+        return priority
+    name = spec.get("priorityClassName") or ""
+    if not isinstance(name, str):
+        raise InputError("spec.priorityClassName: must be a string")
+    if not name:
+        return 0
+    return SYSTEM_PRIORITY_CLASSES.get(name)
+
+
+def pod_preempts(spec):
+    """False for preemptionPolicy Never (the pod waits instead of evicting lower-priority pods)."""
+    policy = spec.get("preemptionPolicy")
+    if policy in (None, "", "PreemptLowerPriority"):
+        return True
+    if policy == "Never":
+        return False
+    raise InputError(f"spec.preemptionPolicy: must be PreemptLowerPriority or Never, not {policy!r}")
+
 
 def pod_footprint(raw):
     """What a pod takes from its node: the compact document the mirror keeps for every pod,
-    {kind: PodFootprint, metadata: {namespace, name, uid}, node, phase, requests, hostPorts}
-    (keyed like the Pod, so the live inventory handles it like any object). InputError for unreadable resources."""
+    {kind: PodFootprint, metadata: {namespace, name, uid}, node, phase, requests, hostPorts, priority}
+    (keyed like the Pod, so the live inventory handles it like any object). InputError for unreadable resources.
+    `priority` (pod_priority) tells which pods preemption may evict; None when unknown. A footprint
+    stored before it was kept lacks the key (FOOTPRINT_FIELDS): the sync writes it again."""
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    try:
+        priority = pod_priority(spec)
+    except InputError:
+        priority = None
     return {
         "kind": FOOTPRINT_KIND,
         "metadata": {"namespace": meta.get("namespace") or "", "name": meta.get("name") or "", "uid": meta.get("uid") or ""},
@@ -490,7 +537,11 @@ def pod_footprint(raw):
         "phase": status.get("phase") or "",
         "requests": pod_requests(spec),
         "hostPorts": [list(p) for p in pod_host_ports(spec)],
+        "priority": priority,
     }
+
+
+FOOTPRINT_FIELDS = frozenset(pod_footprint({}))  # what a footprint of this version holds
 
 
 def counts_on_node(footprint):
@@ -560,10 +611,14 @@ class SchedulingPod:
     """What the filters need of the pod being placed."""
 
     __slots__ = ("ref", "node_name", "tolerations", "node_selector", "required", "requests", "host_ports", "not_simulated", "hypothetical", "raw",
-                 "node_names", "_checks")
+                 "node_names", "priority", "priority_class", "preempts", "_checks")
 
-    def __init__(self, ref, *, node_name="", tolerations=(), node_selector=None, required=None, requests=None, host_ports=(), not_simulated=(), hypothetical=False, raw=None):
+    def __init__(self, ref, *, node_name="", tolerations=(), node_selector=None, required=None, requests=None, host_ports=(), not_simulated=(), hypothetical=False, raw=None,
+                 priority=0, priority_class="", preempts=True):
         self.ref = ref
+        self.priority = priority  # None: a priorityClassName whose value gpudash does not know (pod_priority)
+        self.priority_class = priority_class
+        self.preempts = preempts  # False: preemptionPolicy Never
         self.node_name = node_name
         self.tolerations = with_default_tolerations(list(tolerations))
         self.node_selector = node_selector or {}
@@ -612,6 +667,9 @@ class SchedulingPod:
             host_ports=pod_host_ports(spec),
             not_simulated=unsimulated_plugins(spec),
             raw=raw,
+            priority=pod_priority(spec),
+            priority_class=spec.get("priorityClassName") or "",
+            preempts=pod_preempts(spec),
         )
 
     @classmethod
@@ -629,6 +687,8 @@ class SchedulingPod:
             "requiredNodeAffinity": self.required,
             "requests": dict(self.requests),
             "hostPorts": [list(p) for p in self.host_ports],
+            "priority": self.priority,
+            "preemptionPolicy": "PreemptLowerPriority" if self.preempts else "Never",
         }
 
 
@@ -700,7 +760,7 @@ _FAILED = {}
 def _failed(plugin, reason):
     result = _FAILED.get((plugin, reason))
     if result is None:
-        result = _FAILED.setdefault((plugin, reason), FilterResult(plugin, False, [reason]))
+        result = _FAILED.setdefault((plugin, reason), FilterResult(plugin, False, [reason], resolvable=plugin == NODE_PORTS))
     return result
 
 
@@ -749,6 +809,7 @@ def _resources(pod, node, usage, dra):
     if alloc is None:
         return _NO_ALLOCATABLE
     reasons = []
+    resolvable = True  # "Too many pods" is; a request larger than the whole node is not (upstream's Unresolvable)
     if usage.pods + 1 > alloc.get("pods", 0):
         reasons.append(REASON_TOO_MANY_PODS)
     requests = pod.requests
@@ -757,6 +818,7 @@ def _resources(pod, node, usage, dra):
             want = requests.get(name, 0)
             if want and want > alloc.get(name, 0) - usage.requested.get(name, 0):
                 reasons.append(f"Insufficient {name}")
+                resolvable = resolvable and want <= alloc.get(name, 0)
         for name in sorted(requests):
             if name in NATIVE or not is_scalar_resource(name):
                 continue
@@ -765,7 +827,8 @@ def _resources(pod, node, usage, dra):
                 continue  # DRA-backed extended resource: DynamicResources allocates devices for it
             if requests[name] > have - usage.requested.get(name, 0):
                 reasons.append(f"Insufficient {name}")
-    return FilterResult(NODE_RESOURCES_FIT, False, reasons) if reasons else _PASSED[NODE_RESOURCES_FIT]
+                resolvable = resolvable and requests[name] <= have
+    return FilterResult(NODE_RESOURCES_FIT, False, reasons, resolvable) if reasons else _PASSED[NODE_RESOURCES_FIT]
 
 
 _CHECKS = (

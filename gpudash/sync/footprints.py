@@ -12,7 +12,7 @@ ignored, a relist removes what it no longer lists. Every write is logged in the 
 import logging
 
 from claims.allocator.errors import InputError
-from claims.allocator.nodefilters import pod_footprint
+from claims.allocator.nodefilters import FOOTPRINT_FIELDS, pod_footprint
 
 from . import changelog
 
@@ -53,7 +53,10 @@ def apply(cluster, ops):
     to_delete, to_write, kept, changed = [], [], set(), []
     for key, (deleted, rv, uid, raw) in final.items():
         cur = stored.get(key)
-        if cur is not None and cur["resource_version_num"] and rv and (rv < cur["resource_version_num"] if deleted else rv <= cur["resource_version_num"]):
+        # A footprint written by an older gpudash (without a field this one keeps, e.g. the priority)
+        # is derived again from the same version of the pod, which the next relist brings.
+        outdated = cur is not None and not deleted and rv == cur["resource_version_num"] and not FOOTPRINT_FIELDS <= set(cur["raw"] or ())
+        if cur is not None and cur["resource_version_num"] and rv and not outdated and (rv < cur["resource_version_num"] if deleted else rv <= cur["resource_version_num"]):
             kept.add(key)
             continue  # a replay from before what is stored
         if deleted:
