@@ -146,6 +146,62 @@ CASES = [
     dict(id="admin-access-gate-wording", why="message wording",
          features=dict(ALL_FEATURES, admin_access=False), slices=TWO_GPUS, claims=[claim("c", request("w", "gpu", admin=True))],
          expect="error", message="claim default/c, request w: admin access is requested, but the feature is disabled"),
+    # ---- CEL runtime error wording is cel-go's
+    dict(id="cel-division-by-zero-wording", why="the engine's CEL says 'divide by zero', cel-go 'division by zero'",
+         slices=ONE_GPU_ONE_NIC, claims=[claim("c", request("nic", "nic", selectors=[f'device.attributes["{NIC}"].speed / 0 == 1']))],
+         expect="error", message="claim default/c: selector #0: CEL runtime error: division by zero"),
+    # ---- errors name a subrequest by its own name (upstream formats them with the subrequest's name())
+    dict(id="subrequest-all-incomplete-pool-wording", why="the engine said `request r/s0`",
+         slices=[slice_("node-1-gpu", GPU, "node-1-gpu", [device("gpu-0", model="a")], count=2)],
+         claims=[claim("c", first_available("r", ("s0", "gpu", dict(mode="All"))))],
+         expect="error", message=f"claim default/c, request s0: asks for all devices, but resource pool {GPU}/node-1-gpu is currently being updated"),
+    dict(id="subrequest-all-constraint-wording", why="the engine said `request r/s0`",
+         slices=ONE_GPU_ONE_NIC,
+         claims=[claim("c", first_available("r", ("s0", "any", dict(mode="All"))), constraints=[{"matchAttribute": f"{GPU}/model"}])],
+         expect="error", message=f"claim default/c, request s0: cannot add device {NIC}/node-1-nic/nic-0 because a claim constraint would not be satisfied"),
+    # ---- consumable capacity: an All list leaves out a shareable device its persisted shares have filled
+    dict(id="all-skips-shared-device-without-room", why="the All list checked capacity only for requests with capacity requests",
+         slices=[slice_("node-1-gpu", GPU, "node-1-gpu", [dict(device("gpu-0", model="a"), allowMultipleAllocations=True,
+                                                              capacity={"memory": {"value": "80Gi"}}), device("gpu-1", model="a")])],
+         allocated=[{"metadata": {"name": "taken", "namespace": "other"}, "spec": {"devices": {"requests": []}},
+                     "status": {"allocation": {"devices": {"results": [
+                         {"request": "r", "driver": GPU, "pool": "node-1-gpu", "device": "gpu-0",
+                          "shareID": "00000000-0000-0000-0000-000000000001", "consumedCapacity": {"memory": "10Gi"}}]}}}}],
+         claims=[claim("c", request("every", "gpu", mode="All"))],
+         expect="success", picks=[("default/c", "every", f"{GPU}/node-1-gpu/gpu-1", False)]),
+    # ---- consumable capacity + counters: a shareable device's counters are charged by its first share only
+    dict(id="second-share-of-capacityless-device-skips-counters", why="a share of a device without capacities was not recorded, so its counters were charged twice",
+         slices=[slice_("node-1-counters", GPU, "node-1-gpu", None, node=None, count=2,
+                        sharedCounters=[{"name": "cs", "counters": {"sm": {"value": "7"}}}]),
+                 slice_("node-1-gpu", GPU, "node-1-gpu", [dict(device("gpu-0", model="a"), allowMultipleAllocations=True,
+                                                              consumesCounters=[{"counterSet": "cs", "counters": {"sm": {"value": "4"}}}])], count=2)],
+         claims=[claim("c", request("a", "gpu"), request("b", "gpu"))],
+         expect="success", picks=[("default/c", "a", f"{GPU}/node-1-gpu/gpu-0", False), ("default/c", "b", f"{GPU}/node-1-gpu/gpu-0", False)]),
+    # ---- consumable capacity: a request above every validValues entry violates the policy
+    dict(id="capacity-request-above-valid-values", why="the engine consumed the request as it was",
+         slices=[slice_("node-1-nic", NIC, "node-1-nic", [dict(device("nic-0", speed=100), allowMultipleAllocations=True,
+                                                              capacity={"bandwidth": {"value": "100G", "requestPolicy": {"default": "10G", "validValues": ["10G", "25G", "50G"]}}})])],
+         claims=[claim("c", {"name": "r", "exactly": dict(exactly("nic"), capacity={"requests": {"bandwidth": "60G"}})})],
+         expect="unschedulable"),
+    # ---- distinctAttribute is honoured whatever the gates (the allocator does not look at DRAConsumableCapacity for it)
+    dict(id="distinct-attribute-with-consumable-capacity-off", why="the engine called it an empty constraint",
+         features=dict(ALL_FEATURES, consumable_capacity=False), slices=TWO_GPUS,
+         claims=[claim("c", request("gpus", "gpu", count=2), constraints=[{"distinctAttribute": f"{GPU}/model"}])],
+         expect="unschedulable"),
+    dict(id="distinct-attribute-with-consumable-capacity-off-fits", why="the engine called it an empty constraint",
+         features=dict(ALL_FEATURES, consumable_capacity=False),
+         slices=[slice_("node-1-gpu", GPU, "node-1-gpu", [device("gpu-0", model="a"), device("gpu-1", model="b")])],
+         claims=[claim("c", request("gpus", "gpu", count=2), constraints=[{"distinctAttribute": f"{GPU}/model"}])],
+         expect="success", picks=[("default/c", "gpus", f"{GPU}/node-1-gpu/gpu-0", False), ("default/c", "gpus", f"{GPU}/node-1-gpu/gpu-1", False)]),
+    # ---- consumable capacity off: a persisted share blocks its device (the scheduler gathers only dedicated devices)
+    dict(id="consumable-off-persisted-share-blocks-device", why="the engine kept the share apart and left the device free",
+         features=dict(ALL_FEATURES, consumable_capacity=False),
+         slices=[slice_("node-1-gpu", GPU, "node-1-gpu", [dict(device("gpu-0", model="a"), allowMultipleAllocations=True), device("gpu-1", model="a")])],
+         allocated=[{"metadata": {"name": "taken", "namespace": "other"}, "spec": {"devices": {"requests": []}},
+                     "status": {"allocation": {"devices": {"results": [
+                         {"request": "r", "driver": GPU, "pool": "node-1-gpu", "device": "gpu-0", "shareID": "00000000-0000-0000-0000-000000000001"}]}}}}],
+         claims=[claim("c", request("gpu", "gpu"))],
+         expect="success", picks=[("default/c", "gpu", f"{GPU}/node-1-gpu/gpu-1", False)]),
 ]
 
 

@@ -227,10 +227,12 @@ def test_features_off_behave_like_the_scheduler():
         (claim("c", [first("r", sub("a"))]), "DRAPrioritizedList feature is disabled"),
         (claim("c", [req("r", admin=True)]), "admin access is requested, but the feature is disabled"),
         (claim("c", [req("r", capacity={"m": 1})]), "DRAConsumableCapacity feature is disabled"),
-        (claim("c", [req("r")], constraints=[{"distinctAttribute": "driver-a/x"}]), "empty constraint"),
     ):
         out = allocate(inventory(plain, features=off), [c], "node-1")
         assert out.status == ERROR and msg in out.message
+    # distinctAttribute is no gated feature of the allocator: honoured (d has no attribute x: no fit).
+    c = claim("c", [req("r")], constraints=[{"distinctAttribute": "driver-a/x"}])
+    assert allocate(inventory(plain, features=off), [c], "node-1").status == UNSCHEDULABLE
 
 
 def test_admin_access_needs_the_namespace_label():

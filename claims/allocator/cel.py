@@ -865,6 +865,8 @@ def _runtime_message(text):
         return "expected iterable type: a comprehension needs a list or a map"
     if overload:
         return f"no such overload: {overload[1]}"
+    if message == "divide by zero":
+        return "division by zero"  # cel-go's wording (the engine's CEL says "divide")
     return message
 
 

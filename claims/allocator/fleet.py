@@ -93,7 +93,7 @@ def _prepare_claim(inventory, claim, ci, chains, class_chains, seen_all):
                     fail((ci, ri, -1), f"claim {claim.ref}, {what}: has capacity requests, but the DRAConsumableCapacity feature is disabled")
         for vi, v in enumerate(req.variants):
             pos = (ci, ri, vi)
-            where = f"claim {claim.ref}, request {v.label}"
+            where = f"claim {claim.ref}, request {v.error_name}"
             for i, sel in enumerate(v.selectors):
                 if not ((sel or {}).get("cel") or {}).get("expression"):
                     fail(pos, f"{where}, selector #{i}: CEL expression empty (unsupported selector type?)")
@@ -133,7 +133,9 @@ def _prepare_claim(inventory, claim, ci, chains, class_chains, seen_all):
     if not has_all and fixed > MAX_DEVICES_PER_CLAIM:
         fail((ci, len(claim.requests), 0), f"claim {claim.ref}: number of requested devices {fixed} exceeds the claim limit of {MAX_DEVICES_PER_CLAIM}")
     for i, c in enumerate(claim.constraints):
-        if not (c.match or (c.distinct and f.consumable_capacity)):
+        # The allocator accepts distinctAttribute whatever the gates (the API server drops the field
+        # on create when DRAConsumableCapacity is off there; a claim that still has it is honoured).
+        if not (c.match or c.distinct):
             fail((ci, len(claim.requests), 1), f"claim {claim.ref}, constraint #{i}: empty constraint (unsupported constraint type?)")
     return seen_all
 

@@ -284,7 +284,7 @@ class IncrementalMixin:
             state.owners.pop(key, None)
         state.share_ids = {s for s in state.share_ids if s[:3] not in keys}
         state.changed({key[:2] for key in keys})
-        fresh = AllocatedState()
+        fresh = AllocatedState(shares=state.shares)
         for ref in sorted(refs):
             raw = self.claims.get(ref)
             if raw is None:

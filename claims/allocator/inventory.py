@@ -42,7 +42,10 @@ def new_state_token():
 class AllocatedState:
     """What the scheduler treats as taken: every claim with `status.allocation` (brief 2.1)."""
 
-    def __init__(self):
+    def __init__(self, shares=True):
+        # shares=False (DRAConsumableCapacity off): the scheduler gathers only dedicated devices,
+        # so a persisted share (a result with shareID) blocks its device like any allocation.
+        self.shares = shares
         self.base_token = new_state_token()
         self.pool_tokens = {}  # (driver, pool) -> token, for pools changed since this state was built
         self.dedicated = set()  # device keys allocated without shareID and without adminAccess
@@ -61,7 +64,7 @@ class AllocatedState:
                 continue  # admin access never blocks anything
             self.owners[key].append(ref)
             share = res.get("shareID")
-            if share:
+            if share and self.shares:
                 self.shared.add(key)
                 self.share_ids.add(key + (share,))
                 for name, value in (res.get("consumedCapacity") or {}).items():
@@ -199,7 +202,7 @@ class Inventory(IncrementalMixin):
         self.namespaces = {(r.get("metadata") or {}).get("name"): (r.get("metadata") or {}).get("labels") or {} for r in namespaces}
         self.claims = {}
         self.templates = {}
-        self.state = AllocatedState()
+        self.state = AllocatedState(shares=self.features.consumable_capacity)
         for raw in resource_claims:
             meta = raw.get("metadata") or {}
             self.claims[(meta.get("namespace") or "", meta.get("name") or "")] = raw

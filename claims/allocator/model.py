@@ -397,12 +397,15 @@ class Variant:
 
     __slots__ = (
         "request", "sub", "label", "class_name", "selectors", "mode", "count", "admin", "tolerations",
-        "capacity_requests", "raw", "index",
+        "capacity_requests", "raw", "index", "error_name",
     )
 
     def __init__(self, request_name, sub_name, raw, where, index=0):
         self.request, self.sub, self.raw, self.index = request_name, sub_name, raw, index
         self.label = f"{request_name}/{sub_name}" if sub_name else request_name
+        # Upstream's errors name a subrequest by its own name only ("request s1", not "request r0/s1"):
+        # the allocator formats them with the subrequest accessor's name().
+        self.error_name = sub_name or request_name
         if not isinstance(raw, dict):
             raise InputError(f"{where}: must be an object")
         self.class_name = raw.get("deviceClassName") or ""

@@ -195,7 +195,9 @@ def policy_consumption(requested, value, policy):
         for v in values:
             if v >= requested:
                 return v
-        return requested if requested != default else requested
+        # Above every valid value: upstream keeps the request as it is, which then violates the
+        # policy (it is none of the valid values), so the device cannot serve the request.
+        return None
     return requested
 
 
@@ -714,13 +716,16 @@ class NodeAllocator:
         out = []
         for pool in pools:
             if not pool.complete:
-                raise AllocationError(f"claim {claim.ref}, request {v.label}: asks for all devices, but resource pool {pool.label} is currently being updated")
+                raise AllocationError(f"claim {claim.ref}, request {v.error_name}: asks for all devices, but resource pool {pool.label} is currently being updated")
             if pool.invalid:
-                raise AllocationError(f"claim {claim.ref}, request {v.label}: asks for all devices, but resource pool {pool.label} is currently invalid ({pool.invalid})")
+                raise AllocationError(f"claim {claim.ref}, request {v.error_name}: asks for all devices, but resource pool {pool.label} is currently invalid ({pool.invalid})")
             for dev, _, err in by_pool.get(id(pool), ()):
                 if err is not None:
                     raise AllocationError(format_cel_error(claim, err))
-                if v.capacity_requests and self.f.consumable_capacity and self._capacity(dev, v, persisted_only=True) is None:
+                # Upstream compares every candidate with its capacity when DRAConsumableCapacity is on,
+                # requests or not: a shareable device whose persisted shares leave less than what this
+                # request would consume (its default, else the whole value) is left out of the list.
+                if self.f.consumable_capacity and (v.capacity_requests or dev.multi) and self._capacity(dev, v, persisted_only=True) is None:
                     continue
                 out.append((dev, pool, None))
         return out
@@ -884,14 +889,17 @@ class NodeAllocator:
                         prev.remove(v.label, dev)
                     self._leak_or_release(pool, counted)
                     if must:
-                        raise AllocationError(f"claim {claim.ref}, request {v.label}: cannot add device {dev.id} because a claim constraint would not be satisfied")
+                        raise AllocationError(f"claim {claim.ref}, request {v.error_name}: cannot add device {dev.id} because a claim constraint would not be satisfied")
                     return None
                 accepted.append(cs)
         if shareable:
             mine = self.share_capacity.setdefault(key, {})
             for name, amount in consumed.items():
                 mine[name] = mine.get(name, 0) + amount
-            newly_recorded = bool(dev.capacity) and key not in self.share_recorded
+            # Upstream records every share of this call in allocatingCapacity, also one with nothing
+            # to consume (a device without capacities): later shares of the device then skip the
+            # counter check, so its counters are charged once, by the first share.
+            newly_recorded = key not in self.share_recorded
             if newly_recorded:
                 self.share_recorded.add(key)
         else:
