@@ -165,3 +165,11 @@ def test_the_pending_explainer_says_what_the_scheduler_does_next():
     assert post_filter_text(s) == ("Preemption: evicting lower-priority pods would make room on d, e; "
                                    "the scheduler nominates one of them.")
     assert post_filter_text(summary_of(worked_example())) == ""  # nobody to evict, nothing to deallocate
+
+
+def test_when_every_node_was_tried_no_zero_count_is_printed():
+    objects = worked_example()
+    objects["nodes"] = [n for n in objects["nodes"] if n["metadata"]["name"] in ("d", "e")]
+    objects["resourceslices"] = [gpus("d"), gpus("e")]
+    s = summary_of(objects)
+    assert s["schedulerMessage"].endswith(" still not schedulable, preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")

@@ -84,6 +84,7 @@ def postfilter(pod, total, potential, pods_on, recheck):
         verdict["undecided"] = (f"{len(unknown)} node(s) that preemption would try (e.g. {unknown[0]}) run pods whose priority gpudash "
                                 "has not read yet (mirrored by an older version; the next relist of Pods reads it)")
         return verdict
-    statuses[NOT_HELPFUL] += total - len(potential)
+    if total > len(potential):  # only nodes that were not tried say so (never "0 Preemption is …")
+        statuses[NOT_HELPFUL] += total - len(potential)
     verdict["message"] = PREFIX + fit_error_message(total, statuses)
     return verdict
