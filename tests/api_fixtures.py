@@ -28,7 +28,8 @@ H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe"
 def node(name):
     return {
         "apiVersion": "v1", "kind": "Node", "metadata": meta(name, labels={"kubernetes.io/hostname": name}), "spec": {},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-05T10:00:00Z"}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-05T10:00:00Z"}],
+                   "allocatable": {"cpu": "96", "memory": "1Ti", "pods": "110"}},  # the scheduler counts a node without it as full
     }
 
 

@@ -27,7 +27,9 @@ def node_raw(name, ready=True, since="2026-01-01T00:00:00Z", labels=None, uid=No
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "uid": uid or new_uid(), "resourceVersion": rv, "labels": labels or {}},
-        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": since}]},
+        # A kubelet always reports allocatable; the scheduler counts a node without it as full.
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": since}],
+                   "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"}},
     }
 
 

@@ -271,6 +271,15 @@ def test_sidecar_host_ports_count_and_plain_init_containers_do_not():
     assert p.host_ports == [("TCP", "0.0.0.0", 9001)]
 
 
+def test_host_network_container_ports_are_host_ports():
+    # Pod defaulting (SetDefaults_Pod): with hostNetwork, a port without hostPort gets hostPort = containerPort.
+    spec = {"hostNetwork": True, "containers": [{"name": "c", "ports": [{"containerPort": 8080}, {"containerPort": 53, "protocol": "UDP"}]}]}
+    p = pod(**spec)
+    assert p.host_ports == [("TCP", "0.0.0.0", 8080), ("UDP", "0.0.0.0", 53)]
+    assert verdict(p, node(), NodeUsage(1, {}, [("TCP", "0.0.0.0", 8080)])) == ("NodePorts", [REASON_PORTS])
+    assert pod(containers=[{"name": "c", "ports": [{"containerPort": 8080}]}]).host_ports == []  # no hostNetwork: no host port
+
+
 # --- NodeResourcesFit: TestEnoughRequests / TestNotEnoughRequests / TestRestartableInitContainers -----
 
 def c(cpu=None, mem=None, extra=None):
@@ -321,6 +330,12 @@ FIT_CASES = [
      (0, {"cpu": 3}), None),
     ("requests default from limits", {"containers": [{"name": "c", "resources": {"limits": {"cpu": "11m"}}}]}, (0, {}), ["Insufficient cpu"]),
     ("pod-level requests replace the containers' cpu", {"containers": [c("9m")], "resources": {"requests": {"cpu": "2m"}}}, (0, {"cpu": 8}), None),
+    # SetDefaults_Pod (defaultPodRequests): a pod-level limit without a pod-level request defaults the request
+    # to the containers' aggregate request where they have one, else to the limit.
+    ("pod-level limit: the request is the containers' request, not the limit",
+     {"containers": [c("1m")], "resources": {"limits": {"cpu": "8m"}}}, (0, {"cpu": 5}), None),
+    ("pod-level limit: without container requests the request is the limit",
+     {"containers": [c(mem="1")], "resources": {"limits": {"cpu": "8m"}}}, (0, {"cpu": 5}), ["Insufficient cpu"]),
 ]
 
 
@@ -354,6 +369,14 @@ def test_effective_request_formula():
     assert got["memory"] == 3 * 2**30 + 64 * 2**20 + 100 * 2**20
 
 
+def test_pod_level_requests_are_defaulted_like_the_api_server():
+    assert pod_requests({"containers": [c("100m", "1Gi")], "resources": {"limits": {"cpu": "4", "memory": "8Gi"}}}) == {"cpu": 100, "memory": 2**30}
+    assert pod_requests({"containers": [c(mem="1Gi")], "resources": {"limits": {"cpu": "4"}}}) == {"cpu": 4000, "memory": 2**30}
+    assert pod_requests({"containers": [c("100m")], "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "4"}}}) == {"cpu": 2000}
+    hp = {"name": "h", "resources": {"limits": {"hugepages-2Mi": "4Mi", "memory": "1Gi"}}}
+    assert pod_requests({"containers": [hp], "resources": {"limits": {"memory": "2Gi"}}})["hugepages-2Mi"] == 4 * 2**20
+
+
 def test_quantities_round_up():
     assert pod_requests({"containers": [c("0.0001")]}) == {"cpu": 1}  # 0.1m -> 1m (MilliValue rounds up)
     assert pod_requests({"containers": [c(mem="1.5")]}) == {"memory": 2}
@@ -380,9 +403,18 @@ def test_malformed_resources_say_where(spec, message):
     assert message in str(err.value)
 
 
-def test_node_without_allocatable_is_not_simulated_never_passed():
+def test_node_without_allocatable_has_room_for_no_pod():
+    # NodeInfo.Allocatable of such a node is all zero, pods too: "Too many pods" even for a pod without
+    # requests, and "Insufficient <r>" for each requested resource.
+    for status in ({}, {"allocatable": {}}):
+        n = NodeFacts({"metadata": {"name": "n"}, "spec": {}, "status": status})
+        assert verdict(pod(containers=[c("1")]), n) == ("NodeResourcesFit", [REASON_TOO_MANY_PODS, "Insufficient cpu"])
+        assert verdict(pod(), n) == ("NodeResourcesFit", [REASON_TOO_MANY_PODS])
+
+
+def test_node_without_allocatable_is_not_simulated_for_the_would_be_pod_of_bare_claims():
     raw = {"metadata": {"name": "n"}, "spec": {}, "status": {}}
-    results = run_filters(pod(containers=[c("1")]), NodeFacts(raw))
+    results = run_filters(SchedulingPod.would_be(), NodeFacts(raw))
     assert results[-1].plugin == "NodeResourcesFit" and results[-1].passed is None and "not simulated" in results[-1].reason
     assert rejected(results) is None
 
@@ -401,6 +433,22 @@ def test_unsimulated_plugins_are_named():
     assert [name for name, _ in p.not_simulated] == ["InterPodAffinity", "PodTopologySpread", "VolumeBinding/VolumeRestrictions/NodeVolumeLimits/VolumeZone"]
     soft = pod(topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}], volumes=[{"name": "t", "emptyDir": {}}])
     assert soft.not_simulated == []
+
+
+def test_footprint_of_a_resized_pod_counts_what_the_scheduler_counts():
+    spec = {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+
+    def requests(**status):
+        return pod_footprint({"metadata": {"name": "w", "namespace": "ns"}, "spec": spec, "status": {"phase": "Running", **status}})["requests"]
+
+    assert requests() == {"cpu": 1000}
+    # resized down to 1 CPU while 3 are still allocated and actuated: the largest counts
+    assert requests(containerStatuses=[{"name": "c", "resources": {"requests": {"cpu": "3"}}, "allocatedResources": {"cpu": "3"}}]) == {"cpu": 3000}
+    # allocatedResources alone is read only next to a reported `resources`
+    assert requests(containerStatuses=[{"name": "c", "allocatedResources": {"cpu": "3"}}]) == {"cpu": 1000}
+    # an Infeasible resize: the spec no longer counts, the actuated request does
+    assert requests(containerStatuses=[{"name": "c", "resources": {"requests": {"cpu": "500m"}}}],
+                    conditions=[{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]) == {"cpu": 500}
 
 
 def test_footprint_of_a_bound_pod():

@@ -411,21 +411,15 @@ def _containers(spec, field):
     return items
 
 
-def pod_requests(spec):
-    """The pod's effective request: max(app containers + sidecars, each init container's peak) + overhead.
-
-    Init containers run one at a time; a sidecar (restartPolicy Always) keeps running, so each later init
-    container's peak includes the sidecars started before it. Pod-level requests (cpu, memory,
-    hugepages-*) replace the container sums; overhead is added last. CPU in millicores; amounts are
-    added exactly and rounded up once at the end (two 0.1-byte requests make 1 byte, not 2)."""
-    if not isinstance(spec, dict):
-        raise InputError("spec: must be an object")
+def _aggregate(spec, amounts):
+    """max(app containers + sidecars, each init container's peak), per resource; `amounts(container,
+    where)` gives one container's resource map (its requests, or its limits)."""
     app = {}
     for i, c in enumerate(_containers(spec, "containers")):
-        _add(app, container_requests(c, f"spec.containers[{i}]"))
+        _add(app, amounts(c, f"spec.containers[{i}]"))
     sidecars, peaks = {}, {}
     for i, c in enumerate(_containers(spec, "initContainers")):
-        req = container_requests(c, f"spec.initContainers[{i}]")
+        req = amounts(c, f"spec.initContainers[{i}]")
         if c.get("restartPolicy") == "Always":
             _add(app, req)
             _add(sidecars, req)
@@ -438,22 +432,73 @@ def pod_requests(spec):
     total = dict(app)
     for name, value in peaks.items():
         total[name] = max(total.get(name, 0), value)
+    return total
+
+
+def _container_limits(container, where):
+    if not isinstance(container, dict):
+        raise InputError(f"{where}: must be an object")
+    resources = container.get("resources") or {}
+    if not isinstance(resources, dict):
+        raise InputError(f"{where}.resources: must be an object")
+    return _resource_list(resources.get("limits"), f"{where}.resources.limits")
+
+
+def _pod_level_supported(name):
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def pod_level_requests(spec, containers_total):
+    """The pod-level requests as the API server stores them (SetDefaults_Pod with PodLevelResources on).
+    When `spec.resources` gives anything, a hugepages size the containers limit and the pod level names
+    neither as limit nor as request gets the containers' aggregate limit at the pod level. Then, when
+    pod-level limits exist, a cpu/memory request the pod level leaves out is the containers' aggregate
+    request (`containers_total`) where they request it, else the pod-level limit; a hugepages request
+    left out is the pod-level limit."""
     pod_level = spec.get("resources")
-    if pod_level is not None:
-        if not isinstance(pod_level, dict):
-            raise InputError("spec.resources: must be an object")
-        level = {**_resource_list(pod_level.get("limits"), "spec.resources.limits"), **_resource_list(pod_level.get("requests"), "spec.resources.requests")}
-        for name, value in level.items():
-            if name in ("cpu", "memory") or name.startswith("hugepages-"):
-                total[name] = value
+    if pod_level is None:
+        return {}
+    if not isinstance(pod_level, dict):
+        raise InputError("spec.resources: must be an object")
+    limits = _resource_list(pod_level.get("limits"), "spec.resources.limits")
+    requests = _resource_list(pod_level.get("requests"), "spec.resources.requests")
+    if limits or requests:
+        for name, value in _aggregate(spec, _container_limits).items():
+            if name.startswith("hugepages-") and name not in requests and name not in limits:
+                limits[name] = value
+    if limits:
+        for name in ("cpu", "memory"):
+            if name not in requests and name in containers_total:
+                requests[name] = containers_total[name]
+        for name, value in limits.items():
+            if _pod_level_supported(name) and name not in requests:
+                requests[name] = value
+    return {name: value for name, value in requests.items() if _pod_level_supported(name)}
+
+
+def pod_requests(spec):
+    """The pod's effective request: max(app containers + sidecars, each init container's peak) + overhead.
+
+    Init containers run one at a time; a sidecar (restartPolicy Always) keeps running, so each later init
+    container's peak includes the sidecars started before it. Pod-level requests (cpu, memory,
+    hugepages-*; defaulted as the API server does, pod_level_requests) replace the container sums;
+    overhead is added last. CPU in millicores; amounts are added exactly and rounded up once at the end
+    (two 0.1-byte requests make 1 byte, not 2)."""
+    if not isinstance(spec, dict):
+        raise InputError("spec: must be an object")
+    total = _aggregate(spec, container_requests)
+    total.update(pod_level_requests(spec, total))
     _add(total, _resource_list(spec.get("overhead"), "spec.overhead"))
     rounded = {k: math.ceil(v) for k, v in total.items()}  # once, after the exact sums (not per container)
     return {k: v for k, v in rounded.items() if v}
 
 
 def pod_host_ports(spec):
-    """[(protocol, hostIP, hostPort)] of app containers and sidecars (GetHostPorts); defaults TCP, 0.0.0.0."""
+    """[(protocol, hostIP, hostPort)] of app containers and sidecars (GetHostPorts); defaults TCP, 0.0.0.0.
+    With `hostNetwork: true` a port without hostPort is a host port on its containerPort: the API
+    server's Pod defaulting fills hostPort in before the scheduler ever sees the pod."""
     out = []
+    host_network = spec.get("hostNetwork") is True
     containers = list(_containers(spec, "containers")) + [c for c in _containers(spec, "initContainers") if isinstance(c, dict) and c.get("restartPolicy") == "Always"]
     for c in containers:
         if not isinstance(c, dict):
@@ -465,6 +510,8 @@ def pod_host_ports(spec):
             if not isinstance(p, dict):
                 raise InputError(f"container {c.get('name')}: each port must be an object")
             host_port = p.get("hostPort") or 0
+            if not host_port and host_network:
+                host_port = p.get("containerPort") or 0
             if isinstance(host_port, bool) or not isinstance(host_port, int) or not 0 <= host_port <= 65535:
                 raise InputError(f"container {c.get('name')}: hostPort must be a port number, not {host_port!r}")
             if host_port > 0:
@@ -535,10 +582,84 @@ def pod_footprint(raw):
         "metadata": {"namespace": meta.get("namespace") or "", "name": meta.get("name") or "", "uid": meta.get("uid") or ""},
         "node": spec.get("nodeName") or "",
         "phase": status.get("phase") or "",
-        "requests": pod_requests(spec),
+        "requests": pod_requests(resized_spec(spec, status)),
         "hostPorts": [list(p) for p in pod_host_ports(spec)],
         "priority": priority,
     }
+
+
+def _resize_infeasible(status):
+    """IsPodResizeInfeasible: the first PodResizePending condition has reason Infeasible."""
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "PodResizePending":
+            return cond.get("reason") == "Infeasible"
+    return False
+
+
+def resized_spec(spec, status):
+    """The spec with the requests the scheduler counts for a bound pod (InPlacePodVerticalScaling, GA in
+    v1.36; InPlacePodLevelResourcesVerticalScaling, beta and on): an app container or sidecar whose
+    status entry reports `resources` counts, per resource, the largest of its spec request, its actuated
+    request (`status...resources.requests`) and `allocatedResources`; once a resize is Infeasible the spec
+    no longer counts, only the other two. The same holds for pod-level requests against `status.resources`
+    and `status.allocatedResources`. A status that cannot be read leaves the spec as it is."""
+    if not isinstance(spec, dict) or not isinstance(status, dict):
+        return spec
+    statuses = {}
+    for field in ("containerStatuses", "initContainerStatuses"):
+        items = status.get(field)
+        for cs in items if isinstance(items, list) else []:
+            if isinstance(cs, dict) and cs.get("name"):
+                statuses[cs["name"]] = cs
+    pod_level = spec.get("resources") if isinstance(spec.get("resources"), dict) else None
+    if not statuses and (pod_level is None or status.get("resources") is None):
+        return spec
+    try:
+        infeasible = _resize_infeasible(status)
+
+        def effective(spec_amounts, actuated, allocated, where):
+            """Quantities as written (the largest of each resource), so the result reads like a spec."""
+            out = {} if infeasible else dict(spec_amounts)
+            actuated = actuated.get("requests") if isinstance(actuated, dict) else None
+            for more in (actuated, allocated):
+                if more is None:
+                    continue
+                _resource_list(more, where)  # readable, else InputError
+                for name, value in more.items():
+                    if name not in out or _exact(name, value, where) > _exact(name, out[name], where):
+                        out[name] = value
+            return out
+
+        def written(resources):
+            """A container's requests as the API server stores them: requests defaulted from limits."""
+            resources = resources if isinstance(resources, dict) else {}
+            return {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+
+        out = dict(spec)
+        for field in ("containers", "initContainers"):
+            changed = []
+            for i, c in enumerate(_containers(spec, field)):
+                cs = statuses.get(c.get("name")) if isinstance(c, dict) else None
+                counted = field == "containers" or c.get("restartPolicy") == "Always"
+                if cs is not None and cs.get("resources") is not None and counted:
+                    container_requests(c, f"spec.{field}[{i}]")  # readable, else InputError
+                    reqs = effective(written(c.get("resources")), cs["resources"], cs.get("allocatedResources"), f"status.{field}[{i}]")
+                    c = {**c, "resources": {"requests": reqs}}
+                changed.append(c)
+            if field in spec:
+                out[field] = changed
+        level = (pod_level.get("requests") or {}) if pod_level else {}
+        _resource_list(level, "spec.resources.requests")  # readable, else InputError
+        if status.get("resources") is not None and any(_pod_level_name(n) for n in level):
+            eff = effective(level, status["resources"], status.get("allocatedResources"), "status")
+            out["resources"] = {**pod_level, "requests": {n: (eff.get(n, "0") if _pod_level_name(n) else v) for n, v in level.items()}}
+        return out
+    except InputError:
+        return spec
+
+
+def _pod_level_name(name):
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
 
 
 FOOTPRINT_FIELDS = frozenset(pod_footprint({}))  # what a footprint of this version holds
@@ -807,7 +928,11 @@ def _ports(pod, node, usage, dra):
 def _resources(pod, node, usage, dra):
     alloc = node.allocatable
     if alloc is None:
-        return _NO_ALLOCATABLE
+        if pod.hypothetical:
+            return _NO_ALLOCATABLE  # the would-be pod of bare claims: nodes written without a status stay unjudged
+        # The scheduler's NodeInfo of a node without status.allocatable holds zero of everything, pods
+        # included: even a pod without requests gets "Too many pods" there.
+        alloc = {}
     reasons = []
     resolvable = True  # "Too many pods" is; a request larger than the whole node is not (upstream's Unresolvable)
     if usage.pods + 1 > alloc.get("pods", 0):
