@@ -353,8 +353,11 @@ def test_a_device_of_the_wrong_json_type_is_a_problem_not_a_crash(field, value, 
     assert live.problems == inv.problems
 
 
+ALLOCATABLE = {"cpu": "8", "memory": "64Gi", "pods": "110"}  # a Pod preview counts a node without it as full
+
+
 def _bad_node(field, value):
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1", "labels": {}}, "spec": {}, "status": {}}
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1", "labels": {}}, "spec": {}, "status": {"allocatable": dict(ALLOCATABLE)}}
     part, _, key = field.partition(".")
     if key:
         node[part][key] = value
@@ -375,7 +378,7 @@ def test_a_mirrored_object_of_the_wrong_json_type_is_left_out_and_named(field, v
     filters (AttributeError on `'str'.get`). Now it is left out of the inventory with the field named,
     and the rest of the fleet is previewed; updating it in place (the live inventory) does the same,
     and a good version later clears the problem."""
-    good_node2 = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-2", "labels": {}}}
+    good_node2 = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-2", "labels": {}}, "status": {"allocatable": dict(ALLOCATABLE)}}
     inv = inventory([gpu_node("node-1", n=1), gpu_node("node-2", n=1)], classes=H100_CLASS, nodes={})
     inv = inv.with_changes({"nodes": [_bad_node("spec", {}), good_node2]})
     docs = load_documents("""apiVersion: v1
