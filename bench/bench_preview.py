@@ -369,35 +369,63 @@ def engine_main(args):
         ("1 GPU claim, node filters off", claim, {"node_filters": False}),
     )
     for name, text, kw in cases:
-        docs = load_documents(text)
-        times, room_times, cpu = [], [], []
-        for i in range(max(args.runs, 5) + 1):
-            t0, c0 = time.perf_counter(), time.process_time()
-            claims, bound = resolve_claims(inv, docs)
-            filters = kw.get("node_filters", True)
-            pod = scheduling_pod(docs, tolerations=kw.get("tolerations")) if filters else None
-            result = preview(inv, claims, bound=bound, pod=pod, node_filters=filters)
-            elapsed = (time.perf_counter() - t0) * 1000
-            used = (time.process_time() - c0) * 1000
-            t1 = time.perf_counter()
-            room = headroom(inv, claims, pod=pod, node_filters=filters)
-            if i:  # the first run pays for the CEL results of the class: "warm" is the rest
-                times.append(elapsed)
-                cpu.append(used)
-                room_times.append((time.perf_counter() - t1) * 1000)
-        s = result["summary"]
-        if args.profile and text is POD:
-            import cProfile
-            import pstats
+        run_engine_case(args, inv, name, text, kw)
+    # No node fits, so the PostFilters run (preemption.py): every node has a lower-priority pod, the pod
+    # wants a whole node's cpu (each rejection resolvable) and 16 GPUs (after the evictions
+    # DynamicResources still rejects): the worst case, every node rechecked with DRA.
+    for node in objects["nodes"]:
+        objects["pods"].append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"agent-{node['metadata']['name']}", "namespace": "kube-system"},
+                                "spec": {"nodeName": node["metadata"]["name"], "priority": 0, "containers": [{"name": "a", "resources": {"requests": {"cpu": "100m"}}}]},
+                                "status": {"phase": "Running"}})
+    inv = Inventory.from_objects(objects)
+    gc.collect()
+    gc.freeze()
+    big = POD.replace('requests: {cpu: "8", memory: 64Gi}', 'requests: {cpu: "191"}').replace("spec:\n", "spec:\n  priority: 1000\n  tolerations: [{operator: Exists}]\n", 1)
+    big = big.replace("  nodeSelector: {topology.kubernetes.io/zone: zone-1}\n", "").replace("  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n", "")
+    big = big.replace("resourceClaimTemplateName: gpu-1", "resourceClaimName: sixteen") + """---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: sixteen, namespace: team-00}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 16}}]}}
+"""
+    run_engine_case(args, inv, "pod fitting nowhere: PostFilter rechecks every node", big, {})
 
-            prof = cProfile.Profile()
-            prof.enable()
-            claims, bound = resolve_claims(inv, docs)
-            preview(inv, claims, bound=bound, pod=scheduling_pod(docs), node_filters=True)
-            prof.disable()
-            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-        print(f"warm, {name:48s} preview median {statistics.median(times):5.0f} ms (max {max(times):4.0f}, CPU median {statistics.median(cpu):4.0f})  headroom median "
-              f"{statistics.median(room_times):5.0f} ms  fit {s['fits']}/{s['nodes']}  filtered {s['filtered']}  copies {room['copies']}")
+
+def run_engine_case(args, inv, name, text, kw):
+    from claims.allocator import headroom, load_documents, preview, resolve_claims
+    from claims.allocator.nodefilters import scheduling_pod
+
+    docs = load_documents(text)
+    times, room_times, cpu = [], [], []
+    for i in range(max(args.runs, 5) + 1):
+        t0, c0 = time.perf_counter(), time.process_time()
+        claims, bound = resolve_claims(inv, docs)
+        filters = kw.get("node_filters", True)
+        pod = scheduling_pod(docs, tolerations=kw.get("tolerations")) if filters else None
+        result = preview(inv, claims, bound=bound, pod=pod, node_filters=filters)
+        elapsed = (time.perf_counter() - t0) * 1000
+        used = (time.process_time() - c0) * 1000
+        t1 = time.perf_counter()
+        room = headroom(inv, claims, pod=pod, node_filters=filters)
+        if i:  # the first run pays for the CEL results of the class: "warm" is the rest
+            times.append(elapsed)
+            cpu.append(used)
+            room_times.append((time.perf_counter() - t1) * 1000)
+    s = result["summary"]
+    if args.profile and text is POD:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+        claims, bound = resolve_claims(inv, docs)
+        preview(inv, claims, bound=bound, pod=scheduling_pod(docs), node_filters=True)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    print(f"warm, {name:48s} preview median {statistics.median(times):5.0f} ms (max {max(times):4.0f}, CPU median {statistics.median(cpu):4.0f})  headroom median "
+          f"{statistics.median(room_times):5.0f} ms  fit {s['fits']}/{s['nodes']}  filtered {s['filtered']}  copies {room['copies']}")
+    if s.get("postFilter"):
+        print(f"      scheduler message: {s['schedulerMessage'][:300]}")
 
 
 if __name__ == "__main__":

@@ -74,11 +74,12 @@ def postfilter(pod, total, potential, pods_on, recheck):
             return verdict
         if fits:
             verdict["candidates"].append({"node": node, "lowerPriorityPods": len(lower)})
+            if len(verdict["candidates"]) >= MAX_CANDIDATES_LISTED:
+                break  # preemption succeeds: the rest changes nothing the scheduler prints
             continue
         for reason in reasons:
             statuses[reason] += 1
     if verdict["candidates"]:
-        del verdict["candidates"][MAX_CANDIDATES_LISTED:]
         return verdict  # the scheduler would preempt: no second sentence
     if unknown:
         verdict["undecided"] = (f"{len(unknown)} node(s) that preemption would try (e.g. {unknown[0]}) run pods whose priority gpudash "
