@@ -234,6 +234,13 @@ class PreviewReport:
         return (self.summary.get("nodeFilters") or {}) if isinstance(self.summary, dict) else {}
 
     @cached_property
+    def post_filter(self):
+        """What the scheduler does next when no node fits (deallocate a claim, preempt), in words."""
+        from .pending import post_filter_text
+
+        return post_filter_text(self.summary) if isinstance(self.summary, dict) else ""
+
+    @cached_property
     def error_groups(self):
         """Hard errors, each distinct text once with how many nodes it hit. An up-front error (unknown
         class, CEL compile error, too many devices) is the same on every node: one group."""

@@ -20,7 +20,8 @@ GPU_CLASS = "gpu.nvidia.com"
 def pool_node(name, pool):
     return {
         "apiVersion": "v1", "kind": "Node", "metadata": meta(name, labels={"kubernetes.io/hostname": name, "gpudash.io/node-pool": pool}),
-        "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-05T10:00:00Z"}]},
+        "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-05T10:00:00Z"}],
+                               "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"}},
     }
 
 

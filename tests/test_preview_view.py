@@ -263,3 +263,36 @@ def test_the_page_says_when_a_preview_built_its_inventory_and_not_when_it_reused
     again = post(operator, TWO_GPUS).content.decode()
     assert 'id="preview-inventory-wait"' not in again  # reused: nothing to say
     assert post(operator, TWO_GPUS).context["report"].summary["inventory"]["obtained"] == "current"
+
+
+PREEMPTING_POD = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu, namespace: team-a}
+spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}]}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: urgent, namespace: team-a}
+spec:
+  priority: 100
+  nodeSelector: {kubernetes.io/hostname: fit-00}
+  containers: [{name: main, image: x, resources: {requests: {cpu: "10"}, claims: [{name: gpu}]}}]
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+"""
+
+
+def test_a_pod_that_fits_nowhere_says_what_the_scheduler_does_next(operator, wide):
+    from gpudash.sync.apply import apply_object
+
+    # fit-00's cpu is nearly all taken by a lower-priority batch pod: evicting it makes room.
+    apply_object(wide, "Pod", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "batch", "namespace": "team-b", "uid": "u-batch", "resourceVersion": "7"},
+                               "spec": {"nodeName": "fit-00", "priority": 0, "containers": [{"name": "c", "resources": {"requests": {"cpu": "60"}}}]},
+                               "status": {"phase": "Running"}})
+    resp = post(operator, PREEMPTING_POD)
+    report = resp.context["report"]
+    assert report.fit_count == 0
+    assert report.summary["postFilter"]["preemption"]["candidates"] == [{"node": "fit-00", "lowerPriorityPods": 1}]
+    body = resp.content.decode()
+    assert "Preemption: evicting lower-priority pods would make room on fit-00" in body
+    # The scheduler prints no PostFilter text when preemption succeeds.
+    assert report.summary["schedulerMessage"] == "0/18 nodes are available: 1 Insufficient cpu, 17 node(s) didn't match Pod's node affinity/selector."
