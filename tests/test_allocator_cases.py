@@ -21,6 +21,9 @@ def range_policy(value):
     return {"capacity-0": {"value": str(value), "requestPolicy": {"default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}}}}
 
 
+STEP_POLICY = {"bw": {"value": "10G", "requestPolicy": {"default": "1G", "validRange": {"min": "1G", "step": "1G"}}}}
+
+
 def one(c="claim-0", r="req-0", **kw):
     return claim(c, [req(r, **kw)])
 
@@ -204,6 +207,17 @@ CASES = [
     dict(id="C51-B", classes=MULTI_CLASS, shared={A + "device-1": {"capacity-0": 2}},
          slices=[slice_("slice-1", devices=[dev("device-1", multi=True, capacity=range_policy(2)), dev("device-2", multi=True, capacity=range_policy(2))])],
          claims=[one(capacity={"capacity-0": 2})], expect=SUCCESS, picks=[("claim-0", "req-0", A + "device-2")], consumed=[{"capacity-0": "2"}]),
+    # Consumed amounts are written as upstream's calculateConsumedCapacity leaves them: a copied
+    # quantity keeps its format, a step-rounded one is a new BinarySI quantity (differential run, 6 Dec).
+    dict(id="C46-spelling-step", classes=MULTI_CLASS, slices=[slice_("slice-1", devices=[dev("device-1", multi=True, capacity=STEP_POLICY)])],
+         claims=[one(capacity={"bw": "3G"}), one("claim-1", capacity={"bw": "500M"}), one("claim-2")],
+         expect=SUCCESS, picks=[("claim-0", "req-0", A + "device-1"), ("claim-1", "req-0", A + "device-1"), ("claim-2", "req-0", A + "device-1")],
+         consumed=[{"bw": "3000000000"}, {"bw": "1G"}, {"bw": "1G"}]),
+    dict(id="C46-spelling-values", classes=MULTI_CLASS, slices=[slice_("slice-1", devices=[dev("device-1", multi=True, capacity={
+            "bw": {"value": "10Gi", "requestPolicy": {"default": "1Gi", "validValues": ["1G", "2Gi"]}}})])],
+         claims=[one(capacity={"bw": "1500M"})], expect=SUCCESS, picks=[("claim-0", "req-0", A + "device-1")], consumed=[{"bw": "2Gi"}]),
+    dict(id="C46-spelling-plain", classes=MULTI_CLASS, slices=[slice_("slice-1", devices=[dev("device-1", multi=True, capacity={"bw": "4096"})])],
+         claims=[one(capacity={"bw": "1024"})], expect=SUCCESS, picks=[("claim-0", "req-0", A + "device-1")], consumed=[{"bw": "1024"}]),
     # ---- L. quirks
     dict(id="C55-quirk", slices=[
             slice_("slice-1", count=2, devices=[dev("device-1", consumes={"counter-set-1": {"memory": "4Gi"}}, taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),

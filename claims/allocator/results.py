@@ -3,6 +3,7 @@
 from fractions import Fraction
 
 from .quantity import format_quantity
+from .search import consumed_spelling
 
 
 def _local(node):
@@ -51,7 +52,7 @@ def device_results(picks):
         if p.share:
             r["shareID"] = "(assigned by the scheduler)"
             if d.capacity:
-                r["consumedCapacity"] = {k: format_quantity(Fraction(p.consumed.get(k, 0))) for k in d.capacity}
+                r["consumedCapacity"] = {k: format_quantity(Fraction(p.consumed.get(k, 0)), consumed_spelling(v, d, k)) for k in d.capacity}
         out.append(r)
     return out
 

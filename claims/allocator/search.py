@@ -75,7 +75,7 @@ class Pick:
             if self.consumed:
                 from .quantity import format_quantity
 
-                out["consumedCapacity"] = {k: format_quantity(Fraction(v)) for k, v in self.consumed.items()}
+                out["consumedCapacity"] = {k: format_quantity(Fraction(amount), consumed_spelling(v, d, k)) for k, amount in self.consumed.items()}
         return out
 
 
@@ -198,6 +198,27 @@ def policy_consumption(requested, value, policy):
         # Above every valid value: upstream keeps the request as it is, which then violates the
         # policy (it is none of the valid values), so the device cannot serve the request.
         return None
+    return requested
+
+
+def consumed_spelling(variant, device, name):
+    """The quantity text whose format the consumed amount of capacity `name` is written in, as upstream's
+    calculateConsumedCapacity leaves it: a copy of the request, the default, the capacity's value, the
+    minimum or the chosen valid value keeps that quantity's format; a value rounded up to a step is a new
+    BinarySI quantity (so 3G rounded on a 1G step is written 3000000000, 4Gi stays 4Gi)."""
+    requested = (((variant.raw.get("capacity") or {}).get("requests")) or {}).get(name)
+    capacity = (device.raw.get("capacity") or {}).get(name) or {}
+    policy = capacity.get("requestPolicy") or {}
+    if requested is None:
+        return policy["default"] if policy.get("default") is not None else capacity.get("value")
+    valid_range, valid_values = policy.get("validRange"), policy.get("validValues")
+    if valid_range and valid_range.get("min") is not None:
+        if _quantity(requested) < _quantity(valid_range["min"]):
+            return valid_range["min"]
+        return "0Ki" if valid_range.get("step") is not None else requested
+    if valid_values:
+        wanted = _quantity(requested)
+        return next((v for v in sorted(valid_values, key=_quantity) if wanted <= _quantity(v)), requested)
     return requested
 
 
