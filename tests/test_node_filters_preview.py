@@ -172,8 +172,9 @@ def test_node_affinity_prefilter_cuts_to_the_named_nodes():
     conflict = spec.replace("[{key: metadata.name, operator: In, values: [d]}]",
                             "[{key: metadata.name, operator: In, values: [d]}, {key: metadata.name, operator: In, values: [e]}]")
     _, _, _, out = run(worked_example(), pod_yaml(conflict))
-    assert out["summary"]["schedulerMessage"] == "0/5 nodes are available: pod affinity terms conflict."
-    assert "PreFilter" in out["summary"]["postFilter"]["undecided"]
+    # DynamicResources' PostFilter finds no state (its PreFilter never ran) and its error ends the PostFilters.
+    assert out["summary"]["schedulerMessage"] == "0/5 nodes are available: pod affinity terms conflict. not found"
+    assert out["summary"]["postFilter"]["message"] == "not found" and out["summary"]["postFilter"]["preemption"] is None
     assert out["summary"]["fits"] == 0
 
 

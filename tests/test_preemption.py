@@ -9,7 +9,7 @@ from claims.allocator import Inventory, load_documents, preview, resolve_claims
 from claims.allocator.nodefilters import scheduling_pod
 from claims.allocator.preemption import NOT_HELPFUL
 
-from .test_node_filters_preview import bound_pod, gpus, pod_yaml, worked_example
+from .test_node_filters_preview import GPU_CLASS, bound_pod, gpus, node, pod_yaml, worked_example
 
 SELECTOR = "  nodeSelector: {disk: ssd}"
 
@@ -74,6 +74,24 @@ def test_a_request_larger_than_the_whole_node_is_unresolvable():
     assert s["schedulerMessage"].endswith(f" still not schedulable, preemption: 0/5 nodes are available: 5 {NOT_HELPFUL}.")
 
 
+def test_evicting_one_of_two_pods_that_declare_the_same_host_port_frees_it():
+    """The scheduler's node keeps used host ports as a set: when preemption takes the low-priority pod
+    away, port 8080 counts as free although the high-priority pod declares it too, so the node is then
+    rejected for its cpu, not its ports (kube-scheduler v1.36, checked against the real framework)."""
+    from .test_node_filters_preview import GPU_CLASS, node
+    objects = {"nodes": [node("p", cpu="1", memory="8Gi")], "resourceslices": [gpus("p")], "deviceclasses": [GPU_CLASS],
+               "pods": [bound_pod("high", "p", cpu="600m", ports=[8080]), bound_pod("low", "p", ports=[8080])]}
+    objects = with_priorities(objects, high=200, low=0)
+    text = pod_yaml("  priority: 100", requests="cpu: 500m\n          memory: 100Mi").replace(
+        "  - name: main\n", "  - name: main\n    ports: [{containerPort: 8080, hostPort: 8080}]\n")
+    inv = Inventory.from_objects(objects)
+    docs = load_documents(text)
+    claims, bound = resolve_claims(inv, docs)
+    s = preview(inv, claims, bound=bound, pod=scheduling_pod(docs))["summary"]
+    assert s["schedulerMessage"] == ("0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. "
+                                     "still not schedulable, preemption: 0/1 nodes are available: 1 Insufficient cpu.")
+
+
 def test_only_unresolvable_rejections_and_dra_failures_are_never_tried():
     objects = worked_example()
     objects["resourceslices"] = []  # every node that passes the filters then fails DynamicResources
@@ -118,6 +136,19 @@ def test_a_prefilter_cut_leaves_the_cut_nodes_unresolvable():
             "        - matchFields: [{key: metadata.name, operator: In, values: [x]}]\n  priority: 100")
     s = summary_of(worked_example(), spec)
     assert s["schedulerMessage"].endswith(f". still not schedulable, preemption: 0/5 nodes are available: 5 {NOT_HELPFUL}.")
+
+
+def test_a_prefilter_rejection_leaves_dynamic_resources_postfilter_without_state():
+    """Two matchFields terms that no node name satisfies together: NodeAffinity's PreFilter rejects the
+    pod, DynamicResources' PreFilter never runs, and its PostFilter (the first) fails with "not found",
+    which ends the PostFilters: no preemption sentence even for a pod that could evict (kube-scheduler v1.36)."""
+    spec = ("  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n"
+            "        - matchFields: [{key: metadata.name, operator: In, values: [d]}, {key: metadata.name, operator: In, values: [e]}]\n"
+            "  priority: 1000")
+    s = summary_of(worked_example(), spec)
+    assert s["schedulerMessage"] == "0/5 nodes are available: pod affinity terms conflict. not found"
+    assert s["postFilter"] == {"message": "not found", "dynamicResources": {"message": "not found", "deallocates": []},
+                               "preemption": None, "undecided": None}
 
 
 def test_an_allocated_claim_unavailable_on_a_checked_node_is_deallocated_first():
@@ -173,3 +204,39 @@ def test_when_every_node_was_tried_no_zero_count_is_printed():
     objects["resourceslices"] = [gpus("d"), gpus("e")]
     s = summary_of(objects)
     assert s["schedulerMessage"].endswith(" still not schedulable, preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
+
+
+def _pinned_claim(node_name):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "shared", "namespace": "ml"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}},
+            "status": {"allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": node_name, "device": "gpu-0"}]},
+                                      "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}}}
+
+
+def _pinned_claim_summary(nodes, counts):
+    objects = {"nodes": nodes, "resourceslices": [gpus(n["metadata"]["name"], count=c) for n, c in zip(nodes, counts)],
+               "deviceclasses": [GPU_CLASS], "pods": [], "resourceclaims": [_pinned_claim("z")]}
+    inv = Inventory.from_objects(objects)
+    docs = load_documents(pod_yaml("  resourceClaims: [{name: shared, resourceClaimName: shared}]", requests="cpu: 100m\n          memory: 100Mi"))
+    claims, bound = resolve_claims(inv, docs)
+    return preview(inv, claims, bound=bound, pod=scheduling_pod(docs))["summary"]
+
+
+def test_a_failed_allocation_wins_over_an_allocated_claim_unavailable_on_the_node():
+    """DynamicResources allocates the pod's other claims (here its example.com/gpu) before it reports an
+    allocated claim pinned elsewhere: x has no GPU left, so it says "cannot allocate all claims"; only y,
+    where the allocation succeeds, says "resourceclaim not available on the node" (kube-scheduler v1.36,
+    checked against the real framework)."""
+    s = _pinned_claim_summary([node("x"), node("y"), node("z", cordoned=True)], [0, 1, 1])
+    assert s["schedulerMessage"] == (
+        "0/3 nodes are available: 1 cannot allocate all claims, 1 node(s) were unschedulable, 1 resourceclaim not available on the node. "
+        f"deallocation of ResourceClaim completed, preemption: 0/3 nodes are available: 3 {NOT_HELPFUL}.")
+
+
+def test_an_allocated_claim_is_not_deallocated_where_the_other_claims_never_fit():
+    # No node got as far as reporting the pinned claim unavailable, so DynamicResources' PostFilter has nothing to free.
+    s = _pinned_claim_summary([node("x"), node("z", cordoned=True)], [0, 1])
+    assert s["schedulerMessage"] == (
+        "0/2 nodes are available: 1 cannot allocate all claims, 1 node(s) were unschedulable. "
+        f"still not schedulable, preemption: 0/2 nodes are available: 2 {NOT_HELPFUL}.")
+    assert s["postFilter"]["dynamicResources"] == {"message": "still not schedulable", "deallocates": []}

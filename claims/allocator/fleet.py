@@ -289,19 +289,26 @@ def preview(inventory, claims, *, bound=(), nodes=None, explain_failures=True, r
 
 
 def _dynamic_resources(plans, name, view, bound, single, explain_failures, deadline):
-    """(entry, code, scheduler reasons) of the DynamicResources Filter on one node: the pod's
-    allocated claims must be usable there, then its other claims are allocated."""
+    """(entry, code, scheduler reasons) of the DynamicResources Filter on one node: the pod's other
+    claims are allocated, then its allocated claims must be usable there.
+
+    The scheduler notes an allocated claim whose node selector excludes the node, but still tries
+    to allocate the others first: a failed allocation is what the node reports ("cannot allocate all
+    claims"), and only where the allocation succeeds does the node say "resourceclaim not available
+    on the node" (and only there does the claim become one that PostFilter may deallocate)."""
     blocked = None
     if bound:
         blocked = next((ref for ref, sel in bound if sel and not node_selector_matches(sel, name, view.labels)), None)
+    plan, allocator = single if single is not None else plans.for_node(name)
+    if allocator is not None:
+        outcome = allocator.run(view)
+        if outcome.status != SUCCESS or not blocked:
+            return _dra_entry(outcome, plan, view, explain_failures, deadline, allocator)
     if blocked:
         entry = {"node": name, "fits": False, "results": [], "reason": f"claim {blocked} is allocated and not available on this node (resourceclaim not available on the node)", "error": None}
         return entry, "unavailable", [SCHEDULER_REASONS["unavailable"]]
-    plan, allocator = single if single is not None else plans.for_node(name)
-    if allocator is None:  # every extended resource comes from the node's device plugin: nothing for DRA
-        return {"node": name, "fits": True, "results": [], "reason": None, "error": None}, None, []
-    outcome = allocator.run(view)
-    return _dra_entry(outcome, plan, view, explain_failures, deadline, allocator)
+    # every extended resource comes from the node's device plugin: nothing for DRA
+    return {"node": name, "fits": True, "results": [], "reason": None, "error": None}, None, []
 
 
 def _add_post_filter(summary, pod, plans, names, entries, bound, deadline):
@@ -311,10 +318,16 @@ def _add_post_filter(summary, pod, plans, names, entries, bound, deadline):
     priority and claims are the real pod's, which the preview does not know."""
     inventory = plans.inventory
     if pod.node_names == frozenset():
-        # NodeAffinity's PreFilter rejected the pod before DynamicResources' PreFilter ran, so that
-        # plugin's PostFilter finds no state of its own and fails; not reproduced.
-        summary["postFilter"] = {"message": None, "dynamicResources": None, "preemption": None,
-                                 "undecided": "the pod was rejected in PreFilter; the PostFilter text is not reproduced"}
+        # NodeAffinity's PreFilter rejected the pod (its matchFields terms conflict), so the other
+        # PreFilters, DynamicResources' among them, never ran. DynamicResources' PostFilter, the first,
+        # then finds none of its cycle state and fails with the state lookup's own error text, "not
+        # found"; a PostFilter error ends the run, so DefaultPreemption adds nothing (kube-scheduler
+        # v1.36, checked against the real framework: "0/N nodes are available: pod affinity terms
+        # conflict. not found").
+        not_found = "not found"
+        summary["postFilter"] = {"message": not_found, "dynamicResources": {"message": not_found, "deallocates": []},
+                                 "preemption": None, "undecided": None}
+        summary["schedulerMessage"] = f"{summary['schedulerMessage']} {not_found}"
         return
     dra_message, deallocates = _dra_post_filter(pod, inventory, entries, bound)
     potential = []
@@ -355,10 +368,14 @@ def _add_post_filter(summary, pod, plans, names, entries, bound, deadline):
 def _dra_post_filter(pod, inventory, entries, bound):
     """(message, claims it would deallocate) of DynamicResources' PostFilter: an allocated claim of
     the pod that was not available on some node DynamicResources checked, and that no other pod has
-    reserved, gets deallocated so that the next attempt may allocate it elsewhere."""
+    reserved, gets deallocated so that the next attempt may allocate it elsewhere. Only the nodes that
+    said "resourceclaim not available on the node" count: where the pod's other claims could not be
+    allocated, the scheduler never records the allocated claim as unavailable."""
     if not bound:
         return "still not schedulable", []
-    checked = [e["node"] for e in entries if e["filters"] and e["filters"][-1]["plugin"] == DYNAMIC_RESOURCES]
+    unavailable = SCHEDULER_REASONS["unavailable"]
+    checked = [e["node"] for e in entries if e["filters"] and e["filters"][-1]["plugin"] == DYNAMIC_RESOURCES
+               and unavailable in e["filters"][-1]["reasons"]]
     uid = ((pod.raw or {}).get("metadata") or {}).get("uid")
     freeable = []
     for ref, selector in bound:

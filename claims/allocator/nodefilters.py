@@ -690,10 +690,11 @@ class NodeUsage:
         requested = dict(self.requested)
         for name, value in (fp.get("requests") or {}).items():
             requested[name] = requested.get(name, 0) - value
-        ports = list(self.ports)
-        for p in fp.get("hostPorts") or []:
-            if tuple(p) in ports:
-                ports.remove(tuple(p))
+        # The scheduler keeps a node's used host ports as a set (HostPortInfo), not a count: taking a
+        # pod away frees each of its (protocol, hostIP, hostPort) entries even where another pod on
+        # the node declares the same one (preemption's dry run sees such a port as free).
+        gone = {tuple(p) for p in fp.get("hostPorts") or []}
+        ports = [p for p in self.ports if p not in gone]
         return NodeUsage(self.pods - 1, requested, ports)
 
 
