@@ -138,3 +138,33 @@ def test_viewer_sees_why_there_is_no_form(site):
     assert "operator role" in page.inner_text("#preview-needs-operator")
     assert page.locator("#preview-form").count() == 0 and page.locator("#pv-run").count() == 0
     shoot(page, site["shots"] / "preview-viewer.png")
+
+
+NOWHERE_POD = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-h100, namespace: ml-training}
+spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: h100.nvidia.com}}]}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pinned, namespace: ml-training}
+spec:
+  nodeSelector: {topology.kubernetes.io/zone: us-east-9z}
+  containers: [{name: main, image: trainer, resources: {claims: [{name: gpu}]}}]
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-h100}]
+"""
+
+
+def test_a_pod_that_fits_nowhere_shows_the_schedulers_whole_message(site):
+    """The scheduler's message as kubectl describe would show it, PostFilter text included."""
+    page, shots = new_page(site, "olivia"), site["shots"]
+    page.goto(site["base"] + "/preview/?cluster=demo")
+    run(page, NOWHERE_POD)
+    from inventory.models import Node
+
+    total = Node.objects.filter(cluster=site["cluster"]).count()
+    message = page.inner_text(".pv-sched code")
+    assert message.startswith(f"0/{total} nodes are available: ") and "node(s) didn't match Pod's node affinity/selector" in message
+    # Every node is rejected without remedy (affinity, taints, cordons), so preemption cannot help anywhere.
+    assert message.endswith(f". still not schedulable, preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling.")
+    shoot(page, shots / "preview-pod-nowhere.png", full_page=True)
