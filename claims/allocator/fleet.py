@@ -331,11 +331,10 @@ def _add_post_filter(summary, pod, plans, names, entries, bound, deadline):
         return
     dra_message, deallocates = _dra_post_filter(pod, inventory, entries, bound)
     potential = []
-    if pod.node_names != frozenset():  # a PreFilter rejection leaves every node unresolvable
-        for name in names:
-            failed = rejected(plans.filters(name))  # the verdict of the loop again, with its resolvable flag
-            if failed is not None and failed.resolvable:
-                potential.append(name)
+    for name in names:
+        failed = rejected(plans.filters(name))  # the verdict of the loop again, with its resolvable flag
+        if failed is not None and failed.resolvable:
+            potential.append(name)
     on_node = defaultdict(list)
     if potential:
         wanted = set(potential)
