@@ -411,7 +411,10 @@ def run_engine_case(args, inv, name, text, kw):
             times.append(elapsed)
             cpu.append(used)
             room_times.append((time.perf_counter() - t1) * 1000)
+        else:
+            first = (elapsed, used)
     s = result["summary"]
+    print(f"first, {name:47s} preview {first[0]:6.0f} ms (CPU {first[1]:4.0f}; the first of this request shape on this Inventory)")
     if args.profile and text is POD:
         import cProfile
         import pstats
