@@ -147,6 +147,16 @@ def test_cel_runtime_error_only_where_reached():
     assert preview(inv2, [claim("c", [req("gpu", cls="m")])])["nodes"][0]["error"] is None
 
 
+def test_a_cel_runtime_error_on_one_node_fails_the_attempt_although_another_node_fits():
+    # Checked against the real v1.36 scheduler: it filters every node of a small fleet, and the
+    # first Filter error ends the attempt (no node is chosen), so kubectl describe shows the error.
+    slices = [slice_("a", driver=NV, pool="node-1", devices=["gpu-0"]), slice_("b", driver=NV, pool="node-2", node="node-2", devices=[dev("gpu-0", attrs={"model": "x"})])]
+    inv = inventory(slices, classes={"m": [f'device.attributes["{NV}"].model == "x"']})
+    s = preview(inv, [claim("c", [req("gpu", cls="m")])])["summary"]
+    assert (s["fits"], s["errors"]) == (1, 1)
+    assert s["schedulerMessage"] == 'running "DynamicResources" filter plugin: class m: selector #0: CEL runtime error: no such key: model'
+
+
 # ---- pods and templates
 
 
@@ -447,3 +457,40 @@ def test_the_written_out_claim_check_agrees_with_check_shape():
         except InputError:
             expected = False
         assert _base_ok(obj) is expected, obj
+
+
+def test_under_the_counter_leak_the_search_tries_every_device_however_few_are_left():
+    # Checked against the real v1.36 scheduler (one node, four MIG slices that together use the
+    # whole counter set; models a, a, b, a; matchAttribute model). Upstream tries every device for
+    # each pick of the 3-device subrequest, and each one the constraint turns away keeps its counters
+    # (kubernetes#140436): the counters run out before the `All` subrequest reaches the model-b
+    # device, so the node just does not fit. Skipping devices that cannot complete the count charged
+    # less and reached the constraint error that `All` raises instead.
+    counters = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n-counters"},
+                "spec": {"driver": NV, "nodeName": "node-1", "pool": {"name": "part", "generation": 1, "resourceSliceCount": 2},
+                         "sharedCounters": [{"name": "cs", "counters": {"mem": {"value": "80Gi"}}}]}}
+    devices = [{"name": f"mig-{i}", "attributes": {"model": {"string": m}},
+                "consumesCounters": [{"counterSet": "cs", "counters": {"mem": {"value": "20Gi"}}}]} for i, m in enumerate("aaba")]
+    migs = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n-devs"},
+            "spec": {"driver": NV, "nodeName": "node-1", "pool": {"name": "part", "generation": 1, "resourceSliceCount": 2}, "devices": devices}}
+    classes = [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{NV}"'}}]}}]
+    inv = Inventory.from_objects({"resourceslices": [counters, migs], "deviceclasses": classes,
+                                  "nodes": [{"metadata": {"name": "node-1"}, "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "110"}}}]})
+    docs = load_documents(f"""
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: c, namespace: ml}}
+spec:
+  devices:
+    requests:
+    - {{name: r0, exactly: {{deviceClassName: gpu}}}}
+    - name: r1
+      firstAvailable:
+      - {{name: s0, deviceClassName: gpu, count: 3, selectors: [{{cel: {{expression: 'device.attributes["{NV}"].model == "a"'}}}}]}}
+      - {{name: s1, deviceClassName: gpu, allocationMode: All}}
+    constraints: [{{matchAttribute: {NV}/model}}]
+""")
+    claims, bound = resolve_claims(inv, docs)
+    (entry,) = preview(inv, claims, bound=bound)["nodes"]
+    assert entry["error"] is None and entry["fits"] is False

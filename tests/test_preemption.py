@@ -38,7 +38,7 @@ def test_evicting_lower_priority_pods_makes_room_so_the_scheduler_adds_no_second
     s = summary_of(worked_example(), SELECTOR + "\n  priority: 100")
     assert s["fits"] == 0
     assert s["schedulerMessage"] == FIRST
-    assert s["postFilter"]["preemption"] == {"eligible": True, "message": None, "undecided": None,
+    assert s["postFilter"]["preemption"] == {"eligible": True, "message": None, "undecided": None, "error": False,
                                "candidates": [{"node": "d", "lowerPriorityPods": 1}, {"node": "e", "lowerPriorityPods": 1}]}
 
 
@@ -240,3 +240,46 @@ def test_an_allocated_claim_is_not_deallocated_where_the_other_claims_never_fit(
         "0/2 nodes are available: 1 cannot allocate all claims, 1 node(s) were unschedulable. "
         f"still not schedulable, preemption: 0/2 nodes are available: 2 {NOT_HELPFUL}.")
     assert s["postFilter"]["dynamicResources"] == {"message": "still not schedulable", "deallocates": []}
+
+
+def raising_class(objects, expression='device.attributes["gpu.example.com"].model == "x"'):
+    """The fleet with the GPU class's selector replaced by one that raises on devices without a model."""
+    objects = copy.deepcopy(objects)
+    (cls,) = objects["deviceclasses"]
+    cls["spec"]["selectors"] = [{"cel": {"expression": expression}}]
+    return objects
+
+
+def test_a_filter_error_in_every_dry_run_is_the_preemption_answer_alone():
+    # Checked against the real v1.36 scheduler: d and e pass DynamicResources' turn only once their
+    # pods are evicted, and there the class selector raises. No candidate: preemption fails with the
+    # (one distinct) error, and a PostFilter error is the whole PostFilter text (no "still not schedulable").
+    objects = raising_class(with_priorities(worked_example(), **{"d-load": 0, "e-load": 0}))
+    s = summary_of(objects, SELECTOR + "\n  priority: 100")
+    error = 'running "DynamicResources" filter plugin: class gpu.example.com: selector #0: CEL runtime error: no such key: model'
+    assert s["schedulerMessage"] == f"{FIRST} preemption: {error}"
+    assert s["postFilter"]["message"] == f"preemption: {error}"
+    assert s["postFilter"]["preemption"]["error"] is True and s["postFilter"]["undecided"] is None
+
+
+def test_a_dry_run_error_on_one_node_does_not_stop_a_candidate_elsewhere():
+    objects = raising_class(with_priorities(worked_example(), **{"d-load": 0, "e-load": 0}))
+    e_slice = next(sl for sl in objects["resourceslices"] if sl["spec"]["nodeName"] == "e")
+    for device in e_slice["spec"]["devices"]:
+        device["attributes"] = {"model": {"string": "x"}}
+    s = summary_of(objects, SELECTOR + "\n  priority: 100")
+    assert s["schedulerMessage"] == FIRST
+    assert s["postFilter"]["preemption"]["candidates"] == [{"node": "e", "lowerPriorityPods": 1}]
+    assert s["postFilter"]["undecided"] is None
+
+
+def test_dry_run_errors_with_different_texts_leave_the_order_undecided():
+    # The scheduler aggregates the errors in the order its parallel dry runs finish.
+    objects = raising_class(with_priorities(worked_example(), **{"d-load": 0, "e-load": 0}),
+                            'device.attributes["gpu.example.com"].model == "x" && device.attributes["gpu.example.com"].numa == 0')
+    e_slice = next(sl for sl in objects["resourceslices"] if sl["spec"]["nodeName"] == "e")
+    for device in e_slice["spec"]["devices"]:
+        device["attributes"] = {"model": {"string": "x"}}
+    s = summary_of(objects, SELECTOR + "\n  priority: 100")
+    assert s["schedulerMessage"] == FIRST
+    assert "2 different errors" in s["postFilter"]["undecided"] and s["postFilter"]["preemption"]["candidates"] == []

@@ -349,15 +349,17 @@ def _add_post_filter(summary, pod, plans, names, entries, bound, deadline):
             usage = usage.minus(fp)
         failed = rejected(plans.filters(name, usage))
         if failed is not None:
-            return False, list(failed.reasons), None
+            return False, list(failed.reasons), None, None
         entry, code, reasons = _dynamic_resources(plans, name, inventory.node(name), bound, single, False, deadline)
         if code == "deadline":
-            return False, [], entry["reason"]
-        return entry["fits"], reasons, entry["error"]
+            return False, [], None, entry["reason"]
+        error = entry["error"]
+        return entry["fits"], reasons, (f'running "DynamicResources" filter plugin: {error}' if error else None), None
 
     verdict = postfilter(pod, len(names), potential, on_node.__getitem__, recheck)
     # Each PostFilter's text, joined: none at all when preemption finds a node (its Success ends the run).
-    message = f"{dra_message}, {verdict['message']}" if verdict["message"] else None
+    # A PostFilter that fails with an error ends the run with its text alone.
+    message = (verdict["message"] if verdict["error"] else f"{dra_message}, {verdict['message']}") if verdict["message"] else None
     summary["postFilter"] = {"message": message, "dynamicResources": {"message": dra_message, "deallocates": deallocates},
                              "preemption": verdict, "undecided": verdict["undecided"]}
     if message:
@@ -505,12 +507,18 @@ SCHEDULER_REASONS = {"invalid-pools": "invalid resource pools were encountered",
 
 def scheduler_message(entries, counts):
     """What `kubectl describe pod` would show if no node fits (FitError.Error), else None: each reason
-    counted once per rejected node, "<count> <reason>" sorted as strings (Go sort.Strings)."""
-    if not entries or any(e["fits"] for e in entries):
+    counted once per rejected node, "<count> <reason>" sorted as strings (Go sort.Strings).
+
+    A hard error on any node comes first, even where other nodes fit: the scheduler filters every
+    node of a small fleet, and the first Filter that fails with an error ends the whole attempt
+    (status Error, no node is chosen, no PostFilter runs), so the pod stays pending with that text."""
+    if not entries:
         return None
     error = next((e["error"] for e in entries if e["error"]), None)
     if error:
         return f'running "DynamicResources" filter plugin: {error}'
+    if any(e["fits"] for e in entries):
+        return None
     return fit_error_message(len(entries), counts)
 
 

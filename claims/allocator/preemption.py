@@ -41,13 +41,22 @@ def postfilter(pod, total, potential, pods_on, recheck):
 
     `potential`: the nodes whose rejection was resolvable, in node order. `pods_on(node)`: the pod
     footprints bound there (nodefilters.pod_footprint). `recheck(node, evicted)`: every filter and
-    DynamicResources again with the `evicted` footprints gone, as (fits, scheduler reasons, error).
+    DynamicResources again with the `evicted` footprints gone, as (fits, scheduler reasons, error,
+    undecided): `error` the text of a Filter that fails with an error there (status Error, e.g. a CEL
+    runtime error), `undecided` why the preview cannot tell (its own deadline).
 
-    Returns {"eligible", "message", "candidates", "undecided"}: `message` is the sentence the
+    A node whose dry run fails with an error is no candidate, and the error does not stop the others:
+    if some node is a candidate, preemption goes ahead and the errors are dropped. If none is, the
+    preemption's answer is that error (status Error) instead of a FitError text: "preemption: " and
+    the errors joined as an error aggregate prints them (one distinct text: the text alone; several:
+    "[a, b]" in the order the parallel dry runs finished, which a preview cannot know: undecided).
+
+    Returns {"eligible", "message", "candidates", "undecided", "error"}: `message` is the sentence the
     scheduler appends (None when preemption would succeed or cannot be decided), `candidates` the
     nodes where it would make room (with how many lower-priority pods run there), `undecided` why the
-    sentence is not given."""
-    verdict = {"eligible": pod.preempts, "message": None, "candidates": [], "undecided": None}
+    sentence is not given, `error` whether the sentence is an error (the scheduler then appends it
+    alone, without DynamicResources' PostFilter text)."""
+    verdict = {"eligible": pod.preempts, "message": None, "candidates": [], "undecided": None, "error": False}
     if not pod.preempts:
         verdict["message"] = PREFIX + NOT_ELIGIBLE_NEVER
         return verdict
@@ -58,7 +67,7 @@ def postfilter(pod, total, potential, pods_on, recheck):
         verdict["undecided"] = (f"the pod's priorityClassName {pod.priority_class!r} is not a system class and gpudash does not mirror "
                                 "PriorityClasses: its priority decides which pods it may evict (set spec.priority to preview it)")
         return verdict
-    statuses, unknown = Counter(), []
+    statuses, unknown, errors = Counter(), [], {}
     for node in potential:
         pods = pods_on(node)
         if any(fp.get("priority") is None for fp in pods):
@@ -68,10 +77,13 @@ def postfilter(pod, total, potential, pods_on, recheck):
         if not lower:
             statuses[NO_VICTIMS] += 1
             continue
-        fits, reasons, error = recheck(node, lower)
-        if error:
-            verdict["undecided"] = f"node {node}, with its lower-priority pods evicted: {error}"
+        fits, reasons, error, undecided = recheck(node, lower)
+        if undecided:
+            verdict["undecided"] = f"node {node}, with its lower-priority pods evicted: {undecided}"
             return verdict
+        if error:
+            errors.setdefault(error, node)
+            continue
         if fits:
             verdict["candidates"].append({"node": node, "lowerPriorityPods": len(lower)})
             if len(verdict["candidates"]) >= MAX_CANDIDATES_LISTED:
@@ -84,6 +96,14 @@ def postfilter(pod, total, potential, pods_on, recheck):
     if unknown:
         verdict["undecided"] = (f"{len(unknown)} node(s) that preemption would try (e.g. {unknown[0]}) run pods whose priority gpudash "
                                 "has not read yet (mirrored by an older version; the next relist of Pods reads it)")
+        return verdict
+    if len(errors) == 1:
+        verdict["message"], verdict["error"] = PREFIX + next(iter(errors)), True
+        return verdict
+    if errors:
+        first = ", ".join(f"node {node}: {text}" for text, node in errors.items())
+        verdict["undecided"] = (f"the dry runs fail with {len(errors)} different errors ({first}); the scheduler lists them "
+                                "in the order its parallel dry runs finish")
         return verdict
     if total > len(potential):  # only nodes that were not tried say so (never "0 Preemption is …")
         statuses[NOT_HELPFUL] += total - len(potential)

@@ -805,6 +805,12 @@ class NodeAllocator:
         # Combinations need `need - di` more positions: stop when fewer are left. Safe only past the
         # last candidate whose selector raised (upstream would reach it and fail hard).
         stop = len(cands) - (need - di) + 1
+        if self.f.quirk_counter_leak and any(c[0].has_counters for c in cands):
+            # Under the 1.36 counter leak every device upstream tries and then turns away (taint,
+            # constraint) keeps its counters charged, and upstream tries them all, however few are
+            # left: skipping the hopeless tail would charge less and let later requests see counters
+            # upstream no longer has (and reach errors upstream never gets to).
+            stop = len(cands)
         last_err = self._last_error(cands)
         for idx in range(start, len(cands)):
             if idx >= stop and idx > last_err:
