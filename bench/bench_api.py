@@ -83,7 +83,11 @@ def load(nodes, claims):
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+        # The steady state autovacuum reaches soon after a bulk load: statistics, and a visibility map
+        # that lets the count and summary reads be index-only scans. Without the VACUUM (a server with
+        # autovacuum off, as the development machine's is) the same reads scan the heap: at 20,000
+        # nodes the overview took 338 ms instead of 268.
+        cursor.execute("VACUUM ANALYZE")
     print(f"loaded in {time.monotonic() - started:.1f} s: {Device.objects.count()} devices, {ResourceClaim.objects.count()} claims, {len(results)} allocation results")
 
 
