@@ -650,16 +650,12 @@ def resized_spec(spec, status):
                 out[field] = changed
         level = (pod_level.get("requests") or {}) if pod_level else {}
         _resource_list(level, "spec.resources.requests")  # readable, else InputError
-        if status.get("resources") is not None and any(_pod_level_name(n) for n in level):
+        if status.get("resources") is not None and any(_pod_level_supported(n) for n in level):
             eff = effective(level, status["resources"], status.get("allocatedResources"), "status")
-            out["resources"] = {**pod_level, "requests": {n: (eff.get(n, "0") if _pod_level_name(n) else v) for n, v in level.items()}}
+            out["resources"] = {**pod_level, "requests": {n: (eff.get(n, "0") if _pod_level_supported(n) else v) for n, v in level.items()}}
         return out
     except InputError:
         return spec
-
-
-def _pod_level_name(name):
-    return name in ("cpu", "memory") or name.startswith("hugepages-")
 
 
 FOOTPRINT_FIELDS = frozenset(pod_footprint({}))  # what a footprint of this version holds
