@@ -66,7 +66,9 @@ class PreviewView(APIView):
         description=(
             "Runs the kube-scheduler's node filters and then the allocation engine on every node of the cluster "
             "(docs/allocator.md): per node whether the pod/claim(s) fit, each filter's verdict (`filters`), the devices "
-            "chosen, or why not; a summary with counts per reason and the scheduler's `0/N nodes are available` message; with `headroom` "
+            "chosen, or why not; a summary with counts per reason and the scheduler's `0/N nodes are available` message (for a Pod "
+            "that fits nowhere, ending with the PostFilter text; `summary.postFilter` says which claim would be deallocated and "
+            "where preempting lower-priority pods makes room); with `headroom` "
             "also how many more copies fit. Bad YAML, an unknown or already-allocated claim are 400s naming "
             "`yaml` or `claim`; hard errors of the claim itself (unknown class, CEL compile error with line and "
             "column) are part of the 200 answer, as the scheduler would report them per node. For a namespace-scoped "
