@@ -14,7 +14,7 @@ from channels.testing import WebsocketCommunicator
 
 from gpudash import roles
 from gpudash.consumers import REDACTED_FIELDS, LiveConsumer
-from gpudash.sync.publish import Change, group_messages
+from gpudash.sync.publish import Change, group_messages, publisher
 
 from .api_fixtures import load_fleet
 from .fleet_data import make_user
@@ -32,7 +32,11 @@ def fast_passwords(settings):
 
 @pytest.fixture
 def alpha():
-    return load_fleet()[0]  # team-b has claims and pods in the mirror; NOWHERE has nothing
+    cluster = load_fleet()[0]  # team-b has claims and pods in the mirror; NOWHERE has nothing
+    # The fleet's own changes go out from the publisher's thread; send them now, before anyone
+    # subscribes, so that the tests below receive only the changes they publish themselves.
+    publisher.flush()
+    return cluster
 
 
 @pytest.fixture

@@ -172,6 +172,9 @@ class Publisher:
         self.interval = interval if interval is not None else settings.GPUDASH_SYNC.get("PUBLISH_COALESCE_SECONDS", 0.1)
         self._pending = []
         self._lock = threading.Lock()
+        # Held while a batch is taken and sent: flush() waits for a send in flight, so that after it
+        # returns every change published before it has gone out.
+        self._sending = threading.Lock()
         self._wake = threading.Event()
         self._thread = None
         self._loop = None  # an event loop owned by someone else (the web server's) to send on, if set
@@ -192,11 +195,12 @@ class Publisher:
         self._wake.set()
 
     def flush(self, timeout=5.0):
-        """Send what is pending now (tests and shutdown)."""
-        with self._lock:
-            pending, self._pending = self._pending, []
-        if pending:
-            self._send(pending, timeout)
+        """Send what is pending now, after any send in flight (tests and shutdown)."""
+        with self._sending:
+            with self._lock:
+                pending, self._pending = self._pending, []
+            if pending:
+                self._send(pending, timeout)
 
     def _run(self):
         own_loop = asyncio.new_event_loop()
@@ -205,10 +209,11 @@ class Publisher:
                 self._wake.wait()
                 self._wake.clear()
                 time.sleep(self.interval)  # coalesce what arrives meanwhile
-                with self._lock:
-                    pending, self._pending = self._pending, []
-                if pending:
-                    self._send(pending, 30.0, own_loop)
+                with self._sending:
+                    with self._lock:
+                        pending, self._pending = self._pending, []
+                    if pending:
+                        self._send(pending, 30.0, own_loop)
         finally:  # pragma: no cover - daemon thread dies with the process
             own_loop.close()
 
