@@ -385,16 +385,19 @@ def _resource_list(raw, where):
     return out
 
 
-def container_requests(container, where):
-    """requests, defaulted from limits as the API server does on create."""
+def _container_resources(container, where, field):
+    """One container's `resources.<field>` (limits or requests), read exactly; InputError naming the field."""
     if not isinstance(container, dict):
         raise InputError(f"{where}: must be an object")
     resources = container.get("resources") or {}
     if not isinstance(resources, dict):
         raise InputError(f"{where}.resources: must be an object")
-    limits = _resource_list(resources.get("limits"), f"{where}.resources.limits")
-    requests = _resource_list(resources.get("requests"), f"{where}.resources.requests")
-    return {**limits, **requests}
+    return _resource_list(resources.get(field), f"{where}.resources.{field}")
+
+
+def container_requests(container, where):
+    """requests, defaulted from limits as the API server does on create."""
+    return {**_container_resources(container, where, "limits"), **_container_resources(container, where, "requests")}
 
 
 def _add(total, more):
@@ -436,12 +439,7 @@ def _aggregate(spec, amounts):
 
 
 def _container_limits(container, where):
-    if not isinstance(container, dict):
-        raise InputError(f"{where}: must be an object")
-    resources = container.get("resources") or {}
-    if not isinstance(resources, dict):
-        raise InputError(f"{where}.resources: must be an object")
-    return _resource_list(resources.get("limits"), f"{where}.resources.limits")
+    return _container_resources(container, where, "limits")
 
 
 def _pod_level_supported(name):
