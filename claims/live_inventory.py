@@ -374,10 +374,11 @@ def share_device_values(slices, memo, plain=None):
 
     `plain` (a set): gets the id of every device dict whose values are all plain (projection.plain_value,
     judged once per distinct value): `Inventory(plain_devices=...)` then skips checking those devices
-    one by one in the first preview."""
+    one by one in the first preview. Equal consumesCounters maps are shared too (_share_counters)."""
     if not memo:
         memo.update({field: ({}, {}) for field in ("attributes", "capacity")})  # per field: (plain, other) values by key
-    attr_memo, cap_memo = memo["attributes"], memo["capacity"]
+        memo["counters"] = {}  # consumesCounters maps by their JSON text
+    attr_memo, cap_memo, counter_memo = memo["attributes"], memo["capacity"], memo["counters"]
     for raw in slices:
         spec = raw.get("spec") if isinstance(raw, dict) else None
         devices = spec.get("devices") if isinstance(spec, dict) else None
@@ -392,7 +393,26 @@ def share_device_values(slices, memo, plain=None):
             ok = (_share_map(caps, cap_memo, CAPACITY) if type(caps) is dict else not caps) and ok
             if ok and plain is not None:
                 plain.add(id(dev))
+            consumes = dev.get("consumesCounters")
+            if type(consumes) is list:
+                _share_counters(consumes, counter_memo)
     return slices
+
+
+def _share_counters(consumes, memo):
+    """Make equal `counters` maps of consumesCounters entries one object. A MIG profile consumes the
+    same 15 counters on every GPU of its model: at 20,000 nodes, 96,000 such maps of 3 distinct ones,
+    about 320 MiB parsed one by one. Keyed by the map's JSON text, which orjson writes faster than
+    Python could walk the map; the engine then parses each shared map once (model.parsed_counters)."""
+    for entry in consumes:
+        counters = entry.get("counters") if type(entry) is dict else None
+        if type(counters) is dict:
+            text = orjson.dumps(counters)
+            shared = memo.get(text)
+            if shared is None:
+                memo[text] = counters
+            elif shared is not counters:
+                entry["counters"] = shared
 
 
 def _share_map(values, memo, wanted):

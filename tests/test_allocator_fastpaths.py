@@ -39,6 +39,41 @@ def test_counter_names_equal_the_parsed_counters(entries):
     assert fast == plain
     if fast[0] == "ok":  # and once parsed, the names come from the parsed amounts
         assert _names_or_error(device.counter_names) == plain
+    # With a build's memo (model.parsed_counters), as the live inventory's slices have: the same
+    # names, amounts and errors, for a device reading its maps first and for one reading them after.
+    memo = {}
+    first, second = (Slice(raw_slice, counter_memo=memo).devices[0] for _ in range(2))
+    assert _names_or_error(first.counter_names) == plain
+    assert _names_or_error(lambda: first.consumes) == _names_or_error(lambda: second.consumes) == plain
+    assert _names_or_error(second.counter_names) == plain
+
+
+def test_equal_counter_maps_shared_by_the_live_inventory_are_parsed_once_per_build():
+    """live_inventory.share_device_values makes equal consumesCounters maps one object; a build's
+    slices then parse each such map once (model.parsed_counters), and a map that does not parse
+    fails every device that reads it, not only the first."""
+    from claims.live_inventory import share_device_values
+
+    counters = {"memory": {"value": "40Gi"}, "multiprocessors": {"value": "42"}}
+    bad = {"memory": {"value": "lots"}}
+
+    def device(name, entries):
+        return {"name": name, "consumesCounters": [{"counterSet": f"{name}-set", "counters": dict(c)} for c in entries]}
+
+    rows = [{"metadata": {"name": f"s{i}"}, "spec": {"driver": "d", "pool": {"name": f"p{i}"}, "devices": [
+        device("a", [counters]), device("b", [counters, bad]), device("c", [bad])]}} for i in range(2)]
+    share_device_values(rows, {})
+    maps = [e["counters"] for r in rows for d in r["spec"]["devices"] for e in d["consumesCounters"]]
+    assert len({id(m) for m in maps}) == 2 and maps[0] is maps[1] is maps[4] is maps[5] and maps[2] is maps[3] is maps[6] is maps[7]
+
+    memo = {}
+    devs = [d for r in rows for d in Slice(r, counter_memo=memo).devices]
+    assert devs[0].consumes == [("a-set", {"memory": 40 * 2**30, "multiprocessors": 42})]
+    assert devs[0].consumes[0][1] is devs[3].consumes[0][1]  # one parse of the shared map
+    assert len(memo) == 1
+    for d in (devs[1], devs[2], devs[4], devs[5]):
+        assert _names_or_error(d.counter_names)[0] == "error"
+        assert _names_or_error(lambda d=d: d.consumes) == _names_or_error(lambda d=d: Device(d.slice, d.raw).consumes)
 
 
 def test_bad_counter_amount_makes_the_pool_invalid_with_the_parse_error():

@@ -11,7 +11,7 @@ what are its own subject.
 
 from collections import defaultdict
 
-from .model import DeviceClassInfo, Slice
+from .model import DeviceClassInfo, Slice, device_taints
 from .shapes import KIND_NAMES as _TAG, mirrored_problem, readable_names
 
 # Inventory keyword -> how objects of that kind are keyed.
@@ -312,7 +312,7 @@ class IncrementalMixin:
         rules = self.taint_rules
         self.state.changed_all()  # explanations cached per pool state count taints too
         for dev in self.devices_by_key.values():
-            dev.taints = list(dev.raw.get("taints") or [])
+            dev.taints = device_taints(dev.raw)
         _delete(self._problem_of, [k for k in self._problem_of if k[0] == "DeviceTaintRule"])  # re-reported below
         if rules:
             self._apply_taint_rules()

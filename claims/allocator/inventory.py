@@ -189,9 +189,10 @@ class Inventory(IncrementalMixin):
             cls = DeviceClassInfo(raw)
             self.classes[cls.name] = cls
         self.slices = []
+        counter_memo = {}  # parsed consumesCounters maps of this build's slices (model.parsed_counters)
         for raw in resource_slices:
             try:
-                self.slices.append(Slice(raw, plain_devices))
+                self.slices.append(Slice(raw, plain_devices, counter_memo))
             except Exception as exc:  # malformed slice: report it, keep going
                 self.problems.append(f"ResourceSlice {((raw or {}).get('metadata') or {}).get('name')}: {exc}")
         self.nodes = {}

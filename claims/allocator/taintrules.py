@@ -85,7 +85,7 @@ def apply_rules(rules, classes, devices):
         if matcher.usable:
             for dev in devices:
                 if matcher.selects(dev):
-                    dev.taints.append(matcher.tainted())
+                    dev.taints = (*dev.taints, matcher.tainted())  # a new tuple: the empty one is shared (model.device_taints)
         text = matcher.problem or matcher.runtime_error
         if text:
             problems[matcher.name] = text
