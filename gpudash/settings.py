@@ -237,6 +237,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # DRF's JSON, written by orjson (a 20,000-node preview's 9.7 MB body: 130 ms with the json module).
+    "DEFAULT_RENDERER_CLASSES": ["gpudash.api.renderers.JSONRenderer", "rest_framework.renderers.BrowsableAPIRenderer"],
     # DRF's JSON parser, also refusing over-deep bodies and lone surrogates (a 400, not a 500).
     "DEFAULT_PARSER_CLASSES": ["gpudash.api.parsers.JSONParser", "rest_framework.parsers.FormParser", "rest_framework.parsers.MultiPartParser"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
