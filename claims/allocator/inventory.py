@@ -143,7 +143,7 @@ class PoolView:
 class NodeView:
     """The pools one node sees (brief 2.2), and caches of candidates per selector chain."""
 
-    __slots__ = ("name", "labels", "pools", "usable", "invalid", "incomplete", "candidates", "kept", "kept_dicts")
+    __slots__ = ("name", "labels", "pools", "usable", "invalid", "incomplete", "candidates", "kept")
 
     def __init__(self, name, labels, pools, extra_invalid, extra_incomplete):
         self.name, self.labels = name, labels
@@ -153,7 +153,6 @@ class NodeView:
         self.incomplete = [p for p in pools if not p.complete] + extra_incomplete
         self.candidates = {}
         self.kept = {}  # direct answers of single-request plans (search.KeptAnswer), bounded
-        self.kept_dicts = None  # the one KeptAnswer of this view that also keeps its result dicts
 
 
 class Inventory(IncrementalMixin):

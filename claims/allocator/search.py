@@ -43,33 +43,36 @@ class KeptAnswer:
     A failure's explanation is kept with the claim/request names it names. About 0.3 KB per node and
     request shape (the candidate tuples are the view's own), hence the bound per view."""
 
-    __slots__ = ("tokens", "pools", "chosen", "explained", "dicts")
+    __slots__ = ("tokens", "pools", "chosen", "explained", "keys")
 
     def __init__(self, tokens, pools, chosen):
         # chosen: the picked candidates' own (device, pool, error) tuples, or None: no solution
         self.tokens, self.pools, self.chosen = tokens, pools, chosen
         self.explained = None  # (claim/request shape, (code, text))
-        self.dicts = None  # (claim/request shape, the picks' result dicts, their device keys): NodeAllocator._outcome
+        self.keys = None  # the picked devices' keys (frozenset), made by the first NodeAllocator._outcome that reads them
+
+
+def result_dict(ref, variant, device):
+    """A dedicated pick's entry of the preview's `results` (Pick.to_dict adds what a share has)."""
+    driver, pool, name = device.key  # one read of the device for all three (a fleet preview makes ~100,000)
+    out = {"claim": ref, "request": variant.label, "driver": driver, "pool": pool, "device": name, "adminAccess": variant.admin}
+    if device.binding_conditions:
+        out["bindingConditions"] = list(device.binding_conditions)
+        out["bindingFailureConditions"] = list(device.binding_failure_conditions)
+    return out
 
 
 class Pick:
-    __slots__ = ("claim", "variant", "device", "pool", "share", "consumed", "out")
+    __slots__ = ("claim", "variant", "device", "pool", "share", "consumed")
 
-    def __init__(self, claim, variant, device, pool, share, consumed, out=None):
+    def __init__(self, claim, variant, device, pool, share, consumed):
         self.claim, self.variant, self.device, self.pool = claim, variant, device, pool
         self.share, self.consumed = share, consumed
-        self.out = out  # to_dict()'s answer made earlier (a kept direct answer): copied, not rebuilt
 
     def to_dict(self):
-        if self.out is not None:
-            return dict(self.out)
         d = self.device
         v = self.variant
-        driver, pool, name = d.key  # one read of the device for all three (a fleet preview makes ~100,000)
-        out = {"claim": self.claim.ref, "request": v.label, "driver": driver, "pool": pool, "device": name, "adminAccess": v.admin}
-        if d.binding_conditions:
-            out["bindingConditions"] = list(d.binding_conditions)
-            out["bindingFailureConditions"] = list(d.binding_failure_conditions)
+        out = result_dict(self.claim.ref, v, d)
         if self.share:
             out["shared"] = True
             if self.consumed:
@@ -97,23 +100,26 @@ class Outcome:
 
 
 class KeptOutcome(Outcome):
-    """SUCCESS from a kept direct answer whose result dicts exist already (KeptAnswer.dicts): a fleet
-    preview reads only those, so its Picks are made only when something asks for them (allocate()'s
-    allocation result, a test). 4 GPUs on 20,000 nodes: 80,000 Picks and their to_dict calls saved."""
+    """SUCCESS from a kept direct answer: a fleet preview reads only its result dicts, made straight
+    from the kept devices under the current claim and request names, so its Picks are made only when
+    something asks for them (allocate()'s allocation result, a test). 4 GPUs on 20,000 nodes: 80,000
+    Picks saved. Nothing here depends on the names being those of an earlier preview: a preview of a
+    newly named claim (what users paste) costs what a repeated one does."""
 
-    __slots__ = ("_claim", "_variant", "_chosen", "_outs")
+    __slots__ = ("_claim", "_variant", "_chosen")
 
-    def __init__(self, node, claim, variant, chosen, outs):
+    def __init__(self, node, claim, variant, chosen):
         self.node, self.status, self.message = node, SUCCESS, None
-        self._claim, self._variant, self._chosen, self._outs = claim, variant, chosen, outs
+        self._claim, self._variant, self._chosen = claim, variant, chosen
 
     @property
-    def picks(self):  # the current plan's claim and variant, the kept answer's devices and dicts
+    def picks(self):  # the current plan's claim and variant, the kept answer's devices
         claim, v = self._claim, self._variant
-        return [[Pick(claim, v, c[0], c[1], False, None, out) for c, out in zip(self._chosen, self._outs)]]
+        return [[Pick(claim, v, c[0], c[1], False, None) for c in self._chosen]]
 
     def result_dicts(self):
-        return list(map(dict, self._outs))
+        ref, v = self._claim.ref, self._variant
+        return [result_dict(ref, v, c[0]) for c in self._chosen]
 
 
 class _MatchState:
@@ -467,8 +473,7 @@ class NodeAllocator:
 
     def _outcome(self, view, v, chosen, kept=None):
         """The Outcome of the direct answer `chosen` ([(device, pool, _)] or None). With `kept` (its
-        KeptAnswer), the result dicts are made once per claim/request shape and copied after: the
-        latest kept answer of each view keeps them (about 1.4 KB per node; one per view bounds it)."""
+        KeptAnswer), a KeptOutcome: no Picks, result dicts made only when read."""
         self.share_capacity = {}
         if chosen is None:
             self.picked_dedicated = set()
@@ -482,19 +487,14 @@ class NodeAllocator:
             self.picks = [picks]
             self.picked_dedicated = {c[0].key for c in chosen}
             return Outcome(view.name, SUCCESS, picks=[list(picks)])
-        shape = self.last_kept[1]
-        dicts = kept.dicts
-        if dicts is None or dicts[0] != shape:
-            dicts = (shape, [Pick(claim, v, c[0], c[1], False, None).to_dict() for c in chosen], frozenset(c[0].key for c in chosen))
-            previous = view.kept_dicts
-            if previous is not None and previous is not kept:
-                previous.dicts = None
-            kept.dicts, view.kept_dicts = dicts, kept
+        keys = kept.keys
+        if keys is None:
+            keys = kept.keys = frozenset(c[0].key for c in chosen)
         # Only the search reads self.picks, after resetting it; None makes any other read fail loudly.
         # Kept answers exist only without `extra` (never in headroom, whose Overlay reads picked_dedicated).
         self.picks = None
-        self.picked_dedicated = dicts[2]
-        return KeptOutcome(view.name, claim, v, chosen, dicts[1])
+        self.picked_dedicated = keys
+        return KeptOutcome(view.name, claim, v, chosen)
 
     def _kept_answer(self, view, key):
         """The direct answer kept with this node's view under `key` (_kept_key), if still true (KeptAnswer)."""
