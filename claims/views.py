@@ -339,7 +339,7 @@ class PreviewView(DashboardView):
         q = self.request.GET.get("pq", "").strip()
         if q:
             qs = qs.filter(Q(name__icontains=q) | Q(namespace__icontains=q) | Q(owner_pod_name__icontains=q))
-        qs = qs.order_by("-creation_timestamp", "namespace", "name").only(
+        qs = qs.newest_first().only(
             "cluster_id", "namespace", "name", "device_classes", "creation_timestamp", "owner_pod_name")
         paginator = Paginator(qs, self.pending_per_page)
         return paginator.get_page(self.request.GET.get("ppage")), q

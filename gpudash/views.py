@@ -8,6 +8,7 @@ from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import QuerySet
 from django.http import Http404
+from django.template.context import make_context
 from django.template.response import TemplateResponse
 from django.views.generic import TemplateView
 
@@ -47,6 +48,30 @@ def distinct_namespaces(models, cluster=None):
         return {v for (v,) in cursor.fetchall()}
 
 
+class PageResponse(TemplateResponse):
+    """Django's TemplateResponse, without the reference cycle its rendering leaves behind.
+
+    Each rendering context refers to its dicts and each dict back to the context (ContextDict), so
+    after a page is written everything in its context is garbage that only the cyclic collector can
+    free. For most pages that is small; a fleet-wide preview puts a 20,000-node answer there (60,000
+    to 120,000 objects), which then waited for a collection of the older generations and cost it
+    100-240 ms, inside whichever request triggered it. Emptying the context's list of dicts after the
+    rendering breaks the cycle, so the context is freed when the response has been written."""
+
+    @property
+    def rendered_content(self):
+        template = self.resolve_template(self.template_name)
+        context = self.resolve_context(self.context_data)
+        engine_template = getattr(template, "template", None)  # the Django template language's backend
+        if engine_template is None or not hasattr(template, "backend"):
+            return template.render(context, self._request)
+        rendering = make_context(context, self._request, autoescape=template.backend.engine.autoescape)
+        try:
+            return engine_template.render(rendering)
+        finally:
+            rendering.dicts.clear()
+
+
 class DashboardView(LoginRequiredMixin, TemplateView):
     """Base of every UI page.
 
@@ -59,6 +84,7 @@ class DashboardView(LoginRequiredMixin, TemplateView):
     live_kinds = ()
     required_role = roles.VIEWER
     nav = ""
+    response_class = PageResponse
 
     def dispatch(self, request, *args, **kwargs):
         if not request.user.is_authenticated:
@@ -167,8 +193,8 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         region = self.request.GET.get("fragment")
         if region:
             if region in SHARED_REGIONS:
-                return TemplateResponse(self.request, SHARED_REGIONS[region], context)
+                return PageResponse(self.request, SHARED_REGIONS[region], context)
             if region not in self.regions:
                 raise Http404(f"This page has no region {region!r}.")
-            return TemplateResponse(self.request, self.regions[region], context)
+            return PageResponse(self.request, self.regions[region], context)
         return super().render_to_response(context, **response_kwargs)

@@ -82,3 +82,21 @@ def test_search_lookups_can_use_their_index(label, lookup, value, index):
         cursor.execute("SET LOCAL enable_seqscan = off")
     plan = queryset.explain()
     assert index in plan, plan
+
+
+def test_the_preview_pages_pending_claims_are_read_in_index_order():
+    """The preview page lists a cluster's pending claims newest first (PreviewView.pending_claims):
+    PostgreSQL reads them in claims_claim_state_new_idx's order and stops at the page, instead of
+    sorting every pending claim (70 ms at 20,000 nodes)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the plan is PostgreSQL's")
+    from claims.models import ResourceClaim
+    from inventory.models import Cluster
+
+    cluster = Cluster.objects.create(name="c")
+    queryset = ResourceClaim.objects.pending().filter(cluster=cluster).newest_first()[:25]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # empty test tables: price the scan out, as above
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+    plan = queryset.explain()
+    assert "claims_claim_state_new_idx" in plan and "Sort" not in plan, plan

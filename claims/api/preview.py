@@ -61,6 +61,11 @@ def _plain(result):
 class PreviewView(APIView):
     permission_classes = [IsOperator]
 
+    def dispatch(self, request, *args, **kwargs):
+        response = super().dispatch(request, *args, **kwargs)
+        self.response = None  # DRF keeps it on the view, which its renderer context keeps: AcyclicResponse
+        return response
+
     @extend_schema(
         summary="Where would a claim be allocated now?",
         description=(
@@ -151,7 +156,24 @@ class PreviewView(APIView):
         except PreviewError as exc:
             # The engine's own input errors (bad YAML, unknown kind, unsupported feature) name the problem.
             raise ValidationError({_field_of(str(exc), data): [str(exc)]}) from exc
-        return Response({"result": _plain(result)})
+        return AcyclicResponse({"result": _plain(result)})
+
+
+class AcyclicResponse(Response):
+    """DRF's Response, minus the reference cycles around it once written: DRF puts the response into
+    its own renderer context while rendering, and the view that the context names keeps the response
+    too (PreviewView.dispatch drops that one). A fleet-wide answer inside such a cycle (60,000 to
+    120,000 objects at 20,000 nodes) waits for the cyclic collector, and the collection of the older
+    generations that frees it took 100-240 ms of whichever request ran it; without the cycle it is
+    freed as soon as the response is."""
+
+    @property
+    def rendered_content(self):
+        try:
+            return super().rendered_content
+        finally:
+            if self.renderer_context:
+                self.renderer_context.pop("response", None)
 
 
 def _field_of(message, data):
