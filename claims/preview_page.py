@@ -207,11 +207,25 @@ class PreviewReport:
         self.summary = self.result.get("summary") or {}
         self.nodes = self.result.get("nodes") or []
         self.show_key, self.show_page = parse_show(self.show)
+        self._total = None
+
+    def settle(self):
+        """Work out everything the page shows, then let go of the per-node answer; returns the answer
+        without its `nodes`. The page keeps the nodes it lists (a page of each list) and the counts.
+        Called while the cyclic collector is paused (PreviewView.run): the 20,000 entries of a big
+        fleet are then freed at once, instead of being visited by the young-generation collection
+        that runs when the collector resumes (10-50 ms at 20,000 nodes)."""
+        for name in ("fit_count", "reasons", "node_filters", "post_filter", "error_groups", "every_node_errs", "fits", "groups", "headroom"):
+            getattr(self, name)
+        self._total = len(self.nodes)
+        self.nodes = ()
+        self.result = {key: value for key, value in self.result.items() if key != "nodes"}
+        return self.result
 
     # -- summary ----------------------------------------------------------------------------------
     @property
     def total(self):
-        return len(self.nodes)
+        return len(self.nodes) if self._total is None else self._total
 
     @cached_property
     def fit_count(self):

@@ -18,6 +18,7 @@ from inventory import fleet
 from inventory.models import Cluster, Device
 from inventory.objectpage import crumb, object_page
 
+from .allocator.gcpause import collector_paused
 from .lookups import claim_keys_q
 from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim
 
@@ -304,16 +305,19 @@ class PreviewView(DashboardView):
             if claim is not None and claim.owner_pod_name and pod_params["node_filters"] and not (pod_params["tolerations"] or pod_params["node_selector"]):
                 owner = Pod.objects.filter(cluster=self.cluster, namespace=claim.namespace, name=claim.owner_pod_name).first()
                 pod_params["pod"] = owner.raw if owner else None  # the pending pod's own tolerations, selector, requests
-            outcome = run_preview(self.cluster, yaml_text=None if claim else yaml_text, claim=claim, namespace=namespace,
-                                  with_headroom=with_headroom, reason_codes=True,
-                                  visible_namespaces=roles.visible_namespaces(self.request.user), **pod_params)
+            # The answer is settled into what the page shows before the collector resumes (PreviewReport.settle).
+            with collector_paused():
+                outcome = run_preview(self.cluster, yaml_text=None if claim else yaml_text, claim=claim, namespace=namespace,
+                                      with_headroom=with_headroom, reason_codes=True,
+                                      visible_namespaces=roles.visible_namespaces(self.request.user), **pod_params)
+                report = PreviewReport(outcome, cluster=self.cluster, yaml_text=yaml_text or None,
+                                       claim_spec=claim.raw.get("spec") if claim else None, show=params.get("show", ""))
+                outcome = report.settle()
         except OutOfScope as exc:  # a namespace the YAML names (checked before its claims are looked up)
             return self.out_of_scope(ctx, exc)
         except ValueError as exc:  # bad YAML / bad claim: the engine names what is wrong (and where)
             ctx.update(error=str(exc), error_position=yaml_error_position(str(exc)))
             return self.render_to_response(ctx)
-        report = PreviewReport(outcome, cluster=self.cluster, yaml_text=yaml_text or None,
-                               claim_spec=claim.raw.get("spec") if claim else None, show=params.get("show", ""))
         fits = report.fits
         attach_device_strips(self.cluster, fits.rows, request.user)
         groups = report.groups

@@ -195,7 +195,12 @@ def page(client, **fields):
 
 
 def page_verdicts(resp):
-    return {e["node"]: (e["fits"], e["reason"]) for e in resp.context["outcome"]["nodes"]}
+    """Every node's verdict as the page lists it: the fitting nodes, then each failing group (all on
+    their first page in this small cluster)."""
+    report = resp.context["report"]
+    rows = [*report.fits.rows, *(row for group in report.groups for row in group.rows)]
+    assert len(rows) == report.total
+    return {e["node"]: (e["fits"], e["reason"]) for e in rows}
 
 
 def test_page_fields_reach_the_engine_and_stay_in_the_form(operator):
