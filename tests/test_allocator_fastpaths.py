@@ -71,6 +71,15 @@ def test_equal_counter_maps_shared_by_the_live_inventory_are_parsed_once_per_bui
     assert devs[0].consumes == [("a-set", {"memory": 40 * 2**30, "multiprocessors": 42})]
     assert devs[0].consumes[0][1] is devs[3].consumes[0][1]  # one parse of the shared map
     assert len(memo) == 1
+
+    # A counter slice's totals: shared with equal maps, parsed once, as a plain parse gives them.
+    totals = [{"metadata": {"name": f"c{i}"}, "spec": {"driver": "d", "pool": {"name": f"p{i}"},
+                                                        "sharedCounters": [{"name": "a-set", "counters": dict(counters)}]}} for i in range(2)]
+    share_device_values(totals, {})
+    assert totals[0]["spec"]["sharedCounters"][0]["counters"] is totals[1]["spec"]["sharedCounters"][0]["counters"]
+    sets = [Slice(t, counter_memo=memo).counter_sets for t in totals]
+    assert sets[0] == sets[1] == [("a-set", {"memory": 40 * 2**30, "multiprocessors": 42})] == Slice(totals[0]).counter_sets
+    assert sets[0][0][1] is sets[1][0][1]
     for d in (devs[1], devs[2], devs[4], devs[5]):
         assert _names_or_error(d.counter_names)[0] == "error"
         assert _names_or_error(lambda d=d: d.consumes) == _names_or_error(lambda d=d: Device(d.slice, d.raw).consumes)

@@ -377,7 +377,7 @@ class Slice:
         self.devices = [Device(self, d) for d in devices]
         sets = []
         for cs in spec.get("sharedCounters") or []:
-            sets.append((cs.get("name") or "", {n: _q(v) for n, v in (cs.get("counters") or {}).items()}))
+            sets.append((cs.get("name") or "", parsed_counters(cs.get("counters") or {}, counter_memo)))
         self.counter_sets = sets  # list of (name, {counter: total}); duplicates are detected per pool
         self.has_binding = any(d.binding_conditions for d in self.devices)
 
