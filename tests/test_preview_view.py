@@ -332,10 +332,10 @@ def _answers(garbage):
 
 
 def test_a_written_preview_leaves_no_answer_for_the_cyclic_collector(client, wide, monkeypatch):
-    """Template contexts (PageResponse) and DRF responses (AcyclicResponse) keep reference cycles
-    once written; a fleet-wide answer inside one waited for a collection of the older generations
-    (100-240 ms at 20,000 nodes). Written through Django's handler, the page and the API answer are
-    freed with their responses."""
+    """Template contexts (PageResponse) and DRF responses keep reference cycles once written; a
+    fleet-wide answer inside one waited for a collection of the older generations (100-240 ms at
+    20,000 nodes). Written through Django's handler, the page's answer is freed with its response,
+    the API's once its JSON is written (in the view; AcyclicResponse for DRF's other renderers)."""
     from django.conf import settings
     from django.test import RequestFactory
     from rest_framework.authtoken.models import Token
@@ -369,7 +369,27 @@ def test_a_written_preview_leaves_no_answer_for_the_cyclic_collector(client, wid
     from claims.views import PreviewView
 
     monkeypatch.setattr(PreviewView, "response_class", TemplateResponse)
+    monkeypatch.setattr(api_preview.PreviewView, "_json_now", lambda self, request, data: None)  # DRF renders it
     monkeypatch.setattr(api_preview, "AcyclicResponse", api_preview.Response)
     for make_request in (page, api):
         status, garbage = _garbage_after(make_request)
         assert status == 200 and _answers(garbage), make_request.__name__
+
+
+def test_api_answer_is_the_same_written_in_the_view_or_by_drf(wide):
+    """The preview API writes its JSON in the view (PreviewView._json_now); pretty-printed and
+    browsable-API requests go through DRF's renderers: the same answer either way."""
+    import json
+
+    api = APIClient()
+    api.force_authenticate(make_user("ops", role=roles.OPERATOR))
+    body = {"cluster": "wide", "namespace": "team-a", "yaml": TWO_GPUS}
+    compact = api.post("/api/v1/preview", body, format="json")
+    pretty = api.post("/api/v1/preview", body, format="json", HTTP_ACCEPT="application/json; indent=2")
+    page = api.post("/api/v1/preview", body, format="json", HTTP_ACCEPT="text/html")
+    assert compact.status_code == pretty.status_code == page.status_code == 200
+    assert compact["Content-Type"] == pretty["Content-Type"] == "application/json"
+    assert b"\n" not in compact.content and b"\n  " in pretty.content
+    strip = lambda answer: {**answer["result"], "summary": {k: v for k, v in answer["result"]["summary"].items() if k not in ("seconds", "inventory")}}  # noqa: E731
+    assert strip(json.loads(compact.content)) == strip(json.loads(pretty.content))
+    assert page["Content-Type"].startswith("text/html") and b"two-gpus" in page.content
