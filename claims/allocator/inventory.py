@@ -175,7 +175,9 @@ class Inventory(IncrementalMixin):
     ):
         """`plain_devices`: ids of the raw device dicts (of `resource_slices`, alive during this call)
         whose every attribute and capacity value the caller found plain with projection.plain_value:
-        those devices are known not to be odd (projection.device_is_odd) without checking again."""
+        those devices are known not to be odd (projection.device_is_odd) without checking again.
+        Passing it also says that the rows went through live_inventory.share_device_values, which makes
+        equal counter maps one object: the build then parses each of them once."""
         self.features = features or Features()
         self.problems = []  # objects that could not be used, with why (never dropped silently)
         device_classes, resource_slices, resource_claims, resource_claim_templates, pods, nodes, device_taint_rules, namespaces = (
@@ -188,7 +190,10 @@ class Inventory(IncrementalMixin):
             cls = DeviceClassInfo(raw)
             self.classes[cls.name] = cls
         self.slices = []
-        counter_memo = {}  # parsed consumesCounters maps of this build's slices (model.parsed_counters)
+        # Parsed counter maps of this build's slices (model.parsed_counters), when the caller made equal
+        # maps one object (the live inventory, which also passes plain_devices): elsewhere each map is
+        # its own, and the memo would only keep a parse of every one.
+        counter_memo = {} if plain_devices is not None else None
         for raw in resource_slices:
             try:
                 self.slices.append(Slice(raw, plain_devices, counter_memo))
