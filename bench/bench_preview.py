@@ -92,26 +92,12 @@ def main():
     t0 = time.perf_counter()
     resp = client.post(url, cases[0][1])
     print(f"cold (builds the cluster's Inventory): {(time.perf_counter() - t0) * 1000:.0f} ms, {len(resp.content) // 1024} KiB")
-    # Timed through Django's handler as a server calls it: the test client keeps each response in a
-    # reference cycle (its `json` helper), which would leave every 20,000-node answer to the cyclic
-    # collector and bill its collections to later requests. One test-client request per case reads
-    # the report's counts from the template context.
-    from django.conf import settings as django_settings
-    from django.test.client import ClientHandler, RequestFactory
-
-    handler, factory = ClientHandler(enforce_csrf_checks=False), RequestFactory()
-    session = client.cookies[django_settings.SESSION_COOKIE_NAME].value
-
-    def post(data):
-        environ = factory.post(url, data).environ
-        environ["HTTP_COOKIE"] = f"{django_settings.SESSION_COOKIE_NAME}={session}"
-        t0 = time.perf_counter()
-        status = handler(environ).status_code
-        assert status == 200, status
-        return (time.perf_counter() - t0) * 1000
-
+    # Timed through Django's handler (server_post); one test-client request per case reads the
+    # report's counts from the template context.
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    cookie = {"HTTP_COOKIE": f"{settings.SESSION_COOKIE_NAME}={session}"}
     for name, data in cases:
-        times = [post(data) for _ in range(args.runs)]
+        times = [server_post(url, data, **cookie)[0] for _ in range(args.runs)]
         resp = client.post(url, data)
         assert resp.status_code == 200, resp.status_code
         report = resp.context["report"]
@@ -125,26 +111,33 @@ def main():
     api_main(args, user, cls)
 
 
+def server_post(url, data, content_type=None, **meta):
+    """(server time in ms, response) of one POST through Django's handler as a server calls it. The
+    test client keeps each response in a reference cycle (its `json` helper), which would leave every
+    20,000-node answer to the cyclic collector and bill its collections to later requests."""
+    from django.test.client import ClientHandler, RequestFactory
+
+    kwargs = {"content_type": content_type} if content_type else {}
+    environ = RequestFactory().post(url, data, **kwargs).environ
+    environ.update(meta)
+    t0 = time.perf_counter()
+    response = ClientHandler(enforce_csrf_checks=False)(environ)
+    elapsed = (time.perf_counter() - t0) * 1000
+    assert response.status_code == 200, response.content[:300]
+    return elapsed, response
+
+
 def api_main(args, user, cls):
-    """POST /api/v1/preview through Django's handler as a server calls it (the test client's extras
-    keep each response in a reference cycle, which would leave the answers to the collector): a
-    1-GPU claim with a new name each time, and the pod."""
+    """POST /api/v1/preview (server_post): a 1-GPU claim with a new name each time, and the pod."""
     import json
 
-    from django.test.client import ClientHandler, RequestFactory
     from rest_framework.authtoken.models import Token
 
-    handler, factory = ClientHandler(enforce_csrf_checks=False), RequestFactory()
-    token = Token.objects.get_or_create(user=user)[0].key
+    auth = {"HTTP_AUTHORIZATION": f"Token {Token.objects.get_or_create(user=user)[0].key}"}
 
     def post(yaml_text):
         body = json.dumps({"cluster": "bench", "namespace": "team-00", "yaml": yaml_text.replace("namespace: default", "namespace: team-00")})
-        environ = factory.post("/api/v1/preview", body, content_type="application/json").environ
-        environ["HTTP_AUTHORIZATION"] = f"Token {token}"
-        t0 = time.perf_counter()
-        response = handler(environ)
-        elapsed = (time.perf_counter() - t0) * 1000
-        assert response.status_code == 200, response.content[:300]
+        elapsed, response = server_post("/api/v1/preview", body, content_type="application/json", **auth)
         return elapsed, len(response.content)
 
     for name, texts in (("API, 1 GPU, new name", ((ONE_GPU % cls).replace("name: ", f"name: api-{i}-", 1) for i in range(10**6))),

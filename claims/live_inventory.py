@@ -374,10 +374,11 @@ def share_device_values(slices, memo, plain=None):
 
     `plain` (a set): gets the id of every device dict whose values are all plain (projection.plain_value,
     judged once per distinct value): `Inventory(plain_devices=...)` then skips checking those devices
-    one by one in the first preview. Equal consumesCounters maps are shared too (_share_counters)."""
+    one by one in the first preview. Equal consumesCounters and sharedCounters maps are shared too
+    (_share_counters)."""
     if not memo:
         memo.update({field: ({}, {}) for field in ("attributes", "capacity")})  # per field: (plain, other) values by key
-        memo["counters"] = {}  # consumesCounters maps by their JSON text
+        memo["counters"] = {}  # consumesCounters and sharedCounters maps by their JSON text
     attr_memo, cap_memo, counter_memo = memo["attributes"], memo["capacity"], memo["counters"]
     for raw in slices:
         spec = raw.get("spec") if isinstance(raw, dict) else None

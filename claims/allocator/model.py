@@ -49,7 +49,7 @@ def device_taints(raw):
 
 
 def parsed_counters(counters, memo=None):
-    """{counter: quantity} of one consumesCounters entry's `counters` map.
+    """{counter: quantity} of one consumesCounters or sharedCounters entry's `counters` map.
 
     The live inventory makes equal maps one object (claims/live_inventory.py: a MIG profile consumes
     the same 15 counters on every GPU of its model, 96,000 devices at 20,000 nodes with 3 distinct
