@@ -14,7 +14,7 @@ from gpudash.messages import grouped
 from inventory.models import Node, ResourceSlice
 
 from .models import Pod, ResourceClaim
-from .preview import run_preview
+from .preview_service.dispatch import request_preview
 
 PASS, WARN, FAIL, INFO = "pass", "warn", "fail", "info"
 TERMINAL = ("Succeeded", "Failed")
@@ -179,7 +179,7 @@ def scheduling_step(pod):
                 "(scheduling gates, or the claim does not exist yet)."), phase=phase)
 
 
-def claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_namespaces=None):
+def claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_namespaces=None, user_key=None):
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     pod_uid, node = meta.get("uid"), (pod.get("spec") or {}).get("nodeName")
     steps = []
@@ -202,7 +202,7 @@ def claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_n
     allocation = cstatus.get("allocation")
     if not allocation:
         steps.append(step("allocated", gettext("Allocated"), FAIL, gettext("Not allocated: no node has devices that satisfy it (see the engine's explanation).")))
-        steps.append(engine_step(cluster, meta.get("namespace"), claim_name, visible_namespaces, pod=pod))
+        steps.append(engine_step(cluster, meta.get("namespace"), claim_name, visible_namespaces, pod=pod, user_key=user_key))
         return steps, claim
     claim_node = ResourceClaim.node_from_selector(allocation.get("nodeSelector"))
     results = (allocation.get("devices") or {}).get("results") or []
@@ -253,16 +253,17 @@ def prepared_step(pod, claim, results):
     return step("prepared", gettext("Devices prepared"), INFO, gettext("Not applicable until the pod is bound to a node."), conditions=device_conditions)
 
 
-def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=None):
+def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=None, user_key=None):
     """Where the claim could be allocated for this pod: the pod's node filters (its tolerations, selector,
-    requests) first, as the scheduler runs them, then DRA; names the first failing filter per node."""
+    requests) first, as the scheduler runs them, then DRA; names the first failing filter per node.
+    Run by a preview worker on behalf of `user_key` (admission counts it like any preview)."""
     row = ResourceClaim.objects.filter(cluster=cluster, namespace=namespace, name=claim_name).first()
     if row is None:
         return step("engine", gettext("Where could it fit?"), INFO, gettext("The claim is not in the mirror yet: no per-node explanation."))
     try:
         from .stuck import summarize_preview
 
-        full = run_preview(cluster, claim=row, visible_namespaces=visible_namespaces, pod=pod)
+        full = request_preview(cluster, user_key=user_key, claim=row, visible_namespaces=visible_namespaces, pod=pod)
         result = summarize_preview(full)
     except Exception as exc:  # an engine failure is reported, the rest of the checklist still runs
         return step("engine", gettext("Where could it fit?"), WARN, gettext("The allocation engine could not explain it: %(error)s") % {"error": exc})
@@ -366,9 +367,10 @@ def pool_step(cluster, driver, pool):
     return step(f"pool:{driver}/{pool}", title, PASS, gettext("%(published)s/%(expected)s slices, generation %(generation)s.") % counts)
 
 
-def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None):
+def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None, user_key=None):
     """The whole checklist for one pod; PodNotFound if neither the API server nor the mirror knows it.
-    `visible_namespaces`: the viewer's scope; the engine's reasons then do not name other namespaces' claims."""
+    `visible_namespaces`: the viewer's scope; the engine's reasons then do not name other namespaces' claims.
+    `user_key`: who asks, for the preview workers' admission control."""
     with ClusterReader(cluster, live=live) as reader:
         pod, source = reader.pod(namespace, name)
         if pod is None:
@@ -386,7 +388,7 @@ def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None):
         }
         nodes, drivers = set(), set()
         for pod_claim, claim_name, template in pod_claim_names(pod):
-            steps, claim = claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_namespaces)
+            steps, claim = claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_namespaces, user_key)
             report["claims"].append({"pod_claim": pod_claim, "claim": claim_name, "template": template, "steps": steps})
             if claim:
                 allocation = (claim.get("status") or {}).get("allocation") or {}

@@ -40,6 +40,14 @@ class InventoryNotReady(PreviewError):
                          f"{expect}): try again in about {left} s")
         self.retry_after = left
 
+    @classmethod
+    def said(cls, message, retry_after):
+        """The same error as a preview worker reported it (its message and wait)."""
+        error = cls.__new__(cls)
+        PreviewError.__init__(error, message)
+        error.retry_after = retry_after
+        return error
+
 
 class EngineFailure(PreviewError):
     """The engine raised something it should not have on this input: logged as a bug, answered as an error."""
@@ -90,11 +98,13 @@ def invalidate(cluster=None):
 
 
 def engine_limits(deadline=None):
-    """The engine's time limits from settings.GPUDASH_ENGINE_LIMITS; `deadline` (seconds) overrides
-    the preview deadline. One Deadline object: a preview and its headroom share it."""
+    """The engine's time limits from settings.GPUDASH_ENGINE_LIMITS; `deadline` (seconds, or a Deadline
+    that a preview worker may cancel) overrides the preview deadline. One Deadline object: a preview
+    and its headroom share it."""
     limits = settings.GPUDASH_ENGINE_LIMITS
-    seconds = limits["PREVIEW_DEADLINE"] if deadline is None else deadline
-    return {"deadline": Deadline(seconds or None), "filter_timeout": limits["FILTER_TIMEOUT"] or None}
+    if not isinstance(deadline, Deadline):
+        deadline = Deadline((limits["PREVIEW_DEADLINE"] if deadline is None else deadline) or None)
+    return {"deadline": deadline, "filter_timeout": limits["FILTER_TIMEOUT"] or None}
 
 
 def load_documents_or_error(yaml_text):

@@ -13,6 +13,15 @@ RELEVANT_KINDS = frozenset({"ResourceClaim", "Pod", "Node", "ResourceSlice"})
 
 
 
+@shared_task(name="claims.tasks.run_preview_job", ignore_result=True, acks_late=False)
+def run_preview_job(job_id, job, give_up_at):
+    """One preview, on a `preview` queue worker (claims/preview_service/remote.py). Acknowledged on
+    receipt: a preview whose worker dies is answered 503 by the waiting web process, never re-run."""
+    from claims.preview_service.remote import execute_job
+
+    return execute_job(job_id, job, give_up_at)
+
+
 @shared_task(name="claims.tasks.detect_stuck_claims", ignore_result=True)
 def detect_stuck_claims():
     """Run the detector for every enabled cluster (the periodic run)."""

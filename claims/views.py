@@ -7,7 +7,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.fields.json import KeyTextTransform
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext
 from django.utils.translation import gettext as _
@@ -20,6 +20,7 @@ from inventory.objectpage import crumb, object_page
 
 from .allocator.gcpause import collector_paused
 from .lookups import claim_keys_q
+from .preview_service import dispatch
 from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim
 
 STUCK = "stuck"
@@ -297,7 +298,6 @@ class PreviewView(DashboardView):
         if claim is None and not yaml_text.strip():
             ctx["error"] = gettext("Paste a ResourceClaim, ResourceClaimTemplate or Pod (or a bare claim spec) as YAML, or pick a pending claim.")
             return self.render_to_response(ctx)
-        from claims.preview import run_preview
         from claims.preview_page import NODES_PER_GROUP_PAGE, PreviewReport, attach_device_strips, would_be_pod_params, yaml_error_position
 
         try:
@@ -307,14 +307,25 @@ class PreviewView(DashboardView):
                 pod_params["pod"] = owner.raw if owner else None  # the pending pod's own tolerations, selector, requests
             # The answer is settled into what the page shows before the collector resumes (PreviewReport.settle).
             with collector_paused():
-                outcome = run_preview(self.cluster, yaml_text=None if claim else yaml_text, claim=claim, namespace=namespace,
-                                      with_headroom=with_headroom, reason_codes=True,
-                                      visible_namespaces=roles.visible_namespaces(self.request.user), **pod_params)
+                outcome = dispatch.request_preview(
+                    self.cluster, user_key=request.user.pk, client_gone=getattr(request, "client_gone", None),
+                    yaml_text=None if claim else yaml_text, claim=claim, namespace=namespace, with_headroom=with_headroom,
+                    reason_codes=True, visible_namespaces=roles.visible_namespaces(self.request.user), **pod_params)
                 report = PreviewReport(outcome, cluster=self.cluster, yaml_text=yaml_text or None,
                                        claim_spec=claim.raw.get("spec") if claim else None, show=params.get("show", ""))
                 outcome = report.settle()
         except OutOfScope as exc:  # a namespace the YAML names (checked before its claims are looked up)
             return self.out_of_scope(ctx, exc)
+        except dispatch.PreviewBusy as exc:  # admission control: the page says so, with the API's 429 + Retry-After
+            ctx["error"] = str(exc)
+            response = self.render_to_response(ctx, status=429)
+            response["Retry-After"] = str(exc.retry_after)
+            return response
+        except dispatch.PreviewWorkerLost as exc:
+            ctx["error"] = str(exc)
+            return self.render_to_response(ctx, status=503)
+        except dispatch.PreviewCancelled:
+            return HttpResponse(status=499)  # the client left: nobody reads this
         except ValueError as exc:  # bad YAML / bad claim: the engine names what is wrong (and where)
             ctx.update(error=str(exc), error_position=yaml_error_position(str(exc)))
             return self.render_to_response(ctx)

@@ -152,7 +152,8 @@ class PendingPodView(DashboardView):
                 ctx["error"] = f"Pod {namespace}/{name} not found."
             else:
                 try:
-                    ctx["report"] = explain_pod(cluster, namespace, name, visible_namespaces=roles.visible_namespaces(self.request.user))
+                    ctx["report"] = explain_pod(cluster, namespace, name, visible_namespaces=roles.visible_namespaces(self.request.user),
+                                                 user_key=self.request.user.pk)
                 except PodNotFound as exc:
                     ctx["error"] = str(exc)
         return ctx

@@ -6,7 +6,7 @@ from rest_framework.routers import DefaultRouter
 from claims.api import views as claim_views
 from claims.api.aggregates import AllocationAggregateView
 from claims.api import operations
-from claims.api.preview import PreviewView
+from claims.api.preview import PreviewView, PreviewWorkersView
 from gpudash.api.errors import not_found_view
 from inventory.api import views as inventory_views
 from inventory.api.aggregates import DeviceAggregateView, GpuAggregateView
@@ -28,6 +28,7 @@ router.register("audit", claim_views.AuditEntryViewSet, basename="auditentry")
 
 urlpatterns = [
     path("preview", PreviewView.as_view(), name="preview"),
+    path("preview/workers", PreviewWorkersView.as_view(), name="preview-workers"),
     path("aggregates/devices", DeviceAggregateView.as_view(), name="aggregate-devices"),
     path("aggregates/gpus", GpuAggregateView.as_view(), name="aggregate-gpus"),
     path("aggregates/allocation", AllocationAggregateView.as_view(), name="aggregate-allocation"),

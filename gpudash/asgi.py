@@ -11,9 +11,9 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from gpudash.routing import websocket_urlpatterns  # noqa: E402
 
-from claims.live_inventory import start_warm_up  # noqa: E402
+from claims.preview_service.dispatch import start as start_previews  # noqa: E402
 
-start_warm_up()  # the preview inventories, in a background thread (settings.GPUDASH_PREVIEW_WARM_UP)
+start_previews()  # the local pool's preview workers (embedded default); nothing to start with Celery
 
 application = ProtocolTypeRouter(
     {

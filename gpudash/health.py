@@ -51,12 +51,13 @@ def _check_redis():
 
 
 def _check_preview_inventory():
-    """The web process's start-up warm-up of the preview inventories (claims/live_inventory.py):
-    while it runs, a preview would wait for it (seconds on a big fleet), so a new pod takes no
-    traffic until it is done and a rolling update keeps the old pods serving meanwhile."""
-    from claims.live_inventory import warm_up_status
+    """The start-up warm-up of the preview inventories in this web process's local preview workers
+    (claims/preview_service/): while it runs, a preview would wait for it (seconds on a big fleet), so
+    a new pod takes no traffic until it is done and a rolling update keeps the old pods serving
+    meanwhile. Celery's preview workers are a Deployment of their own, with their own readiness."""
+    from claims.preview_service.dispatch import warm_up_state
 
-    state, seconds = warm_up_status()
+    state, seconds = warm_up_state()
     if state == "warming":
         raise RuntimeError(f"building the preview inventories ({seconds:.1f} s so far)")
 

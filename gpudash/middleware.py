@@ -5,6 +5,10 @@ a typo'd or hostile URL). Refused up front with a 400 that names the parameter: 
 under /api/, a plain readable text elsewhere. (JSON bodies are checked by gpudash.api.parsers.)
 """
 
+import asyncio
+import threading
+
+from asgiref.sync import markcoroutinefunction
 from django.http import HttpResponse, JsonResponse
 
 from gpudash.api.errors import error_body
@@ -37,3 +41,32 @@ class RejectNulMiddleware:
         if request.path_info.startswith("/api/"):
             return JsonResponse(error_body("invalid", message, None if field == "path" else field), status=400)
         return HttpResponse(f"Bad request: {message}\n", status=400, content_type="text/plain; charset=utf-8")
+
+
+class ClientGoneMiddleware:
+    """Gives every request `request.client_gone`, a threading.Event set when the client disconnects
+    before its answer is ready, so a view waiting on a preview worker can cancel the job.
+
+    Under ASGI Django cancels the task of a request whose client sends `http.disconnect`. A sync view
+    never sees that: asgiref absorbs the cancellation and waits for the view's thread. So the rest of
+    the chain runs as a task of its own, this middleware takes the cancellation, tells the view
+    through the Event and waits for it to finish. First in MIDDLEWARE: the sync middleware after it
+    still run together in one thread, as before.
+    """
+
+    sync_capable = False
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        markcoroutinefunction(self)
+
+    async def __call__(self, request):
+        request.client_gone = threading.Event()
+        answer = asyncio.ensure_future(self.get_response(request))
+        try:
+            return await asyncio.shield(answer)
+        except asyncio.CancelledError:
+            request.client_gone.set()
+            await asyncio.wait([answer])  # the view stops soon after it sees the Event
+            raise

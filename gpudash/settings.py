@@ -96,6 +96,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "gpudash.middleware.ClientGoneMiddleware",  # tells a view waiting on a preview worker that its client left
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "gpudash.middleware.RejectNulMiddleware",  # before anything queries the database
@@ -220,6 +221,8 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = False
+# Previews go to their own workers (`celery -A gpudash worker -Q preview`), never to the sync workers.
+CELERY_TASK_ROUTES = {"claims.tasks.run_preview_job": {"queue": "preview"}}
 from celery.schedules import crontab  # noqa: E402
 
 CELERY_BEAT_SCHEDULE = {
@@ -305,6 +308,17 @@ GPUDASH_ENGINE_LIMITS = {
 # The web process (gpudash/asgi.py, `manage.py serve`) builds each cluster's live preview inventory in
 # a background thread at start (claims/live_inventory.py start_warm_up). Off in the test suite.
 GPUDASH_PREVIEW_WARM_UP = os.environ.get("GPUDASH_PREVIEW_WARM_UP", "1").lower() not in ("0", "false", "no", "off", "")
+
+# Where previews run (claims/preview_service/): never in the web process. "local" (the embedded
+# default): a pool of WORKERS processes beside the web process; "celery" (with REDIS_URL): the
+# `preview` queue of dedicated Celery workers. At most WORKERS + QUEUE previews are admitted at once
+# and PER_USER per user; the rest answer 429 with Retry-After (docs/operations.md, "Preview workers").
+GPUDASH_PREVIEW_SERVICE = {
+    "BACKEND": os.environ.get("GPUDASH_PREVIEW_BACKEND", "celery" if REDIS_URL else "local"),
+    "WORKERS": int(os.environ.get("GPUDASH_PREVIEW_WORKERS", "2")),
+    "PER_USER": int(os.environ.get("GPUDASH_PREVIEW_PER_USER", "2")),
+    "QUEUE": int(os.environ.get("GPUDASH_PREVIEW_QUEUE", "8")),
+}
 
 # Operations: how to recognise DRA driver pods and GPU nodes, and whom the RBAC readiness check asks about.
 GPUDASH_OPS = {

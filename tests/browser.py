@@ -64,8 +64,50 @@ def subprocess_env():
     return env
 
 
+def preview_backend(env):
+    """Where a server started with `env` runs its previews (as gpudash.settings decides it)."""
+    return env.get("GPUDASH_PREVIEW_BACKEND") or ("celery" if env.get("REDIS_URL") else "local")
+
+
+class PreviewWorkers:
+    """`celery -A gpudash worker -Q preview`: production's preview workers, for a server whose previews
+    go to the Celery queue. (The embedded default's local pool is started by the server itself.)"""
+
+    def __init__(self, env, log_path, concurrency=2):
+        self.env, self.log_path, self.concurrency = env, Path(log_path), concurrency
+        self.proc = None
+
+    def start(self, bound=60):
+        self.log = open(self.log_path, "ab")
+        start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        cmd = [sys.executable, "-m", "celery", "-A", "gpudash", "worker", "-Q", "preview", "-c", str(self.concurrency), "-P", "prefork",
+               "--without-mingle", "--without-gossip", "--without-heartbeat", "-n", f"preview-{os.getpid()}-{free_port()}@%h", "-l", "INFO"]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + bound
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the preview worker exited with {self.proc.returncode}; see {self.log_path}")
+            with open(self.log_path, "rb") as log:
+                log.seek(start)
+                if b" ready." in log.read():
+                    return self
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"the preview worker was not ready within {bound} s; see {self.log_path}")
+
+    def stop(self):
+        stop_process(self.proc)
+        self.proc = None
+        self.log.close()
+
+
+def start_preview_workers(env, log_path):
+    """PreviewWorkers for a server started with `env` when its previews go to Celery, else None."""
+    return PreviewWorkers(env, log_path).start() if preview_backend(env) == "celery" else None
+
+
 class AsgiServer:
-    """daphne serving gpudash.asgi against this test run's database and Redis."""
+    """daphne serving gpudash.asgi against this test run's database and Redis (with its preview workers)."""
 
     def __init__(self, port, log_path):
         self.port = port
@@ -73,6 +115,7 @@ class AsgiServer:
         self.env = subprocess_env()
         self.proc = None
         self.log = None
+        self.previews = None
 
     @property
     def url(self):
@@ -81,6 +124,7 @@ class AsgiServer:
     def start(self):
         # daphne, not uvicorn: the tests do not depend on uvicorn's websocket library.
         cmd = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "-v", "0", "gpudash.asgi:application"]
+        self.previews = start_preview_workers(self.env, str(self.log_path) + ".previews")
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -100,6 +144,9 @@ class AsgiServer:
         if self.log:
             self.log.close()
             self.log = None
+        if self.previews:
+            self.previews.stop()
+            self.previews = None
 
 
 @contextlib.contextmanager

@@ -22,6 +22,28 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
+def in_process_previews(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Preview workers for the views this process runs through Django's test client: with the Celery
+    backend (REDIS_URL set) a `preview` queue worker on this run's database; the embedded default's
+    local pool starts itself on first use. The tests using it need committed rows
+    (django_db(transaction=True)): a worker process cannot see a test's open transaction."""
+    from django.conf import settings
+
+    from .browser import PreviewWorkers, subprocess_env
+
+    if settings.GPUDASH_PREVIEW_SERVICE["BACKEND"] != "celery":
+        yield None
+        return
+    with django_db_blocker.unblock():
+        workers = PreviewWorkers(subprocess_env(), tmp_path_factory.mktemp("previews") / "preview-worker.log").start()
+    yield workers
+    workers.stop()
+
+
+PREVIEW_WORKER_MARKS = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("in_process_previews")]
+
+
+@pytest.fixture(scope="session")
 def artifacts_dir():
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS

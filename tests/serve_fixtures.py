@@ -15,25 +15,32 @@ import urllib.request
 
 import pytest
 
-from .browser import ROOT, free_port, stop_process, subprocess_env
+from .browser import ROOT, free_port, start_preview_workers, stop_process, subprocess_env
 
 HEALTHZ_TIMEOUT = 10  # a liveness bound, not a speed figure: a stalled server never answers
 
 
 class ServeProcess:
-    def __init__(self, log_path):
+    """`manage.py serve` and, when its previews go to Celery, its preview workers. `env`: extra
+    environment (e.g. GPUDASH_PREVIEW_* limits)."""
+
+    def __init__(self, log_path, env=None, args=()):
         self.port = free_port()
         self.log_path = log_path
         self.proc = None
+        self.previews = None
+        self.env = {**subprocess_env(), **(env or {})}
+        self.args = list(args)
 
     @property
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
     def start(self):
-        cmd = [sys.executable, "manage.py", "serve", "--port", str(self.port), "--no-watchers"]
+        cmd = [sys.executable, "manage.py", "serve", "--port", str(self.port), "--no-watchers", *self.args]
+        self.previews = start_preview_workers(self.env, str(self.log_path) + ".previews")
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=subprocess_env(), stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -49,6 +56,8 @@ class ServeProcess:
     def stop(self):
         stop_process(self.proc)
         self.log.close()
+        if self.previews:
+            self.previews.stop()
 
     def request(self, method, path, body=None, token=None, timeout=60):
         """(status, parsed JSON body or None, content type) of one request."""

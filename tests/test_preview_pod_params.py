@@ -22,10 +22,11 @@ from gpudash import roles
 from gpudash.sync.apply import apply_object
 from inventory.models import Cluster
 
+from .conftest import PREVIEW_WORKER_MARKS
 from .preview_fixtures import GPU_CLASS, H100, TWO_GPUS, pool_node
 from .ui_fixtures import device_class, gpu, make_user, resource_slice
 
-pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
+pytestmark = [*PREVIEW_WORKER_MARKS, pytest.mark.sqlite_default]
 
 TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 POD_YAML = """apiVersion: v1

@@ -13,10 +13,11 @@ from claims.preview import run_preview
 from gpudash import roles
 from inventory.models import Cluster
 
+from .conftest import PREVIEW_WORKER_MARKS
 from .preview_fixtures import BAD_CEL, MALFORMED, TWO_GPUS, load_preview_fleet
 from .ui_fixtures import make_user
 
-pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
+pytestmark = [*PREVIEW_WORKER_MARKS, pytest.mark.sqlite_default]
 URL = reverse("claims:preview") + "?cluster=wide"
 
 

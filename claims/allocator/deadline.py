@@ -24,13 +24,14 @@ def timed_out_message(node):
 class Deadline:
     """A point in (monotonic) time; `None` seconds never expires."""
 
-    __slots__ = ("seconds", "at")
+    __slots__ = ("seconds", "at", "cancelled")
 
     def __init__(self, seconds):
         if seconds is not None and seconds < 0:
             raise ValueError(f"deadline must be >= 0 seconds, got {seconds}")
         self.seconds = seconds
         self.at = None if seconds is None else time.monotonic() + seconds
+        self.cancelled = False
 
     @classmethod
     def of(cls, value):
@@ -39,6 +40,12 @@ class Deadline:
 
     def expired(self):
         return self.at is not None and time.monotonic() >= self.at
+
+    def cancel(self):
+        """Expire now (from any thread): the engine stops at its next check, as if time were up.
+        `cancelled` reaches a node search that already took its stop time from `at`."""
+        self.at = time.monotonic()
+        self.cancelled = True
 
     def remaining(self):
         return None if self.at is None else max(0.0, self.at - time.monotonic())

@@ -279,9 +279,12 @@ class NodeAllocator:
         self._until = at if self._until_is_request else until
 
     def _tick(self):
-        """Upstream checks its context at every step of the search; so does this."""
+        """Upstream checks its context at every step of the search; so does this (a cancelled
+        request deadline included: a preview whose client went away)."""
         if self._until is not None and time.monotonic() >= self._until:
             raise TimedOut(self._until_is_request)
+        if self.deadline is not None and self.deadline.cancelled:
+            raise TimedOut(True)
 
     # -- candidates ----------------------------------------------------------------------------
 

@@ -10,12 +10,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gpudash import roles
-from gpudash.api.permissions import IsOperator
+from gpudash.api.permissions import IsAdmin, IsOperator
 from gpudash.api.renderers import JSONRenderer
 from claims.allocator.gcpause import collector_paused
 from claims.models import ResourceClaim
-from claims.preview import EngineFailure, InventoryNotReady, OutOfScope, PreviewError, run_preview
-from gpudash.api.errors import EngineError, InventoryBuilding
+from claims.preview import EngineFailure, InventoryNotReady, OutOfScope, PreviewError
+from claims.preview_service import dispatch
+from gpudash.api.errors import ClientClosedRequest, EngineError, InventoryBuilding, PreviewsBusy, PreviewWorkerLost
 from inventory.models import Cluster
 
 
@@ -88,9 +89,13 @@ class PreviewView(APIView):
         responses={
             200: inline_serializer("PreviewResult", {"result": serializers.JSONField(help_text="The engine's result: nodes, summary, headroom.")}),
             400: inline_serializer("PreviewError", {"error": serializers.JSONField(help_text="{code, message, field}")}),
-            503: inline_serializer("PreviewInventoryBuilding", {"error": serializers.JSONField(
+            503: inline_serializer("PreviewUnavailable", {"error": serializers.JSONField(
                 help_text="{code: inventory_building, message, field: null}: the cluster's preview inventory is still being "
-                "built (the web process's start-up warm-up) past the preview deadline; Retry-After says when to ask again")}),
+                "built (a preview worker's start-up warm-up) past the preview deadline; Retry-After says when to ask again. "
+                "{code: preview_worker_lost}: the preview worker running it died or did not answer in time; ask again")}),
+            429: inline_serializer("PreviewsBusy", {"error": serializers.JSONField(
+                help_text="{code: previews_busy, message, field: null}: more previews in flight than the preview workers admit "
+                "(in all, or for this user); Retry-After says when to ask again")}),
             422: inline_serializer("PreviewEngineError", {"error": serializers.JSONField(
                 help_text="{code: engine_error, message, field: null}: the engine failed on this input (logged for the administrators)")}),
         },
@@ -149,11 +154,18 @@ class PreviewView(APIView):
         # collection that runs when it resumes (10-50 ms), as the preview page does (PreviewReport.settle).
         with collector_paused():
             try:
-                result = run_preview(
-                    data["cluster"], yaml_text=data.get("yaml"), claim=claim, namespace=data["namespace"], with_headroom=data["headroom"],
+                result = dispatch.request_preview(
+                    data["cluster"], user_key=request.user.pk, client_gone=getattr(request, "client_gone", None),
+                    yaml_text=data.get("yaml"), claim=claim, namespace=data["namespace"], with_headroom=data["headroom"],
                     visible_namespaces=visible, tolerations=data.get("tolerations"), node_selector=data.get("nodeSelector"),
                     node_filters=data["nodeFilters"],
                 )
+            except dispatch.PreviewBusy as exc:  # admission control: 429 + Retry-After
+                raise PreviewsBusy(str(exc), wait=exc.retry_after) from exc
+            except dispatch.PreviewWorkerLost as exc:
+                raise PreviewWorkerLost(str(exc)) from exc
+            except dispatch.PreviewCancelled as exc:
+                raise ClientClosedRequest() from exc
             except OutOfScope as exc:  # a namespace named in the YAML: the same 403 as the request's own
                 raise PermissionDenied(str(exc)) from exc
             except EngineFailure as exc:  # logged by run_preview; still the API's JSON error, never a 500 page
@@ -207,3 +219,19 @@ def _field_of(message, data):
         if message.startswith(name) and data.get(name) is not None:
             return name
     return "yaml" if data.get("yaml") else "claim"
+
+
+class PreviewWorkersView(APIView):
+    """What the preview workers are doing: for admins watching load or finding a stuck worker."""
+
+    permission_classes = [IsAdmin]
+
+    @extend_schema(
+        summary="The preview workers now",
+        description="The backend (`local` pool or `celery` queue), the admission limits, previews in flight, and per worker "
+        "(local) or per running job (celery) the process and the job it runs since when (epoch seconds).",
+        responses={200: inline_serializer("PreviewWorkers", {"backend": serializers.CharField(), "limits": serializers.DictField(),
+                                                             "inFlight": serializers.IntegerField(required=False)})},
+    )
+    def get(self, request):
+        return Response(dispatch.status())

@@ -42,6 +42,34 @@ class InventoryBuilding(exceptions.APIException):
         self.wait = wait
 
 
+class PreviewsBusy(exceptions.APIException):
+    """More previews in flight than admitted (429; `wait` becomes the Retry-After header)."""
+
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_detail = "Too many previews in flight."
+    default_code = "previews_busy"
+
+    def __init__(self, detail=None, wait=None):
+        super().__init__(detail)
+        self.wait = wait
+
+
+class PreviewWorkerLost(exceptions.APIException):
+    """The preview worker running the request died or stopped answering (503): asking again is safe."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The preview worker was lost."
+    default_code = "preview_worker_lost"
+
+
+class ClientClosedRequest(exceptions.APIException):
+    """The client went away before the answer (499, as nginx logs it); nobody reads this answer."""
+
+    status_code = 499
+    default_detail = "The client closed the request."
+    default_code = "client_closed"
+
+
 def _first_error(detail, prefix=""):
     """(field path, ErrorDetail) of the first message in a nested DRF error structure."""
     if isinstance(detail, dict):

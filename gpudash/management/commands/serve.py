@@ -1,10 +1,14 @@
-"""Run the dashboard's ASGI server; without REDIS_URL the watchers run inside this process too."""
+"""Run the dashboard's ASGI server; without REDIS_URL the watchers run inside this process too.
+
+Previews never run here: gpudash.asgi starts the local pool of preview worker processes (embedded
+default) or leaves them to the `preview` Celery queue (claims/preview_service/)."""
 
 import asyncio
+import os
 
 import uvicorn
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 
 class Command(BaseCommand):
@@ -13,28 +17,35 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--workers", type=int, default=1,
+                            help="Web server processes (needs REDIS_URL: the channel layer and the watchers must be shared).")
         parser.add_argument("--no-watchers", action="store_true", help="Do not start in-process watchers.")
-        parser.add_argument("--no-preview-warm-up", action="store_true", help="Do not build the preview inventories at start (settings.GPUDASH_PREVIEW_WARM_UP off).")
+        parser.add_argument("--no-preview-warm-up", action="store_true",
+                            help="Preview workers do not build the preview inventories at start (settings.GPUDASH_PREVIEW_WARM_UP off).")
 
     def handle(self, *args, **opts):
+        if opts["workers"] < 1:
+            raise CommandError("--workers must be at least 1")
+        if opts["workers"] > 1 and not settings.REDIS_URL:
+            raise CommandError("--workers above 1 needs REDIS_URL: without it the live updates and the watchers live in one process")
         in_process = not settings.REDIS_URL and not opts["no_watchers"]
         if in_process:
             self.stdout.write("Watchers running in this process (no REDIS_URL).")
         if opts["no_preview_warm_up"]:
-            settings.GPUDASH_PREVIEW_WARM_UP = False  # gpudash/asgi.py starts it too, when the setting is on
-        else:
-            from claims.live_inventory import start_warm_up
-
-            # The first preview of a big cluster would otherwise pay the inventory build and its cold CEL
-            # (once per process: the import of gpudash.asgi below finds it started).
-            start_warm_up()
+            os.environ["GPUDASH_PREVIEW_WARM_UP"] = "0"  # read by web worker processes started below too
+            settings.GPUDASH_PREVIEW_WARM_UP = False
+        if opts["workers"] > 1:
+            uvicorn.run(APP, host=opts["host"], port=opts["port"], workers=opts["workers"], **SERVER_OPTIONS)
+            return
         serve(opts["host"], opts["port"], in_process_watchers=in_process)
 
 
+APP = "gpudash.asgi:application"
+SERVER_OPTIONS = {"log_level": "warning", "lifespan": "off", "ws": "websockets-sansio"}
+
+
 def serve(host, port, in_process_watchers=False):
-    config = uvicorn.Config(
-        "gpudash.asgi:application", host=host, port=port, log_level="warning", lifespan="off", ws="websockets-sansio"
-    )
+    config = uvicorn.Config(APP, host=host, port=port, **SERVER_OPTIONS)
     server = uvicorn.Server(config)
 
     async def main():

@@ -1,0 +1,139 @@
+"""request_preview: what the web tier calls instead of running the engine itself.
+
+The web process validates, admits (claims.preview_service.admission), hands the job to a preview
+worker (a local process pool, or the `preview` Celery queue) and returns the answer, or the same
+errors an in-process run_preview raises, plus PreviewBusy (429), PreviewWorkerLost (503) and
+PreviewCancelled (the client went away). The engine's CPU time is then spent in other processes, so
+no input, however heavy, holds the GIL that serves pages, websockets and /healthz.
+"""
+
+import atexit
+import logging
+import threading
+import time
+
+from django.conf import settings
+from django.db import connection
+
+from claims.preview_service import admission as admission_module
+from claims.preview_service.admission import PreviewBusy
+from claims.preview_service.config import limits
+from claims.preview_service.jobs import answer_or_raise, make_job
+from claims.preview_service.local_pool import LocalPool, PreviewCancelled, PreviewWorkerLost
+
+__all__ = ["PreviewBusy", "PreviewCancelled", "PreviewWorkerLost", "request_preview", "start", "status"]
+
+log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_pool = None
+_admission = None
+
+
+def backend():
+    name = limits()["BACKEND"]
+    if name not in ("local", "celery", "inline"):
+        raise ValueError(f"GPUDASH_PREVIEW_SERVICE BACKEND must be local, celery or inline, not {name!r}")
+    return name
+
+
+def start():
+    """Called as a web process starts: the local pool starts its workers (they warm their
+    inventories up while the server starts); with `inline` this process warms up its own."""
+    name = backend()
+    if name == "local":
+        local_pool()
+    elif name == "inline":
+        from claims.live_inventory import start_warm_up
+
+        start_warm_up()
+
+
+def local_pool():
+    global _pool
+    with _lock:
+        if _pool is None:
+            size = limits()["WORKERS"]
+            _pool = LocalPool(size, connection.settings_dict["NAME"], warm_up=getattr(settings, "GPUDASH_PREVIEW_WARM_UP", False))
+            atexit.register(_pool.stop)
+            log.info("preview pool: %s worker processes", size)
+        return _pool
+
+
+def stop_local_pool():
+    global _pool
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.stop()
+
+
+def _admission_control():
+    global _admission
+    with _lock:
+        if _admission is None:
+            if backend() == "celery":
+                from claims.preview_service import remote
+
+                _admission = admission_module.RedisAdmission(remote.client())
+            else:
+                _admission = admission_module.LocalAdmission()
+        return _admission
+
+
+def request_preview(cluster, *, user_key, client_gone=None, claim=None, visible_namespaces=None, **keywords):
+    """claims.preview.run_preview(cluster, claim=..., visible_namespaces=..., **keywords), run by a preview
+    worker. `user_key`: who asks (admission counts per user); `client_gone`: a threading.Event set when
+    the client disconnects (gpudash.middleware.ClientGoneMiddleware), which cancels the job."""
+    name = backend()
+    if name == "inline":
+        from claims.preview import run_preview
+
+        return run_preview(cluster, claim=claim, visible_namespaces=visible_namespaces, **keywords)
+    cfg = limits()
+    # The deadline travels with the job: the worker keeps to what this process's settings say.
+    seconds = keywords.pop("deadline", None) or settings.GPUDASH_ENGINE_LIMITS["PREVIEW_DEADLINE"] or 60.0
+    job = make_job(cluster, claim=claim, visible_namespaces=visible_namespaces, deadline=seconds, **keywords)
+    # Headroom shares the preview's deadline; the rest of the grace covers an inventory catch-up.
+    wait = seconds + cfg["GRACE"]
+    control = _admission_control()
+    ticket = control.acquire(str(user_key), hold_seconds=wait + cfg["GRACE"])
+    started = time.monotonic()
+    try:
+        if name == "local":
+            answer = local_pool().run(job, wait, client_gone)
+        else:
+            from claims.preview_service import remote
+
+            answer = remote.run(job, wait, client_gone)
+    finally:
+        control.release(ticket)
+    admission_module.durations.add(time.monotonic() - started)
+    return answer_or_raise(answer)
+
+
+def warm_up_state():
+    """("off" | "warming" | "done", seconds) of the warm-up that serves this web process's previews."""
+    name = backend()
+    if name == "inline":
+        from claims.live_inventory import warm_up_status
+
+        return warm_up_status()
+    if name == "celery" or _pool is None:
+        return "off", 0.0
+    return _pool.warm_up_state()
+
+
+def status():
+    """What the preview workers are doing now, for admins (GET /api/v1/preview/workers)."""
+    name = backend()
+    out = {"backend": name, "limits": {k: limits()[k] for k in ("WORKERS", "PER_USER", "QUEUE")}}
+    if name == "inline":
+        return out
+    out["inFlight"] = _admission_control().in_flight()
+    if name == "local":
+        out["workers"] = local_pool().status()
+    else:
+        from claims.preview_service import remote
+
+        out["running"] = remote.status()
+    return out
