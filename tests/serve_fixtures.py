@@ -18,6 +18,7 @@ import pytest
 from .browser import ROOT, free_port, start_preview_workers, stop_process, subprocess_env
 
 HEALTHZ_TIMEOUT = 10  # a liveness bound, not a speed figure: a stalled server never answers
+HEALTHZ_FAST = 0.1  # issue 31: /healthz answers within 100 ms whatever else the server is given
 
 
 class ServeProcess:
@@ -100,6 +101,31 @@ def while_in_flight(server, send):
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"], polls
+
+
+def healthz_while(server, send):
+    """Run `send()` while a thread probes /healthz back to back (its first answer is in before `send`
+    starts, so every later probe overlaps it or follows it). Returns (send's result, [(status, seconds)]
+    of the probes made from the start of `send` on)."""
+    first, done, probes = threading.Event(), threading.Event(), []
+
+    def probe():
+        while not done.is_set():
+            started = time.perf_counter()
+            status, _, _ = server.request("GET", "/healthz", timeout=HEALTHZ_TIMEOUT)
+            if first.is_set():
+                probes.append((status, time.perf_counter() - started))
+            first.set()
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    first.wait(HEALTHZ_TIMEOUT)
+    try:
+        result = send()
+    finally:
+        done.set()
+        prober.join()
+    return result, probes
 
 
 @pytest.fixture(scope="module")

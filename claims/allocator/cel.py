@@ -46,6 +46,7 @@ from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2
 
 from . import celcost, celsplit
+from .errors import shown
 from .quantity import QuantityError, parse_quantity, format_quantity
 from .semver import Semver, SemverError, parse_semver
 
@@ -1174,7 +1175,7 @@ def _attribute_value(attr, list_attributes):
                 return version, semver_message(version), None
             expected = {"int": int, "bool": bool, "string": str}[kind]
             if not isinstance(raw, expected) or (kind == "int" and isinstance(raw, bool)):
-                return None, None, f"{kind} value {raw!r} has the wrong type"
+                return None, None, f"{kind} value {shown(raw)} has the wrong type"
             return raw, raw, None
     for kind in ("ints", "bools", "strings", "versions"):
         if kind in attr and attr[kind] is not None:

@@ -4,13 +4,75 @@ import json
 
 import yaml
 
-from .errors import InputError, SnapshotError
+from .errors import InputError, SnapshotError, shown
 from .inventory import KIND_ALIASES, Inventory
-from .model import ClaimSpec
+from .limits import MAX_ALIASES, MAX_DOCUMENTS, MAX_LIST_ITEMS, MAX_NODES
+from .model import ClaimSpec, repeated
 from .shapes import check_object, check_text
 
 CLAIM_API_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2")
 PLACEABLE_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "Pod")
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, counting while it composes: documents, alias uses, and nodes as they
+    would be after alias expansion (an alias adds the whole size of the node it names). It stops at
+    the first limit passed, so a billion-laughs text costs no more than its first MAX_NODES nodes."""
+
+    def __init__(self, text, where):
+        super().__init__(text)
+        self.where = where
+        self.documents = self.aliases = self.nodes = 0
+        self.sizes = {}  # id(anchored node) -> its expanded size, once composed
+
+    def compose_document(self):
+        self.documents += 1
+        if self.documents > MAX_DOCUMENTS:
+            raise self.refusal(f"more than {MAX_DOCUMENTS:,} YAML documents (the limit per input)", self.peek_event())
+        self.sizes = {}  # anchors belong to one document; ids of freed nodes may come back
+        return super().compose_document()
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            return self._alias(super().compose_node(parent, index), event)
+        start = self.nodes
+        self._grow(1, event)
+        node = super().compose_node(parent, index)
+        if event.anchor is not None:
+            self.sizes[id(node)] = self.nodes - start
+        return node
+
+    def _alias(self, node, event):
+        self.aliases += 1
+        if self.aliases > MAX_ALIASES:
+            raise self.refusal(f"more than {MAX_ALIASES:,} alias uses (*name) (the limit per input)", event)
+        size = self.sizes.get(id(node))
+        if size is None:  # still being composed: the node would contain itself
+            raise self.refusal(f"alias *{shown(event.anchor, quote=False)} is used inside the node it names", event)
+        self._grow(size, event)
+        return node
+
+    def _grow(self, count, event):
+        self.nodes += count
+        if self.nodes > MAX_NODES:
+            raise self.refusal(f"more than {MAX_NODES:,} YAML nodes, each alias counted at the full size of what it names (the limit per input)", event)
+
+    def refusal(self, text, event):
+        mark = event.start_mark
+        return InputError(f"{self.where}: {text}, at line {mark.line + 1}, column {mark.column + 1}")
+
+
+def _parse(text, where):
+    """The documents of `text` (None for empty ones), within the limits of _BoundedLoader."""
+    loader = _BoundedLoader(text, where)
+    try:
+        docs = []
+        while loader.check_data():
+            docs.append(loader.get_data())
+        return docs
+    finally:
+        loader.dispose()
 
 
 def load_documents(text, where="input"):
@@ -18,7 +80,7 @@ def load_documents(text, where="input"):
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"{where}: empty; paste a ResourceClaim, ResourceClaimTemplate or Pod")
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in _parse(text, where) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -26,6 +88,8 @@ def load_documents(text, where="input"):
         raise InputError(f"{where}: malformed YAML{pos}: {problem}") from None
     except RecursionError:  # PyYAML's composer recurses once per nesting level
         raise InputError(f"{where}: nested too deeply to be a Kubernetes object") from None
+    except ValueError as exc:  # a scalar PyYAML resolves but cannot build: `2024-02-30`, an int of 5,000 digits
+        raise InputError(f"{where}: a value cannot be read: {shown(str(exc), 120, quote=False)}") from None
     out = []
     for i, doc in enumerate(docs, 1):
         if not isinstance(doc, dict):
@@ -33,12 +97,9 @@ def load_documents(text, where="input"):
         check_text(doc, f"{where}: document {i}")
         kind = doc.get("kind")
         if kind is not None and not isinstance(kind, str):
-            raise InputError(f"{where}: document {i}: kind: must be a string, not {type(kind).__name__} {kind!r}"[:300])
+            raise InputError(f"{where}: document {i}: kind: must be a string, not {type(kind).__name__} {shown(kind)}")
         if kind and kind.endswith("List"):
-            items = doc.get("items")
-            if not isinstance(items, list):
-                raise InputError(f"{where}: document {i}: a List needs an `items` array")
-            out.extend(items)
+            out.extend(_list_items(doc, f"{where}: document {i}"))
         else:
             out.append(doc)
     for i, obj in enumerate(out, 1):
@@ -49,6 +110,15 @@ def load_documents(text, where="input"):
             raise InputError(f"{where}: object {i} has no `kind` (expected a ResourceClaim, ResourceClaimTemplate, Pod or a bare claim spec with `devices:`)")
         check_object(obj, _document(i, obj))  # here already: callers read namespaces before resolve_claims
     return out
+
+
+def _list_items(doc, where):
+    items = doc.get("items")
+    if not isinstance(items, list):
+        raise InputError(f"{where}: a List needs an `items` array")
+    if len(items) > MAX_LIST_ITEMS:
+        raise InputError(f"{where}: a List of {len(items):,} items; at most {MAX_LIST_ITEMS:,} items per List (the limit per input)")
+    return items
 
 
 def _document(i, obj):
@@ -109,7 +179,7 @@ def resolve_claims(inventory, objects, namespace=None):
     for i, obj in enumerate(objects, 1):
         kind = obj.get("kind")
         if kind not in PLACEABLE_KINDS:
-            raise InputError(f"object {i}: unsupported kind {kind!r}; expected ResourceClaim, ResourceClaimTemplate or Pod")
+            raise InputError(f"object {i}: unsupported kind {shown(kind)}; expected ResourceClaim, ResourceClaimTemplate or Pod")
         check_object(obj, _document(i, obj))
         api = obj.get("apiVersion")
         if kind != "Pod" and api and api not in CLAIM_API_VERSIONS:
@@ -135,8 +205,7 @@ def resolve_claims(inventory, objects, namespace=None):
 
 
 def _check_unique(claims):
-    refs = [c.ref for c in claims]
-    dupes = sorted({r for r in refs if refs.count(r) > 1})
+    dupes = repeated(c.ref for c in claims)
     if dupes:
         raise InputError(f"claim(s) given twice: {', '.join(dupes)}")
 
@@ -210,7 +279,7 @@ def extended_resource_claim(inventory, pod, namespace, served=frozenset()):
             try:
                 count = int(str(wanted[res_name]))
             except ValueError:
-                raise InputError(f"container {container.get('name')}: {res_name} must be a whole number, got {wanted[res_name]!r}") from None
+                raise InputError(f"container {container.get('name')}: {res_name} must be a whole number, got {shown(wanted[res_name])}") from None
             requests.append({"name": f"container-{i}-request-{j}", "exactly": {"deviceClassName": cls, "allocationMode": "ExactCount", "count": count}})
     if not requests:
         return None

@@ -6,14 +6,21 @@ that a request's class can match.
 """
 
 import re
+from collections import Counter
 from functools import lru_cache
 
-from .errors import InputError
+from .errors import InputError, shown
 from .shapes import CLAIM_SPEC, check_shape
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 MAX_DEVICES_PER_CLAIM = 32  # AllocationResultsMaxSize
 BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def repeated(values):
+    """The values that occur more than once, sorted. One count per value: a pasted List may repeat
+    one aliased claim thousands of times."""
+    return sorted(value for value, times in Counter(values).items() if times > 1)
 
 
 @lru_cache(maxsize=8192)
@@ -172,7 +179,7 @@ def parse_label_selector(text):
         elif re.match(r"^[^\s()]+$", part):
             out.append({"key": part, "operator": "Exists"})
         else:
-            raise ValueError(f"cannot read label selector part {part!r}")
+            raise ValueError(f"cannot read label selector part {shown(part)}")
     return out
 
 
@@ -336,7 +343,7 @@ def _check_device_shape(device_name, raw, maps_known_good=False):
             raise InputError(f"{where}: {field} must be a map, not {type(value).__name__}")
         for key, item in value.items():
             if not isinstance(item, dict):
-                raise InputError(f"{where}: {field}[{key!r}] must be an object, not {type(item).__name__}")
+                raise InputError(f"{where}: {field}[{shown(key)}] must be an object, not {type(item).__name__}")
     for field in _DEVICE_LISTS:
         value = raw.get(field)
         if value is not None and not isinstance(value, list):
@@ -446,7 +453,7 @@ class Variant:
             try:
                 self.count = 1 if count in (None, 0) else int(count)
             except (TypeError, ValueError):
-                raise InputError(f"{where}: count must be an integer, got {count!r}") from None
+                raise InputError(f"{where}: count must be an integer, got {shown(count)}") from None
             if self.count < 0:
                 raise InputError(f"{where}: count must be positive, got {self.count}")
         else:
@@ -545,8 +552,7 @@ class ClaimSpec:
         if not isinstance(reqs, list):
             raise InputError(f"{where}: spec.devices.requests must be a list")
         self.requests = [Request(r, f"{where}: request #{i}") for i, r in enumerate(reqs)]
-        names = [r.name for r in self.requests]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = repeated(r.name for r in self.requests)
         if dupes:
             raise InputError(f"{where}: duplicate request name(s) {', '.join(dupes)}")
         self.constraints = [Constraint(c) for c in devices.get("constraints") or [] if isinstance(c, dict)]

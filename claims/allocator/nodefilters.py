@@ -15,7 +15,7 @@ affinity, topology spread, volume plugins.
 import math
 import re
 
-from .errors import InputError
+from .errors import InputError, shown
 from .model import quantity, term_matches
 
 NODE_UNSCHEDULABLE, NODE_NAME, TAINT_TOLERATION = "NodeUnschedulable", "NodeName", "TaintToleration"
@@ -135,7 +135,7 @@ def parse_tolerations(raw, where="spec.tolerations"):
                 raise InputError(f"{at}.{name}: must be a string, not {type(val).__name__}")
         op = op or "Equal"
         if op not in ("Exists", "Equal"):
-            raise InputError(f"{at}.operator: must be Exists or Equal, not {op!r}")
+            raise InputError(f"{at}.operator: must be Exists or Equal, not {shown(op)}")
         if key:
             _check_label_key(key, f"{at}.key")
         elif op != "Exists":
@@ -143,9 +143,9 @@ def parse_tolerations(raw, where="spec.tolerations"):
         if op == "Exists" and value:
             raise InputError(f"{at}.value: must be empty when `operator` is Exists")
         if op == "Equal" and value and not _label_value_ok(value):
-            raise InputError(f"{at}.value: {value!r} is not a valid label value")
+            raise InputError(f"{at}.value: {shown(value)} is not a valid label value")
         if effect and effect not in TAINT_EFFECTS:
-            raise InputError(f"{at}.effect: must be one of {', '.join(TAINT_EFFECTS)}, not {effect!r}")
+            raise InputError(f"{at}.effect: must be one of {', '.join(TAINT_EFFECTS)}, not {shown(effect)}")
         seconds = tol.get("tolerationSeconds")
         if seconds is not None:
             if isinstance(seconds, bool) or not isinstance(seconds, int):
@@ -214,7 +214,7 @@ def _label_key_ok(key):
 
 def _check_label_key(key, where):
     if not _label_key_ok(key):
-        raise InputError(f"{where}: {key!r} is not a valid label key (name or prefix/name, alphanumerics, '-', '_', '.')")
+        raise InputError(f"{where}: {shown(key)} is not a valid label key (name or prefix/name, alphanumerics, '-', '_', '.')")
 
 
 def parse_node_selector(raw, where="spec.nodeSelector"):
@@ -229,17 +229,17 @@ def parse_node_selector(raw, where="spec.nodeSelector"):
                 continue
             key, eq, value = part.partition("=")
             if not eq:
-                raise InputError(f"{where}: {part!r} must be KEY=VALUE")
+                raise InputError(f"{where}: {shown(part)} must be KEY=VALUE")
             out[key.strip()] = value.strip()
         raw = out
     if not isinstance(raw, dict):
         raise InputError(f"{where}: must be a map of label to value")
     for key, value in raw.items():
         if not isinstance(key, str) or not isinstance(value, str):
-            raise InputError(f"{where}: {key!r}: keys and values must be strings")
+            raise InputError(f"{where}: {shown(key)}: keys and values must be strings")
         _check_label_key(key, f"{where}.{key}")
         if not _label_value_ok(value):
-            raise InputError(f"{where}.{key}: {value!r} is not a valid label value")
+            raise InputError(f"{where}.{key}: {shown(value)} is not a valid label value")
     return dict(raw)
 
 
@@ -292,15 +292,15 @@ def _check_requirement(req, at, fields):
     values = values or []
     if fields:
         if key != "metadata.name":
-            raise InputError(f"{at}.key: matchFields supports only metadata.name, not {key!r}")
+            raise InputError(f"{at}.key: matchFields supports only metadata.name, not {shown(key)}")
         if op not in ("In", "NotIn"):
-            raise InputError(f"{at}.operator: matchFields supports In and NotIn, not {op!r}")
+            raise InputError(f"{at}.operator: matchFields supports In and NotIn, not {shown(op)}")
         if len(values) != 1:
             raise InputError(f"{at}.values: matchFields needs exactly one value, got {len(values)}")
         return
     _check_label_key(key, f"{at}.key")
     if op not in _SELECTOR_OPS:
-        raise InputError(f"{at}.operator: must be one of {', '.join(_SELECTOR_OPS)}, not {op!r}")
+        raise InputError(f"{at}.operator: must be one of {', '.join(_SELECTOR_OPS)}, not {shown(op)}")
     if op in ("In", "NotIn") and not values:
         raise InputError(f"{at}.values: must be non-empty for {op}")
     if op in ("Exists", "DoesNotExist") and values:
@@ -362,11 +362,12 @@ def _exact(name, value, where):
     """The exact amount (cpu in millicores, possibly fractional): a pod's requests are summed exactly
     and rounded up once per pod, as PodRequests adds Quantities before the scheduler reads them."""
     if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
-        raise InputError(f"{where}: must be a quantity such as 500m, 2 or 4Gi, not {value!r}")
+        raise InputError(f"{where}: must be a quantity such as 500m, 2 or 4Gi, not {shown(value)}")
     try:
         q = quantity(str(value))
     except Exception as exc:
-        raise InputError(f"{where}: {value!r} is not a quantity ({exc})") from None
+        why = getattr(exc, "reason", None) or str(exc)  # QuantityError's reason: its text would repeat the value
+        raise InputError(f"{where}: {shown(value)} is not a quantity ({shown(why, 120, quote=False)})") from None
     if q < 0:
         raise InputError(f"{where}: must not be negative")
     return q * 1000 if name == "cpu" else q
@@ -511,7 +512,7 @@ def pod_host_ports(spec):
             if not host_port and host_network:
                 host_port = p.get("containerPort") or 0
             if isinstance(host_port, bool) or not isinstance(host_port, int) or not 0 <= host_port <= 65535:
-                raise InputError(f"container {c.get('name')}: hostPort must be a port number, not {host_port!r}")
+                raise InputError(f"container {c.get('name')}: hostPort must be a port number, not {shown(host_port)}")
             if host_port > 0:
                 out.append((p.get("protocol") or "TCP", p.get("hostIP") or "0.0.0.0", host_port))
     return out
@@ -544,7 +545,7 @@ def pod_priority(spec):
     priority = spec.get("priority")
     if priority is not None:
         if isinstance(priority, bool) or not isinstance(priority, int):
-            raise InputError(f"spec.priority: must be an integer, not {priority!r}")
+            raise InputError(f"spec.priority: must be an integer, not {shown(priority)}")
         return priority
     name = spec.get("priorityClassName") or ""
     if not isinstance(name, str):
@@ -561,7 +562,7 @@ def pod_preempts(spec):
         return True
     if policy == "Never":
         return False
-    raise InputError(f"spec.preemptionPolicy: must be PreemptLowerPriority or Never, not {policy!r}")
+    raise InputError(f"spec.preemptionPolicy: must be PreemptLowerPriority or Never, not {shown(policy)}")
 
 
 def pod_footprint(raw):

@@ -8,11 +8,8 @@ Only the fields the engine reads are checked; others pass through untouched, and
 absent (as in Kubernetes).
 """
 
-from .errors import InputError
-
-# Deeper than any Kubernetes object needs; keeps every later walk (here, rendering) far from
-# Python's recursion limit.
-MAX_DEPTH = 100
+from .errors import InputError, shown
+from .limits import MAX_DEPTH
 
 
 class MapOf:
@@ -140,8 +137,7 @@ def _wanted(expected):
 
 
 def _got(value):
-    text = repr(value)
-    return f"{_NAMES.get(type(value), type(value).__name__)} {text[:40] + '...' if len(text) > 40 else text}"
+    return f"{_NAMES.get(type(value), type(value).__name__)} {shown(value)}"
 
 
 def _is(value, expected):
@@ -180,7 +176,7 @@ def check_shape(value, shape, where, path=""):
         if not isinstance(value, dict):
             _fail(where, path, dict, value)
         for key, inner in value.items():
-            check_shape(inner, shape.value, where, f"{path}[{key!r}]")
+            check_shape(inner, shape.value, where, f"{path}[{shown(key)}]")
     elif not _is(value, shape):
         _fail(where, path, shape, value)
 
@@ -196,33 +192,44 @@ def check_text(value, where):
     """Every string (keys too) is valid Unicode and the nesting stays under MAX_DEPTH.
 
     YAML's `"\\ud83d"` escape yields a lone surrogate, which no JSON encoder or page can write out.
-    Iterative, and each container is visited once: YAML aliases may share one node many times.
+    Iterative, and each container is visited once: YAML aliases may share one node many times. A
+    path is written out only for a message (a trail of (parent trail, step) pairs until then), so a
+    shared node's many places cost nothing.
     """
     seen = set()
-    stack = [(value, "", 0)]
+    stack = [(value, None, 0)]
     while stack:
-        item, path, depth = stack.pop()
+        item, trail, depth = stack.pop()
         if isinstance(item, str):
-            _check_string(item, where, path)
+            _check_string(item, where, trail)
         elif isinstance(item, (dict, list)):
             if id(item) in seen:
                 continue
             seen.add(id(item))
             if depth >= MAX_DEPTH:
-                raise InputError(f"{where}: {path}: nested more than {MAX_DEPTH} levels deep")
+                raise InputError(f"{where}: {_path(trail)}: nested more than {MAX_DEPTH} levels deep")
             if isinstance(item, dict):
                 for key, inner in item.items():
                     if isinstance(key, str):
-                        _check_string(key, where, f"{path}.{key!r}" if path else repr(key))
-                    stack.append((inner, f"{path}.{key}" if path else str(key), depth + 1))
+                        _check_string(key, where, (trail, shown(key), False))
+                    stack.append((inner, (trail, key, False), depth + 1))
             else:
-                stack.extend((inner, f"{path}[{i}]", depth + 1) for i, inner in enumerate(item))
+                stack.extend((inner, (trail, i, True), depth + 1) for i, inner in enumerate(item))
 
 
-def _check_string(text, where, path):
+def _path(trail):
+    """"spec.devices.requests[0]" from check_text's trail of (parent trail, key or index, is index)."""
+    steps = []
+    while trail is not None:
+        trail, step, index = trail
+        steps.append(f"[{step}]" if index else f".{shown(step, quote=False)}")
+    return "".join(reversed(steps)).removeprefix(".") or "(top level)"
+
+
+def _check_string(text, where, trail):
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         bad = text[exc.start]
-        raise InputError(f"{where}: {path or '(top level)'}: contains a lone surrogate \\u{ord(bad):04x}; "
+        raise InputError(f"{where}: {_path(trail)}: contains a lone surrogate \\u{ord(bad):04x}; "
                          "text must be valid Unicode") from None
