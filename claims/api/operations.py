@@ -197,7 +197,8 @@ class PodPendingView(APIView):
         if not roles.can_see_namespace(request.user, namespace):
             return Response(error_body("not_found", f"No pod {namespace}/{name} in {cluster}."), status=404)
         try:
-            return Response(explain_pod(cluster_row, namespace, name, visible_namespaces=roles.visible_namespaces(request.user)))
+            return Response(explain_pod(cluster_row, namespace, name, visible_namespaces=roles.visible_namespaces(request.user),
+                                        driver_namespaces=roles.driver_namespaces(request.user)))
         except PodNotFound as exc:
             return Response(error_body("not_found", str(exc)), status=404)
 
