@@ -40,6 +40,9 @@ class AccessProfileView(LoginRequiredMixin, TemplateView):
             sources = [{"right": right, "source": f"identity-provider group {group}"} for right, group in identity.sources]
         else:
             sources = self._local_sources(user, scope)
+        if scope is not None:  # granted by an admin, whatever signed the user in
+            sources += [{"right": f"DRA driver pods (and their logs) in namespace {n}", "source": "access profile: driver namespaces (Django admin)"}
+                        for n in sorted(roles.driver_namespaces(user) - scope)]
         return {
             **super().get_context_data(**kwargs),
             "role": roles.role_of(user),

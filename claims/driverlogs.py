@@ -71,11 +71,15 @@ def driver_of(pod_labels, drivers=None):
     return ""
 
 
-def driver_pods(cluster, node, drivers=None):
-    """[(driver, Pod row)] of the driver pods the mirror holds on `node` (of `drivers`; None = any driver)."""
+def driver_pods(cluster, node, drivers=None, namespaces=None):
+    """[(driver, Pod row)] of the driver pods the mirror holds on `node` (of `drivers`; None = any driver),
+    in `namespaces` only (roles.driver_namespaces: what the reader may see; None = all)."""
     out = []
     wanted = None if drivers is None else set(drivers)
-    for pod in Pod.objects.filter(cluster=cluster, node_name=node).order_by("namespace", "name"):
+    rows = Pod.objects.filter(cluster=cluster, node_name=node)
+    if namespaces is not None:
+        rows = rows.filter(namespace__in=namespaces)
+    for pod in rows.order_by("namespace", "name"):
         driver = driver_of(pod.labels, wanted)
         if driver:
             out.append((driver, pod))
@@ -140,9 +144,10 @@ def _complete_lines(text):
     return text[: text.rfind("\n") + 1] if "\n" in text else text
 
 
-def node_driver_logs(cluster, node, drivers=None, client=None):
-    """A LogTail per driver pod of `drivers` (None = any driver) on `node` (empty when none is mirrored)."""
-    return tails(cluster, driver_pods(cluster, node, drivers), client)
+def node_driver_logs(cluster, node, drivers=None, client=None, namespaces=None):
+    """A LogTail per driver pod of `drivers` (None = any driver) on `node` in `namespaces` (None = all;
+    empty when none is mirrored)."""
+    return tails(cluster, driver_pods(cluster, node, drivers, namespaces), client)
 
 
 def tails(cluster, pods, client=None):
@@ -176,12 +181,13 @@ def tails(cluster, pods, client=None):
     return out
 
 
-def page_context(cluster, node=None, drivers=None, pod=None):
-    """What templates/inventory/_driver_logs.html needs: the driver pods of a node, or one driver pod."""
+def page_context(cluster, node=None, drivers=None, pod=None, namespaces=None):
+    """What templates/inventory/_driver_logs.html needs: the driver pods of a node (in `namespaces`, the
+    reader's roles.driver_namespaces), or one driver pod (a page the reader may already see)."""
     lines, limit = limits()
     if pod is not None:
         driver = driver_of(pod.labels)
         found = tails(cluster, [(driver, pod)]) if driver else None
     else:
-        found = node_driver_logs(cluster, node, drivers)
+        found = node_driver_logs(cluster, node, drivers, namespaces=namespaces)
     return {"driver_logs": found, "driver_log_lines": lines, "driver_log_bytes": limit}

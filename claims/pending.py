@@ -145,6 +145,19 @@ def _driver_pod_view(pod):
     return {"namespace": meta.get("namespace"), "name": meta.get("name"), "phase": status.get("phase"), "ready": ready}
 
 
+def _scoped_driver_pod(view, namespaces):
+    """A driver pod as a reader who sees the driver pods of `namespaces` (None: all) may: one of another
+    namespace counts for the check (its phase, ready) but is not named."""
+    if namespaces is None or view["namespace"] in namespaces:
+        return view
+    return {**view, "namespace": "", "name": ""}
+
+
+def _driver_pod_label(view, phase=False):
+    name = f"{view['namespace']}/{view['name']}" if view["name"] else gettext("a driver pod in another namespace")
+    return f"{name} ({view['phase']})" if phase else name
+
+
 def step(key, title, status, detail, **data):
     return {"key": key, "title": title, "status": status, "detail": detail, "data": data}
 
@@ -313,7 +326,7 @@ def filter_rejections_text(summary):
     return (gettext("First failing filter: %(filters)s.") % {"filters": "; ".join(parts)}) if parts else ""
 
 
-def driver_steps(cluster, reader, node, drivers):
+def driver_steps(cluster, reader, node, drivers, driver_namespaces=None):
     """For each driver expected on `node`: slices published, pool complete, driver pod running."""
     out = []
     node_row = Node.objects.filter(cluster=cluster, name=node).first()
@@ -339,6 +352,7 @@ def driver_steps(cluster, reader, node, drivers):
             for pool in sorted({s.pool for s in mine}):
                 out.append(pool_step(cluster, driver, pool))
         pods, selectors = reader.driver_pods(driver, node)
+        pods = [_scoped_driver_pod(p, driver_namespaces) for p in pods or ()]
         if not selectors:
             out.append(step(f"driverpod:{driver}", running, INFO,
                             gettext("No label selector known for this driver's pods (settings GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS).")))
@@ -347,10 +361,10 @@ def driver_steps(cluster, reader, node, drivers):
                             gettext("No driver pod on %(node)s matching %(selectors)s.") % {"node": node, "selectors": (" %s " % gettext("or")).join(selectors)}))
         elif any(p["phase"] == "Running" and p["ready"] for p in pods):
             out.append(step(f"driverpod:{driver}", running, PASS, gettext("%(pods)s running and ready.")
-                            % {"pods": ", ".join(f"{p['namespace']}/{p['name']}" for p in pods)}, pods=pods))
+                            % {"pods": ", ".join(_driver_pod_label(p) for p in pods)}, pods=pods))
         else:
             out.append(step(f"driverpod:{driver}", running, FAIL, gettext("Driver pod(s) not ready: %(pods)s")
-                            % {"pods": ", ".join(f"{p['namespace']}/{p['name']} ({p['phase']})" for p in pods)}, pods=pods))
+                            % {"pods": ", ".join(_driver_pod_label(p, phase=True) for p in pods)}, pods=pods))
     return out
 
 
@@ -367,9 +381,10 @@ def pool_step(cluster, driver, pool):
     return step(f"pool:{driver}/{pool}", title, PASS, gettext("%(published)s/%(expected)s slices, generation %(generation)s.") % counts)
 
 
-def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None, user_key=None):
+def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None, driver_namespaces=None, user_key=None):
     """The whole checklist for one pod; PodNotFound if neither the API server nor the mirror knows it.
     `visible_namespaces`: the viewer's scope; the engine's reasons then do not name other namespaces' claims.
+    `driver_namespaces` (roles.driver_namespaces): the driver pods named, and whose logs are read.
     `user_key`: who asks, for the preview workers' admission control."""
     with ClusterReader(cluster, live=live) as reader:
         pod, source = reader.pod(namespace, name)
@@ -402,12 +417,13 @@ def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None, us
         if pod_node:
             nodes.add(pod_node)
         for node in sorted(nodes):
-            report["drivers"].append({"node": node, "steps": driver_steps(cluster, reader, node, drivers)})
+            report["drivers"].append({"node": node, "steps": driver_steps(cluster, reader, node, drivers, driver_namespaces)})
         if live and _needs_driver_logs(report):
             from .driverlogs import limits, node_driver_logs
 
             report["driver_logs"] = [t for d in report["drivers"] for t in node_driver_logs(cluster, d["node"], drivers or None,
-                                                                                        client=reader.client if reader.live else None)]
+                                                                                        client=reader.client if reader.live else None,
+                                                                                        namespaces=driver_namespaces)]
             report["driver_log_lines"], report["driver_log_bytes"] = limits()
         if source == "mirror" and live:
             report["note"] = gettext("API server not reachable (%(error)s): read from the database mirror (events as far as the Events "

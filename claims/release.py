@@ -26,6 +26,7 @@ from urllib3 import HTTPHeaderDict
 
 from accounts.rights import kube_identity
 from gpudash import roles
+from gpudash.bounded import bounded
 from gpudash.kube import KubeClient, KubeError
 from gpudash.messages import english, message, render
 from gpudash.sync.apply import apply_object, delete_object
@@ -477,6 +478,8 @@ class Outcome:
 
 
 def _audit(user, cluster, namespace, name, action, rule, dry_run, outcome, before=None, after=None):
+    """Write the attempt's AuditEntry. What it stores is bounded (gpudash/bounded.py): an operator's
+    input (30,000 uids, say) must not grow the audit log at will; what was left out is counted."""
     claim_uid = _meta(before).get("uid", "") if before else ""
     entry = AuditEntry.objects.create(
         user=user if getattr(user, "is_authenticated", False) else None,
@@ -490,20 +493,22 @@ def _audit(user, cluster, namespace, name, action, rule, dry_run, outcome, befor
         rule=rule,
         dry_run=dry_run,
         outcome=outcome.outcome,
-        reason=outcome.reason,
-        reason_message=outcome.message,
-        request=outcome.plan.as_dict() if outcome.plan else {},
-        response=outcome.response or {},
-        before=before,
-        after=after,
-        kube_identity=outcome.identity,
+        reason=bounded(outcome.reason),
+        reason_message=bounded(outcome.message),
+        request=bounded(outcome.plan.as_dict()) if outcome.plan else {},
+        response=bounded(outcome.response or {}),
+        before=bounded(before),
+        after=bounded(after),
+        kube_identity=bounded(outcome.identity),
     )
     outcome.audit = entry
     return outcome
 
 
-def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, rule="", expected_uid="", expected_resource_version=""):
-    """Plan and (unless dry_run) perform one release action, re-checked against the API server. Always audited."""
+def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, rule="", expected_uid="", expected_resource_version="",
+            require_resource_version=False):
+    """Plan and (unless dry_run) perform one release action, re-checked against the API server. Always audited.
+    `require_resource_version`: a release (not a dry run) without `expected_resource_version` is refused."""
     if action not in PLANNERS:
         raise ValueError(f"unknown release action {action!r}; expected one of {', '.join(PLANNERS)}")
 
@@ -515,6 +520,10 @@ def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, 
         return finish(refusal)
     if not dry_run and not cluster.writable:
         return finish(Outcome(REFUSED, message(gettext_noop("Cluster %(cluster)s is read-only: writes are switched off."), cluster=cluster.name)))
+    if require_resource_version and not dry_run and not expected_resource_version:
+        # Without it the release would act on whatever the claim is now, not on what the operator was shown.
+        return finish(Outcome(REFUSED, message(gettext_noop("The release did not say which resourceVersion of the claim its dry run showed: "
+                                                            "nothing sent. Run the dry run again."))))
 
     warnings, client, live = [], None, True
     try:
@@ -633,7 +642,7 @@ def _permission_refusal(user, namespace):
     return Outcome(REFUSED, why, permission_denied=True)
 
 
-def release_finding(user, finding, *, dry_run=True, expected_resource_version=""):
+def release_finding(user, finding, *, dry_run=True, expected_resource_version="", require_resource_version=False):
     """Run the remedy a finding names, for exactly the subject it is about."""
     cluster = finding.cluster
     action = finding.remedy
@@ -649,7 +658,7 @@ def release_finding(user, finding, *, dry_run=True, expected_resource_version=""
     return release(
         user, cluster, finding.namespace, finding.claim_name, action,
         dry_run=dry_run, uids=uids, rule=finding.rule, expected_uid=finding.claim_uid,
-        expected_resource_version=expected_resource_version,
+        expected_resource_version=expected_resource_version, require_resource_version=require_resource_version,
     )
 
 

@@ -143,9 +143,10 @@ class ClaimDetailView(DashboardView):
         from . import driverlogs
 
         drivers = {r.driver for r in claim.results.all()}
-        out = driverlogs.page_context(claim.cluster, sorted(nodes)[0], drivers)
+        scope = roles.driver_namespaces(self.request.user)
+        out = driverlogs.page_context(claim.cluster, sorted(nodes)[0], drivers, namespaces=scope)
         for node in sorted(nodes)[1:]:
-            out["driver_logs"] += driverlogs.node_driver_logs(claim.cluster, node, drivers)
+            out["driver_logs"] += driverlogs.node_driver_logs(claim.cluster, node, drivers, namespaces=scope)
         return out
 
     def get_context_data(self, **kwargs):

@@ -105,7 +105,8 @@ class ReleaseFindingsView(DashboardView):
         for finding in findings:
             finding.rule_title = RULE_TITLES.get(finding.rule, finding.rule)
             rv = request.POST.get(f"rv-{finding.id}", "")
-            outcome = release_finding(request.user, finding, dry_run=step == "dry-run", expected_resource_version=rv)
+            # The confirm form carries the resourceVersion each dry run showed: a release is of that version only.
+            outcome = release_finding(request.user, finding, dry_run=step == "dry-run", expected_resource_version=rv, require_resource_version=True)
             plan = outcome.plan.as_dict(translate=True) if outcome.plan else None  # its texts in the reader's language
             results.append({"finding": finding, "outcome": outcome, "plan": plan,
                             "request_json": json.dumps(plan["request"], indent=2) if plan and plan["request"] else ""})
@@ -153,7 +154,7 @@ class PendingPodView(DashboardView):
             else:
                 try:
                     ctx["report"] = explain_pod(cluster, namespace, name, visible_namespaces=roles.visible_namespaces(self.request.user),
-                                                 user_key=self.request.user.pk)
+                                                 user_key=self.request.user.pk, driver_namespaces=roles.driver_namespaces(self.request.user))
                 except PodNotFound as exc:
                     ctx["error"] = str(exc)
         return ctx

@@ -22,5 +22,5 @@ admin.site.register(User, GpudashUserAdmin)
 
 @admin.register(AccessProfile)
 class AccessProfileAdmin(admin.ModelAdmin):
-    list_display = ("user", "namespaces")
+    list_display = ("user", "namespaces", "driver_namespaces")
     search_fields = ("user__username",)

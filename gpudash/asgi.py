@@ -7,9 +7,9 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from gpudash.routing import websocket_urlpatterns  # noqa: E402
+from gpudash.ws_origin import SameOriginValidator  # noqa: E402
 
 from claims.preview_service.dispatch import start as start_previews  # noqa: E402
 
@@ -18,6 +18,6 @@ start_previews()  # the local pool's preview workers (embedded default); nothing
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -4,8 +4,10 @@ The page sends {"subscribe": {"cluster": id|null, "kind": [...], "node": name, "
 the consumer joins the narrowest groups gpudash/sync/publish.py sends to, filters what arrives
 by the same scope, redacts changes outside the user's namespaces, and forwards {"type": "changes", ...}.
 A new subscribe replaces the previous one. Anonymous connections and users without a role are
-refused at the handshake. A namespace-scoped user may not subscribe to another namespace, and a
-frame that is not JSON gets an error frame; neither closes the socket.
+refused at the handshake (so are pages of other origins: gpudash/ws_origin.py). A namespace-scoped
+user may not subscribe to another namespace, and a frame that is not JSON, or not a valid scope, gets
+an error frame; neither closes the socket. Only a frame over MAX_FRAME does: an error frame, then close
+code 1009 ("message too big").
 """
 
 from collections import OrderedDict
@@ -14,36 +16,57 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from gpudash import roles
+from gpudash.bounded import shown
 from gpudash.sync.publish import GROUP_ALL, cluster_group, kind_group, namespace_group, node_group
 
 DEDUP_WINDOW = 2048  # recent (cluster, kind, uid, rv, event) keys; a change sent to two joined groups is forwarded once
+MAX_FRAME = 16 * 1024  # characters (or bytes) of one client frame; a scope is a few hundred
+CLOSE_TOO_BIG = 1009  # RFC 6455: a message too big to process
+CLUSTER_ID_MAX = 2**63 - 1  # a database id
+# Kubernetes' own limits: a node name is a DNS subdomain, a namespace a DNS label, a kind a short word.
+NAME_MAX = {"node": 253, "namespace": 63, "kind": 63}
+KINDS_MAX = 20
 
 
 class ScopeError(ValueError):
     pass
 
 
+def _cluster_id(value):
+    """A cluster id (a positive integer, or its decimal string) or None; anything else is a ScopeError."""
+    if value in (None, "", "all"):
+        return None
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= CLUSTER_ID_MAX:
+        raise ScopeError(f"cluster must be an id or null, not {shown(value)}")
+    return value
+
+
+def _name(field, value):
+    """A node, namespace or kind name: a string Kubernetes could hold (its length, valid unicode)."""
+    if not isinstance(value, str):
+        raise ScopeError(f"{field} must be a string, not {shown(value)}")
+    if len(value) > NAME_MAX[field]:
+        raise ScopeError(f"{field} is {len(value):,} characters long; Kubernetes allows at most {NAME_MAX[field]}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (\ud800 in the JSON) is no text at all
+        raise ScopeError(f"{field} is not valid unicode (a lone surrogate)") from None
+    return value
+
+
 def parse_scope(data):
     """Validated subscription scope from the client's message."""
     if not isinstance(data, dict):
         raise ScopeError("subscribe must be an object")
-    cluster = data.get("cluster")
-    if cluster in ("", "all"):
-        cluster = None
-    if cluster is not None:
-        try:
-            cluster = int(cluster)
-        except (TypeError, ValueError):
-            raise ScopeError(f"cluster must be an id or null, not {cluster!r}") from None
     kinds = data.get("kind") or []
     if isinstance(kinds, str):
         kinds = [kinds]
-    if not isinstance(kinds, list) or not all(isinstance(k, str) and k for k in kinds):
-        raise ScopeError("kind must be a list of kind names")
-    node, namespace = data.get("node") or "", data.get("namespace") or ""
-    if not isinstance(node, str) or not isinstance(namespace, str):
-        raise ScopeError("node and namespace must be strings")
-    return {"cluster": cluster, "kind": sorted(set(kinds)), "node": node, "namespace": namespace}
+    if not isinstance(kinds, list) or len(kinds) > KINDS_MAX or not all(isinstance(k, str) and k for k in kinds):
+        raise ScopeError(f"kind must be a list of at most {KINDS_MAX} kind names")
+    return {"cluster": _cluster_id(data.get("cluster")), "kind": sorted({_name("kind", k) for k in kinds}),
+            "node": _name("node", data.get("node") or ""), "namespace": _name("namespace", data.get("namespace") or "")}
 
 
 def groups_for(scope):
@@ -108,7 +131,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         self.joined = []
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
-        """A frame that is not JSON text is answered with an error frame; the socket stays open."""
+        """A frame that is not JSON text is answered with an error frame; the socket stays open. A frame
+        over MAX_FRAME is answered too, then the socket is closed: nothing of it is echoed."""
+        size = len(text_data if text_data is not None else bytes_data or b"")
+        if size > MAX_FRAME:
+            await self.send_json({"type": "error", "error": f"frame of {size:,} characters is over the limit of {MAX_FRAME:,}; closing"})
+            await self.close(code=CLOSE_TOO_BIG)
+            return
         if text_data is None:
             await self.send_json({"type": "error", "error": "expected a JSON text frame, got a binary frame"})
             return

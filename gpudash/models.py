@@ -90,6 +90,11 @@ class AccessProfile(models.Model):
 
     user = models.OneToOneField("auth.User", on_delete=models.CASCADE, related_name="access_profile")
     namespaces = models.JSONField(default=list, blank=True, help_text="Namespaces this user may see; empty = all.")
+    # Driver pods run in the driver's own namespace (nvidia-dra-driver-gpu, …), outside a team's scope: an
+    # admin may let a scoped user read those pods and their logs without opening the rest of the namespace.
+    driver_namespaces = models.JSONField(
+        default=list, blank=True,
+        help_text="A namespace-scoped user may also see the DRA driver pods in these namespaces, and their logs (docs/auth.md).")
 
     def __str__(self):
         return f"{self.user}: {', '.join(self.namespaces) or 'all namespaces'}"

@@ -37,6 +37,15 @@ def visible_namespaces(user):
     return set(profile.namespaces)
 
 
+def driver_namespaces(user):
+    """None when the user may see every DRA driver pod (and its log), else the namespaces whose driver
+    pods it may see: its own, plus the driver namespaces an admin granted (AccessProfile.driver_namespaces)."""
+    scope = visible_namespaces(user)
+    if scope is None:
+        return None
+    return scope | set(user.access_profile.driver_namespaces or ())
+
+
 def can_see_namespace(user, namespace):
     scope = visible_namespaces(user)
     return scope is None or namespace in scope

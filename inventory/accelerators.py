@@ -538,6 +538,25 @@ def rows_json(cluster_ref="cluster_id", node_ref="name"):
     return Subquery(rows.annotate(j=_JSONRows(_JSONObject(**{f: f for f in ROW_FIELDS}))).values("j"), output_field=JSONField())
 
 
+def scoped_hami(hami, visible):
+    """A node's HAMi usage (hami_empty's shape) as a user who sees the namespaces `visible` (None: all)
+    may read it. A pod of another namespace is "a pod in another namespace" as a whole, as the pages
+    show other namespaces' claims: no name, namespace or container, only the memory and compute it
+    holds (so a share is still seen as taken). Every surface (API, node page and its live fragment)
+    reads HAMi's pods through this."""
+    if hami is None:
+        return None
+
+    def entry(item):
+        if visible is None or item.get("namespace") in visible:
+            return {**item, "visible": True}
+        kept = {k: item[k] for k in ("memory", "cores", "text") if k in item}
+        return {**kept, "pod": "", "namespace": "", "name": "", "container": None, "visible": False}
+
+    return {**hami, "devices": [{**d, "pods": [entry(p) for p in d["pods"]]} for d in hami["devices"]],
+            "problems": [entry(p) for p in hami["problems"]]}
+
+
 def summarize_rows(rows):
     """The parsed rows_json() of one node -> (rows without detail, sorted; device-plugin summary or None;
     HAMi summary (hami_empty) or None)."""

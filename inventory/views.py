@@ -222,10 +222,9 @@ class NodeDetailView(DashboardView):
         crumbs = [crumb(_("Nodes"), "inventory:node-list", query=f"cluster={node.cluster.name}"), crumb(node.name)]
         keys = {(node.cluster_id, node.name)}
         node_snap = fleet.FleetSnapshot([node.cluster_id], nodes=keys)
-        node_sources = accelerators.node_sources(nodes=keys).get((node.cluster_id, node.name), {})
-        scope = roles.visible_namespaces(self.request.user)
-        for item in [p for d in (node_sources.get("hami") or {}).get("devices", ()) for p in d["pods"]] + (node_sources.get("hami") or {}).get("problems", []):
-            item["visible"] = scope is None or item.get("namespace") in scope  # HAMi's pods, as the device holders
+        node_sources = dict(accelerators.node_sources(nodes=keys).get((node.cluster_id, node.name), {}))
+        if node_sources.get("hami"):  # HAMi's pods, as the device holders
+            node_sources["hami"] = accelerators.scoped_hami(node_sources["hami"], roles.visible_namespaces(self.request.user))
         ctx.update(node_kinds=node_snap.node_gpu_counts().get((node.cluster_id, node.name), {}),
                    node_sources=node_sources,
                    node_unpublished=node_snap.unpublished()["rows"].get((node.cluster_id, node.name)))
@@ -235,7 +234,7 @@ class NodeDetailView(DashboardView):
         if not self.request.GET.get("fragment"):  # live region refreshes do not go to the API server
             from claims import driverlogs
 
-            ctx.update(driverlogs.page_context(node.cluster, node.name))
+            ctx.update(driverlogs.page_context(node.cluster, node.name, namespaces=roles.driver_namespaces(self.request.user)))
         return ctx
 
 

@@ -146,3 +146,38 @@ def test_a_huge_log_is_cut_at_the_limit(server, live_cluster, settings):
     finally:
         kube.close()
     assert cut and len(text.encode()) == 4096
+
+
+def test_driver_pods_and_logs_follow_the_namespace_scope_or_the_driver_grant(server, live_cluster, client):
+    """A team-a operator does not see dra-system's driver pod, nor its log, on any page or in the API,
+    until an admin grants it the driver namespace (AccessProfile.driver_namespaces)."""
+    unprepared(server, live_cluster)
+    user = make_user("tess", roles.OPERATOR, namespaces=["team-a"])
+    client.force_login(user)
+    surfaces = (("ops:pending-pod", ("dev", "team-a", "train")), ("claims:claim-detail", ("dev", "team-a", "train")),
+                ("inventory:node-detail", ("dev", "node-1")))
+    api = reverse("api:pod-pending", args=("dev", "team-a", "train"))
+
+    def seen():
+        pages = {name: html.unescape(page(client, name, *args)) for name, args in surfaces}
+        response = client.get(api)
+        assert response.status_code == 200
+        pages["api"] = response.content.decode()
+        return pages
+
+    reads = len([p for _, p in server.requests if "/log" in p])
+    for where, body in seen().items():
+        assert "driver-node-1" not in body and "NodePrepareResources failed" not in body, where
+    assert len([p for _, p in server.requests if "/log" in p]) == reads  # not even read
+    # The Pending checklist still says the node's driver pod runs, without naming it.
+    pending = seen()["ops:pending-pod"]
+    assert "a driver pod in another namespace running and ready" in pending
+
+    user.access_profile.driver_namespaces = ["dra-system"]
+    user.access_profile.save()
+    for where, body in seen().items():
+        assert "dra-system/driver-node-1" in body or "driver-node-1" in body, where
+        if where != "api":
+            assert "NodePrepareResources failed for claim team-a/train" in body, where
+    # The grant opens the driver pods, not the namespace: its other pods stay out of sight.
+    assert client.get(reverse("claims:pod-detail", args=("dev", "dra-system", "driver-node-1"))).status_code == 404

@@ -194,10 +194,26 @@ def test_nodes_api_serves_device_plugin_and_hami_fields(mixed, client):
 
 
 def test_nodes_api_hides_pods_of_other_namespaces(mixed, client):
+    _cluster, objects = mixed
     client.force_login(make_user("api-scoped", "viewer", namespaces=["other"]))
+    for url in ("/api/v1/nodes/?cluster=mixed&name=hami-01", f"/api/v1/nodes/{Node.objects.get(name='hami-01').pk}/"):
+        body = client.get(url).json()
+        [hami] = [n["hami"] for n in body["results"]] if "results" in body else [body["hami"]]
+        shares = [p for d in hami["devices"] for p in d["pods"]]
+        assert shares and hami["problems"]
+        # The whole entry, not just its name: nothing of the pod but the share it holds.
+        assert all(p == {"pod": "", "container": None, "memory": p["memory"], "cores": p["cores"]} for p in shares), shares
+        assert all(p == {"pod": "", "text": p["text"]} for p in hami["problems"])
+        assert sum(p["memory"] for p in shares) == sum(d["memory_used"] for d in hami["devices"])
+        for pod in objects["pods"]:  # no name, namespace or uid of the scenario's pods anywhere in the answer
+            meta = pod["metadata"]
+            for secret in (meta["name"], meta.get("uid") or meta["name"], f'"{meta["namespace"]}"'):
+                assert secret not in json.dumps(hami), secret
+    # Where the user sees the namespace, the pods are named (and only the documented fields are served).
+    client.force_login(make_user("api-ml", "viewer", namespaces=["ml"]))
     [hami] = [n["hami"] for n in client.get("/api/v1/nodes/?cluster=mixed&name=hami-01").json()["results"]]
-    pods = [p["pod"] for d in hami["devices"] for p in d["pods"]] + [p["pod"] for p in hami["problems"]]
-    assert pods and set(pods) == {""}
+    shares = [p for d in hami["devices"] for p in d["pods"]]
+    assert {p["pod"] for p in shares} >= {"ml/hami-job-0"} and all(set(p) == {"pod", "container", "memory", "cores"} for p in shares)
 
 
 def test_pods_api_serves_the_assignment(mixed, client):
@@ -243,10 +259,14 @@ def test_node_and_pod_pages_show_the_assignment(mixed, client):
     page = client.get(reverse("claims:pod-detail", args=["mixed", "ml", "hami-job-bad"])).content.decode()
     assert 'id="hami-problem"' in page and "lots" in page
 
-    # a namespace-scoped viewer sees that a pod holds the share, not which
+    # a namespace-scoped viewer sees that a pod holds the share, not which: on the page and in the live
+    # region's fragment the websocket makes the page fetch
     client.force_login(make_user("page-scoped", "viewer", namespaces=["other"]))
-    page = client.get(reverse("inventory:node-detail", args=["mixed", "hami-01"])).content.decode()
-    assert "ml/hami-job-0" not in page and "a pod in another namespace" in page
+    url = reverse("inventory:node-detail", args=["mixed", "hami-01"])
+    for page in (client.get(url).content.decode(), client.get(url + "?fragment=devices").content.decode()):
+        hami = page[page.index('id="hami"'):]
+        assert "hami-job" not in hami and "/ml/" not in hami and "a pod in another namespace" in hami
+        assert "#0:" not in hami  # nor the container
 
 
 def plain_numbers(page):

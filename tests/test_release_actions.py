@@ -2,6 +2,8 @@
 dry run shows the exact request, the action changes the API server's object, the finding clears after a
 re-sync; races, permissions, read-only clusters, and an audit entry for every attempt."""
 
+import json
+
 import pytest
 import yaml
 
@@ -10,6 +12,7 @@ from claims.models import AuditEntry, Finding
 from claims.release import CONFLICT, DONE, DRY_RUN, ERROR, REFUSED, STRATEGIC, plan_action, release, release_finding, send
 from devcluster.store import NotFound
 from gpudash import roles
+from gpudash.bounded import KEEP, TEXT_MAX, bounded
 from gpudash.kube import api_client_for
 
 from .ops_fixtures import FINALIZER, claim_raw, make_user, new_uid, pod_raw
@@ -227,3 +230,35 @@ def test_cleared_finding_and_finding_without_remedy_are_refused(server, live_clu
     outcome = release_finding(operator, double, dry_run=False)
     assert outcome.outcome == REFUSED and "no safe automatic remedy" in outcome.reason
     assert AuditEntry.objects.filter(outcome=REFUSED, rule=stuck.DOUBLE_ALLOCATION).count() == 1
+
+
+def test_a_huge_refused_release_stores_a_bounded_audit_row_with_its_counts(server, live_cluster, operator):
+    """30,000 made-up uids once stored a 5.9 MB row: an operator could grow the audit log at will."""
+    seed(server.store, claim=claim_raw("c1", devices=["gpu-0"], reserved=[("gone", new_uid())]))
+    resync(live_cluster)
+    uids = [f"{i:08d}-0000-4000-8000-000000000000" for i in range(30_000)]
+    outcome = release(operator, live_cluster, "team-a", "c1", "remove_reservations", dry_run=False, uids=uids)
+    assert outcome.outcome == REFUSED and uids[0] in outcome.reason
+    row = AuditEntry.objects.get(pk=outcome.audit.pk)
+    stored = json.dumps({f: getattr(row, f) for f in ("reason", "reason_message", "request", "response", "before", "after", "kube_identity")})
+    assert len(stored) < 64 * 1024, len(stored)
+    joined = ", ".join(uids)
+    said = f"reservedFor no longer has an entry with uid {joined}: re-evaluate."
+    assert outcome.reason == said  # the answer names them all; the row keeps the start and the length
+    assert row.reason == said[:TEXT_MAX] + f"… ({len(said):,} characters in all)"
+    assert row.reason_message["params"]["uids"] == joined[:TEXT_MAX] + f"… ({len(joined):,} characters in all)"
+    assert row.before["metadata"]["name"] == "c1" and row.before["status"]["reservedFor"]  # the claim itself kept whole
+    assert server.store.get("resourceclaims", "team-a", "c1")["status"]["reservedFor"]  # and nothing sent
+
+
+def test_bounded_keeps_small_values_and_counts_what_it_leaves_out():
+    small = {"a": [1, 2, {"b": "x" * 10}], "c": None, "d": 1.5, "e": True}
+    assert bounded(small) == small
+    big = bounded({"items": list(range(250)), "text": "y" * 5000, **{f"k{i}": i for i in range(150)}})
+    assert big["items"] == list(range(KEEP)) + [f"… {250 - KEEP} more items (250 in all)"]
+    assert big["text"] == "y" * TEXT_MAX + "… (5,000 characters in all)"
+    assert len(big) == KEEP + 1 and big["…"] == f"{152 - KEEP} more keys (152 in all)"
+    deep = []
+    for _ in range(100):
+        deep = [deep]
+    assert "nested deeper than" in json.dumps(bounded(deep))

@@ -128,7 +128,7 @@ def test_frames_that_are_not_json_get_an_error_and_the_socket_stays_open(alpha, 
     async def scenario():
         comm = await connect(users["scoped"])
         replies = []
-        for frame in ("not json", "", "[" * 100000, '{"subscribe": '):
+        for frame in ("not json", "", "[" * 10000, '{"subscribe": '):
             await comm.send_input({"type": "websocket.receive", "text": frame})  # send_to refuses an empty frame
             replies.append(await comm.receive_json_from(timeout=2))
         await comm.send_to(bytes_data=b"\x00\x01")

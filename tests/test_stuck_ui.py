@@ -119,3 +119,28 @@ def test_claim_changed_after_the_dry_run_is_a_conflict_on_the_page(server, orpha
     assert server.store.get("resourceclaims", "team-a", "c1")["status"]["allocation"]  # nothing was sent
     assert not any(method == "PATCH" for method, _ in server.requests)
     assert list(AuditEntry.objects.order_by("id").values_list("username", "outcome")) == [("olivia", "dry-run"), ("olivia", "conflict")]
+
+
+@pytest.mark.parametrize("sent", [None, "", "stale"])
+def test_a_ui_release_without_the_dry_runs_resource_version_is_refused(server, orphan, sent):
+    """The confirm form carries the resourceVersion the dry run showed. A post without it once went
+    through against whatever the claim was by then; one with another version is a conflict."""
+    stuck.detect(orphan)
+    finding = Finding.objects.get(rule=stuck.ORPHANED_ALLOCATION)
+    client = login(make_user("olivia", roles.OPERATOR))
+    form = {"ids": [finding.id], "step": "release"}
+    if sent is not None:
+        current = server.store.get("resourceclaims", "team-a", "c1")["metadata"]["resourceVersion"]
+        form[f"rv-{finding.id}"] = str(int(current) - 1) if sent == "stale" else sent
+    response = client.post("/stuck/release/", form)
+    page = response.content.decode()
+    assert response.status_code == 200
+    if sent == "stale":
+        assert "outcome-conflict" in page and "re-evaluate" in page
+    else:
+        assert "outcome-refused" in page and "Run the dry run again" in page
+    assert server.store.get("resourceclaims", "team-a", "c1")["status"]["allocation"]  # nothing was sent
+    assert not any(method == "PATCH" for method, _ in server.requests)
+    assert list(AuditEntry.objects.values_list("username", "dry_run", "outcome")) == [("olivia", False, "conflict" if sent == "stale" else "refused")]
+    finding.refresh_from_db()
+    assert finding.cleared_at is None

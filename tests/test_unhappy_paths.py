@@ -134,11 +134,12 @@ def _websocket(headers):
 @pytest.mark.django_db(transaction=True)
 def test_websocket_needs_a_session_from_an_allowed_origin(client, settings):
     settings.ALLOWED_HOSTS = ["testserver"]
-    origin = (b"origin", b"http://testserver")
-    assert _websocket([origin]) is False  # no session cookie: refused
+    origin = (b"host", b"testserver"), (b"origin", b"http://testserver")  # the page's own origin
+    assert _websocket([*origin]) is False  # no session cookie: refused
     client.force_login(make_user("alice"))
     cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
-    assert _websocket([origin, cookie]) is True
-    assert _websocket([(b"origin", b"http://evil.example"), cookie]) is False  # another site's page
+    assert _websocket([*origin, cookie]) is True
+    assert _websocket([origin[0], (b"origin", b"http://evil.example"), cookie]) is False  # another site's page
+    assert _websocket([origin[0], (b"origin", b"http://testserver:3000"), cookie]) is False  # another app on the host
     client.force_login(make_user("nobody", role=None))
-    assert _websocket([origin, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]) is False
+    assert _websocket([*origin, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]) is False

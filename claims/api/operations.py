@@ -198,7 +198,7 @@ class PodPendingView(APIView):
             return Response(error_body("not_found", f"No pod {namespace}/{name} in {cluster}."), status=404)
         try:
             return Response(explain_pod(cluster_row, namespace, name, visible_namespaces=roles.visible_namespaces(request.user),
-                                        user_key=request.user.pk))
+                                        user_key=request.user.pk, driver_namespaces=roles.driver_namespaces(request.user)))
         except PodNotFound as exc:
             return Response(error_body("not_found", str(exc)), status=404)
 

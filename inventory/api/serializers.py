@@ -73,9 +73,14 @@ class DevicePluginSummarySerializer(serializers.Serializer):
 
 class HamiPodShareSerializer(serializers.Serializer):
     pod = serializers.CharField(help_text="namespace/name; empty for a pod in a namespace the caller may not see.")
-    container = serializers.IntegerField(help_text="Index in the pod's containers, init containers first (HAMi's order).")
+    container = serializers.IntegerField(allow_null=True, help_text="Index in the pod's containers, init containers first (HAMi's order); "
+                                         "null for a pod in a namespace the caller may not see.")
     memory = serializers.IntegerField(help_text="GPU memory assigned, MiB.")
     cores = serializers.IntegerField(help_text="GPU compute assigned, percent.")
+
+
+HAMI_SHARE_FIELDS = ("pod", "container", "memory", "cores")  # HamiPodShareSerializer's
+HAMI_PROBLEM_FIELDS = ("pod", "text")  # HamiProblemSerializer's
 
 
 class HamiDeviceSerializer(serializers.Serializer):
@@ -143,12 +148,11 @@ class NodeSerializer(KubeObjectSerializer):
         if "hami_scope" not in self.context:  # once per response, not per node
             request = self.context.get("request")
             self.context["hami_scope"] = roles.visible_namespaces(request.user) if request is not None else None
-        scope = self.context["hami_scope"]
-        if scope is not None:  # a namespace-scoped user sees that a pod holds the share, not which
-            for item in [p for d in hami["devices"] for p in d["pods"]] + hami["problems"]:
-                if item.get("namespace") not in scope:
-                    item["pod"] = ""
-        return {k: v for k, v in hami.items() if k != "model"}
+        hami = accelerators.scoped_hami(hami, self.context["hami_scope"])
+        # Only the documented fields of each entry (the rows also hold the pod's namespace and name apart).
+        return {**{k: v for k, v in hami.items() if k != "model"},
+                "devices": [{**d, "pods": [{f: p[f] for f in HAMI_SHARE_FIELDS} for p in d["pods"]]} for d in hami["devices"]],
+                "problems": [{f: p[f] for f in HAMI_PROBLEM_FIELDS} for p in hami["problems"]]}
 
 
 class DeviceClassSerializer(KubeObjectSerializer):
