@@ -306,12 +306,14 @@ class PreviewView(DashboardView):
             if claim is not None and claim.owner_pod_name and pod_params["node_filters"] and not (pod_params["tolerations"] or pod_params["node_selector"]):
                 owner = Pod.objects.filter(cluster=self.cluster, namespace=claim.namespace, name=claim.owner_pod_name).first()
                 pod_params["pod"] = owner.raw if owner else None  # the pending pod's own tolerations, selector, requests
-            # The answer is settled into what the page shows before the collector resumes (PreviewReport.settle).
+            answer = dispatch.submit(
+                self.cluster, user_key=request.user.pk, client_gone=getattr(request, "client_gone", None),
+                yaml_text=None if claim else yaml_text, claim=claim, namespace=namespace, with_headroom=with_headroom,
+                reason_codes=True, visible_namespaces=roles.visible_namespaces(self.request.user), **pod_params)
+            # Read and settled into what the page shows before the collector resumes (PreviewReport.settle).
             with collector_paused():
-                outcome = dispatch.request_preview(
-                    self.cluster, user_key=request.user.pk, client_gone=getattr(request, "client_gone", None),
-                    yaml_text=None if claim else yaml_text, claim=claim, namespace=namespace, with_headroom=with_headroom,
-                    reason_codes=True, visible_namespaces=roles.visible_namespaces(self.request.user), **pod_params)
+                outcome = dispatch.result_of(answer)
+                del answer
                 report = PreviewReport(outcome, cluster=self.cluster, yaml_text=yaml_text or None,
                                        claim_spec=claim.raw.get("spec") if claim else None, show=params.get("show", ""))
                 outcome = report.settle()

@@ -43,6 +43,13 @@ def in_process_previews(django_db_setup, django_db_blocker, tmp_path_factory):
 PREVIEW_WORKER_MARKS = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("in_process_previews")]
 
 
+def runs_previews(test):
+    """PREVIEW_WORKER_MARKS for one test of a module whose other tests keep the faster rolled-back database."""
+    for mark in reversed(PREVIEW_WORKER_MARKS):
+        test = mark(test)
+    return test
+
+
 @pytest.fixture(scope="session")
 def artifacts_dir():
     ARTIFACTS.mkdir(exist_ok=True)

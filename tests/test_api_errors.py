@@ -5,6 +5,7 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
+from tests.conftest import runs_previews
 from tests.api_fixtures import anonymous, client_for, fleet, make_user, norole, operator, viewer  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -118,6 +119,7 @@ def test_scoped_operator_cannot_preview_in_other_namespaces(fleet):
         ({"cluster": "alpha", "namespace": "team-a", "claim": "train"}, "claim", "already allocated"),
     ],
 )
+@runs_previews
 def test_preview_bad_input_is_400(fleet, operator, body, field, words):
     err = error(operator.post("/api/v1/preview", body, format="json"), 400)
     assert err["field"] == field, err
@@ -128,6 +130,7 @@ def placements(result):
     return {n["node"]: [r["device"] for r in n["results"]] for n in result["nodes"] if n["fits"]}
 
 
+@runs_previews
 def test_preview_of_a_pending_claim(fleet, operator):
     r = operator.post("/api/v1/preview", {"cluster": "alpha", "namespace": "team-a", "claim": "pending"}, format="json")
     assert r.status_code == 200, r.content
@@ -150,6 +153,7 @@ spec:
 """
 
 
+@runs_previews
 def test_preview_of_yaml(fleet, operator):
     r = operator.post("/api/v1/preview", {"cluster": "alpha", "namespace": "team-a", "yaml": PROBE_YAML}, format="json")
     assert r.status_code == 200, r.content
@@ -169,6 +173,7 @@ def test_preview_of_yaml(fleet, operator):
         ("count: 2", "count: 10000", "10000 exceeds the claim limit of 32"),
     ],
 )
+@runs_previews
 def test_preview_of_a_claim_the_engine_cannot_place_names_the_problem_on_every_node(fleet, operator, old, new, words):
     """Like the scheduler, the engine judges a bad selector or class per node; every node says what is wrong."""
     r = operator.post("/api/v1/preview", {"cluster": "alpha", "namespace": "team-a", "yaml": PROBE_YAML.replace(old, new)}, format="json")
@@ -219,6 +224,7 @@ spec:
 """
 
 
+@runs_previews
 def test_reasons_hide_claims_of_namespaces_the_operator_cannot_see(fleet, operator):
     """node-b's A100 gpu-0 is held by team-b/stuck: an admin sees the name, a team-a operator does not."""
     body = {"cluster": "alpha", "namespace": "team-a", "yaml": NEEDS_EIGHT}

@@ -4,10 +4,11 @@ import pytest
 
 from claims.pending import FAIL, PASS, WARN, PodNotFound, explain_pod
 
+from tests.conftest import PREVIEW_WORKER_MARKS
 from .ops_fixtures import claim_raw, new_uid, pod_raw, slice_raw
 from .ops_live import live_cluster, resync, seed, server  # noqa: F401
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = PREVIEW_WORKER_MARKS
 
 DRIVER_LABELS = {"resource.gpudash.io/driver": "gpu.example.com"}
 

@@ -6,9 +6,10 @@ import pytest
 from claims.pending import FAIL, explain_pod
 from devcluster.scenario import load_scenario
 
+from tests.conftest import PREVIEW_WORKER_MARKS
 from .ops_live import live_cluster, resync, server  # noqa: F401
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = PREVIEW_WORKER_MARKS
 
 
 def test_pending_pod_on_the_demo_names_the_first_failing_filter(server, live_cluster):  # noqa: F811

@@ -22,14 +22,17 @@ pytestmark = BROWSER_MARKS  # browser; transactional DB; skipped without chromiu
 PASSWORD = "browser-pass-123"
 
 
-@pytest.fixture
-def site(artifacts_dir):
+@pytest.fixture(params=["celery", "local"])
+def site(request, artifacts_dir):
+    """The page with previews in production's `preview` Celery workers, and in the embedded default's
+    local pool of worker processes (started by the server itself)."""
     shots = artifacts_dir / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     cluster = load_scenario(Cluster.objects.create(name="demo"))
     make_user("olivia", role=roles.OPERATOR, password=PASSWORD)
     make_user("victor", role=roles.VIEWER, password=PASSWORD)
-    server = AsgiServer(free_port(), artifacts_dir / "daphne-preview.log")
+    server = AsgiServer(free_port(), artifacts_dir / f"daphne-preview-{request.param}.log")
+    server.env["GPUDASH_PREVIEW_BACKEND"] = request.param
     server.start()
     try:
         with chromium() as browser:

@@ -25,11 +25,12 @@ from claims.preview_scope import OutOfScope, check_documents, redact_result
 from gpudash import roles
 from gpudash.sync.apply import apply_object
 
+from tests.conftest import PREVIEW_WORKER_MARKS
 from .api_fixtures import claim, client_for, load_fleet
 from .fleet_data import make_user
 from .ops_fixtures import apply, claim_raw, node_raw, pod_raw, slice_raw
 
-pytestmark = pytest.mark.django_db
+pytestmark = PREVIEW_WORKER_MARKS
 
 OWN, OTHER = "team-a", "team-b"
 MISSING = "does-not-exist"

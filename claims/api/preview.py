@@ -1,7 +1,5 @@
 """POST /api/v1/preview: where would this claim (YAML, or an existing pending claim) be allocated?"""
 
-import dataclasses
-
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -50,16 +48,6 @@ class PreviewRequestSerializer(serializers.Serializer):
         if bool(data.get("yaml")) == bool(data.get("claim")):
             raise ValidationError({"yaml": ["Give exactly one of `yaml` or `claim`."]})
         return data
-
-
-def _plain(result):
-    """The engine's result as JSON-ready data, whatever container it comes in."""
-    for method in ("as_dict", "to_dict"):
-        if hasattr(result, method):
-            return getattr(result, method)()
-    if dataclasses.is_dataclass(result):
-        return dataclasses.asdict(result)
-    return result
 
 
 class PreviewView(APIView):
@@ -149,23 +137,28 @@ class PreviewView(APIView):
             claim = ResourceClaim.objects.filter(cluster=data["cluster"], namespace=data["namespace"], name=data["claim"]).first()
             if claim is None:
                 raise ValidationError({"claim": [f"No claim {data['namespace']}/{data['claim']} in cluster {data['cluster'].name}."]})
-        # Written while the cyclic collector is still paused, and let go of before it resumes: a 20,000-node
-        # answer (60,000+ objects) is then freed at once instead of visited by the young-generation
-        # collection that runs when it resumes (10-50 ms), as the preview page does (PreviewReport.settle).
+        try:
+            answer = dispatch.submit(
+                data["cluster"], user_key=request.user.pk, client_gone=getattr(request, "client_gone", None),
+                yaml_text=data.get("yaml"), claim=claim, namespace=data["namespace"], with_headroom=data["headroom"],
+                visible_namespaces=visible, tolerations=data.get("tolerations"), node_selector=data.get("nodeSelector"),
+                node_filters=data["nodeFilters"],
+            )
+        except dispatch.PreviewBusy as exc:  # admission control: 429 + Retry-After
+            raise PreviewsBusy(str(exc), wait=exc.retry_after) from exc
+        except dispatch.PreviewWorkerLost as exc:
+            raise PreviewWorkerLost(str(exc)) from exc
+        except dispatch.PreviewCancelled as exc:
+            raise ClientClosedRequest() from exc
+        if dispatch.is_result(answer) and self._plain_json(request):
+            # The worker wrote it with this renderer: the body as it is, never parsed in the web process.
+            return HttpResponse(answer, content_type=request.accepted_renderer.media_type)
+        # Pretty or browsable output, or an error: read here while the cyclic collector is paused, and let
+        # go of before it resumes, so a fleet-wide answer is freed at once instead of visited by a
+        # young-generation collection (as the preview page does, PreviewReport.settle).
         with collector_paused():
             try:
-                result = dispatch.request_preview(
-                    data["cluster"], user_key=request.user.pk, client_gone=getattr(request, "client_gone", None),
-                    yaml_text=data.get("yaml"), claim=claim, namespace=data["namespace"], with_headroom=data["headroom"],
-                    visible_namespaces=visible, tolerations=data.get("tolerations"), node_selector=data.get("nodeSelector"),
-                    node_filters=data["nodeFilters"],
-                )
-            except dispatch.PreviewBusy as exc:  # admission control: 429 + Retry-After
-                raise PreviewsBusy(str(exc), wait=exc.retry_after) from exc
-            except dispatch.PreviewWorkerLost as exc:
-                raise PreviewWorkerLost(str(exc)) from exc
-            except dispatch.PreviewCancelled as exc:
-                raise ClientClosedRequest() from exc
+                result = dispatch.result_of(answer)
             except OutOfScope as exc:  # a namespace named in the YAML: the same 403 as the request's own
                 raise PermissionDenied(str(exc)) from exc
             except EngineFailure as exc:  # logged by run_preview; still the API's JSON error, never a 500 page
@@ -175,25 +168,18 @@ class PreviewView(APIView):
             except PreviewError as exc:
                 # The engine's own input errors (bad YAML, unknown kind, unsupported feature) name the problem.
                 raise ValidationError({_field_of(str(exc), data): [str(exc)]}) from exc
-            answer = {"result": _plain(result)}
+            del answer
+            answer = {"result": result}
             del result
-            written = self._json_now(request, answer)
-            if written is not None:
-                del answer
-        if written is not None:
-            return HttpResponse(written, content_type=request.accepted_renderer.media_type)
         return AcyclicResponse(answer)
 
-    def _json_now(self, request, data):
-        """`data` as the API's JSON renderer writes it, when that is what the request negotiated (not
-        the browsable API, not indented), else None: DRF then renders the Response as usual."""
+    def _plain_json(self, request):
+        """Whether the request negotiated the API's compact JSON (not the browsable API, not indented):
+        what the preview workers write."""
         renderer = getattr(request, "accepted_renderer", None)
         if type(renderer) is not JSONRenderer:
-            return None
-        context = self.get_renderer_context()
-        if renderer.get_indent(request.accepted_media_type, context) is not None:
-            return None
-        return renderer.render(data, request.accepted_media_type, context)
+            return False
+        return renderer.get_indent(request.accepted_media_type, self.get_renderer_context()) is None
 
 
 class AcyclicResponse(Response):

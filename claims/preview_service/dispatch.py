@@ -18,10 +18,10 @@ from django.db import connection
 from claims.preview_service import admission as admission_module
 from claims.preview_service.admission import PreviewBusy
 from claims.preview_service.config import limits
-from claims.preview_service.jobs import answer_or_raise, make_job
+from claims.preview_service.jobs import answer_or_raise, decode_answer, encode_answer, is_result, make_job
 from claims.preview_service.local_pool import LocalPool, PreviewCancelled, PreviewWorkerLost
 
-__all__ = ["PreviewBusy", "PreviewCancelled", "PreviewWorkerLost", "request_preview", "start", "status"]
+__all__ = ["PreviewBusy", "PreviewCancelled", "PreviewWorkerLost", "is_result", "request_preview", "result_of", "start", "status", "submit"]
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -80,15 +80,28 @@ def _admission_control():
         return _admission
 
 
-def request_preview(cluster, *, user_key, client_gone=None, claim=None, visible_namespaces=None, **keywords):
-    """claims.preview.run_preview(cluster, claim=..., visible_namespaces=..., **keywords), run by a preview
-    worker. `user_key`: who asks (admission counts per user); `client_gone`: a threading.Event set when
-    the client disconnects (gpudash.middleware.ClientGoneMiddleware), which cancels the job."""
+def request_preview(cluster, **keywords):
+    """claims.preview.run_preview's answer, run by a preview worker (see submit for the keywords)."""
+    return result_of(submit(cluster, **keywords))
+
+
+def result_of(answer):
+    """The result in a submitted preview's answer, or the error run_preview would have raised. Views
+    that write big answers call it with the cyclic collector paused (see claims/api/preview.py)."""
+    return answer_or_raise(decode_answer(answer))
+
+
+def submit(cluster, *, user_key, client_gone=None, claim=None, visible_namespaces=None, **keywords):
+    """Hand run_preview(cluster, claim=..., visible_namespaces=..., **keywords) to a preview worker and
+    wait for its answer (bytes; result_of reads it). `user_key`: who asks (admission counts per user);
+    `client_gone`: a threading.Event set when the client disconnects
+    (gpudash.middleware.ClientGoneMiddleware), which cancels the job."""
     name = backend()
     if name == "inline":
-        from claims.preview import run_preview
+        from claims.preview_service.jobs import execute
 
-        return run_preview(cluster, claim=claim, visible_namespaces=visible_namespaces, **keywords)
+        job = make_job(cluster, claim=claim, visible_namespaces=visible_namespaces, **keywords)
+        return encode_answer(execute(job, job.get("deadline")))
     cfg = limits()
     # The deadline travels with the job: the worker keeps to what this process's settings say.
     seconds = keywords.pop("deadline", None) or settings.GPUDASH_ENGINE_LIMITS["PREVIEW_DEADLINE"] or 60.0
@@ -108,7 +121,7 @@ def request_preview(cluster, *, user_key, client_gone=None, claim=None, visible_
     finally:
         control.release(ticket)
     admission_module.durations.add(time.monotonic() - started)
-    return answer_or_raise(answer)
+    return answer
 
 
 def warm_up_state():

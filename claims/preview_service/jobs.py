@@ -75,12 +75,17 @@ def answer_or_raise(answer):
 
 
 def encode_answer(answer):
-    """An answer as bytes for either transport: JSON, as the API would write it (non-string keys as
-    strings, datetimes and the like through DRF's encoder), so both transports hand views the same data."""
-    import orjson
-    from rest_framework.utils.encoders import JSONEncoder
+    """An answer as bytes for either transport, written by the API's own JSON renderer: a successful
+    answer ({"result": ...}) is then byte for byte the body POST /api/v1/preview sends, and the web
+    process passes it on without reading it (is_result)."""
+    from gpudash.api.renderers import JSONRenderer
 
-    return orjson.dumps(answer, default=JSONEncoder().default, option=orjson.OPT_NON_STR_KEYS)
+    return JSONRenderer().render(answer)
+
+
+def is_result(data):
+    """Whether encoded answer bytes hold a result (not an error); encode_answer writes the one key first."""
+    return data.startswith(b'{"result":')
 
 
 def decode_answer(data):

@@ -21,7 +21,6 @@ import threading
 import time
 from multiprocessing.connection import wait as wait_for_any
 
-from claims.preview_service.jobs import decode_answer
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +145,7 @@ class LocalPool:
         return _Worker(self._context, self._database_name, self._warm_up)
 
     def run(self, job, wait_seconds, client_gone=None):
-        """The answer dict of `job`. Waits for a free worker at most `wait_seconds` in all;
+        """The answer of `job` (bytes, jobs.encode_answer). Waits for a free worker at most `wait_seconds` in all;
         PreviewCancelled when `client_gone` (a threading.Event) is set first, PreviewWorkerLost when the
         worker dies or does not answer in time."""
         until = time.monotonic() + wait_seconds
@@ -197,7 +196,7 @@ class LocalPool:
         elif kind == "warm":
             worker.warm = True
         elif kind == "answer" and message_id == job_id:
-            return decode_answer(payload)
+            return payload
         return None  # e.g. the late answer of a job whose client went away
 
     def _take_idle(self, until, client_gone):

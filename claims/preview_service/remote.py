@@ -21,7 +21,7 @@ import redis
 from django.conf import settings
 
 from claims.preview_service.config import limits
-from claims.preview_service.jobs import decode_answer, encode_answer
+from claims.preview_service.jobs import encode_answer
 from claims.preview_service.local_pool import PreviewCancelled, PreviewWorkerLost
 
 PREFIX = "gpudash:preview:job"
@@ -44,7 +44,7 @@ def _key(job_id, what):
 
 
 def run(job, wait_seconds, client_gone=None):
-    """Queue `job` for the preview workers and wait for its answer (see LocalPool.run)."""
+    """Queue `job` for the preview workers and wait for its answer, as bytes (see LocalPool.run)."""
     from claims.tasks import run_preview_job
 
     job_id = uuid.uuid4().hex
@@ -58,7 +58,7 @@ def run(job, wait_seconds, client_gone=None):
         while True:
             got = r.blpop([_key(job_id, "answer")], timeout=POLL)
             if got is not None:
-                return decode_answer(got[1])
+                return got[1]
             if client_gone is not None and client_gone.is_set():
                 raise PreviewCancelled()
             if r.exists(_key(job_id, "beat")):
@@ -66,7 +66,7 @@ def run(job, wait_seconds, client_gone=None):
             elif started:
                 late = r.lpop(_key(job_id, "answer"))  # it may have answered just as its heartbeat ended
                 if late is not None:
-                    return decode_answer(late)
+                    return late
                 raise PreviewWorkerLost(f"the preview worker running this preview stopped (no heartbeat for {cfg['LOST_AFTER']:g} s); ask again")
             if time.monotonic() > until:
                 raise PreviewWorkerLost("no preview worker answered in time" if started else
