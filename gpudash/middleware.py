@@ -1,8 +1,10 @@
-"""Requests no view can serve: a NUL character in the path, a query parameter or a form field.
+"""Requests no view can serve: a NUL character in the path, a query parameter or a form field, and
+a form body over Django's upload limits.
 
 PostgreSQL text cannot hold NUL, so any lookup with one fails deep in the database driver (a 500 for
 a typo'd or hostile URL). Refused up front with a 400 that names the parameter: the API's JSON error
 under /api/, a plain readable text elsewhere. (JSON bodies are checked by gpudash.api.parsers.)
+Reading the form here is also where an oversized one is found: a 413, in the same two forms.
 """
 
 import asyncio
@@ -11,7 +13,7 @@ import threading
 from asgiref.sync import markcoroutinefunction
 from django.http import HttpResponse, JsonResponse
 
-from gpudash.api.errors import error_body
+from gpudash.api.errors import BODY_LIMITS, body_limit_message, error_body
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -34,13 +36,20 @@ class RejectNulMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        field = _nul_field(request)
+        try:
+            field = _nul_field(request)
+        except BODY_LIMITS as exc:  # Django would answer its HTML 400, even under /api/
+            return _refuse(request, 413, "too_large", body_limit_message(exc))
         if field is None:
             return self.get_response(request)
         message = f"The {'path' if field == 'path' else f'parameter {field!r}'} contains a NUL character (\\0), which no name or filter can hold."
-        if request.path_info.startswith("/api/"):
-            return JsonResponse(error_body("invalid", message, None if field == "path" else field), status=400)
-        return HttpResponse(f"Bad request: {message}\n", status=400, content_type="text/plain; charset=utf-8")
+        return _refuse(request, 400, "invalid", message, None if field == "path" else field)
+
+
+def _refuse(request, status, code, message, field=None):
+    if request.path_info.startswith("/api/"):
+        return JsonResponse(error_body(code, message, field), status=status)
+    return HttpResponse(f"{'Bad request' if status == 400 else 'Request too large'}: {message}\n", status=status, content_type="text/plain; charset=utf-8")
 
 
 class ClientGoneMiddleware:

@@ -15,7 +15,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # The nav's language switch posts here; the choice is kept in a cookie (issue 14).
     path("i18n/", include("django.conf.urls.i18n")),
-    path("", include("accounts.urls")),  # login (password and/or OIDC), access profile, /oidc/ (issue 13)
+    path("", include("accounts.urls")),  # login (password and/or OIDC), access profile, /oidc/ when OIDC is on (issue 13)
     path("accounts/", include("django.contrib.auth.urls")),
     # REST API (issue 5): versioned routes, OpenAPI schema and browsable docs.
     path("api/v1/", include("gpudash.api_urls")),

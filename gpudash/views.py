@@ -3,17 +3,20 @@
 import json
 
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import QuerySet
 from django.http import Http404
 from django.template.context import make_context
 from django.template.response import TemplateResponse
+from django.utils.formats import number_format
+from django.utils.translation import gettext
 from django.views.generic import TemplateView
 
 from gpudash import roles
 from gpudash.api.pagination import BoundedCountPaginator
+from gpudash.api.params import whole_number
 from inventory.connection import connections
 from inventory.models import Cluster
 
@@ -21,6 +24,10 @@ SESSION_CLUSTER = "gpudash.cluster"
 SESSION_NAMESPACE = "gpudash.namespace"
 # Regions of base.html every page can refresh: connection status, the navigation's stuck-claims badge.
 SHARED_REGIONS = {"conn": "_connections.html", "navstuck": "_nav_stuck.html"}
+# Search boxes (`q`) take at most this many characters (their inputs say so too): names are shorter,
+# and SQLite refuses LIKE patterns over 50,000 bytes ("pattern too complex").
+MAX_SEARCH_LENGTH = 1000
+MAX_PER_PAGE = 1000
 
 
 def active_finding_count(user, cluster=None):
@@ -94,7 +101,16 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         self.look_up(request, **kwargs)
         self.cluster = self.selected_cluster(request)
         self.namespace = self.selected_namespace(request)
-        return super().dispatch(request, *args, **kwargs)
+        try:
+            check_search_text(request)
+            return super().dispatch(request, *args, **kwargs)
+        except BadRequest as exc:
+            return self.bad_request(exc)
+
+    def bad_request(self, exc):
+        """A 400 that says what was wrong, in the site's layout (navigation and cluster picker work)."""
+        context = {"view": self, "message": str(exc), **self.layout_context()}
+        return PageResponse(self.request, "gpudash/bad_request.html", context, status=400)
 
     def look_up(self, request, **kwargs):
         """Detail pages find their object here: after the login and role checks, so a stranger gets the
@@ -161,7 +177,12 @@ class DashboardView(LoginRequiredMixin, TemplateView):
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
-        ctx.update(
+        ctx.update(self.layout_context())
+        return ctx
+
+    def layout_context(self):
+        """What base.html needs: the navigation, pickers and connection status."""
+        return dict(
             clusters=Cluster.objects.all(),
             cluster=self.cluster,
             global_namespace=self.namespace,
@@ -173,13 +194,15 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             can_operate=roles.can_operate(self.request.user),
             stuck_count=active_finding_count(self.request.user, self.cluster),
         )
-        return ctx
 
     def paginate(self, items, per_page=100):
-        """A page of `items`: ?page=N, and ?per_page=M (1 to 1000) instead of the page's default size."""
+        """A page of `items`: ?page=N, and ?per_page=M (1 to 1000) instead of the page's default size
+        (anything else is a 400 page saying so; a bad page number shows the first or last page)."""
         raw = self.request.GET.get("per_page", "")
-        if raw.isdigit() and 1 <= int(raw) <= 1000:
-            per_page = int(raw)
+        if raw:
+            per_page = whole_number(raw, 1, MAX_PER_PAGE)
+            if per_page is None:
+                raise BadRequest(gettext("Rows per page (per_page) must be a whole number from 1 to %(max)s.") % {"max": MAX_PER_PAGE})
         # Querysets: the API's bounded count (exact up to GPUDASH_API_EXACT_COUNT_LIMIT, then an
         # estimate the pager says is one); lists of rows built in Python are counted as they are.
         paginator = (BoundedCountPaginator if isinstance(items, QuerySet) else Paginator)(items, per_page)
@@ -198,3 +221,11 @@ class DashboardView(LoginRequiredMixin, TemplateView):
                 raise Http404(f"This page has no region {region!r}.")
             return PageResponse(self.request, self.regions[region], context)
         return super().render_to_response(context, **response_kwargs)
+
+
+def check_search_text(request):
+    """A 400 for a search text over MAX_SEARCH_LENGTH characters, before any page queries with it."""
+    q = request.GET.get("q", "")
+    if len(q) > MAX_SEARCH_LENGTH:
+        raise BadRequest(gettext("The search text is %(length)s characters long; search for at most %(max)s characters.")
+                         % {"length": number_format(len(q), force_grouping=True), "max": number_format(MAX_SEARCH_LENGTH, force_grouping=True)})

@@ -60,7 +60,7 @@ class UtilizationView(APIView):
     def get(self, request):
         params = request.query_params
         check_params(request, {"cluster", "pool", "namespace", "limit", "offset", "format"})
-        limit, offset = int_param(params, "limit", 1000, 1, MAX_LIMIT), int_param(params, "offset", 0, 0, None)
+        limit, offset = int_param(params, "limit", 1000, 1, MAX_LIMIT), int_param(params, "offset", 0, 0)
         sources = PrometheusSource.objects.select_related("cluster")
         if params.get("cluster"):
             if not Cluster.objects.filter(name=params["cluster"]).exists():

@@ -60,7 +60,10 @@ def subprocess_env():
     """The environment for a subprocess that must use this test run's database (not create its own test DB)."""
     db = connection.settings_dict
     env = {k: v for k, v in os.environ.items() if k != "GPUDASH_TEST_DB_NAME"}
-    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    if connection.vendor == "sqlite":  # the test database is a file (gpudash/settings.py), so a subprocess can open it
+        env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
+    else:
+        env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     return env
 
 

@@ -60,26 +60,32 @@ class ServeProcess:
         if self.previews:
             self.previews.stop()
 
-    def request(self, method, path, body=None, token=None, timeout=60):
-        """(status, parsed JSON body or None, content type) of one request."""
+    def request(self, method, path, body=None, token=None, timeout=60, headers=None, text=False):
+        """(status, parsed JSON body or None, content type) of one request; with `text`, the body as
+        text in place of the parsed JSON. `headers` add to (or replace) the JSON content type."""
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
         req = urllib.request.Request(self.url + path, data=data, method=method)
         if data is not None:
             req.add_header("Content-Type", "application/json")
         if token:
             req.add_header("Authorization", f"Token {token}")
+        for name, value in (headers or {}).items():
+            req.add_header(name, value)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 status, raw, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
         except urllib.error.HTTPError as exc:
             status, raw, ctype = exc.code, exc.read(), exc.headers.get("Content-Type", "")
+        if text:
+            return status, raw.decode(errors="replace"), ctype
         parsed = json.loads(raw) if ctype.startswith("application/json") else None
         return status, parsed, ctype
 
 
-def while_in_flight(server, send):
+def while_in_flight(server, send, within=None):
     """Run `send()` in a thread and poll /healthz until it returns; every poll must answer 200 within
-    HEALTHZ_TIMEOUT. Returns (send's result, number of health checks made while it ran)."""
+    HEALTHZ_TIMEOUT, and within `within` seconds when given (the latency a probe may see while the
+    input is processed). Returns (send's result, number of health checks made while it ran)."""
     outcome = {}
 
     def run():
@@ -92,8 +98,11 @@ def while_in_flight(server, send):
     worker.start()
     polls = 0
     while True:
+        started = time.perf_counter()
         status, body, _ = server.request("GET", "/healthz", timeout=HEALTHZ_TIMEOUT)
+        took = time.perf_counter() - started
         assert status == 200 and body == {"status": "ok"}, (status, body)
+        assert within is None or took < within, f"/healthz took {took * 1000:.0f} ms while the input was processed"
         polls += 1
         if not worker.is_alive():
             break

@@ -7,7 +7,7 @@ only ever parse one shape. `field` names the offending parameter or body field, 
 import logging
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -70,6 +70,26 @@ class ClientClosedRequest(exceptions.APIException):
     default_code = "client_closed"
 
 
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "too_large"
+
+
+# Django's refusals of an oversized body: SuspiciousOperations, which would otherwise be 500s here.
+BODY_LIMITS = (RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent)
+
+
+def body_limit_message(exc):
+    """Which of Django's upload limits a body broke, with the limit."""
+    if isinstance(exc, TooManyFieldsSent):
+        return f"The form has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS:,} fields."
+    if isinstance(exc, TooManyFilesSent):
+        return f"The form has more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES:,} files."
+    size = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return f"The request body is larger than {size / 2**20:g} MB ({size:,} bytes), the most this server reads."
+
+
 def _first_error(detail, prefix=""):
     """(field path, ErrorDetail) of the first message in a nested DRF error structure."""
     if isinstance(detail, dict):
@@ -91,6 +111,8 @@ def exception_handler(exc, context):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, BODY_LIMITS):
+        exc = PayloadTooLarge(body_limit_message(exc))
     response = drf_exception_handler(exc, context)
     if response is None:
         return server_error(exc, context)

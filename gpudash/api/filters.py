@@ -3,11 +3,11 @@
 import django_filters
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema_field
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import ErrorDetail, ValidationError
 
 from inventory.models import Cluster
 
-from .params import AttributeFilterField, CapacityFilterField, StrictBooleanField
+from .params import DB_INT_MAX, AttributeFilterField, CapacityFilterField, StrictBooleanField, whole_number
 
 # Parameters every list endpoint understands besides its filters.
 COMMON_PARAMS = {"page", "page_size", "cursor", "raw", "format"}  # cursor: keyset paging (gpudash/api/pagination.py)
@@ -31,7 +31,18 @@ class StrictBooleanFilter(django_filters.Filter):
 
 
 class ApiFilterSet(django_filters.FilterSet):
-    """Adds a stable order: whatever `ordering` asks for (or the model's default), then the id."""
+    """Adds a stable order: whatever `ordering` asks for (or the model's default), then the id; and
+    keeps number filters within what the database can compare (a larger id is a 400, not a driver
+    error)."""
+
+    @classmethod
+    def get_filters(cls):
+        filters = super().get_filters()
+        for f in filters.values():
+            if isinstance(f, django_filters.NumberFilter):
+                f.extra.setdefault("min_value", -DB_INT_MAX - 1)
+                f.extra.setdefault("max_value", DB_INT_MAX)
+        return filters
 
     def filter_queryset(self, queryset):
         queryset = super().filter_queryset(queryset)
@@ -63,7 +74,23 @@ class StrictFilterBackend(DjangoFilterBackend):
         if filterset_class is not None:
             known |= set(filterset_class.base_filters)
         check_params(request, known)
-        return super().filter_queryset(request, queryset, view)
+        filterset = self.get_filterset(request, queryset, view)
+        if filterset is None:
+            return queryset
+        if not filterset.is_valid():
+            raise filter_errors(filterset)
+        return filterset.qs
+
+
+def filter_errors(filterset):
+    """The 400 for an invalid filterset, its messages formatted as Django formats them.
+
+    django-filter's own translation applies `message % params` even without params, so a message
+    quoting the value `%` (`?tainted=%`) raised a TypeError: a 500 instead of the 400."""
+    return ValidationError({
+        field: [ErrorDetail(e["message"], code=e["code"] or "invalid") for e in errors]
+        for field, errors in filterset.form.errors.get_json_data().items()
+    })
 
 
 def check_params(request, known):
@@ -74,15 +101,12 @@ def check_params(request, known):
             raise ValidationError({key: ["NUL characters are not allowed."]})
 
 
-def int_param(params, name, default, low, high):
-    """An integer query parameter within [low, high] (high None: no upper bound), or a 400 naming it."""
+def int_param(params, name, default, low, high=DB_INT_MAX):
+    """A whole-number query parameter within [low, high], or a 400 naming it (and the range)."""
     text = params.get(name)
     if text in (None, ""):
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValidationError({name: [f"Must be an integer, got {text!r}."]}) from None
-    if value < low or (high is not None and value > high):
-        raise ValidationError({name: [f"Must be between {low} and {high}." if high is not None else f"Must be at least {low}."]})
+    value = whole_number(text.strip(), low, high)
+    if value is None:
+        raise ValidationError({name: [f"Must be a whole number from {low} to {high}."]})
     return value

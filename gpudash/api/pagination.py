@@ -31,6 +31,13 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
+from .params import DB_INT_MAX, whole_number
+
+
+def last_page_number(page_size):
+    """The highest page number whose OFFSET the database can take (a signed 64-bit integer)."""
+    return DB_INT_MAX // page_size + 1
+
 
 def exact_count_limit():
     return int(getattr(settings, "GPUDASH_API_EXACT_COUNT_LIMIT", 10_000))
@@ -97,6 +104,8 @@ class BoundedCountPaginator(Paginator):
             raise PageNotAnInteger("That page number is not an integer") from None
         if number < 1:
             raise EmptyPage("That page number is less than 1")
+        if number > last_page_number(self.per_page):  # its OFFSET would not fit the database's integer
+            raise EmptyPage("That page contains no results")
         return number
 
     def get_page(self, number):
@@ -127,13 +136,24 @@ class StablePagePagination(PageNumberPagination):
         if raw is None:
             return self.page_size
         # DRF falls back to the default on junk; tools should hear about their typo instead.
-        if not raw.isdigit() or not 1 <= int(raw) <= self.max_page_size:
+        size = whole_number(raw, 1, self.max_page_size)
+        if size is None:
             raise ValidationError({"page_size": [f"Must be a whole number from 1 to {self.max_page_size}."]})
-        return int(raw)
+        return size
+
+    def check_page_number(self, request):
+        """A page number too large for the database's OFFSET is a 400 naming the limit (a page past
+        the end of the rows stays a 404; a page that is no number at all too, as DRF answers)."""
+        raw = request.query_params.get(self.page_query_param, "")
+        if raw.isascii() and raw.isdigit():
+            last = last_page_number(self.get_page_size(request))
+            if whole_number(raw, 0, last) is None:
+                raise ValidationError({self.page_query_param: [f"Must be a whole number from 1 to {last} (at this page_size)."]})
 
     def paginate_queryset(self, queryset, request, view=None):
         self.keyset = self.cursor_query_param in request.query_params
         if not self.keyset:
+            self.check_page_number(request)
             return self.paginate_pages(queryset, request, view)
         if self.page_query_param in request.query_params:
             raise ValidationError({self.cursor_query_param: ["Use either page or cursor, not both."]})
@@ -272,10 +292,9 @@ class IdsFirstPagination(StablePagePagination):
 
     def paginate_pages(self, queryset, request, view=None):
         page_size = self.get_page_size(request)
-        raw_page = request.query_params.get(self.page_query_param, "1")
-        if not raw_page.isdigit() or int(raw_page) < 1:
+        number = whole_number(request.query_params.get(self.page_query_param, "1"), 1)  # in range: check_page_number
+        if number is None:
             raise NotFound("Invalid page.")
-        number = int(raw_page)
         offset = (number - 1) * page_size
         limit = exact_count_limit()
         # SELECT COUNT(*) FROM (<the filtered ids> LIMIT limit + 1): what a sliced .count() runs, here

@@ -17,11 +17,28 @@ QUALIFIED_NAME_RE = re.compile(rf"^{_QUALIFIED_NAME}$")
 CAPACITY_RE = re.compile(rf"^(?P<name>{_QUALIFIED_NAME})\s*(?P<op>>=|<=|!=|==|=|<|>)\s*(?P<value>[^\s=<>!].*)$")
 _INT_RE = re.compile(r"^[-+]?\d+$")
 
+# The largest integer a row id, a count or an OFFSET can be (PostgreSQL's bigint, SQLite's INTEGER):
+# a larger page, offset or id in a query fails inside the database driver instead of matching nothing.
+DB_INT_MAX = 2**63 - 1
+
+
+def whole_number(text, low=0, high=DB_INT_MAX):
+    """`text` as an int when it is ASCII digits with a value in [low, high], else None.
+
+    The digits are counted before int() sees them: CPython refuses to convert more than 4,300 digits
+    (a ValueError nobody expects from isdigit() text), and str.isdigit() also accepts digits such as
+    '²' that int() does not read."""
+    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(high)):
+        return None
+    value = int(text)
+    return value if low <= value <= high else None
+
 
 def typed_candidates(text):
     """The JSON values an attribute given as text could be stored as (string, int, bool)."""
     values = [text]
-    if _INT_RE.match(text):
+    # Kubernetes int attributes are int64: a larger number can only match as a string.
+    if _INT_RE.match(text) and whole_number(text.lstrip("+-")) is not None:
         values.append(int(text))
     if text in ("true", "false"):
         values.append(text == "true")

@@ -18,7 +18,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gpudash.api.filters import check_params
+from gpudash.api.filters import check_params, filter_errors
 from gpudash.api.permissions import IsViewer
 from inventory import devicestate, fleet, summary
 from inventory.devicestate import ADMIN, ALLOCATED, FREE, PARTIAL
@@ -166,7 +166,7 @@ class DeviceAggregateView(APIView):
         group_by = list(dict.fromkeys(group_by))
         filterset = DeviceFilterSet(request.query_params, queryset=Device.objects.all(), request=request)
         if not filterset.is_valid():
-            raise ValidationError(filterset.errors)
+            raise filter_errors(filterset)
         filters = {k: v for k, v in filterset.form.cleaned_data.items() if v not in (None, "", [])}
         if set(filters) <= SUMMARY_FILTERS:
             results = summary_counts(filters, group_by)

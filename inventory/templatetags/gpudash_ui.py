@@ -27,6 +27,14 @@ CONNECTION_TITLES = {
 SEVERITY_TITLES = {"info": gettext_lazy("info"), "warning": gettext_lazy("warning"), "critical": gettext_lazy("critical")}
 
 
+@register.simple_tag
+def search_max():
+    """The longest search text the pages take (gpudash.views.MAX_SEARCH_LENGTH), for inputs' maxlength."""
+    from gpudash.views import MAX_SEARCH_LENGTH
+
+    return MAX_SEARCH_LENGTH
+
+
 @register.filter
 def connection_title(status):
     return CONNECTION_TITLES.get(status, status)
