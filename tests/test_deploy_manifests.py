@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -127,7 +128,7 @@ def _pods(objects):
 def test_pods_are_hardened_and_bounded(rendered):
     _, objects = rendered
     pods = _pods(objects)
-    assert set(pods) == {"gpudash-web", "gpudash-worker", "gpudash-beat"}
+    assert set(pods) == {"gpudash-web", "gpudash-worker", "gpudash-preview", "gpudash-beat"}
     for name, pod in pods.items():
         assert pod["serviceAccountName"] == "gpudash"
         assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
@@ -154,6 +155,7 @@ def test_pods_are_hardened_and_bounded(rendered):
     service = next(o for o in objects if o["kind"] == "Service")
     assert service["spec"]["selector"].items() <= next(o for o in objects if o["metadata"]["name"] == "gpudash-web")["spec"]["template"]["metadata"]["labels"].items()
     assert not pods["gpudash-beat"]["automountServiceAccountToken"]  # beat never calls the API server
+    assert not pods["gpudash-preview"]["automountServiceAccountToken"]  # previews read the database only
 
 
 def _readme_commands():
@@ -174,6 +176,99 @@ def test_deployment_commands_are_the_readmes(rendered):
     assert used == readme  # and every README command runs somewhere
     install = re.search(r"## Install in a cluster.*?```sh\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
     assert "kubectl apply -k deploy/kubernetes/overlays/example" in install and "--in-cluster" in install
+
+
+# --- preview workers: their own queue, their own pods ---------------------------------------------
+
+
+def _worker_options(argv):
+    """(queues, concurrency, pool) of a `celery ... worker` command line; None for what it leaves to
+    Celery's defaults. `argv`: a list, or a string as docker-compose writes it."""
+    argv = shlex.split(argv) if isinstance(argv, str) else list(argv)
+    assert argv[:3] == ["celery", "-A", "gpudash"] and "worker" in argv, argv
+    found = {}
+    names = {"-Q": "queues", "--queues": "queues", "-c": "concurrency", "--concurrency": "concurrency", "-P": "pool", "--pool": "pool"}
+    tokens = iter(argv)
+    for token in tokens:
+        flag, _, value = token.partition("=")
+        if flag in names:
+            found[names[flag]] = value or next(tokens)
+        elif token[:2] in ("-Q", "-c", "-P") and len(token) > 2:  # -Qpreview, -c2
+            found[names[token[:2]]] = token[2:]
+    queues = set(found["queues"].split(",")) if "queues" in found else None
+    return queues, int(found["concurrency"]) if "concurrency" in found else None, found.get("pool")
+
+
+def test_worker_options_reads_every_spelling():
+    assert _worker_options("celery -A gpudash worker -Q preview,other -c 2 -P prefork") == ({"preview", "other"}, 2, "prefork")
+    assert _worker_options(["celery", "-A", "gpudash", "worker", "--queues=celery", "--concurrency", "16"]) == ({"celery"}, 16, None)
+    assert _worker_options("celery -A gpudash worker -Qpreview -c4") == ({"preview"}, 4, None)
+    assert _worker_options("celery -A gpudash worker --concurrency=16") == (None, 16, None)  # no -Q: Celery's choice
+
+
+def _queue_names():
+    """(the preview queue, the default queue) as the code routes tasks."""
+    from django.conf import settings
+
+    from claims.preview_service import remote
+    from gpudash.celery import app
+
+    preview = settings.CELERY_TASK_ROUTES["claims.tasks.run_preview_job"]["queue"]
+    assert preview == remote.QUEUE
+    default = app.conf.task_default_queue
+    assert default != preview
+    return preview, default
+
+
+def _env(container):
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def _mebibytes(quantity):
+    units = {"Ki": 2**-10, "Mi": 1, "Gi": 2**10}
+    return float(quantity[:-2]) * units[quantity[-2:]]
+
+
+def test_previews_run_in_their_own_deployment(rendered):
+    _, objects = rendered
+    preview_queue, default_queue = _queue_names()
+    deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
+    pods = _pods(objects)
+    preview = pods["gpudash-preview"]["containers"][0]
+    queues, concurrency, pool = _worker_options(preview["command"] + preview.get("args", []))
+    assert queues == {preview_queue} and pool == "prefork" and concurrency >= 1
+    assert deployments["gpudash-preview"]["spec"]["replicas"] >= 2
+    # Probes of a Celery worker: a ping of this pod's own worker over the broker.
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert "inspect ping -d celery@$HOSTNAME" in " ".join(preview[probe]["exec"]["command"]), probe
+    # The general worker runs watchers and periodic jobs, never a preview.
+    worker = pods["gpudash-worker"]["containers"][0]
+    assert _worker_options(worker["command"] + worker.get("args", []))[0] == {default_queue}
+    # Web: several processes and replicas, previews sent to the queue, as many slots as the workers have.
+    web = pods["gpudash-web"]["containers"][0]
+    assert deployments["gpudash-web"]["spec"]["replicas"] >= 2
+    command = web["command"] + web.get("args", [])
+    assert command[:3] == ["python", "manage.py", "serve"] and int(command[command.index("--workers") + 1]) >= 2
+    env = _env(web)
+    assert env["GPUDASH_PREVIEW_BACKEND"] == "celery"
+    assert int(env["GPUDASH_PREVIEW_WORKERS"]) == deployments["gpudash-preview"]["spec"]["replicas"] * concurrency
+    # The inventory lives in the preview pods: they get the memory, the web pods less.
+    limit = {name: _mebibytes(pods[name]["containers"][0]["resources"]["limits"]["memory"]) for name in ("gpudash-web", "gpudash-preview")}
+    assert limit["gpudash-preview"] > limit["gpudash-web"], limit
+
+
+def test_compose_runs_the_same_processes():
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    preview_queue, default_queue = _queue_names()
+    queues, concurrency, pool = _worker_options(services["preview"]["command"])
+    assert queues == {preview_queue} and pool == "prefork"
+    assert {"postgres", "redis"} <= set(services["preview"]["depends_on"])
+    assert _worker_options(services["worker"]["command"])[0] == {default_queue}
+    assert re.search(r"manage\.py serve .*--workers 2\b", services["web"]["command"])
+    env = services["web"]["environment"]
+    assert env["GPUDASH_PREVIEW_BACKEND"] == "celery" and int(env["GPUDASH_PREVIEW_WORKERS"]) == concurrency
+    # Every gpudash service shares the image and the settings (the YAML anchor), the preview one too.
+    assert services["preview"]["image"] == services["web"]["image"] and services["preview"]["environment"] == env
 
 
 def _cluster_roles(objects):
