@@ -12,6 +12,7 @@ from rest_framework.authtoken.models import Token
 from gpudash import roles
 
 from .api_fixtures import client_for, load_fleet, make_user
+from .conftest import runs_previews
 from .serve_fixtures import serve, while_in_flight  # noqa: F401
 
 CLAIM = """apiVersion: resource.k8s.io/v1
@@ -104,17 +105,17 @@ def test_bodies_the_json_parser_cannot_use_are_400s(serve, live):  # noqa: F811
     assert assert_json_error(status, body)["code"] == "parse_error"
 
 
-@pytest.mark.django_db
-@pytest.mark.parametrize("name", list(BAD_YAML))
-def test_the_preview_page_shows_the_same_error(name):
+@runs_previews
+def test_the_preview_page_shows_the_same_error():
+    """Every input above, in one test: each preview goes to a preview worker, which reads committed rows."""
     load_fleet()
     client = Client()
     client.force_login(make_user("olivia", role=roles.OPERATOR))
-    yaml_text, words = BAD_YAML[name]
-    response = client.post("/preview/?cluster=alpha", {"yaml": yaml_text, "namespace": "team-a"})
-    assert response.status_code == 200
-    page = response.content.decode()
-    assert 'id="preview-error"' in page and escape(words) in page, name
+    for name, (yaml_text, words) in BAD_YAML.items():
+        response = client.post("/preview/?cluster=alpha", {"yaml": yaml_text, "namespace": "team-a"})
+        assert response.status_code == 200, name
+        page = response.content.decode()
+        assert 'id="preview-error"' in page and escape(words) in page, name
 
 
 # --- dry_run is a JSON boolean -----------------------------------------------------------------------
@@ -190,7 +191,7 @@ def test_a_scoped_viewer_gets_404_for_claims_of_other_namespaces_existing_or_not
 # --- odd names in the mirror ---------------------------------------------------------------------------
 
 
-@pytest.mark.django_db
+@runs_previews  # the Pending page's checklist asks a preview worker
 def test_a_mirrored_name_with_a_slash_keeps_every_page_working():
     """Kubernetes refuses such names, but a mirror must not 500 for everyone when one slips through."""
     import re

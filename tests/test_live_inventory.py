@@ -434,6 +434,8 @@ def test_start_warm_up_builds_without_a_preview_and_a_preview_during_the_build_w
     forget()
     cluster = Fleet(Cluster.objects.create(name="live-warm"), seed=13).cluster
     monkeypatch.setattr(live_module, "_warm_up_thread", None)
+    # The warm-up in this process, as a preview worker (or the `inline` backend) runs it; /readyz reports it.
+    settings.GPUDASH_PREVIEW_SERVICE = {**settings.GPUDASH_PREVIEW_SERVICE, "BACKEND": "inline"}
     settings.GPUDASH_PREVIEW_WARM_UP = False
     assert start_warm_up() is None  # off: nothing starts
     settings.GPUDASH_PREVIEW_WARM_UP = True
@@ -543,7 +545,7 @@ def test_rows_read_by_the_reader_thread_equal_the_rows_read_kind_by_kind(monkeyp
     assert not [t for t in threading.enumerate() if t.name == "preview-inventory-reader"]
 
 
-def test_preview_says_how_it_got_its_inventory_and_waits_for_another_build_only_until_its_deadline(fleet):
+def test_preview_says_how_it_got_its_inventory_and_waits_for_another_build_only_until_its_deadline(fleet, settings):
     """`summary.inventory` says whether this preview built the inventory, caught it up or found it
     current, and how long that took. A build held by another thread (the start-up warm-up) is waited
     for only until the preview's deadline: then a clear error with a retry hint (API: 503 + Retry-After),
@@ -584,6 +586,9 @@ def test_preview_says_how_it_got_its_inventory_and_waits_for_another_build_only_
 
         api = APIClient()
         api.force_login(User.objects.create_superuser("admin-live", password="x"))
+        # This process's held build, through the API: the `inline` backend runs the preview here (a
+        # preview worker answers the same error for its own build; tests/test_preview_workers.py).
+        settings.GPUDASH_PREVIEW_SERVICE = {**settings.GPUDASH_PREVIEW_SERVICE, "BACKEND": "inline"}
         with override_deadline(0.3):
             response = api.post("/api/v1/preview", {"cluster": cluster.name, "yaml": text}, format="json")
         assert response.status_code == 503, response.content

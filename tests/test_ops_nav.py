@@ -14,6 +14,7 @@ from gpudash import roles
 from inventory import fleet
 from inventory.models import Cluster, Device
 
+from .conftest import runs_previews
 from .fleet_data import load_scenario
 from .ui_fixtures import load_fleet, make_user
 
@@ -107,6 +108,7 @@ def test_operator_outside_the_namespace_cannot_release(client, alpha):
     assert client.get(reverse("claims:claim-detail", args=["alpha", "team-b", "stuck-claim"])).status_code == 404
 
 
+@runs_previews  # the checklist asks a preview worker where the claim could fit
 def test_pending_pods_link_to_their_checklist(client, alpha):
     login(client, "alice", roles.VIEWER)
     pods = client.get(reverse("claims:pod-list")).content.decode()

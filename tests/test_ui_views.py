@@ -10,6 +10,7 @@ from gpudash import roles
 from inventory import fleet
 from inventory.models import Device
 
+from .conftest import runs_previews
 from .ui_fixtures import load_fleet, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
@@ -296,6 +297,7 @@ def test_preview_needs_operator(viewer, alpha):
 TWO_GPU_SPEC = "devices:\n  requests:\n  - name: gpus\n    exactly: {deviceClassName: gpu.nvidia.com, count: 2}\n"
 
 
+@runs_previews
 def test_preview_page_shows_fitting_nodes(client, alpha):
     """The real engine on the hand-made fleet: the page lists the nodes the engine says fit, with the
     devices it chose, and the reasons of the others (tests/test_preview_view.py covers the rest)."""

@@ -35,7 +35,8 @@ KUBECONFIGS = {
 
 
 @pytest.fixture
-def broken_alpha(request, tmp_path, db):
+def broken_alpha(request, tmp_path, transactional_db, in_process_previews):
+    """The fleet in committed rows (the Pending checklist's preview runs in a preview worker)."""
     cluster = load_fleet()
     path = tmp_path / "kubeconfig"
     if KUBECONFIGS[request.param] is not None:
