@@ -1,6 +1,7 @@
 """What every dashboard page shares: login + role, the selected cluster, live regions, connection status."""
 
 import json
+from urllib.parse import urlencode
 
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
@@ -10,6 +11,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.template.context import make_context
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.views.generic import TemplateView
 
 from gpudash import roles
@@ -159,6 +161,14 @@ class DashboardView(LoginRequiredMixin, TemplateView):
     def live_scope(self):
         return {"cluster": self.cluster.id if self.cluster else None, "kind": list(self.live_kinds)}
 
+    def live_url(self):
+        """Where live.js GETs the page's regions: the page's own URL, except for a page that answers a
+        POST (the release confirmation), whose URL takes no GET; its shared regions come from /live/."""
+        if self.request.method == "GET":
+            return ""
+        query = "?" + urlencode({"cluster": self.cluster.name}) if self.cluster else ""
+        return reverse("live-regions") + query
+
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
         ctx.update(
@@ -168,6 +178,7 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             namespace_options=self.namespace_options,  # a callable: only evaluated where rendered
             connections=connections(),
             live_scope=json.dumps(self.live_scope()),
+            live_url=self.live_url(),
             nav=self.nav,
             role=roles.role_of(self.request.user),
             can_operate=roles.can_operate(self.request.user),
@@ -197,4 +208,14 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             if region not in self.regions:
                 raise Http404(f"This page has no region {region!r}.")
             return PageResponse(self.request, self.regions[region], context)
+        return super().render_to_response(context, **response_kwargs)
+
+
+class LiveRegionsView(DashboardView):
+    """Only the regions every page shares (?fragment=conn, ?fragment=navstuck), for pages whose own URL
+    cannot be fetched again with GET."""
+
+    def render_to_response(self, context, **response_kwargs):
+        if self.request.GET.get("fragment") not in SHARED_REGIONS:
+            raise Http404("Ask for ?fragment=conn or ?fragment=navstuck.")
         return super().render_to_response(context, **response_kwargs)
