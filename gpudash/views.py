@@ -23,6 +23,8 @@ SESSION_CLUSTER = "gpudash.cluster"
 SESSION_NAMESPACE = "gpudash.namespace"
 # Regions of base.html every page can refresh: connection status, the navigation's stuck-claims badge.
 SHARED_REGIONS = {"conn": "_connections.html", "navstuck": "_nav_stuck.html"}
+# Query parameters of the page itself (paging, live fragments, the pickers, sorting), not a FilterSet's.
+PAGE_PARAMS = ("page", "per_page", "fragment", "cluster", "ns", "ordering")
 
 
 def active_finding_count(user, cluster=None):
@@ -185,6 +187,19 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             stuck_count=active_finding_count(self.request.user, self.cluster),
         )
         return ctx
+
+    def filter_with(self, filterset_class, queryset, **defaults):
+        """`queryset` through the list's FilterSet (the API's own, so a page's filters work unchanged
+        on its endpoint) with the request's filters, `defaults` where the request has none. Invalid
+        filters list nothing; the FilterSet's errors say why."""
+        params = self.request.GET.copy()
+        for key in PAGE_PARAMS:
+            params.pop(key, None)
+        for key, value in defaults.items():
+            if value and key not in params:
+                params[key] = value
+        filterset = filterset_class(params, queryset=queryset)
+        return (filterset.qs if filterset.is_valid() else queryset.none()), filterset
 
     def paginate(self, items, per_page=100):
         """A page of `items`: ?page=N, and ?per_page=M (1 to 1000) instead of the page's default size."""
