@@ -21,7 +21,7 @@ from inventory.objectpage import crumb, object_page
 from .allocator.gcpause import collector_paused
 from .lookups import claim_keys_q
 from .preview_service import dispatch
-from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim
+from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
 
 STUCK = "stuck"
 CLAIM_STATES = [s for s, _ in ResourceClaim.State.choices] + [STUCK]
@@ -44,6 +44,40 @@ def list_namespace(view):
     if "namespace" in view.request.GET:
         return view.request.GET["namespace"].strip()  # as asked, even if hidden: the scoped queryset then shows nothing
     return view.namespace
+
+
+TEMPLATE_SORT = {"cluster": "cluster__name", "namespace": "namespace", "name": "name", "created": "creation_timestamp"}
+
+
+class TemplateListView(DashboardView):
+    """ResourceClaimTemplates in the user's namespaces, filtered like GET /api/v1/claim-templates/ (the
+    same FilterSet): namespace (the global selector's by default), device class, name."""
+
+    template_name = "claims/template_list.html"
+    regions = {"templates": "claims/_template_table.html"}
+    live_kinds = ("ResourceClaimTemplate",)
+    nav = "templates"
+
+    def live_scope(self):
+        scope = super().live_scope()
+        namespace = list_namespace(self)
+        if namespace and roles.can_see_namespace(self.request.user, namespace):
+            scope["namespace"] = namespace
+        return scope
+
+    def get_context_data(self, **kwargs):
+        from .filtersets import ResourceClaimTemplateFilterSet
+
+        ctx = super().get_context_data(**kwargs)
+        visible = roles.scope_queryset(self.in_cluster(ResourceClaimTemplate.objects.select_related("cluster")), self.request.user)
+        templates, filterset = self.filter_with(ResourceClaimTemplateFilterSet, visible, namespace=self.namespace)
+        sort = tables.sorting(self.request, ResourceClaimTemplate, TEMPLATE_SORT, default=("cluster_id", "namespace", "name"), constant={"cluster": self.one_cluster})
+        ctx.update(self.paginate(sort.apply(templates), 100))
+        for t in ctx["page_obj"].object_list:
+            t.request_names = [r.get("name", "") for r in (((t.raw.get("spec") or {}).get("spec") or {}).get("devices") or {}).get("requests") or []]
+        ctx.update(sorting=sort, filter_errors=filterset.errors,
+                   filters={"namespace": list_namespace(self), **{k: self.request.GET.get(k, "") for k in ("device_class", "name")}})
+        return ctx
 
 
 class ClaimListView(DashboardView):

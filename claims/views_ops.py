@@ -83,6 +83,7 @@ class ReleaseFindingsView(DashboardView):
 
     template_name = "claims/stuck_release.html"
     nav = "stuck"
+    live_kinds = ("Finding",)  # the nav's stuck badge follows the detector while the operator decides
     http_method_names = ["post"]
 
     def post(self, request, *args, **kwargs):

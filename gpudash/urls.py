@@ -5,6 +5,7 @@ from csp.decorators import csp_update
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from gpudash.health import healthz, readyz
+from gpudash.views import LiveRegionsView
 from gpudash.views_sync import SyncStatusView
 from monitoring.metrics import metrics_view
 
@@ -30,5 +31,6 @@ urlpatterns = [
     path("", include("claims.urls_ops")),
     # Fleet history pages (issue 11): a namespace's charts.
     path("", include("monitoring.urls")),
+    path("live/", LiveRegionsView.as_view(), name="live-regions"),  # shared regions for POST-answered pages
     path("sync/", SyncStatusView.as_view(), name="sync-status"),  # who holds which lease (issue 15)
 ]

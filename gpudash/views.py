@@ -1,6 +1,7 @@
 """What every dashboard page shares: login + role, the selected cluster, live regions, connection status."""
 
 import json
+from urllib.parse import urlencode
 
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import BadRequest, PermissionDenied
@@ -12,6 +13,7 @@ from django.template.context import make_context
 from django.template.response import TemplateResponse
 from django.utils.formats import number_format
 from django.utils.translation import gettext
+from django.urls import reverse
 from django.views.generic import TemplateView
 
 from gpudash import roles
@@ -28,6 +30,8 @@ SHARED_REGIONS = {"conn": "_connections.html", "navstuck": "_nav_stuck.html"}
 # and SQLite refuses LIKE patterns over 50,000 bytes ("pattern too complex").
 MAX_SEARCH_LENGTH = 1000
 MAX_PER_PAGE = 1000
+# Query parameters of the page itself (paging, live fragments, the pickers, sorting), not a FilterSet's.
+PAGE_PARAMS = ("page", "per_page", "fragment", "cluster", "ns", "ordering")
 
 
 def active_finding_count(user, cluster=None):
@@ -175,6 +179,14 @@ class DashboardView(LoginRequiredMixin, TemplateView):
     def live_scope(self):
         return {"cluster": self.cluster.id if self.cluster else None, "kind": list(self.live_kinds)}
 
+    def live_url(self):
+        """Where live.js GETs the page's regions: the page's own URL, except for a page that answers a
+        POST (the release confirmation), whose URL takes no GET; its shared regions come from /live/."""
+        if self.request.method == "GET":
+            return ""
+        query = "?" + urlencode({"cluster": self.cluster.name}) if self.cluster else ""
+        return reverse("live-regions") + query
+
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
         ctx.update(self.layout_context())
@@ -189,11 +201,25 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             namespace_options=self.namespace_options,  # a callable: only evaluated where rendered
             connections=connections(),
             live_scope=json.dumps(self.live_scope()),
+            live_url=self.live_url(),
             nav=self.nav,
             role=roles.role_of(self.request.user),
             can_operate=roles.can_operate(self.request.user),
             stuck_count=active_finding_count(self.request.user, self.cluster),
         )
+
+    def filter_with(self, filterset_class, queryset, **defaults):
+        """`queryset` through the list's FilterSet (the API's own, so a page's filters work unchanged
+        on its endpoint) with the request's filters, `defaults` where the request has none. Invalid
+        filters list nothing; the FilterSet's errors say why."""
+        params = self.request.GET.copy()
+        for key in PAGE_PARAMS:
+            params.pop(key, None)
+        for key, value in defaults.items():
+            if value and key not in params:
+                params[key] = value
+        filterset = filterset_class(params, queryset=queryset)
+        return (filterset.qs if filterset.is_valid() else queryset.none()), filterset
 
     def paginate(self, items, per_page=100):
         """A page of `items`: ?page=N, and ?per_page=M (1 to 1000) instead of the page's default size
@@ -229,3 +255,13 @@ def check_search_text(request):
     if len(q) > MAX_SEARCH_LENGTH:
         raise BadRequest(gettext("The search text is %(length)s characters long; search for at most %(max)s characters.")
                          % {"length": number_format(len(q), force_grouping=True), "max": number_format(MAX_SEARCH_LENGTH, force_grouping=True)})
+
+
+class LiveRegionsView(DashboardView):
+    """Only the regions every page shares (?fragment=conn, ?fragment=navstuck), for pages whose own URL
+    cannot be fetched again with GET."""
+
+    def render_to_response(self, context, **response_kwargs):
+        if self.request.GET.get("fragment") not in SHARED_REGIONS:
+            raise Http404("Ask for ?fragment=conn or ?fragment=navstuck.")
+        return super().render_to_response(context, **response_kwargs)

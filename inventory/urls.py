@@ -14,6 +14,7 @@ urlpatterns = [
     path("devices/<slug:cluster>/<str:driver>/<path:pool>/<str:device>/", views.DeviceDetailView.as_view(), name="device-detail"),
     path("classes/", views.DeviceClassListView.as_view(), name="class-list"),
     path("classes/<slug:cluster>/<path:name>/", views_objects.DeviceClassDetailView.as_view(), name="class-detail"),
+    path("slices/", views.SliceListView.as_view(), name="slice-list"),
     path("slices/<slug:cluster>/<path:name>/", views_objects.SliceDetailView.as_view(), name="slice-detail"),
     path("pools/", views.PoolListView.as_view(), name="pool-list"),
     path("search/", views_search.SearchView.as_view(), name="search"),  # the navigation's search box

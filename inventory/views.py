@@ -424,6 +424,31 @@ class DeviceClassListView(DashboardView):
         return ctx
 
 
+SLICE_SORT = {"cluster": "cluster__name", "name": "name", "driver": "driver", "pool": "pool", "generation": "pool_generation",
+              "node": "node_name", "devices": "device_count", "created": "creation_timestamp"}
+
+
+class SliceListView(DashboardView):
+    """ResourceSlices, filtered like GET /api/v1/resource-slices/ (the same FilterSet): driver, pool, node, name."""
+
+    template_name = "inventory/slice_list.html"
+    regions = {"slices": "inventory/_slice_table.html"}
+    live_kinds = ("ResourceSlice",)
+    nav = "slices"
+
+    def get_context_data(self, **kwargs):
+        from .filtersets import ResourceSliceFilterSet
+
+        ctx = super().get_context_data(**kwargs)
+        listed = self.in_cluster(ResourceSlice.objects.select_related("cluster").defer("raw"))
+        slices, filterset = self.filter_with(ResourceSliceFilterSet, listed)
+        sort = tables.sorting(self.request, ResourceSlice, SLICE_SORT, default=("cluster_id", "driver", "pool", "name"), constant={"cluster": self.one_cluster})
+        ctx.update(self.paginate(sort.apply(slices), 200))
+        ctx.update(sorting=sort, filter_errors=filterset.errors, filters={k: self.request.GET.get(k, "") for k in ("driver", "pool", "node", "name")},
+                   drivers=listed.order_by("driver").values_list("driver", flat=True).distinct())
+        return ctx
+
+
 class PoolListView(DashboardView):
     template_name = "inventory/pool_list.html"
     regions = {"pools": "inventory/_pool_table.html"}

@@ -74,6 +74,9 @@ DARK_PAGES = ["/", "/fleet/map/", "/claims/", "/stuck/", "/audit/"]
 EXTRA_PAGES = ["/admin/", "/admin/inventory/cluster/", "/accounts/profile/"]  # not DashboardViews, still ours to keep usable
 
 
+NOT_PAGES = {"live-regions"}  # DashboardViews that serve only live fragments, never a page
+
+
 def _dashboard_routes(resolver=None, prefix=""):
     """(url name, pattern) of every GET route served by a DashboardView, in URLconf order."""
     resolver = resolver or get_resolver()
@@ -83,7 +86,7 @@ def _dashboard_routes(resolver=None, prefix=""):
             yield from _dashboard_routes(p, ns)
         elif isinstance(p, URLPattern):
             view = getattr(p.callback, "view_class", None)
-            if view and issubclass(view, DashboardView) and "get" in view.http_method_names and p.name:
+            if view and issubclass(view, DashboardView) and "get" in view.http_method_names and p.name and p.name not in NOT_PAGES:
                 yield f"{prefix}{p.name}", p
 
 

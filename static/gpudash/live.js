@@ -127,8 +127,9 @@
     return el.getAttribute("aria-label") || heading || el.getAttribute("data-region");
   }
 
+  // A page answering a POST names a GET address for its regions (data-live-url): its own URL takes no GET.
   function regionUrl(name) {
-    var url = new URL(window.location.href);
+    var url = new URL(document.body.getAttribute("data-live-url") || window.location.href, window.location.href);
     url.searchParams.set("fragment", name);
     return url.toString();
   }

@@ -27,6 +27,15 @@
     document.body.classList.toggle("nav-open", open);
   });
 
+  // --- the top bar's height, for the sticky table headers under it (it wraps with the window) ---
+  ready(function () {
+    var bar = document.querySelector(".topbar");
+    if (!bar) return;
+    function measure() { document.documentElement.style.setProperty("--topbar-h", bar.offsetHeight + "px"); }
+    measure();
+    if (window.ResizeObserver) new ResizeObserver(measure).observe(bar);
+  });
+
   // --- busy state on slow actions ---------------------------------------------------------------
   document.addEventListener("submit", function (ev) {
     var form = ev.target;
