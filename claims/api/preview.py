@@ -152,10 +152,11 @@ class PreviewView(APIView):
         # Written while the cyclic collector is still paused, and let go of before it resumes: a 20,000-node
         # answer (60,000+ objects) is then freed at once instead of visited by the young-generation
         # collection that runs when it resumes (10-50 ms), as the preview page does (PreviewReport.settle).
+        timing = {}
         with collector_paused():
             try:
                 result = dispatch.request_preview(
-                    data["cluster"], user_key=request.user.pk, client_gone=getattr(request, "client_gone", None),
+                    data["cluster"], user_key=request.user.pk, client_gone=getattr(request, "client_gone", None), timing=timing,
                     yaml_text=data.get("yaml"), claim=claim, namespace=data["namespace"], with_headroom=data["headroom"],
                     visible_namespaces=visible, tolerations=data.get("tolerations"), node_selector=data.get("nodeSelector"),
                     node_filters=data["nodeFilters"],
@@ -181,8 +182,12 @@ class PreviewView(APIView):
             if written is not None:
                 del answer
         if written is not None:
-            return HttpResponse(written, content_type=request.accepted_renderer.media_type)
-        return AcyclicResponse(answer)
+            response = HttpResponse(written, content_type=request.accepted_renderer.media_type)
+        else:
+            response = AcyclicResponse(answer)
+        if timing:
+            response["Server-Timing"] = server_timing(timing)
+        return response
 
     def _json_now(self, request, data):
         """`data` as the API's JSON renderer writes it, when that is what the request negotiated (not
@@ -211,6 +216,17 @@ class AcyclicResponse(Response):
         finally:
             if self.renderer_context:
                 self.renderer_context.pop("response", None)
+
+
+def server_timing(timing):
+    """The Server-Timing header of a preview a worker answered (dispatch.request_preview's `timing`), in ms:
+    `queue` what the trip through the preview workers added to the worker's own run (wall - run: waiting
+    for a free worker, the hand-over and the answer's way back), `run`, `wait` (until a worker started
+    it) and `idle` (how long that worker had been free before, when known)."""
+    parts = [("queue", timing["wall"] - timing["run"]), ("run", timing["run"]), ("wait", timing["wait"])]
+    if timing.get("idle") is not None:
+        parts.append(("idle", timing["idle"]))
+    return ", ".join(f"{name};dur={seconds * 1000:.1f}" for name, seconds in parts)
 
 
 def _field_of(message, data):

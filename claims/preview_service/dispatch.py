@@ -80,10 +80,14 @@ def _admission_control():
         return _admission
 
 
-def request_preview(cluster, *, user_key, client_gone=None, claim=None, visible_namespaces=None, **keywords):
+def request_preview(cluster, *, user_key, client_gone=None, claim=None, visible_namespaces=None, timing=None, **keywords):
     """claims.preview.run_preview(cluster, claim=..., visible_namespaces=..., **keywords), run by a preview
     worker. `user_key`: who asks (admission counts per user); `client_gone`: a threading.Event set when
-    the client disconnects (gpudash.middleware.ClientGoneMiddleware), which cancels the job."""
+    the client disconnects (gpudash.middleware.ClientGoneMiddleware), which cancels the job. `timing`:
+    a dict that, once a worker has answered, holds seconds: "wall" (queued until the answer is back
+    here), "run" (the worker running the job), "wait" (queued until a worker started it: waiting for a
+    free worker plus the pick-up; wall clocks of two processes), "idle" (how long that worker had been
+    free before it started it; None for its first job)."""
     name = backend()
     if name == "inline":
         from claims.preview import run_preview
@@ -97,7 +101,7 @@ def request_preview(cluster, *, user_key, client_gone=None, claim=None, visible_
     wait = seconds + cfg["GRACE"]
     control = _admission_control()
     ticket = control.acquire(str(user_key), hold_seconds=wait + cfg["GRACE"])
-    started = time.monotonic()
+    started, queued = time.monotonic(), time.time()
     try:
         if name == "local":
             answer = local_pool().run(job, wait, client_gone)
@@ -107,7 +111,11 @@ def request_preview(cluster, *, user_key, client_gone=None, claim=None, visible_
             answer = remote.run(job, wait, client_gone)
     finally:
         control.release(ticket)
-    admission_module.durations.add(time.monotonic() - started)
+    wall = time.monotonic() - started
+    admission_module.durations.add(wall)
+    worker_side = answer.pop("timing", None)
+    if timing is not None and worker_side is not None:
+        timing.update(wall=wall, run=worker_side["run"], wait=max(0.0, worker_side["started"] - queued), idle=worker_side["idle"])
     return answer_or_raise(answer)
 
 

@@ -52,7 +52,7 @@ def worker_main(conn, database_name, warm_up):
     django.setup()
     from claims.allocator.deadline import Deadline
     from claims.live_inventory import warm_up as warm_inventories
-    from claims.preview_service.jobs import encode_answer, execute
+    from claims.preview_service.jobs import answer_sent, encode_answer, timed_execute
 
     jobs = queue.Queue()
     current = {"id": None, "deadline": None}
@@ -91,13 +91,14 @@ def worker_main(conn, database_name, warm_up):
             deadline = Deadline(job.get("deadline") or settings.GPUDASH_ENGINE_LIMITS["PREVIEW_DEADLINE"] or None)
             current.update(id=job_id, deadline=deadline)
         try:
-            answer = execute(job, deadline)
+            answer = timed_execute(job, deadline)
         except Exception as exc:  # a bug, not bad input: logged here, answered as an engine error
             log.exception("preview job %s failed", job_id)
             answer = {"error": "engine", "message": f"the preview failed ({type(exc).__name__}); the failure was logged"}
         with lock:
             current.update(id=None, deadline=None)
         conn.send(("answer", job_id, encode_answer(answer)))
+        answer_sent()
 
 
 class _Worker:

@@ -80,7 +80,7 @@ def execute_job(job_id, job, give_up_at):
     """The Celery task's body, in a preview worker: run the job unless it was cancelled or is too old,
     with a heartbeat, and push the answer for the waiting web process."""
     from claims.allocator.deadline import Deadline
-    from claims.preview_service.jobs import execute
+    from claims.preview_service.jobs import answer_sent, timed_execute
 
     r = client()
     if r.exists(_key(job_id, "cancel")) or time.time() > give_up_at:
@@ -104,12 +104,13 @@ def execute_job(job_id, job, give_up_at):
     beat_thread = threading.Thread(target=beat, name=f"preview-beat-{job_id[:8]}", daemon=True)
     beat_thread.start()
     try:
-        answer = execute(job, deadline)
+        answer = timed_execute(job, deadline)
     finally:
         done.set()
         beat_thread.join()
     answer_key = _key(job_id, "answer")
     r.pipeline().rpush(answer_key, encode_answer(answer)).expire(answer_key, 60).delete(beat_key, f"{PREFIX}s:running:{job_id}").execute()
+    answer_sent()
     return "answered"
 
 
