@@ -1,14 +1,18 @@
 """Load on the web tier while previews run in preview workers (issue 31): /healthz, pages, API and previews at once.
 
     .venv/bin/python bench/bench_load.py [--mode production|embedded] [--seconds 60] [--clients 20] [--previews 4]
-                                         [--nodes 5000] [--claims 20000] [--reload] [--port 8765]
+                                         [--quiet-previews 4] [--embedded-db sqlite|postgres] [--nodes 5000]
+                                         [--claims 20000] [--reload] [--port 8765] [--load-only]
 
-production: PostgreSQL, Redis (REDIS_URL, default database 14), `manage.py serve --workers 2` and one
+production: PostgreSQL, Redis (BENCH_REDIS_URL, default redis://127.0.0.1:6379/14; flushed at start),
+`manage.py serve --workers 2` and one
 `celery -A gpudash worker -Q preview -c 2 -P prefork` (two preview worker processes).
 embedded: no REDIS_URL, `manage.py serve` with its local pool of GPUDASH_PREVIEW_WORKERS (2) processes,
 on a SQLite file (BENCH_SQLITE, default /tmp/gpudash_bench_load.sqlite3) holding the same fleet;
 --embedded-db postgres runs the embedded mode on PostgreSQL instead. Both servers run with
---no-watchers: the bench cluster has no API server to watch.
+--no-watchers: the bench cluster has no API server to watch. DB_CONN_MAX_AGE is left at 0 (the
+default): persistent connections under ASGI are kept per request thread and ran a shared PostgreSQL
+(max_connections 100) out of connections within seconds. Server logs go to --logs (/tmp/bench_load_logs).
 
 The fleet is bench_api.py's 5,000-node fleet (loaded by its loader when the database lacks it;
 BENCH_DATABASE_URL, default a `gpudash_bench_load` database). Users are made here, one operator per
@@ -31,7 +35,9 @@ listed; 429 is expected for previews past admission), the preview's Server-Timin
 into waiting until a worker started it and the rest; the pick-up when a worker was free, estimated per
 preview as min(wait, the worker's idle time before it); then a second, quiet phase (--quiet-previews,
 one preview at a time, nothing else running) for the queue's cost with idle workers. Also the CPU seconds
-each group of processes used during the measured window, and the load average. Figures are printed, not
+each group of processes used during the measured window (processes replaced meanwhile included), the
+load clients' and the rest of the machine's, how busy other users kept the machine in 5 s before the
+window, and the load average. Figures are printed, not
 asserted.
 """
 
@@ -575,6 +581,15 @@ def main():
             groups = {"web": lambda: [web], "preview workers": lambda: [p for p in process_tree(web) if p != web]}
         else:
             groups = {name: (lambda pid=proc.pid: process_tree(pid)) for name, proc in procs.items()}
+        # What the rest of the machine (other users) keeps busy over 5 s with no load on this bench's
+        # servers (their own CPU, e.g. a preview worker still warming up, taken out).
+        a, ours = total_cpu(), CpuSampler(groups)
+        time.sleep(5)
+        b, ours = total_cpu(), sum(ours.finish().values())
+        tick = os.sysconf("SC_CLK_TCK")
+        background = max(0.0, ((b[0] - a[0]) - (b[1] - a[1])) / tick - ours) / max(1e-9, (b[0] - a[0]) / tick)
+        print(f"before the window, no load: other users kept the machine {background:.0%} busy, this bench's servers used "
+              f"{ours:.1f} CPU s in 5 s; load average {load_average()}")
         sampler = CpuSampler(groups)
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         children_before = usage.ru_utime + usage.ru_stime  # the warm-up's client process, reaped
@@ -598,7 +613,8 @@ def main():
         elapsed = (machine_after[0] - machine_before[0]) / tick / os.cpu_count()
         print(f"\nCPU seconds from the clients' start to the last answer ({elapsed:.0f} s x {os.cpu_count()} CPUs; the machine was {share:.0%} busy, "
               f"{busy:.1f} CPU s): " + ", ".join(f"{k} {v:.1f}" for k, v in used.items())
-              + f", the load clients {clients:.1f}, everything else (PostgreSQL, Redis, other users of the machine) {busy - ours - clients:.1f}")
+              + f", the load clients {clients:.1f}, everything else (PostgreSQL, Redis, other users of the machine) {busy - ours - clients:.1f}"
+              + f" (other users alone, at the rate measured before the window: ~{background * elapsed * os.cpu_count():.0f})")
         print("preview answers per status: " + "; ".join(
             f"{label}: " + ", ".join(f"{st} x{n}" for st, n in sorted(count_by(results["previews"], label).items(), key=str))
             for label, _, _ in PREVIEWS))
