@@ -167,8 +167,11 @@ def healthz_seconds(server, probes=10):
 def test_a_preview_is_answered_by_a_worker_as_the_engine_answers_it(server, tokens):
     from claims.preview import run_preview
 
-    status, _, body = preview(server, tokens["ann"], ONE)
+    status, headers, body = preview(server, tokens["ann"], ONE)
     assert status == 200, body
+    # How long the trip through the workers took beside the worker's own run, in ms (Server-Timing).
+    timing = dict(part.split(";dur=") for part in headers["Server-Timing"].split(", "))
+    assert {"queue", "run", "wait"} <= set(timing) and all(float(v) >= 0 for v in timing.values())
     here = run_preview(Cluster.objects.get(name="endless"), yaml_text=ONE, namespace="team-a", node_filters=False)
     assert [(n["node"], n["fits"], n["reason"]) for n in body["result"]["nodes"]] == [(n["node"], n["fits"], n["reason"]) for n in here["nodes"]]
     assert body["result"]["summary"]["fits"] == 2
@@ -265,3 +268,24 @@ def test_healthz_stays_fast_while_a_heavy_preview_runs(server, tokens):
     assert outcome == {"timed_out": True}
     # The client gave up after 5 s (a timeout): the server sees it leave and frees the worker.
     wait_until(lambda: running_jobs(server, tokens["root"]) == [], 20, "the abandoned preview to free its worker")
+
+
+@pytest.mark.parametrize("answer, error, words", [
+    ({"error": "out_of_scope", "message": "x", "namespace": "team-b"}, "OutOfScope", "namespace team-b is outside your scope"),
+    ({"error": "inventory_building", "message": "still being built", "retry_after": 7}, "InventoryNotReady", "still being built"),
+    ({"error": "engine", "message": "the engine failed"}, "EngineFailure", "the engine failed"),
+    ({"error": "invalid", "message": "YAML: malformed"}, "PreviewError", "YAML: malformed"),
+])
+def test_a_workers_error_is_raised_here_as_run_preview_raises_it(answer, error, words):
+    """Errors cross as codes and become the same exceptions (and HTTP answers) as an in-process run."""
+    from claims import preview
+    from claims.preview_service.jobs import answer_or_raise, decode_answer, encode_answer, is_result
+
+    data = encode_answer(answer)
+    assert not is_result(data)
+    with pytest.raises((preview.PreviewError, preview.OutOfScope)) as caught:
+        answer_or_raise(decode_answer(data))
+    assert type(caught.value).__name__ == error and words in str(caught.value)
+    if error == "InventoryNotReady":
+        assert caught.value.retry_after == 7
+    assert is_result(encode_answer({"result": {"nodes": []}}))

@@ -137,9 +137,10 @@ class PreviewView(APIView):
             claim = ResourceClaim.objects.filter(cluster=data["cluster"], namespace=data["namespace"], name=data["claim"]).first()
             if claim is None:
                 raise ValidationError({"claim": [f"No claim {data['namespace']}/{data['claim']} in cluster {data['cluster'].name}."]})
+        timing = {}
         try:
             answer = dispatch.submit(
-                data["cluster"], user_key=request.user.pk, client_gone=getattr(request, "client_gone", None),
+                data["cluster"], user_key=request.user.pk, client_gone=getattr(request, "client_gone", None), timing=timing,
                 yaml_text=data.get("yaml"), claim=claim, namespace=data["namespace"], with_headroom=data["headroom"],
                 visible_namespaces=visible, tolerations=data.get("tolerations"), node_selector=data.get("nodeSelector"),
                 node_filters=data["nodeFilters"],
@@ -152,7 +153,7 @@ class PreviewView(APIView):
             raise ClientClosedRequest() from exc
         if dispatch.is_result(answer) and self._plain_json(request):
             # The worker wrote it with this renderer: the body as it is, never parsed in the web process.
-            return HttpResponse(answer, content_type=request.accepted_renderer.media_type)
+            return self._timed(HttpResponse(answer, content_type=request.accepted_renderer.media_type), timing)
         # Pretty or browsable output, or an error: read here while the cyclic collector is paused, and let
         # go of before it resumes, so a fleet-wide answer is freed at once instead of visited by a
         # young-generation collection (as the preview page does, PreviewReport.settle).
@@ -171,7 +172,13 @@ class PreviewView(APIView):
             del answer
             answer = {"result": result}
             del result
-        return AcyclicResponse(answer)
+        return self._timed(AcyclicResponse(answer), timing)
+
+    @staticmethod
+    def _timed(response, timing):
+        if timing:
+            response["Server-Timing"] = server_timing(timing)
+        return response
 
     def _plain_json(self, request):
         """Whether the request negotiated the API's compact JSON (not the browsable API, not indented):
@@ -197,6 +204,17 @@ class AcyclicResponse(Response):
         finally:
             if self.renderer_context:
                 self.renderer_context.pop("response", None)
+
+
+def server_timing(timing):
+    """The Server-Timing header of a preview a worker answered (dispatch.submit's `timing`), in ms:
+    `queue` what the trip through the preview workers added to the worker's own run (wall - run: waiting
+    for a free worker, the hand-over and the answer's way back), `run`, `wait` (until a worker started
+    it) and `idle` (how long that worker had been free before, when known)."""
+    parts = [("queue", timing["wall"] - timing["run"]), ("run", timing["run"]), ("wait", timing["wait"])]
+    if timing.get("idle") is not None:
+        parts.append(("idle", timing["idle"]))
+    return ", ".join(f"{name};dur={seconds * 1000:.1f}" for name, seconds in parts)
 
 
 def _field_of(message, data):

@@ -91,11 +91,14 @@ def result_of(answer):
     return answer_or_raise(decode_answer(answer))
 
 
-def submit(cluster, *, user_key, client_gone=None, claim=None, visible_namespaces=None, **keywords):
+def submit(cluster, *, user_key, client_gone=None, timing=None, claim=None, visible_namespaces=None, **keywords):
     """Hand run_preview(cluster, claim=..., visible_namespaces=..., **keywords) to a preview worker and
     wait for its answer (bytes; result_of reads it). `user_key`: who asks (admission counts per user);
     `client_gone`: a threading.Event set when the client disconnects
-    (gpudash.middleware.ClientGoneMiddleware), which cancels the job."""
+    (gpudash.middleware.ClientGoneMiddleware), which cancels the job. `timing`: a dict that, once a
+    worker has answered, holds seconds: "wall" (queued until the answer is back here), "run" (the
+    worker's own run), "wait" (queued until a worker started it) and "idle" (how long that worker had
+    been free before; None for its first job)."""
     name = backend()
     if name == "inline":
         from claims.preview_service.jobs import execute
@@ -103,24 +106,30 @@ def submit(cluster, *, user_key, client_gone=None, claim=None, visible_namespace
         job = make_job(cluster, claim=claim, visible_namespaces=visible_namespaces, **keywords)
         return encode_answer(execute(job, job.get("deadline")))
     cfg = limits()
-    # The deadline travels with the job: the worker keeps to what this process's settings say.
+    # The deadline travels with the job and counts from now: the worker keeps to what this process's
+    # settings say, and time spent waiting for a free worker comes out of it (jobs.job_deadline).
     seconds = keywords.pop("deadline", None) or settings.GPUDASH_ENGINE_LIMITS["PREVIEW_DEADLINE"] or 60.0
+    queued_at = time.time()
     job = make_job(cluster, claim=claim, visible_namespaces=visible_namespaces, deadline=seconds, **keywords)
-    # Headroom shares the preview's deadline; the rest of the grace covers an inventory catch-up.
+    job["deadline_at"] = queued_at + seconds
+    # The grace covers what runs outside the engine's deadline checks: an inventory catch-up, writing the answer.
     wait = seconds + cfg["GRACE"]
     control = _admission_control()
     ticket = control.acquire(str(user_key), hold_seconds=wait + cfg["GRACE"])
     started = time.monotonic()
     try:
         if name == "local":
-            answer = local_pool().run(job, wait, client_gone)
+            answer, worker_side = local_pool().run(job, wait, client_gone)
         else:
             from claims.preview_service import remote
 
-            answer = remote.run(job, wait, client_gone)
+            answer, worker_side = remote.run(job, wait, client_gone)
     finally:
         control.release(ticket)
-    admission_module.durations.add(time.monotonic() - started)
+    wall = time.monotonic() - started
+    admission_module.durations.add(wall)
+    if timing is not None and worker_side is not None:
+        timing.update(wall=wall, run=worker_side["run"], wait=max(0.0, worker_side["started"] - queued_at), idle=worker_side["idle"])
     return answer
 
 

@@ -9,6 +9,11 @@ inside the functions: a worker process imports this module before it sets Django
 """
 
 
+import logging
+import time
+
+log = logging.getLogger(__name__)
+
 # Keywords of claims.preview.run_preview that a job carries as they are (all JSON-ready).
 PLAIN_KEYWORDS = ("yaml_text", "namespace", "with_headroom", "reason_codes", "pod", "tolerations", "node_selector",
                   "node_filters", "deadline")
@@ -56,6 +61,42 @@ def execute(job, deadline):
     except PreviewError as exc:
         return {"error": "invalid", "message": str(exc)}
     return {"result": result}
+
+
+_last_done = None  # when this worker process last sent an answer (time.monotonic), for "idle"
+
+
+def job_deadline(job):
+    """The engine's Deadline for `job`: its `deadline` seconds, counted from when the web process queued
+    it (`deadline_at`, epoch seconds), so time spent waiting for a worker is not granted twice and the
+    web process's wait (deadline + grace) always outlasts the worker's run."""
+    from django.conf import settings
+
+    from claims.allocator.deadline import Deadline
+
+    deadline = Deadline(job.get("deadline") or settings.GPUDASH_ENGINE_LIMITS["PREVIEW_DEADLINE"] or None)
+    if job.get("deadline_at") is not None and deadline.at is not None:
+        deadline.at = time.monotonic() + max(0.0, job["deadline_at"] - time.time())
+    return deadline
+
+
+def run_job(job, deadline):
+    """A worker's whole turn on `job`: (answer bytes, timing). A bug in the engine is logged and
+    answered as an engine error, never left without an answer. Timing: when the job started (epoch
+    seconds, to compare with `queued_at`), how long it ran, and how long this worker had been idle
+    before (None for its first job); dispatch.submit turns it into the API's Server-Timing."""
+    global _last_done
+    started, began = time.time(), time.monotonic()
+    try:
+        answer = execute(job, deadline)
+    except Exception as exc:
+        log.exception("preview job failed")
+        answer = {"error": "engine", "message": f"the preview failed ({type(exc).__name__}); the failure was logged"}
+    data = encode_answer(answer)
+    done = time.monotonic()
+    timing = {"started": started, "run": done - began, "idle": None if _last_done is None else began - _last_done}
+    _last_done = done
+    return data, timing
 
 
 def answer_or_raise(answer):

@@ -49,9 +49,8 @@ def worker_main(conn, database_name, warm_up):
     import django
 
     django.setup()
-    from claims.allocator.deadline import Deadline
     from claims.live_inventory import warm_up as warm_inventories
-    from claims.preview_service.jobs import encode_answer, execute
+    from claims.preview_service.jobs import job_deadline, run_job
 
     jobs = queue.Queue()
     current = {"id": None, "deadline": None}
@@ -87,16 +86,12 @@ def worker_main(conn, database_name, warm_up):
             if job_id in cancelled:
                 cancelled.discard(job_id)
                 continue
-            deadline = Deadline(job.get("deadline") or settings.GPUDASH_ENGINE_LIMITS["PREVIEW_DEADLINE"] or None)
+            deadline = job_deadline(job)
             current.update(id=job_id, deadline=deadline)
-        try:
-            answer = execute(job, deadline)
-        except Exception as exc:  # a bug, not bad input: logged here, answered as an engine error
-            log.exception("preview job %s failed", job_id)
-            answer = {"error": "engine", "message": f"the preview failed ({type(exc).__name__}); the failure was logged"}
+        answer = run_job(job, deadline)
         with lock:
             current.update(id=None, deadline=None)
-        conn.send(("answer", job_id, encode_answer(answer)))
+        conn.send(("answer", job_id, answer))
 
 
 class _Worker:
@@ -145,7 +140,7 @@ class LocalPool:
         return _Worker(self._context, self._database_name, self._warm_up)
 
     def run(self, job, wait_seconds, client_gone=None):
-        """The answer of `job` (bytes, jobs.encode_answer). Waits for a free worker at most `wait_seconds` in all;
+        """(answer bytes, worker timing) of `job` (jobs.run_job). Waits for a free worker at most `wait_seconds` in all;
         PreviewCancelled when `client_gone` (a threading.Event) is set first, PreviewWorkerLost when the
         worker dies or does not answer in time."""
         until = time.monotonic() + wait_seconds
@@ -164,11 +159,13 @@ class LocalPool:
             while True:
                 ready = wait_for_any([worker.conn, worker.process.sentinel], POLL)
                 if worker.conn in ready:
-                    answer = self._receive(worker, job_id)
-                    if answer is not None:
-                        return answer
-                    continue
-                if ready or not worker.alive():
+                    message = self._read(worker)
+                    if message is not None:
+                        answer = self._note(worker, message, job_id)
+                        if answer is not None:
+                            return answer
+                        continue
+                if ready or not worker.alive():  # its pipe closed, or the process ended
                     keep_worker = False
                     raise PreviewWorkerLost(f"the preview worker (pid {worker.pid}) died while running this preview; "
                                             "it is being restarted: ask again")
@@ -185,12 +182,18 @@ class LocalPool:
                 self._replace(index)
             self._idle.put(index)
 
-    def _receive(self, worker, job_id):
-        """The answer of `job_id` if that is what arrived; other messages are bookkeeping."""
+    @staticmethod
+    def _read(worker):
+        """The next message from `worker`, or None when its pipe is closed (the process died)."""
         try:
-            kind, message_id, payload = worker.conn.recv()
+            return worker.conn.recv()
         except (EOFError, OSError):
-            return None  # the sentinel says the rest on the next turn
+            return None
+
+    @staticmethod
+    def _note(worker, message, job_id):
+        """The answer of `job_id` if that is what `message` is; other messages are bookkeeping."""
+        kind, message_id, payload = message
         if kind == "ready":
             worker.ready = True
         elif kind == "warm":
@@ -233,8 +236,11 @@ class LocalPool:
             return
         try:
             while worker.conn.poll(0):
-                self._receive(worker, None)
-        except (EOFError, OSError):
+                message = self._read(worker)
+                if message is None:
+                    break
+                self._note(worker, message, None)
+        except OSError:
             pass
         finally:
             worker.recv_lock.release()

@@ -21,7 +21,6 @@ import redis
 from django.conf import settings
 
 from claims.preview_service.config import limits
-from claims.preview_service.jobs import encode_answer
 from claims.preview_service.local_pool import PreviewCancelled, PreviewWorkerLost
 
 PREFIX = "gpudash:preview:job"
@@ -58,7 +57,7 @@ def run(job, wait_seconds, client_gone=None):
         while True:
             got = r.blpop([_key(job_id, "answer")], timeout=POLL)
             if got is not None:
-                return got[1]
+                return got[1], _timing(r, job_id)
             if client_gone is not None and client_gone.is_set():
                 raise PreviewCancelled()
             if r.exists(_key(job_id, "beat")):
@@ -66,7 +65,7 @@ def run(job, wait_seconds, client_gone=None):
             elif started:
                 late = r.lpop(_key(job_id, "answer"))  # it may have answered just as its heartbeat ended
                 if late is not None:
-                    return late
+                    return late, _timing(r, job_id)
                 raise PreviewWorkerLost(f"the preview worker running this preview stopped (no heartbeat for {cfg['LOST_AFTER']:g} s); ask again")
             if time.monotonic() > until:
                 raise PreviewWorkerLost("no preview worker answered in time" if started else
@@ -76,11 +75,15 @@ def run(job, wait_seconds, client_gone=None):
         raise
 
 
+def _timing(r, job_id):
+    value = r.get(_key(job_id, "timing"))
+    return None if value is None else orjson.loads(value)
+
+
 def execute_job(job_id, job, give_up_at):
     """The Celery task's body, in a preview worker: run the job unless it was cancelled or is too old,
     with a heartbeat, and push the answer for the waiting web process."""
-    from claims.allocator.deadline import Deadline
-    from claims.preview_service.jobs import execute
+    from claims.preview_service.jobs import job_deadline, run_job
 
     r = client()
     if r.exists(_key(job_id, "cancel")) or time.time() > give_up_at:
@@ -88,7 +91,7 @@ def execute_job(job_id, job, give_up_at):
     lost_after = limits()["LOST_AFTER"]
     beat_key, cancel_key = _key(job_id, "beat"), _key(job_id, "cancel")
     me = f"{socket.gethostname()}:{os.getpid()}"
-    deadline = Deadline(job.get("deadline") or settings.GPUDASH_ENGINE_LIMITS["PREVIEW_DEADLINE"] or None)
+    deadline = job_deadline(job)
     done = threading.Event()
 
     def beat():
@@ -104,12 +107,14 @@ def execute_job(job_id, job, give_up_at):
     beat_thread = threading.Thread(target=beat, name=f"preview-beat-{job_id[:8]}", daemon=True)
     beat_thread.start()
     try:
-        answer = execute(job, deadline)
+        answer, timing = run_job(job, deadline)
     finally:
         done.set()
         beat_thread.join()
     answer_key = _key(job_id, "answer")
-    r.pipeline().rpush(answer_key, encode_answer(answer)).expire(answer_key, 60).delete(beat_key, f"{PREFIX}s:running:{job_id}").execute()
+    # The timing first: the web process reads it once the answer is there.
+    (r.pipeline().set(_key(job_id, "timing"), orjson.dumps(timing), ex=60).rpush(answer_key, answer).expire(answer_key, 60)
+     .delete(beat_key, f"{PREFIX}s:running:{job_id}").execute())
     return "answered"
 
 
