@@ -336,7 +336,7 @@ def test_a_written_preview_leaves_no_answer_for_the_cyclic_collector(client, wid
     """Template contexts (PageResponse) and DRF responses keep reference cycles once written; a
     fleet-wide answer inside one waited for a collection of the older generations (100-240 ms at
     20,000 nodes). Written through Django's handler, the page's answer is freed with its response,
-    the API's once its JSON is written (in the view; AcyclicResponse for DRF's other renderers)."""
+    the API's at once (the worker's JSON passed through; AcyclicResponse for DRF's other renderers)."""
     from django.conf import settings
     from django.test import RequestFactory
     from rest_framework.authtoken.models import Token
@@ -370,7 +370,7 @@ def test_a_written_preview_leaves_no_answer_for_the_cyclic_collector(client, wid
     from claims.views import PreviewView
 
     monkeypatch.setattr(PreviewView, "response_class", TemplateResponse)
-    monkeypatch.setattr(api_preview.PreviewView, "_json_now", lambda self, request, data: None)  # DRF renders it
+    monkeypatch.setattr(api_preview.PreviewView, "_plain_json", lambda self, request: False)  # DRF renders it
     monkeypatch.setattr(api_preview, "AcyclicResponse", api_preview.Response)
     for make_request in (page, api):
         status, garbage = _garbage_after(make_request)
@@ -378,8 +378,8 @@ def test_a_written_preview_leaves_no_answer_for_the_cyclic_collector(client, wid
 
 
 def test_api_answer_is_the_same_written_in_the_view_or_by_drf(wide):
-    """The preview API writes its JSON in the view (PreviewView._json_now); pretty-printed and
-    browsable-API requests go through DRF's renderers: the same answer either way."""
+    """The preview API passes the worker's JSON through as it is (PreviewView._plain_json); pretty-printed
+    and browsable-API requests are read and go through DRF's renderers: the same answer either way."""
     import json
 
     api = APIClient()
