@@ -2,8 +2,11 @@
 
 Only objects the churn created itself (label gpudash.io/churn=true) are released or deleted,
 so the scenario's deliberate problem cases stay in place. Every allocation names a free device
-that the node publishes (whole devices that consume no shared counters), so the cluster stays
-consistent the way a scheduler would keep it.
+that the node publishes (whole devices that consume no shared counters) on a node the scheduler's
+filters let the pod onto (devcluster/scheduler.py: cordons, taints, allocatable), so the cluster stays
+consistent the way a scheduler would keep it. A pod no node takes is marked Unschedulable with the
+scheduler's message, and the backlog of such pods is bounded (the oldest job is cancelled), so the
+demo's Pending and stuck counts stay level however long it runs.
 """
 
 import logging
@@ -11,12 +14,14 @@ import random
 import threading
 
 from . import builders as b
+from .scheduler import feasible
 from .store import ApiError, now_rfc3339
 
 log = logging.getLogger(__name__)
 
 CHURN_LABEL = "gpudash.io/churn"
 CHURN_NAMESPACE = "churn-demo"
+MAX_PENDING = 4  # churn jobs left waiting at once; a new one cancels the oldest beyond that
 
 
 class Churn:
@@ -27,7 +32,7 @@ class Churn:
         self.namespace = namespace
         self.driver_outage_ticks = driver_outage_ticks
         self.counts = {"created": 0, "allocated": 0, "released": 0, "driver_removed": 0, "driver_restored": 0,
-                       "errors": 0}
+                       "unschedulable": 0, "cancelled": 0, "errors": 0}
         self._stop = threading.Event()
         self._thread = None
         self._pending = []  # (ns, claim name, pod name)
@@ -102,15 +107,18 @@ class Churn:
         self.store.create("resourceclaims", claim)
         self.store.patch("pods", self.namespace, name, {"status": {"resourceClaimStatuses": [
             {"name": "gpu", "resourceClaimName": claim_name}]}}, "application/merge-patch+json", "status")
-        self._pending.append((self.namespace, claim_name, name))
         self.counts["created"] += 1
+        self._allocate((self.namespace, claim_name, name))
+        while len(self._pending) > MAX_PENDING:
+            self._cancel(self._pending.pop(0))
 
     def _free_devices(self):
+        """{node: [device keys]} of the whole, untainted GPUs no claim holds."""
         taken = set()
         for claim in self.store.list("resourceclaims", copy=False):
             for r in ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", []):
                 taken.add((r.get("driver"), r.get("pool"), r.get("device")))
-        free = []
+        free = {}
         for s in self.store.list("resourceslices", copy=False):
             spec = s["spec"]
             if spec.get("driver") != b.GPU_DRIVER or not spec.get("nodeName"):
@@ -122,17 +130,22 @@ class Churn:
                     continue
                 key = (spec["driver"], spec["pool"]["name"], dev["name"])
                 if key not in taken:
-                    free.append((spec["nodeName"], key))
+                    free.setdefault(spec["nodeName"], []).append(key)
         return free
 
     def _allocate(self, item):
+        """Schedule one pending job: bind it where the scheduler's filters allow, or leave it Pending
+        with the scheduler's reason and message."""
         ns, claim_name, pod_name = item
-        free = self._free_devices()
-        if not free:
+        pod = self.store.get("pods", ns, pod_name)
+        fits, message = feasible(self.store.list("nodes", copy=False), self.store.list("pods", copy=False),
+                                 pod, self._free_devices())
+        if not fits:
+            self._mark_unschedulable(pod, message)
             self._pending.append(item)
             return
-        node, (driver, pool, device) = self.rng.choice(free)
-        pod = self.store.get("pods", ns, pod_name)
+        node = self.rng.choice(sorted(fits))
+        driver, pool, device = self.rng.choice(fits[node])
         self.store.patch("resourceclaims", ns, claim_name,
                          {"metadata": {"finalizers": [b.DELETE_PROTECTION]}},
                          "application/strategic-merge-patch+json")
@@ -148,6 +161,20 @@ class Churn:
             "application/merge-patch+json", "status")
         self._running.append(item)
         self.counts["allocated"] += 1
+
+    def _mark_unschedulable(self, pod, message):
+        meta = pod["metadata"]
+        self.store.patch("pods", meta["namespace"], meta["name"], {"status": {"conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+             "lastTransitionTime": now_rfc3339()}]}}, "application/merge-patch+json", "status")
+        self.counts["unschedulable"] += 1
+
+    def _cancel(self, item):
+        """The owner gave up on a job that never started: pod and (unallocated) claim go."""
+        ns, claim_name, pod_name = item
+        self.store.delete("resourceclaims", ns, claim_name)
+        self.store.delete("pods", ns, pod_name)
+        self.counts["cancelled"] += 1
 
     def _release(self, item):
         ns, claim_name, pod_name = item

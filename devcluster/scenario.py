@@ -17,6 +17,7 @@ import random
 import yaml
 
 from . import builders as b
+from . import scheduler
 
 SCENARIO_DIR = pathlib.Path(__file__).resolve().parent / "scenarios"
 
@@ -271,8 +272,11 @@ class _Expander:
             # HAMi's scheduler records which GPU each vGPU got (or a given, e.g. malformed, annotation)
             b.hami_assign(pod, self.nodes[node], self.hami_used.setdefault(node, {}), entry.get("hamiAnnotation"))
         if entry.get("unschedulable"):
-            b.mark_unschedulable(pod, entry["unschedulable"])
-            event = b.scheduling_event(pod, entry["unschedulable"], self.rng)
+            message = entry["unschedulable"]
+            if message is True:  # the scheduler's own message over every node the scenario has
+                message = self._scheduler_message(pod)
+            b.mark_unschedulable(pod, message)
+            event = b.scheduling_event(pod, message, self.rng)
             # The scheduler keeps retrying: its event is as recent as the scenario (an API server expires old ones).
             event["lastTimestamp"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             self.out["events"].append(event)
@@ -297,6 +301,15 @@ class _Expander:
         if statuses:
             pod["status"]["resourceClaimStatuses"] = statuses
         self.out["pods"].append(pod)
+
+
+    def _scheduler_message(self, pod):
+        """Nodes the pod's filters pass count as DynamicResources rejections: a pod the scenario
+        leaves Pending is one whose claims fit nowhere."""
+        bound = scheduler.pods_by_node(self.out["pods"])
+        reasons = {n["metadata"]["name"]: scheduler.node_rejection(n, pod, bound.get(n["metadata"]["name"], []))
+                   or scheduler.REASON_CLAIMS for n in self.out["nodes"]}
+        return scheduler.unschedulable_message(reasons)
 
 
 _SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}

@@ -8,7 +8,8 @@ import pytest
 import urllib3
 from kubernetes import client, config, watch
 
-from devcluster.churn import Churn
+from devcluster import scheduler
+from devcluster.churn import MAX_PENDING, Churn
 from devcluster.fleet import generate_fleet
 from devcluster.scenario import ScenarioError, load_scenario, scenario_objects
 from devcluster.store import Store
@@ -489,3 +490,56 @@ def test_churn_keeps_allocations_consistent():
             key = (r["driver"], r["pool"], r["device"])
             assert key not in seen
             seen.add(key)
+
+
+def test_churn_binds_only_where_the_scheduler_filters_allow_and_says_why_not():
+    """Churn pods carry no tolerations: never on the NotReady gpu-h100-04 (unreachable NoSchedule and
+    NoExecute), the cordoned gpu-l4-03 or a node tainted here; a pod left Pending carries the
+    scheduler's reason and a message that counts all ten nodes; the backlog stays bounded."""
+    store = Store()
+    load_scenario(store, "demo")
+    tainted = ["gpu-h100-01", "gpu-h100-02", "gpu-h100-03", "gpu-a100-01", "gpu-a100-02"]
+    for name in tainted:
+        node = store.get("nodes", None, name)
+        taints = node["spec"].get("taints", []) + [{"key": "example.com/maintenance", "effect": "NoSchedule"}]
+        store.patch("nodes", None, name, {"spec": {"taints": taints}}, "application/merge-patch+json")
+    forbidden = {*tainted, "gpu-h100-04", "gpu-l4-03"}
+    churn = Churn(store, seed=11, driver_outage_ticks=3)
+    messages = set()
+    for _ in range(300):
+        churn.step()
+        pods = store.list("pods", namespace="churn-demo")
+        assert not {p["spec"].get("nodeName") for p in pods} & forbidden
+        pending = [p for p in pods if p["status"]["phase"] == "Pending"]
+        assert len(pending) <= MAX_PENDING
+        for p in pending:
+            [scheduled] = [c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"]
+            assert scheduled["status"] == "False" and scheduled["reason"] == "Unschedulable"
+            messages.add(scheduled["message"])
+    assert churn.counts["allocated"] and churn.counts["unschedulable"] and churn.counts["cancelled"]
+    assert {p["spec"]["nodeName"] for p in store.list("pods", namespace="churn-demo") if p["spec"].get("nodeName")} \
+        <= {"gpu-l4-01", "gpu-l4-02"}
+    # l4-01 and l4-02 full (or their driver away) and cpu-01 without devices: DynamicResources
+    # rejects them; the cordon is checked before the cordon's taint.
+    assert "0/10 nodes are available: 1 node(s) were unschedulable, 3 cannot allocate all claims, " \
+           "6 node(s) had untolerated taint(s). preemption: 0/10 nodes are available: " \
+           "10 Preemption is not helpful for scheduling." in messages
+
+
+def test_scheduler_lets_a_tolerating_pod_onto_a_tainted_node_but_not_onto_a_not_ready_one():
+    objects = scenario_objects("demo")
+    nodes = {n["metadata"]["name"]: n for n in objects["nodes"]}
+    nodes["gpu-h100-01"]["spec"]["taints"] = [{"key": "example.com/maintenance", "value": "x", "effect": "NoSchedule"}]
+    pod = {"spec": {"tolerations": [{"key": "example.com/maintenance", "operator": "Exists"}],
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]},
+           "status": {}}
+    free = {name: [("gpu.nvidia.com", name, "gpu-7")] for name in nodes}
+    fits, message = scheduler.feasible(list(nodes.values()), objects["pods"], pod, free)
+    assert "gpu-h100-01" in fits and "gpu-h100-04" not in fits and "gpu-l4-03" not in fits and message is None
+    greedy = {**pod, "spec": {**pod["spec"], "containers": [{"name": "c", "resources": {"requests": {"cpu": "500"}}}]}}
+    fits, message = scheduler.feasible(list(nodes.values()), objects["pods"], greedy, free)
+    assert not fits
+    # NodeResourcesFit is the one rejection preemption could resolve; no lower-priority victims here.
+    assert message == ("0/10 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, "
+                       "8 Insufficient cpu. preemption: 0/10 nodes are available: 2 Preemption is not helpful for "
+                       "scheduling, 8 No preemption victims found for incoming pod.")
