@@ -83,6 +83,14 @@ class PageResponse(TemplateResponse):
             rendering.dicts.clear()
 
 
+class ObjectGone(Exception):
+    """Raised by a detail page's look_up for an object that is gone but remembered: its last-seen page."""
+
+    def __init__(self, record):
+        super().__init__(str(record))
+        self.record = record
+
+
 class DashboardView(LoginRequiredMixin, TemplateView):
     """Base of every UI page.
 
@@ -102,7 +110,10 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             return self.handle_no_permission()
         if not roles.has_role(request.user, self.required_role):
             raise PermissionDenied(f"The {self.required_role} role is needed to see this page.")
-        self.look_up(request, **kwargs)
+        try:
+            self.look_up(request, **kwargs)
+        except ObjectGone as gone:
+            return self.gone_page(gone.record)
         self.cluster = self.selected_cluster(request)
         self.namespace = self.selected_namespace(request)
         try:
@@ -115,6 +126,17 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         """A 400 that says what was wrong, in the site's layout (navigation and cluster picker work)."""
         context = {"view": self, "message": str(exc), **self.layout_context()}
         return PageResponse(self.request, "gpudash/bad_request.html", context, status=400)
+
+    def gone_page(self, record):
+        """The "last seen" page (404) of an object gpudash mirrored once (inventory.models.Vanished), in
+        the site's layout. Its live regions come from /live/: this URL answers every GET with this page."""
+        self.cluster = record.cluster
+        self.namespace = self.selected_namespace(self.request)
+        scope = {"cluster": record.cluster_id, "kind": []}
+        url = reverse("live-regions") + "?" + urlencode({"cluster": record.cluster.name})
+        holder_shown = bool(record.held_by_name) and roles.can_see_namespace(self.request.user, record.held_by_namespace)
+        context = {"view": self, "record": record, "holder_shown": holder_shown, **self.layout_context(scope, url)}
+        return PageResponse(self.request, "inventory/vanished.html", context, status=404)
 
     def look_up(self, request, **kwargs):
         """Detail pages find their object here: after the login and role checks, so a stranger gets the
@@ -192,16 +214,17 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         ctx.update(self.layout_context())
         return ctx
 
-    def layout_context(self):
-        """What base.html needs: the navigation, pickers and connection status."""
+    def layout_context(self, scope=None, url=None):
+        """What base.html needs: the navigation, pickers and connection status (`scope` and `url`
+        replace the page's live scope and region URL)."""
         return dict(
             clusters=Cluster.objects.all(),
             cluster=self.cluster,
             global_namespace=self.namespace,
             namespace_options=self.namespace_options,  # a callable: only evaluated where rendered
             connections=connections(),
-            live_scope=json.dumps(self.live_scope()),
-            live_url=self.live_url(),
+            live_scope=json.dumps(self.live_scope() if scope is None else scope),
+            live_url=self.live_url() if url is None else url,
             nav=self.nav,
             role=roles.role_of(self.request.user),
             can_operate=roles.can_operate(self.request.user),

@@ -22,6 +22,7 @@ __all__ = (
     "Namespace",
     "NodeDeviceSummary",
     "NodeAccelerator",
+    "Vanished",
 )
 
 
@@ -428,3 +429,33 @@ class NodeAccelerator(models.Model):
 
     def __str__(self):
         return f"{self.node_name} {self.source} {self.resource}: {self.requested}/{self.allocatable}"
+
+
+class Vanished(models.Model):
+    """What gpudash last mirrored of a device or ResourceSlice that is gone: its "last seen" page.
+    Device rows are rebuilt on every slice write, so the sync's apply path writes one of these where a
+    device key or a slice name disappears (inventory/vanished.py); the hourly history prune drops them
+    after the history retention."""
+
+    DEVICE, SLICE = "Device", "ResourceSlice"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16, choices=((DEVICE, DEVICE), (SLICE, SLICE)))
+    driver = models.CharField(max_length=63)
+    pool = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)  # the device's, or the slice's
+    slice_name = models.CharField(max_length=253, blank=True)  # a device's slice
+    node_name = models.CharField(max_length=253, blank=True)
+    device_kind = models.CharField(max_length=16, blank=True)  # gpu | partition | other
+    attributes = models.JSONField(default=dict, blank=True)
+    capacity = models.JSONField(default=dict, blank=True)
+    devices = models.JSONField(default=list, blank=True)  # a slice's device names
+    held_by_namespace = models.CharField(max_length=253, blank=True)
+    held_by_name = models.CharField(max_length=253, blank=True)
+    vanished_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=("cluster", "kind", "driver", "pool", "name"), name="inventory_vanished_unique_key")]
+
+    def __str__(self):
+        return f"{self.kind} {self.driver}/{self.pool}/{self.name}"

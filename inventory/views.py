@@ -12,9 +12,9 @@ from django.utils.translation import gettext as _
 
 from claims.models import AllocationResult, ClaimConsumer, ClaimStateChange, Pod, ResourceClaim
 from gpudash import roles, tables
-from gpudash.views import DashboardView
+from gpudash.views import DashboardView, ObjectGone
 
-from . import accelerators, devicefilter, devicestate, fleet, pools, summary
+from . import accelerators, devicefilter, devicestate, fleet, pools, summary, vanished
 from .models import Cluster, Device, DeviceClass, Node, NodeDeviceSummary, ResourceSlice
 
 # What a devices-list row shows (the raw JSON and the API's search copies stay in the database).
@@ -342,7 +342,10 @@ class DeviceDetailView(DashboardView):
             .first()
         )
         if self.device is None:
-            raise Http404("No such device (it may have been removed from its ResourceSlice).")
+            record = vanished.last_device(kwargs["cluster"], kwargs["driver"], kwargs["pool"], kwargs["device"])
+            if record is None:
+                raise Http404("No such device (it may have been removed from its ResourceSlice).")
+            raise ObjectGone(record)
 
     def live_scope(self):
         return {"cluster": self.device.cluster_id, "kind": list(self.live_kinds)}

@@ -2,14 +2,15 @@
 DeviceClasses (nodes and devices are in views.py). Each shows the object, links both ways, its YAML,
 kubectl commands and mirrored Events (inventory/objectpage.py)."""
 
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
 
 from claims.models import ResourceClaim, ResourceClaimTemplate
 from gpudash import roles
-from gpudash.views import DashboardView
+from gpudash.views import DashboardView, ObjectGone
 
-from . import fleet
+from . import fleet, vanished
 from .objectpage import crumb, object_page
 from .models import Device, DeviceClass, ResourceSlice
 
@@ -20,7 +21,12 @@ class SliceDetailView(DashboardView):
     nav = "pools"
 
     def look_up(self, request, **kwargs):
-        self.slice = get_object_or_404(ResourceSlice.objects.select_related("cluster"), cluster__name=kwargs["cluster"], name=kwargs["name"])
+        self.slice = ResourceSlice.objects.select_related("cluster").filter(cluster__name=kwargs["cluster"], name=kwargs["name"]).first()
+        if self.slice is None:
+            record = vanished.last_slice(kwargs["cluster"], kwargs["name"])
+            if record is None:
+                raise Http404("No such ResourceSlice.")
+            raise ObjectGone(record)
 
     def live_scope(self):
         return {"cluster": self.slice.cluster_id, "kind": list(self.live_kinds)}

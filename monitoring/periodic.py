@@ -21,11 +21,13 @@ _stop = threading.Event()
 
 def _jobs():
     """(name, period in seconds, aligned to the wall-clock minute, job)."""
+    from inventory import vanished
+
     from . import history, utilization
 
     return (
         ("history sample", 60.0, True, history.sample),
-        ("history prune", 3600.0, False, lambda: (history.prune(), utilization.prune())),
+        ("history prune", 3600.0, False, lambda: (history.prune(), utilization.prune(), vanished.prune())),
         ("utilization poll", max(float(setting("POLL_SECONDS", 60)), 10.0), False, utilization.poll_all),
     )
 

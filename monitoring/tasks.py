@@ -20,6 +20,8 @@ def sample_history():
 
 @shared_task(name="monitoring.tasks.prune_history", ignore_result=True, expires=1800)
 def prune_history():
+    from inventory import vanished
+
     from . import history, utilization
 
-    return {"history": history.prune(), "utilization": utilization.prune()}
+    return {"history": history.prune(), "utilization": utilization.prune(), "vanished": vanished.prune()}

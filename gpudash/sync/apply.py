@@ -20,7 +20,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from gpudash.models import resource_version_number
-from inventory import accelerators, devicestate
+from inventory import accelerators, devicestate, vanished
 from inventory import tasks as class_counts
 from inventory.devicestate import refresh_pools
 
@@ -367,10 +367,12 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
 
         restated = [row.pk for row in to_update if not getattr(row, "_state_source_unchanged", False)]
         touched = _device_pools(kind, to_delete + restated)  # what the rows held before the write
+        replaced = _replaced_slices(kind, model, to_delete, to_update)
         _delete_ids(model, to_delete)
         _insert(model, to_insert)
         _update(model, to_update)
         _rebuild_children(model, to_insert, to_update)
+        vanished.record(cluster, replaced, now)
         if len(to_insert) >= ANALYZE_AFTER_INSERTS:
             if defer_device_state:
                 result.analyze = True  # a list's pages: once at its end (take_statistics), not per page
@@ -496,6 +498,15 @@ def _update(model, rows):
     model.objects.bulk_update(rows, names, batch_size=100)
 
 
+def _replaced_slices(kind, model, deleted, updated):
+    """What the slices whose device rows this write drops held (inventory/vanished.py decides after
+    the write which of it is gone for good)."""
+    if kind != "ResourceSlice":
+        return [], []
+    rebuilt = [row.pk for row in updated if "inventory.Device" in getattr(row, "_stale_children", model.child_models)]
+    return vanished.snapshot(deleted + rebuilt)
+
+
 def _rebuild_children(model, inserted, updated):
     """Child rows of new parents, and of updated ones those whose source changed (`_stale_children`,
     every child model when the stored source was not read)."""
@@ -595,7 +606,9 @@ def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(
     changes = []
     with transaction.atomic():
         touched = _device_pools(kind, [row["id"] for row in gone])
+        replaced = _replaced_slices(kind, model, [row["id"] for row in gone], [])
         _delete_ids(model, [row["id"] for row in gone])
+        vanished.record(cluster, replaced, now)
         if kind == "Node":
             accelerators.refresh_nodes(cluster.pk, {row["name"] for row in gone}, raws={})
         if touched or device_pools:

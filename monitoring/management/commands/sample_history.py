@@ -3,6 +3,7 @@ as the beat task); with --prune, also delete history older than the retention.""
 
 from django.core.management.base import BaseCommand
 
+from inventory import vanished
 from monitoring import history, utilization
 
 
@@ -15,4 +16,5 @@ class Command(BaseCommand):
     def handle(self, *args, prune, **options):
         self.stdout.write(f"{history.sample()} history rows written")
         if prune:
-            self.stdout.write(f"{history.prune()} history rows and {utilization.prune()} utilization samples pruned")
+            self.stdout.write(f"{history.prune()} history rows, {utilization.prune()} utilization samples and "
+                              f"{vanished.prune()} last-seen records pruned")
