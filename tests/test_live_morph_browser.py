@@ -127,6 +127,11 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
     refreshes = int(page.evaluate("() => document.body.dataset.liveRefreshes || '0'"))
     for _ in range(3):
         churn.step()
+    # The churn may release or cancel as well as create: step on until the API server holds two of its claims.
+    for _ in range(20):
+        if len(api.store.list("resourceclaims", CHURN_NAMESPACE)) >= 2:
+            break
+        churn.step()
     page.wait_for_function("([n]) => Number(document.body.dataset.liveRefreshes || 0) > n", arg=[refreshes], timeout=LIVE_MS)
     wait_until(lambda: ResourceClaim.objects.filter(cluster=cluster, namespace=CHURN_NAMESPACE).count() >= 2, 10, "more churn claims to sync")
     newest = ResourceClaim.objects.filter(cluster=cluster, namespace=CHURN_NAMESPACE).order_by("-id").first()
