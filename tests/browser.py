@@ -81,17 +81,24 @@ class PreviewWorkers:
         self.proc = None
 
     def start(self, bound=60):
+        return self.launch().wait_ready(bound)
+
+    def launch(self):
+        """Start the worker without waiting for it (a server can start meanwhile); wait_ready then."""
         self.log = open(self.log_path, "ab")
-        start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._log_start = self.log_path.stat().st_size
         cmd = [sys.executable, "-m", "celery", "-A", "gpudash", "worker", "-Q", "preview", "-c", str(self.concurrency), "-P", "prefork",
                "--without-mingle", "--without-gossip", "--without-heartbeat", "-n", f"preview-{os.getpid()}-{free_port()}@%h", "-l", "INFO"]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        return self
+
+    def wait_ready(self, bound=60):
         deadline = time.monotonic() + bound
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the preview worker exited with {self.proc.returncode}; see {self.log_path}")
             with open(self.log_path, "rb") as log:
-                log.seek(start)
+                log.seek(self._log_start)
                 if b" ready." in log.read():
                     return self
             time.sleep(0.2)
@@ -105,8 +112,9 @@ class PreviewWorkers:
 
 
 def start_preview_workers(env, log_path):
-    """PreviewWorkers for a server started with `env` when its previews go to Celery, else None."""
-    return PreviewWorkers(env, log_path).start() if preview_backend(env) == "celery" else None
+    """PreviewWorkers (launched, not yet ready: wait_ready once the server is up) for a server started
+    with `env` when its previews go to Celery, else None."""
+    return PreviewWorkers(env, log_path).launch() if preview_backend(env) == "celery" else None
 
 
 class AsgiServer:
@@ -136,6 +144,8 @@ class AsgiServer:
                 raise RuntimeError(f"daphne exited with {self.proc.returncode}; see {self.log_path}")
             try:
                 urllib.request.urlopen(self.url + "/accounts/login/", timeout=2)
+                if self.previews:
+                    self.previews.wait_ready()
                 return
             except OSError:
                 time.sleep(0.2)

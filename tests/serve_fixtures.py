@@ -48,6 +48,8 @@ class ServeProcess:
                 raise RuntimeError(f"manage.py serve exited with {self.proc.returncode}; see {self.log_path}")
             try:
                 urllib.request.urlopen(self.url + "/healthz", timeout=2)
+                if self.previews:
+                    self.previews.wait_ready()
                 return self
             except OSError:
                 time.sleep(0.2)

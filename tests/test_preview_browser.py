@@ -22,17 +22,18 @@ pytestmark = BROWSER_MARKS  # browser; transactional DB; skipped without chromiu
 PASSWORD = "browser-pass-123"
 
 
-@pytest.fixture(params=["celery", "local"])
+@pytest.fixture
 def site(request, artifacts_dir):
-    """The page with previews in production's `preview` Celery workers, and in the embedded default's
-    local pool of worker processes (started by the server itself)."""
+    """The page with previews in production's `preview` Celery workers, or (a test parametrized with
+    `backend`) in the embedded default's local pool of worker processes, started by the server itself."""
     shots = artifacts_dir / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     cluster = load_scenario(Cluster.objects.create(name="demo"))
     make_user("olivia", role=roles.OPERATOR, password=PASSWORD)
     make_user("victor", role=roles.VIEWER, password=PASSWORD)
-    server = AsgiServer(free_port(), artifacts_dir / f"daphne-preview-{request.param}.log")
-    server.env["GPUDASH_PREVIEW_BACKEND"] = request.param
+    backend = getattr(request, "param", "celery")
+    server = AsgiServer(free_port(), artifacts_dir / f"daphne-preview-{backend}.log")
+    server.env["GPUDASH_PREVIEW_BACKEND"] = backend
     server.start()
     try:
         with chromium() as browser:
@@ -57,6 +58,7 @@ def run(page, yaml_text):
     page.wait_for_load_state("load")
 
 
+@pytest.mark.parametrize("site", ["celery", "local"], indirect=True)
 def test_operator_previews_yaml_errors_and_a_pending_claim(site):
     page, shots, cluster = new_page(site, "olivia"), site["shots"], site["cluster"]
     page.goto(site["base"] + "/preview/?cluster=demo")

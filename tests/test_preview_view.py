@@ -254,16 +254,18 @@ def test_api_schema_documents_headroom_with_examples(wide):
     assert any(ex["value"]["error"]["field"] == "yaml" for ex in bad.values())
 
 
-def test_the_page_says_when_a_preview_built_its_inventory_and_not_when_it_reused_it(operator, wide):
-    from claims.live_inventory import forget
-
-    forget()
+def test_the_page_says_when_a_preview_built_its_inventory_and_not_when_it_reused_it(operator, wide, settings):
+    # `wide` is a new cluster: no preview worker holds its inventory yet.
     first = post(operator, TWO_GPUS).content.decode()
     note = re.search(r'<p class="muted" id="preview-inventory-wait" data-obtained="built">(.*?)</p>', first, re.S)
     assert note and "first built the cluster's preview inventory" in note.group(1)
-    again = post(operator, TWO_GPUS).content.decode()
-    assert 'id="preview-inventory-wait"' not in again  # reused: nothing to say
-    assert post(operator, TWO_GPUS).context["report"].summary["inventory"]["obtained"] == "current"
+    # Each preview worker builds its own inventory once, then reuses it: the page has nothing to say then.
+    for _ in range(settings.GPUDASH_PREVIEW_SERVICE["WORKERS"] + 1):
+        again = post(operator, TWO_GPUS)
+        if again.context["report"].summary["inventory"]["obtained"] == "current":
+            break
+    assert again.context["report"].summary["inventory"]["obtained"] == "current"
+    assert 'id="preview-inventory-wait"' not in again.content.decode()  # reused: nothing to say
 
 
 PREEMPTING_POD = """apiVersion: resource.k8s.io/v1
