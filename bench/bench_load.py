@@ -12,7 +12,7 @@ on a SQLite file (BENCH_SQLITE, default /tmp/gpudash_bench_load.sqlite3) holding
 --embedded-db postgres runs the embedded mode on PostgreSQL instead. Both servers run with
 --no-watchers: the bench cluster has no API server to watch. DB_CONN_MAX_AGE is left at 0 (the
 default): persistent connections under ASGI are kept per request thread and ran a shared PostgreSQL
-(max_connections 100) out of connections within seconds. Server logs go to --logs (/tmp/bench_load_logs).
+(max_connections 100) out of connections within seconds. Server logs go to --logs (bench_load_logs in the temporary directory).
 
 The fleet is bench_api.py's 5,000-node fleet (loaded by its loader when the database lacks it;
 BENCH_DATABASE_URL, default a `gpudash_bench_load` database). Users are made here, one operator per
@@ -52,6 +52,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -60,7 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/gpudash_bench_load"
-DEFAULT_SQLITE = "/tmp/gpudash_bench_load.sqlite3"
+DEFAULT_SQLITE = os.path.join(tempfile.gettempdir(), "gpudash_bench_load.sqlite3")
 DEFAULT_REDIS = "redis://127.0.0.1:6379/14"
 SECRET = "bench-load-secret-key-not-for-production-0123456789"
 PYTHON = sys.executable
@@ -519,7 +520,7 @@ def main():
     parser.add_argument("--claims", type=int, default=20000)
     parser.add_argument("--reload", action="store_true")
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--logs", default="/tmp/bench_load_logs")
+    parser.add_argument("--logs", default=os.path.join(tempfile.gettempdir(), "bench_load_logs"))
     parser.add_argument("--load-only", action="store_true", help="Load (or check) the fleet of --mode's database, measure nothing.")
     args = parser.parse_args()
     if args.load_only:
