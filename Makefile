@@ -35,7 +35,7 @@ test: $(VENV)/.dev node_modules/.installed
 
 # The embedded default: the same models and sync on SQLite, no Redis.
 test-sqlite: $(VENV)/.dev
-	env -u DATABASE_URL -u REDIS_URL GPUDASH_DATA_DIR=$(CURDIR)/.data/test-sqlite $(PY) -m pytest -m sqlite_default $(PYTEST_ARGS)
+	env -u DATABASE_URL -u REDIS_URL GPUDASH_DATA_DIR=$(CURDIR)/.data/test-sqlite $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m sqlite_default $(PYTEST_ARGS)
 
 # The zh_Hans catalog: collect marked strings (GNU gettext's xgettext), then compile locale/*.mo.
 # Both files are committed, so a checkout runs translated without gettext installed.
