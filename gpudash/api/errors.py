@@ -30,28 +30,28 @@ class EngineError(exceptions.APIException):
     default_code = "engine_error"
 
 
-class InventoryBuilding(exceptions.APIException):
-    """A preview's inventory is still being built (503; `wait` becomes DRF's Retry-After header)."""
+class RetryLater(exceptions.APIException):
+    """An answer that will come if asked again later: `wait` (seconds) becomes DRF's Retry-After header."""
+
+    def __init__(self, detail=None, wait=None):
+        super().__init__(detail)
+        self.wait = wait
+
+
+class InventoryBuilding(RetryLater):
+    """A preview's inventory is still being built (503 + Retry-After)."""
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "The preview inventory is still being built."
     default_code = "inventory_building"
 
-    def __init__(self, detail=None, wait=None):
-        super().__init__(detail)
-        self.wait = wait
 
-
-class PreviewsBusy(exceptions.APIException):
-    """More previews in flight than admitted (429; `wait` becomes the Retry-After header)."""
+class PreviewsBusy(RetryLater):
+    """More previews in flight than admitted (429 + Retry-After)."""
 
     status_code = status.HTTP_429_TOO_MANY_REQUESTS
     default_detail = "Too many previews in flight."
     default_code = "previews_busy"
-
-    def __init__(self, detail=None, wait=None):
-        super().__init__(detail)
-        self.wait = wait
 
 
 class PreviewWorkerLost(exceptions.APIException):
