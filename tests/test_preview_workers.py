@@ -24,13 +24,12 @@ from inventory.models import Cluster
 
 from .browser import wait_until
 from .fleet_data import make_user, meta
-from .serve_fixtures import ServeProcess
+from .serve_fixtures import ServeProcess, assert_healthz_fast
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.sqlite_default]
 
 DRIVER = "driver-a.example.com"
 CLASS = "endless.example.com"
-HEALTHZ_BOUND = 0.1  # seconds: the issue's bound for /healthz while previews run
 # The search must pick 8 of 30 "left" devices, then one "right" device with the same `side`: there is
 # none, so it walks all C(30, 8) = 5.8 million picks (tests/test_allocator_deadlines.py). With no filter
 # timeout and a 120 s deadline it holds a worker far longer than any test waits.
@@ -153,15 +152,15 @@ def running_jobs(server, admin):
 
 
 def healthz_seconds(server, probes=10):
-    """The slowest of `probes` /healthz answers, each checked to be 200."""
-    slowest = 0.0
+    """How long each of `probes` /healthz answers took, each checked to be 200."""
+    seconds = []
     for _ in range(probes):
         started = time.perf_counter()
         status, _, body = call(server, "GET", "/healthz", "", timeout=5)
-        slowest = max(slowest, time.perf_counter() - started)
+        seconds.append(time.perf_counter() - started)
         assert status == 200 and body == {"status": "ok"}
         time.sleep(0.05)
-    return slowest
+    return seconds
 
 
 def test_a_preview_is_answered_by_a_worker_as_the_engine_answers_it(server, tokens):
@@ -198,7 +197,7 @@ def test_admission_limits_cancellation_and_a_responsive_web_process(server, toke
     assert status == 429 and body["error"]["code"] == "previews_busy" and "busy" in body["error"]["message"], body
     assert int(headers["Retry-After"]) >= 1
     # Both workers are busy with searches that would take minutes; the web process does not notice.
-    assert healthz_seconds(server) < HEALTHZ_BOUND
+    assert_healthz_fast(healthz_seconds(server))
     # The clients go away: their jobs are cancelled and the workers freed long before the 120 s deadline.
     ann.close()
     bob.close()
@@ -263,7 +262,7 @@ def test_healthz_stays_fast_while_a_heavy_preview_runs(server, tokens):
     thread = threading.Thread(target=give_up_after_5s)
     thread.start()
     wait_until(lambda: len(running_jobs(server, tokens["root"])) == 1, 30, "the preview to start")
-    assert healthz_seconds(server, probes=20) < HEALTHZ_BOUND
+    assert_healthz_fast(healthz_seconds(server, probes=20))
     thread.join()
     assert outcome == {"timed_out": True}
     # The client gave up after 5 s (a timeout): the server sees it leave and frees the worker.

@@ -21,7 +21,7 @@ from .serve_fixtures import ServeProcess, serve, while_in_flight  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.sqlite_default]
 
-HEALTHZ_WITHIN = 0.1  # seconds: the bound issue 31 sets for a probe while any of these is processed
+HEALTHZ_WITHIN = 0.1  # seconds: the bound issue 31 sets for /healthz while any of these is processed (serve_fixtures.assert_healthz_fast)
 BIGINT_PLUS_ONE = str(2**63)  # one past PostgreSQL's bigint and SQLite's INTEGER
 PERCENT = [  # (path, parameter): a lone `%` once raised TypeError in django-filter's error translation
     ("/api/v1/devices/", "tainted"), ("/api/v1/devices/", "attribute"), ("/api/v1/devices/", "capacity"),
