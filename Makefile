@@ -10,7 +10,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 # (tests/conftest.py). Whole files go to one worker, so module-wide servers start once.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test test-sqlite bench messages
+.PHONY: demo test test-sqlite lint bench messages
 
 $(VENV)/.runtime: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,14 @@ node_modules/.installed: package-lock.json
 	touch $@
 
 test: $(VENV)/.dev node_modules/.installed
+	$(MAKE) lint
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 	$(MAKE) test-sqlite
+
+# Lint and format (settings in pyproject.toml); the test run starts with it.
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # The embedded default: the same models and sync on SQLite, no Redis.
 test-sqlite: $(VENV)/.dev

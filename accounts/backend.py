@@ -27,8 +27,12 @@ class GpudashOIDCBackend(OIDCAuthenticationBackend):
             # 500. Only the exception type and URL are logged: bodies may carry tokens.
             response = getattr(exc, "response", None)
             url = getattr(response, "url", "") or getattr(getattr(exc, "request", None), "url", "") or ""
-            log.warning("OIDC sign-in failed talking to the provider: %s %s %s", type(exc).__name__,
-                        getattr(response, "status_code", ""), url.split("?")[0])
+            log.warning(
+                "OIDC sign-in failed talking to the provider: %s %s %s",
+                type(exc).__name__,
+                getattr(response, "status_code", ""),
+                url.split("?")[0],
+            )
             return None
 
     def verify_token(self, token, **kwargs):
@@ -56,7 +60,11 @@ class GpudashOIDCBackend(OIDCAuthenticationBackend):
         return bool(claims.get("sub")) and bool(self._username(claims))
 
     def filter_users_by_claims(self, claims):
-        identity = SignInIdentity.objects.filter(issuer=settings.OIDC_OP_ISSUER, subject=claims["sub"]).select_related("user").first()
+        identity = (
+            SignInIdentity.objects.filter(issuer=settings.OIDC_OP_ISSUER, subject=claims["sub"])
+            .select_related("user")
+            .first()
+        )
         return get_user_model().objects.filter(pk=identity.user_id) if identity else get_user_model().objects.none()
 
     def create_user(self, claims):
@@ -91,7 +99,9 @@ class GpudashOIDCBackend(OIDCAuthenticationBackend):
                     "kube_groups": self._kube_groups(groups),
                 },
             )
-        log.info("OIDC sign-in: %s, groups %s -> role %s", user.username, ", ".join(groups) or "none", rights.role or "none")
+        log.info(
+            "OIDC sign-in: %s, groups %s -> role %s", user.username, ", ".join(groups) or "none", rights.role or "none"
+        )
         return user
 
     @staticmethod

@@ -6,8 +6,13 @@ its `/.well-known/openid-configuration` lists; `manage.py oidc_discover ISSUER` 
 
 from .groupmap import parse_group_map
 
-ENDPOINTS = ("OIDC_OP_ISSUER", "OIDC_OP_AUTHORIZATION_ENDPOINT", "OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_USER_ENDPOINT",
-             "OIDC_OP_JWKS_ENDPOINT")
+ENDPOINTS = (
+    "OIDC_OP_ISSUER",
+    "OIDC_OP_AUTHORIZATION_ENDPOINT",
+    "OIDC_OP_TOKEN_ENDPOINT",
+    "OIDC_OP_USER_ENDPOINT",
+    "OIDC_OP_JWKS_ENDPOINT",
+)
 
 
 class ConfigError(ValueError):
@@ -62,34 +67,40 @@ def sign_in_settings(env):
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     impersonation = env.get("GPUDASH_KUBE_IMPERSONATION", "all").strip()
-    out.update({
-        "AUTHENTICATION_BACKENDS": ["accounts.backend.GpudashOIDCBackend", *backends],
-        "OIDC_RP_CLIENT_ID": client_id,
-        "OIDC_RP_CLIENT_SECRET": env.get("OIDC_RP_CLIENT_SECRET", ""),
-        **{name: env[name] for name in ENDPOINTS},
-        "OIDC_RP_SCOPES": env.get("OIDC_RP_SCOPES", "openid profile email groups"),
-        "OIDC_RP_SIGN_ALGO": env.get("OIDC_RP_SIGN_ALGO", "RS256"),
-        "OIDC_USE_PKCE": True,  # authorization code flow with PKCE (S256), plus state and nonce
-        "OIDC_USE_NONCE": True,
-        "OIDC_STORE_ACCESS_TOKEN": False,  # tokens are used once at sign-in and never kept
-        "OIDC_STORE_ID_TOKEN": False,
-        "OIDC_TIMEOUT": _seconds(env, "OIDC_TIMEOUT", "10"),
-        "OIDC_VERIFY_SSL": _bool(env, "OIDC_VERIFY_SSL", True),
-        "OIDC_USERNAME_CLAIM": env.get("OIDC_USERNAME_CLAIM", "preferred_username"),
-        "OIDC_GROUPS_CLAIM": env.get("OIDC_GROUPS_CLAIM", "groups"),
-        "OIDC_GROUP_MAP": group_map,
-        "OIDC_PROVIDER_NAME": env.get("OIDC_PROVIDER_NAME", "single sign-on"),
-        "LOGIN_REDIRECT_URL_FAILURE": "/accounts/login/?failed=1",
-        # How the cluster's own OIDC authenticator names the user (--oidc-username-prefix/-groups-prefix).
-        "GPUDASH_KUBE_USERNAME_PREFIX": env.get("GPUDASH_KUBE_USERNAME_PREFIX", "oidc:"),
-        "GPUDASH_KUBE_GROUPS_PREFIX": env.get("GPUDASH_KUBE_GROUPS_PREFIX", "oidc:"),
-        # The claim the cluster takes the username from (--oidc-username-claim); default: the sign-in's.
-        "GPUDASH_KUBE_USERNAME_CLAIM": env.get("GPUDASH_KUBE_USERNAME_CLAIM") or env.get("OIDC_USERNAME_CLAIM", "preferred_username"),
-        # "mapped": impersonate only the groups OIDC_GROUP_MAP names (the RBAC grant can then list them by
-        # name); "all": every group of the user (impersonate on any group needed).
-        "GPUDASH_KUBE_IMPERSONATE_GROUPS": _choice(env, "GPUDASH_KUBE_IMPERSONATE_GROUPS", ("mapped", "all")),
-        # "all" (default), "off", or comma-separated cluster names: writes there run as the signed-in user.
-        "GPUDASH_KUBE_IMPERSONATION": ("*",) if impersonation in ("all", "*", "") else
-        () if impersonation == "off" else tuple(n.strip() for n in impersonation.split(",") if n.strip()),
-    })
+    out.update(
+        {
+            "AUTHENTICATION_BACKENDS": ["accounts.backend.GpudashOIDCBackend", *backends],
+            "OIDC_RP_CLIENT_ID": client_id,
+            "OIDC_RP_CLIENT_SECRET": env.get("OIDC_RP_CLIENT_SECRET", ""),
+            **{name: env[name] for name in ENDPOINTS},
+            "OIDC_RP_SCOPES": env.get("OIDC_RP_SCOPES", "openid profile email groups"),
+            "OIDC_RP_SIGN_ALGO": env.get("OIDC_RP_SIGN_ALGO", "RS256"),
+            "OIDC_USE_PKCE": True,  # authorization code flow with PKCE (S256), plus state and nonce
+            "OIDC_USE_NONCE": True,
+            "OIDC_STORE_ACCESS_TOKEN": False,  # tokens are used once at sign-in and never kept
+            "OIDC_STORE_ID_TOKEN": False,
+            "OIDC_TIMEOUT": _seconds(env, "OIDC_TIMEOUT", "10"),
+            "OIDC_VERIFY_SSL": _bool(env, "OIDC_VERIFY_SSL", True),
+            "OIDC_USERNAME_CLAIM": env.get("OIDC_USERNAME_CLAIM", "preferred_username"),
+            "OIDC_GROUPS_CLAIM": env.get("OIDC_GROUPS_CLAIM", "groups"),
+            "OIDC_GROUP_MAP": group_map,
+            "OIDC_PROVIDER_NAME": env.get("OIDC_PROVIDER_NAME", "single sign-on"),
+            "LOGIN_REDIRECT_URL_FAILURE": "/accounts/login/?failed=1",
+            # How the cluster's own OIDC authenticator names the user (--oidc-username-prefix/-groups-prefix).
+            "GPUDASH_KUBE_USERNAME_PREFIX": env.get("GPUDASH_KUBE_USERNAME_PREFIX", "oidc:"),
+            "GPUDASH_KUBE_GROUPS_PREFIX": env.get("GPUDASH_KUBE_GROUPS_PREFIX", "oidc:"),
+            # The claim the cluster takes the username from (--oidc-username-claim); default: the sign-in's.
+            "GPUDASH_KUBE_USERNAME_CLAIM": env.get("GPUDASH_KUBE_USERNAME_CLAIM")
+            or env.get("OIDC_USERNAME_CLAIM", "preferred_username"),
+            # "mapped": impersonate only the groups OIDC_GROUP_MAP names (the RBAC grant can then list them by
+            # name); "all": every group of the user (impersonate on any group needed).
+            "GPUDASH_KUBE_IMPERSONATE_GROUPS": _choice(env, "GPUDASH_KUBE_IMPERSONATE_GROUPS", ("mapped", "all")),
+            # "all" (default), "off", or comma-separated cluster names: writes there run as the signed-in user.
+            "GPUDASH_KUBE_IMPERSONATION": ("*",)
+            if impersonation in ("all", "*", "")
+            else ()
+            if impersonation == "off"
+            else tuple(n.strip() for n in impersonation.split(",") if n.strip()),
+        }
+    )
     return out

@@ -43,7 +43,9 @@ def parse_group_map(text):
         role, _, namespaces = grant.partition(":")
         role = role.strip()
         if role not in _RANK:
-            raise GroupMapError(f"OIDC_GROUP_MAP entry {position} ({entry!r}): role {role!r} is not one of {', '.join(ROLES)}")
+            raise GroupMapError(
+                f"OIDC_GROUP_MAP entry {position} ({entry!r}): role {role!r} is not one of {', '.join(ROLES)}"
+            )
         names = tuple(n.strip() for n in namespaces.split(",") if n.strip())
         if namespaces.strip() and not names:
             raise GroupMapError(f"OIDC_GROUP_MAP entry {position} ({entry!r}): empty namespace list")

@@ -26,6 +26,13 @@ urlpatterns = [
     # Before django.contrib.auth.urls, so its "login" name resolves here.
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/profile/", AccessProfileView.as_view(), name="access-profile"),
-    path("oidc/", include([URLPattern(pattern.pattern, _only_with_oidc(pattern.callback), pattern.default_args, pattern.name)
-                           for pattern in oidc_urls.urlpatterns])),
+    path(
+        "oidc/",
+        include(
+            [
+                URLPattern(pattern.pattern, _only_with_oidc(pattern.callback), pattern.default_args, pattern.name)
+                for pattern in oidc_urls.urlpatterns
+            ]
+        ),
+    ),
 ]

@@ -14,7 +14,9 @@ class LoginView(auth_views.LoginView):
 
     def post(self, request, *args, **kwargs):
         if not settings.GPUDASH_PASSWORD_LOGIN:
-            return HttpResponseForbidden("Password sign-in is turned off: sign in with single sign-on.", content_type="text/plain")
+            return HttpResponseForbidden(
+                "Password sign-in is turned off: sign in with single sign-on.", content_type="text/plain"
+            )
         return super().post(request, *args, **kwargs)
 
     def get_context_data(self, **kwargs):
@@ -37,12 +39,19 @@ class AccessProfileView(LoginRequiredMixin, TemplateView):
         identity = getattr(user, "sign_in_identity", None)
         scope = roles.visible_namespaces(user)
         if identity is not None:
-            sources = [{"right": right, "source": f"identity-provider group {group}"} for right, group in identity.sources]
+            sources = [
+                {"right": right, "source": f"identity-provider group {group}"} for right, group in identity.sources
+            ]
         else:
             sources = self._local_sources(user, scope)
         if scope is not None:  # granted by an admin, whatever signed the user in
-            sources += [{"right": f"DRA driver pods (and their logs) in namespace {n}", "source": "access profile: driver namespaces (Django admin)"}
-                        for n in sorted(roles.driver_namespaces(user) - scope)]
+            sources += [
+                {
+                    "right": f"DRA driver pods (and their logs) in namespace {n}",
+                    "source": "access profile: driver namespaces (Django admin)",
+                }
+                for n in sorted(roles.driver_namespaces(user) - scope)
+            ]
         return {
             **super().get_context_data(**kwargs),
             "role": roles.role_of(user),
@@ -57,7 +66,14 @@ class AccessProfileView(LoginRequiredMixin, TemplateView):
         if user.is_superuser:
             return [{"right": "role admin", "source": "superuser flag (Django admin)"}]
         role = roles.role_of(user)
-        out = [{"right": f"role {role}", "source": f"Django group {role} (Django admin or manage.py grant_role)"}] if role else []
+        out = (
+            [{"right": f"role {role}", "source": f"Django group {role} (Django admin or manage.py grant_role)"}]
+            if role
+            else []
+        )
         if scope is not None:
-            out += [{"right": f"namespace {n}", "source": "access profile (Django admin or manage.py grant_role)"} for n in sorted(scope)]
+            out += [
+                {"right": f"namespace {n}", "source": "access profile (Django admin or manage.py grant_role)"}
+                for n in sorted(scope)
+            ]
         return out

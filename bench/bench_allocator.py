@@ -19,13 +19,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from claims.allocator import Features, Inventory, headroom, preview  # noqa: E402
-from claims.allocator.model import ClaimSpec  # noqa: E402
+from dra import Features, Inventory, headroom, preview  # noqa: E402
+from dra.model import ClaimSpec  # noqa: E402
 
 DRIVER = "gpu.nvidia.com"
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe"
 # MIG placements of an A100 80GB: (profile, first memory slice, slices, multiprocessors)
-MIG = [("1g.10gb", i, 1, 14) for i in range(7)] + [("2g.20gb", i, 2, 28) for i in (0, 2, 4)] + [("3g.40gb", i, 4, 42) for i in (0, 4)] + [("7g.80gb", 0, 8, 98)]
+MIG = (
+    [("1g.10gb", i, 1, 14) for i in range(7)]
+    + [("2g.20gb", i, 2, 28) for i in (0, 2, 4)]
+    + [("3g.40gb", i, 4, 42) for i in (0, 4)]
+    + [("7g.80gb", 0, 8, 98)]
+)
 
 
 def _s(v):
@@ -36,11 +41,16 @@ def gpu_device(node, i, product):
     return {
         "name": f"gpu-{i}",
         "attributes": {
-            "type": _s("gpu"), "uuid": _s(f"GPU-{node}-{i}"), "productName": _s(product), "brand": _s("Nvidia"),
+            "type": _s("gpu"),
+            "uuid": _s(f"GPU-{node}-{i}"),
+            "productName": _s(product),
+            "brand": _s("Nvidia"),
             "architecture": _s("Hopper" if product == H100 else "Ampere"),
             "cudaComputeCapability": {"version": "9.0.0" if product == H100 else "8.0.0"},
-            "driverVersion": {"version": "580.95.5"}, "nvlinkDomain": _s(f"{node}-nvl"),
-            "resource.kubernetes.io/pcieRoot": _s(f"pci0000:{i // 4}"), "resource.kubernetes.io/numaNode": {"int": i // 4},
+            "driverVersion": {"version": "580.95.5"},
+            "nvlinkDomain": _s(f"{node}-nvl"),
+            "resource.kubernetes.io/pcieRoot": _s(f"pci0000:{i // 4}"),
+            "resource.kubernetes.io/numaNode": {"int": i // 4},
         },
         "capacity": {"memory": {"value": "80Gi"}},
     }
@@ -51,8 +61,32 @@ def make_fleet(nodes=5000, gpus=8, mig_fraction=0.2, allocated_fraction=0.3, see
     rng = random.Random(seed)
     out = {k: [] for k in ("deviceclasses", "resourceslices", "resourceclaims", "nodes")}
     out["deviceclasses"] = [
-        {"kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "gpu"'}}]}},
-        {"kind": "DeviceClass", "metadata": {"name": "mig.nvidia.com"}, "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "mig"'}}]}},
+        {
+            "kind": "DeviceClass",
+            "metadata": {"name": "gpu.nvidia.com"},
+            "spec": {
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "gpu"'
+                        }
+                    }
+                ]
+            },
+        },
+        {
+            "kind": "DeviceClass",
+            "metadata": {"name": "mig.nvidia.com"},
+            "spec": {
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "mig"'
+                        }
+                    }
+                ]
+            },
+        },
     ]
     mig_every = round(1 / mig_fraction) if mig_fraction else 0
     results = []
@@ -60,7 +94,15 @@ def make_fleet(nodes=5000, gpus=8, mig_fraction=0.2, allocated_fraction=0.3, see
         node = f"node-{n:05d}"
         is_mig = bool(mig_every) and n % mig_every == 0
         pool_label = "a100-mig" if is_mig else "h100"
-        out["nodes"].append({"kind": "Node", "metadata": {"name": node, "labels": {"gpudash.io/node-pool": pool_label, "kubernetes.io/hostname": node}}})
+        out["nodes"].append(
+            {
+                "kind": "Node",
+                "metadata": {
+                    "name": node,
+                    "labels": {"gpudash.io/node-pool": pool_label, "kubernetes.io/hostname": node},
+                },
+            }
+        )
         product = A100 if is_mig else H100
         devs = [gpu_device(node, i, product) for i in range(gpus)]
         if not is_mig:
@@ -69,20 +111,33 @@ def make_fleet(nodes=5000, gpus=8, mig_fraction=0.2, allocated_fraction=0.3, see
             counter_sets, parts = [], []
             for i, d in enumerate(devs):
                 cs = f"gpu-{i}-counter-set"
-                counters = {"multiprocessors": {"value": "98"}, **{f"memory-slice-{k}": {"value": "1"} for k in range(8)}}
+                counters = {
+                    "multiprocessors": {"value": "98"},
+                    **{f"memory-slice-{k}": {"value": "1"} for k in range(8)},
+                }
                 counter_sets.append({"name": cs, "counters": counters})
                 d["consumesCounters"] = [{"counterSet": cs, "counters": counters}]
                 parts.append(d)
                 for profile, start, size, sms in MIG:
-                    used = {"multiprocessors": {"value": str(sms)}, **{f"memory-slice-{k}": {"value": "1"} for k in range(start, start + size)}}
-                    parts.append({
-                        "name": f"gpu-{i}-mig-{profile.replace('.', '')}-{start}",
-                        "attributes": {"type": _s("mig"), "profile": _s(profile), "productName": _s(product), "parentUUID": _s(f"GPU-{node}-{i}")},
-                        "capacity": {"memory": {"value": f"{10 * size}Gi"}, "multiprocessors": {"value": str(sms)}},
-                        "consumesCounters": [{"counterSet": cs, "counters": used}],
-                    })
+                    used = {
+                        "multiprocessors": {"value": str(sms)},
+                        **{f"memory-slice-{k}": {"value": "1"} for k in range(start, start + size)},
+                    }
+                    parts.append(
+                        {
+                            "name": f"gpu-{i}-mig-{profile.replace('.', '')}-{start}",
+                            "attributes": {
+                                "type": _s("mig"),
+                                "profile": _s(profile),
+                                "productName": _s(product),
+                                "parentUUID": _s(f"GPU-{node}-{i}"),
+                            },
+                            "capacity": {"memory": {"value": f"{10 * size}Gi"}, "multiprocessors": {"value": str(sms)}},
+                            "consumesCounters": [{"counterSet": cs, "counters": used}],
+                        }
+                    )
             # at most 64 devices per slice when they consume counters; counters in their own slice
-            chunks = [parts[k:k + 56] for k in range(0, len(parts), 56)]
+            chunks = [parts[k : k + 56] for k in range(0, len(parts), 56)]
             count = len(chunks) + 1
             for k, chunk in enumerate(chunks):
                 out["resourceslices"].append(_slice(f"{node}-gpu-{k}", node, count, chunk))
@@ -96,12 +151,18 @@ def make_fleet(nodes=5000, gpus=8, mig_fraction=0.2, allocated_fraction=0.3, see
                     name = f"gpu-{i}-mig-1g10gb-{rng.randrange(7)}"
                 results.append((node, name))
     for k, (node, name) in enumerate(results):
-        out["resourceclaims"].append({
-            "kind": "ResourceClaim",
-            "metadata": {"name": f"claim-{k}", "namespace": f"team-{k % 20}", "uid": f"uid-{k}"},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
-            "status": {"allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": name}]}}},
-        })
+        out["resourceclaims"].append(
+            {
+                "kind": "ResourceClaim",
+                "metadata": {"name": f"claim-{k}", "namespace": f"team-{k % 20}", "uid": f"uid-{k}"},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+                "status": {
+                    "allocation": {
+                        "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": name}]}
+                    }
+                },
+            }
+        )
     return out
 
 
@@ -122,13 +183,40 @@ def cel(expr):
 
 PRODUCT = f'device.attributes["{DRIVER}"].productName == "{H100}"'
 CLAIMS = {
-    "a": claim("one-h100", [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [cel(PRODUCT)]}}]),
-    "b": claim("eight-nvlink", [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}}], [{"matchAttribute": f"{DRIVER}/productName"}]),
-    "d": claim("four-same-model", [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 4}}], [{"matchAttribute": f"{DRIVER}/productName"}]),
-    "c": claim("first-available", [{"name": "gpu", "firstAvailable": [
-        {"name": "two-a100", "deviceClassName": "gpu.nvidia.com", "count": 2, "selectors": [cel(f'device.attributes["{DRIVER}"].productName == "{A100}"')]},
-        {"name": "mig-3g", "deviceClassName": "mig.nvidia.com", "selectors": [cel(f'device.attributes["{DRIVER}"].profile == "3g.40gb"')]},
-    ]}]),
+    "a": claim(
+        "one-h100", [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [cel(PRODUCT)]}}]
+    ),
+    "b": claim(
+        "eight-nvlink",
+        [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}}],
+        [{"matchAttribute": f"{DRIVER}/productName"}],
+    ),
+    "d": claim(
+        "four-same-model",
+        [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 4}}],
+        [{"matchAttribute": f"{DRIVER}/productName"}],
+    ),
+    "c": claim(
+        "first-available",
+        [
+            {
+                "name": "gpu",
+                "firstAvailable": [
+                    {
+                        "name": "two-a100",
+                        "deviceClassName": "gpu.nvidia.com",
+                        "count": 2,
+                        "selectors": [cel(f'device.attributes["{DRIVER}"].productName == "{A100}"')],
+                    },
+                    {
+                        "name": "mig-3g",
+                        "deviceClassName": "mig.nvidia.com",
+                        "selectors": [cel(f'device.attributes["{DRIVER}"].profile == "3g.40gb"')],
+                    },
+                ],
+            }
+        ],
+    ),
 }
 
 
@@ -148,9 +236,18 @@ def timed(label, fn, repeat=1):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--fleet", choices=["bench", "devcluster"], default="bench", help="this script's generator, or devcluster.fleet.generate_fleet")
-    parser.add_argument("--profile", choices=["a", "b", "c", "d", "headroom"], help="cProfile one warm run and print the top functions")
-    parser.add_argument("--no-freeze", dest="freeze", action="store_false", help="leave the Inventory in the garbage collector's scans")
+    parser.add_argument(
+        "--fleet",
+        choices=["bench", "devcluster"],
+        default="bench",
+        help="this script's generator, or devcluster.fleet.generate_fleet",
+    )
+    parser.add_argument(
+        "--profile", choices=["a", "b", "c", "d", "headroom"], help="cProfile one warm run and print the top functions"
+    )
+    parser.add_argument(
+        "--no-freeze", dest="freeze", action="store_false", help="leave the Inventory in the garbage collector's scans"
+    )
     parser.add_argument("--sort", default="cumulative", help="--profile: pstats sort key (cumulative, tottime)")
     args = parser.parse_args()
 
@@ -162,15 +259,22 @@ def main():
     else:
         fleet = make_fleet(args.nodes)
     n_dev = sum(len(s["spec"].get("devices") or []) for s in fleet["resourceslices"])
-    print(f"fleet ({args.fleet}): {args.nodes} nodes, {len(fleet['resourceslices'])} slices, {n_dev} devices, "
-          f"{len(fleet['resourceclaims'])} allocated claims (generated in {time.perf_counter() - t:.1f} s)")
+    print(
+        f"fleet ({args.fleet}): {args.nodes} nodes, {len(fleet['resourceslices'])} slices, {n_dev} devices, "
+        f"{len(fleet['resourceclaims'])} allocated claims (generated in {time.perf_counter() - t:.1f} s)"
+    )
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
     inv = timed("build Inventory", lambda: Inventory.from_objects(fleet, features=Features()))
     timed("node views for every node (pools, order)", lambda: [inv.node(n) for n in inv.node_names])
     if args.freeze:
         gc.collect()
         gc.freeze()  # as the live inventory does after its build: no full collections over the Inventory
-    for key, label in (("a", "1 GPU by productName"), ("d", "4 GPUs + matchAttribute"), ("b", "8 GPUs + matchAttribute"), ("c", "firstAvailable (2 A100 | 1 MIG 3g)")):
+    for key, label in (
+        ("a", "1 GPU by productName"),
+        ("d", "4 GPUs + matchAttribute"),
+        ("b", "8 GPUs + matchAttribute"),
+        ("c", "firstAvailable (2 A100 | 1 MIG 3g)"),
+    ):
         c = CLAIMS[key]
         cold = timed(f"({key}) {label}: cold (CEL evaluated)", lambda: preview(inv, [c]))
         if args.freeze:
@@ -178,15 +282,19 @@ def main():
         timed(f"({key}) {label}: warm, best of 3", lambda: preview(inv, [c]), repeat=3)
         s = cold["summary"]
         reason = s["mostCommonReason"]
-        print(f"    fits on {s['fits']}/{s['nodes']} nodes; most common reason ({reason['nodes'] if reason else 0}): {reason['example'] if reason else '-'}")
+        print(
+            f"    fits on {s['fits']}/{s['nodes']} nodes; most common reason ({reason['nodes'] if reason else 0}): {reason['example'] if reason else '-'}"
+        )
     room = timed("(a) headroom, greedy copies", lambda: headroom(inv, [CLAIMS["a"]]), repeat=2)
     print(f"    {room['copies']} copies; by node pool {room['byNodePool']}; by model {room['byDeviceModel']}")
     room_c = timed("(c) headroom, greedy copies", lambda: headroom(inv, [CLAIMS["c"]]))
     print(f"    {room_c['copies']} copies; by node pool {room_c['byNodePool']}; by model {room_c['byDeviceModel']}")
     import resource
 
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB (generated fleet and Inventory); load average "
-          + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print(
+        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB (generated fleet and Inventory); load average "
+        + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    )
     if args.profile:
         c = CLAIMS.get(args.profile, CLAIMS["a"])
         prof = cProfile.Profile()

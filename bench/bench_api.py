@@ -37,22 +37,36 @@ def ensure_database(url):
 
 
 def load(nodes, claims):
-    from claims.models import AllocationResult, ClaimConsumer, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
-    from devcluster.fleet import generate_fleet
     from django.db import transaction
     from django.utils import timezone
+
+    from claims.models import (
+        AllocationResult,
+        ClaimConsumer,
+        Finding,
+        Pod,
+        PodClaimRef,
+        ResourceClaim,
+        ResourceClaimTemplate,
+    )
+    from devcluster.fleet import generate_fleet
     from inventory.models import Cluster, Device, DeviceClass, Node, ResourceSlice
 
     started = time.monotonic()
     fleet = generate_fleet(nodes=nodes, claims=claims)
-    print(f"generated fleet in {time.monotonic() - started:.1f} s: " + ", ".join(f"{k}={len(v)}" for k, v in fleet.items()))
+    print(
+        f"generated fleet in {time.monotonic() - started:.1f} s: "
+        + ", ".join(f"{k}={len(v)}" for k, v in fleet.items())
+    )
     started = time.monotonic()
     with transaction.atomic():
         Cluster.objects.filter(name="bench").delete()
         cluster = Cluster.objects.create(name="bench")
 
         def rows(model, raws):
-            return model.objects.bulk_create((model(cluster=cluster, **model.fields_from_raw(r)) for r in raws), batch_size=2000)
+            return model.objects.bulk_create(
+                (model(cluster=cluster, **model.fields_from_raw(r)) for r in raws), batch_size=2000
+            )
 
         rows(Node, fleet["nodes"])
         rows(DeviceClass, fleet["deviceclasses"])
@@ -64,16 +78,37 @@ def load(nodes, claims):
         for c in claim_rows:
             # The same child rows ResourceClaim.sync_children writes, built without a query per claim.
             for r in ((c.status.get("allocation") or {}).get("devices") or {}).get("results") or []:
-                results.append(AllocationResult(cluster=cluster, claim=c, namespace=c.namespace, request=r["request"], driver=r["driver"], pool=r["pool"], device=r["device"]))
+                results.append(
+                    AllocationResult(
+                        cluster=cluster,
+                        claim=c,
+                        namespace=c.namespace,
+                        request=r["request"],
+                        driver=r["driver"],
+                        pool=r["pool"],
+                        device=r["device"],
+                    )
+                )
             for ref in c.status.get("reservedFor") or []:
-                consumers.append(ClaimConsumer(cluster=cluster, claim=c, resource=ref["resource"], name=ref["name"], uid=ref["uid"]))
+                consumers.append(
+                    ClaimConsumer(cluster=cluster, claim=c, resource=ref["resource"], name=ref["name"], uid=ref["uid"])
+                )
         AllocationResult.objects.bulk_create(results, batch_size=5000)
         ClaimConsumer.objects.bulk_create(consumers, batch_size=5000)
         pods = rows(Pod, fleet["pods"])
         PodClaimRef.objects.bulk_create((ref for p in pods for ref in PodClaimRef.rows_for_pod(p)), batch_size=5000)
         now = timezone.now()
         Finding.objects.bulk_create(
-            Finding(cluster=cluster, rule="bench", namespace=c.namespace, claim_name=c.name, claim_uid=c.uid, summary="bench", first_seen=now, last_seen=now)
+            Finding(
+                cluster=cluster,
+                rule="bench",
+                namespace=c.namespace,
+                claim_name=c.name,
+                claim_uid=c.uid,
+                summary="bench",
+                first_seen=now,
+                last_seen=now,
+            )
             for c in claim_rows[:: max(1, len(claim_rows) // 200)]
         )
         # Bulk inserts bypass the watchers' apply path: fill the stored device state as it would.
@@ -89,7 +124,9 @@ def load(nodes, claims):
         # nodes the overview took 338 ms instead of 268.
         # SQLite (bench_load.py's embedded mode): statistics only.
         cursor.execute("VACUUM ANALYZE" if connection.vendor == "postgresql" else "ANALYZE")
-    print(f"loaded in {time.monotonic() - started:.1f} s: {Device.objects.count()} devices, {ResourceClaim.objects.count()} claims, {len(results)} allocation results")
+    print(
+        f"loaded in {time.monotonic() - started:.1f} s: {Device.objects.count()} devices, {ResourceClaim.objects.count()} claims, {len(results)} allocation results"
+    )
 
 
 def fleet_matches(nodes):
@@ -133,7 +170,11 @@ def explain(client, label, url, min_ms=0.0):
     out = [f"### {label}\n\n`GET {url}`: {len(ctx.captured_queries)} queries\n"]
     for q in ctx.captured_queries:
         sql = q["sql"]
-        if any(t in sql for t in SKIP_EXPLAIN) or sql.startswith(("EXPLAIN", "SAVEPOINT", "RELEASE")) or float(q["time"]) * 1000 < min_ms:
+        if (
+            any(t in sql for t in SKIP_EXPLAIN)
+            or sql.startswith(("EXPLAIN", "SAVEPOINT", "RELEASE"))
+            or float(q["time"]) * 1000 < min_ms
+        ):
             continue
         with connection.cursor() as cursor:
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
@@ -155,10 +196,18 @@ def main():
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--claims", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--reload", action="store_true", help="Reload the fleet even if the database has one of --nodes nodes.")
+    parser.add_argument(
+        "--reload", action="store_true", help="Reload the fleet even if the database has one of --nodes nodes."
+    )
     parser.add_argument("--load-only", action="store_true", help="Load (or check) the fleet, measure nothing.")
-    parser.add_argument("--skip-class-count", action="store_true", help="Do not time the background class recount first.")
-    parser.add_argument("--explain", metavar="FILE", help="Also write EXPLAIN (ANALYZE, BUFFERS) of every query of every case to FILE (markdown).")
+    parser.add_argument(
+        "--skip-class-count", action="store_true", help="Do not time the background class recount first."
+    )
+    parser.add_argument(
+        "--explain",
+        metavar="FILE",
+        help="Also write EXPLAIN (ANALYZE, BUFFERS) of every query of every case to FILE (markdown).",
+    )
     args = parser.parse_args()
 
     db_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_DB)
@@ -193,17 +242,25 @@ def main():
     assert Cluster.objects.filter(name="bench").exists()
 
     cases = [
-        ("devices: attribute + capacity, page of 100",
-         "/api/v1/devices/?attribute=gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3&capacity=gpu.nvidia.com/memory>=40Gi&page_size=100"),
-        ("devices: attribute + capacity + state=free, page of 100",
-         "/api/v1/devices/?attribute=productName:NVIDIA H100 80GB HBM3&capacity=memory>=40Gi&state=free&page_size=100"),
-        ("same, keyset page (?cursor=, no count)",
-         "/api/v1/devices/?attribute=gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3&capacity=gpu.nvidia.com/memory>=40Gi&page_size=100&cursor="),
+        (
+            "devices: attribute + capacity, page of 100",
+            "/api/v1/devices/?attribute=gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3&capacity=gpu.nvidia.com/memory>=40Gi&page_size=100",
+        ),
+        (
+            "devices: attribute + capacity + state=free, page of 100",
+            "/api/v1/devices/?attribute=productName:NVIDIA H100 80GB HBM3&capacity=memory>=40Gi&state=free&page_size=100",
+        ),
+        (
+            "same, keyset page (?cursor=, no count)",
+            "/api/v1/devices/?attribute=gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3&capacity=gpu.nvidia.com/memory>=40Gi&page_size=100&cursor=",
+        ),
         ("devices: unfiltered, page of 100", "/api/v1/devices/?page_size=100"),
         ("devices: unfiltered, keyset page of 100", "/api/v1/devices/?page_size=100&cursor="),
         ("devices: node filter (8 rows)", f"/api/v1/devices/?node=node-{args.nodes // 2:05d}"),
-        ("devices: attribute + capacity, page of 1000",
-         "/api/v1/devices/?attribute=gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3&capacity=gpu.nvidia.com/memory>=40Gi&page_size=1000"),
+        (
+            "devices: attribute + capacity, page of 1000",
+            "/api/v1/devices/?attribute=gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3&capacity=gpu.nvidia.com/memory>=40Gi&page_size=1000",
+        ),
         ("claims: state=reserved, page of 100", "/api/v1/claims/?state=reserved&page_size=100"),
         ("claims: state=pending, page of 100", "/api/v1/claims/?state=pending&page_size=100"),
         ("claims: state=stuck, page of 100", "/api/v1/claims/?state=stuck&page_size=100"),
@@ -222,7 +279,9 @@ def main():
         count_class_matches(Cluster.objects.get(name="bench").id)
         counting = (time.perf_counter() - t0) * 1000
         counts = {c["name"]: c["matching_devices"] for c in client.get("/api/v1/device-classes/").json()["results"]}
-        print(f"\ndevice classes counted in the background (CEL over every device): {counting:.0f} ms, matches {counts}")
+        print(
+            f"\ndevice classes counted in the background (CEL over every device): {counting:.0f} ms, matches {counts}"
+        )
     cases.append(("device-classes (stored CEL counts)", "/api/v1/device-classes/"))
     print(f"\n{'request':58} {'p50 ms':>8} {'max ms':>8} {'queries':>8} {'rows':>6} {'matched':>8}")
     for label, url in cases:

@@ -6,7 +6,7 @@ Run from the repository root:  .venv/bin/python bench/bench_cel.py [DEVICES | --
 --nodes N evaluates the devices of an N-node fleet of the other benches (8 GPUs a node; default 5,000
 nodes, i.e. 40,000 devices).
 
---module loads another version of cel.py (e.g. `git show REV:claims/allocator/cel.py > /tmp/old/cel.py`)
+--module loads another version of cel.py (e.g. `git show REV:dra/cel.py > /tmp/old/cel.py`)
 next to this checkout's quantity/semver modules. --compare loads both in one process and alternates
 them, best of 6 each in thread CPU time, which is fairer on a shared machine than two separate runs.
 """
@@ -25,7 +25,7 @@ sys.path.insert(0, ROOT)
 def load_cel(path):
     """cel.py from `path` as a package module whose siblings come from this checkout."""
     if path is None:
-        from claims.allocator import cel
+        from dra import cel
 
         return cel
     package = "celbench_other"
@@ -38,6 +38,7 @@ def load_cel(path):
     sys.modules[spec.name] = cel
     spec.loader.exec_module(cel)
     return cel
+
 
 DRIVER = "gpu.nvidia.com"
 PRODUCTS = ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", "NVIDIA H200", "NVIDIA L4"]
@@ -55,8 +56,7 @@ SELECTORS = {
         '"numa" in device.attributes["topology.k8s.io"] && device.attributes["topology.k8s.io"].numa == 0'
     ),
     "cel.bind + matches": (
-        'cel.bind(g, device.attributes["gpu.nvidia.com"], '
-        'g.productName.matches("H(100|200)") && g.index < 4)'
+        'cel.bind(g, device.attributes["gpu.nvidia.com"], g.productName.matches("H(100|200)") && g.index < 4)'
     ),
 }
 
@@ -85,15 +85,17 @@ def compare(count, other_path):
         selectors = {name: m.compile_selector(expression) for name, m in modules.items()}
         best = dict.fromkeys(modules, float("inf"))
         for round_ in range(6):  # who goes first alternates too
-            for name in (list(modules) if round_ % 2 else list(modules)[::-1]):
+            for name in list(modules) if round_ % 2 else list(modules)[::-1]:
                 selector, devices = selectors[name], fleets[name]
                 start = time.thread_time()  # CPU time: waiting for a shared core does not count
                 for device in devices:
                     selector.evaluate(device)
                 best[name] = min(best[name], time.thread_time() - start)
         rates = {name: count / best[name] for name in modules}
-        print(f"{label:34s} this {rates['this checkout']:>9,.0f}/s   other {rates['other']:>9,.0f}/s   "
-              f"ratio {rates['this checkout'] / rates['other']:.2f}")
+        print(
+            f"{label:34s} this {rates['this checkout']:>9,.0f}/s   other {rates['other']:>9,.0f}/s   "
+            f"ratio {rates['this checkout'] / rates['other']:.2f}"
+        )
 
 
 GPUS_PER_NODE = 8  # the fleet of devcluster.fleet and the other benches
@@ -125,8 +127,10 @@ def main():
     devices = [make_device(d, a, c) for d, a, c in raw]
     built = time.perf_counter() - start
     rss_growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
-    print(f"make_device: {count} devices in {built * 1000:.0f} ms ({count / built:,.0f}/s, "
-          f"includes the engine's one-off conversion), peak RSS +{rss_growth:.0f} MiB")
+    print(
+        f"make_device: {count} devices in {built * 1000:.0f} ms ({count / built:,.0f}/s, "
+        f"includes the engine's one-off conversion), peak RSS +{rss_growth:.0f} MiB"
+    )
 
     for name, expression in SELECTORS.items():
         start = time.perf_counter()
@@ -138,8 +142,10 @@ def main():
             start = time.perf_counter()
             matched = sum(1 for device in devices if selector.evaluate(device))
             elapsed = min(elapsed, time.perf_counter() - start)
-        print(f"{name:34s} compile {compiled * 1000:6.2f} ms   {count / elapsed:>9,.0f} devices/s   "
-              f"{elapsed * 1000:7.1f} ms for {count} (best of 3), {matched} match")
+        print(
+            f"{name:34s} compile {compiled * 1000:6.2f} ms   {count / elapsed:>9,.0f} devices/s   "
+            f"{elapsed * 1000:7.1f} ms for {count} (best of 3), {matched} match"
+        )
 
     # The same selector from other threads: a long-lived worker (second pass: its activations are
     # made) and a thread that sees the devices for the first time (what a fresh request thread pays).
@@ -164,11 +170,15 @@ def main():
         print(f"{label:34s} {count / elapsed:>9,.0f} devices/s   {elapsed * 1000:7.1f} ms, result {matched}")
 
     if hasattr(cel, "celsplit"):  # the old module's backtracking find() would take seconds per device
-        redos = compile_selector('(device.attributes["gpu.nvidia.com"].uuid + "aaaaaaaaaaaaaaaaaaaaaaaaa!").find("(a+)+$") == ""')
+        redos = compile_selector(
+            '(device.attributes["gpu.nvidia.com"].uuid + "aaaaaaaaaaaaaaaaaaaaaaaaa!").find("(a+)+$") == ""'
+        )
         start = time.perf_counter()
         matched = sum(1 for device in devices if redos.evaluate(device))
         elapsed = time.perf_counter() - start
-        print(f"{'find() with (a+)+$ (RE2)':34s} {count / elapsed:>9,.0f} devices/s   {elapsed * 1000:7.1f} ms, {matched} match")
+        print(
+            f"{'find() with (a+)+$ (RE2)':34s} {count / elapsed:>9,.0f} devices/s   {elapsed * 1000:7.1f} ms, {matched} match"
+        )
 
 
 if __name__ == "__main__":

@@ -24,27 +24,64 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_allocator import make_fleet  # noqa: E402
 
-from claims.allocator import Features, Inventory, preview  # noqa: E402
-from claims.allocator.model import ClaimSpec  # noqa: E402
+from dra import Features, Inventory, preview  # noqa: E402
+from dra.model import ClaimSpec  # noqa: E402
 
-ONE_GPU = ClaimSpec("bench", "one", {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}})
-ENDLESS = ClaimSpec("bench", "endless", {"devices": {
-    "requests": [
-        {"name": "many", "exactly": {"deviceClassName": "side", "count": 8, "selectors": [{"cel": {"expression": 'device.attributes["side.example.com"].side == "left"'}}]}},
-        {"name": "other", "exactly": {"deviceClassName": "side", "selectors": [{"cel": {"expression": 'device.attributes["side.example.com"].side == "right"'}}]}},
-    ],
-    "constraints": [{"matchAttribute": "side.example.com/side"}],
-}})
+ONE_GPU = ClaimSpec(
+    "bench", "one", {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}
+)
+ENDLESS = ClaimSpec(
+    "bench",
+    "endless",
+    {
+        "devices": {
+            "requests": [
+                {
+                    "name": "many",
+                    "exactly": {
+                        "deviceClassName": "side",
+                        "count": 8,
+                        "selectors": [{"cel": {"expression": 'device.attributes["side.example.com"].side == "left"'}}],
+                    },
+                },
+                {
+                    "name": "other",
+                    "exactly": {
+                        "deviceClassName": "side",
+                        "selectors": [{"cel": {"expression": 'device.attributes["side.example.com"].side == "right"'}}],
+                    },
+                },
+            ],
+            "constraints": [{"matchAttribute": "side.example.com/side"}],
+        }
+    },
+)
 
 
 def endless_objects(fleet):
-    fleet["deviceclasses"].append({"kind": "DeviceClass", "metadata": {"name": "side"}, "spec": {"selectors": [{"cel": {"expression": 'device.driver == "side.example.com"'}}]}})
+    fleet["deviceclasses"].append(
+        {
+            "kind": "DeviceClass",
+            "metadata": {"name": "side"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "side.example.com"'}}]},
+        }
+    )
     for node in fleet["nodes"]:
         name = node["metadata"]["name"]
         devices = [{"name": f"a{i}", "attributes": {"side": {"string": "left"}}} for i in range(30)]
         devices += [{"name": f"b{i}", "attributes": {"side": {"string": "right"}}} for i in range(2)]
-        fleet["resourceslices"].append({"kind": "ResourceSlice", "metadata": {"name": f"{name}-side"}, "spec": {
-            "driver": "side.example.com", "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}, "nodeName": name, "devices": devices}})
+        fleet["resourceslices"].append(
+            {
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-side"},
+                "spec": {
+                    "driver": "side.example.com",
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "nodeName": name,
+                    "devices": devices,
+                },
+            }
+        )
     return fleet
 
 
@@ -78,13 +115,19 @@ def main():
     Inventory.from_objects(fleet, features=Features())
     print(f"fleet: {args.nodes} nodes, one Inventory build {time.perf_counter() - t0:.2f} s")
     for deadline in (0.2, 0.5, 1.0):
-        ms, undecided = overshoot(lambda: Inventory.from_objects(fleet, features=Features()), [ONE_GPU], deadline, args.runs)
-        print(f"cold 1-GPU preview, deadline {deadline:.1f} s: overshoot max {max(ms):.1f} ms, median {statistics.median(ms):.1f} ms ({undecided} nodes undecided)")
+        ms, undecided = overshoot(
+            lambda: Inventory.from_objects(fleet, features=Features()), [ONE_GPU], deadline, args.runs
+        )
+        print(
+            f"cold 1-GPU preview, deadline {deadline:.1f} s: overshoot max {max(ms):.1f} ms, median {statistics.median(ms):.1f} ms ({undecided} nodes undecided)"
+        )
     endless = endless_objects(make_fleet(nodes=args.nodes))
     warm = Inventory.from_objects(endless, features=Features())
     for deadline in (0.2, 0.5, 1.0):
         ms, undecided = overshoot(lambda: warm, [ENDLESS], deadline, args.runs, filter_timeout=None)
-        print(f"endless search, deadline {deadline:.1f} s: overshoot max {max(ms):.1f} ms, median {statistics.median(ms):.1f} ms ({undecided} nodes undecided)")
+        print(
+            f"endless search, deadline {deadline:.1f} s: overshoot max {max(ms):.1f} ms, median {statistics.median(ms):.1f} ms ({undecided} nodes undecided)"
+        )
 
 
 if __name__ == "__main__":

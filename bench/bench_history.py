@@ -13,7 +13,6 @@ page's chart requests (GET /api/v1/history/...) are timed through Django's full 
 """
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -45,7 +44,9 @@ def time_sampler(samples):
             cpu.append((time.process_time() - c0) * 1000)
     FleetSample.objects.filter(minute__gte=start).delete()
     NamespaceSample.objects.filter(minute__gte=start).delete()
-    print(f"sampler: p50 {statistics.median(times):.0f} ms, max {max(times):.0f} ms (this process's CPU p50 {statistics.median(cpu):.0f} ms) over {samples} samples; {rows} rows a minute")
+    print(
+        f"sampler: p50 {statistics.median(times):.0f} ms, max {max(times):.0f} ms (this process's CPU p50 {statistics.median(cpu):.0f} ms) over {samples} samples; {rows} rows a minute"
+    )
     return rows
 
 
@@ -70,14 +71,24 @@ def fill(days):
         columns = [c for c in rows[0] if c != "id"]
         counts = [c for c in columns if c not in ("cluster_id", "minute", "model", "kind", "namespace")]
         table = connection.ops.quote_name(model._meta.db_table)
-        with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+        with (
+            connection.cursor() as cursor,
+            cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy,
+        ):
             for minute in minutes:
                 for row in rows:
-                    copy.write_row([minute if c == "minute" else max(row[c] + rng.randint(-2, 2), 0) if c in counts else row[c] for c in columns])
+                    copy.write_row(
+                        [
+                            minute if c == "minute" else max(row[c] + rng.randint(-2, 2), 0) if c in counts else row[c]
+                            for c in columns
+                        ]
+                    )
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {table}")
     total = (len(fleet) + len(spaces)) * (len(minutes) + 1)
-    print(f"history: {days:g} days = {len(minutes) + 1} minutes x {len(fleet)} fleet + {len(spaces)} namespace rows = {total} rows, written in {time.monotonic() - started:.0f} s")
+    print(
+        f"history: {days:g} days = {len(minutes) + 1} minutes x {len(fleet)} fleet + {len(spaces)} namespace rows = {total} rows, written in {time.monotonic() - started:.0f} s"
+    )
     return spaces
 
 
@@ -94,7 +105,10 @@ def time_charts(runs, days, namespace):
         ("free whole GPUs by model", "/api/v1/history/devices?series=gpus_free&group_by=model"),
         ("GPUs held, top 8 namespaces", "/api/v1/history/namespaces?series=gpu&top=8"),
         ("pending claims, top 8 namespaces", "/api/v1/history/namespaces?series=claims_pending&top=8"),
-        (f"namespace {namespace}: devices", f"/api/v1/history/namespaces?namespace={namespace}&series=gpu,partition,other,idle"),
+        (
+            f"namespace {namespace}: devices",
+            f"/api/v1/history/namespaces?namespace={namespace}&series=gpu,partition,other,idle",
+        ),
     ]
     print(f"\nchart requests (server time, ms; {runs} runs each):")
     # cpu: this process's CPU time per request (Django, DRF, the rows' conversion), without PostgreSQL's.
@@ -112,7 +126,9 @@ def time_charts(runs, days, namespace):
                     cpu.append(used)
             body = response.json()
             assert any(v is not None for s in body["series"] for v in s["values"]), (label, "no data")
-            print(f"{label:36} {span:>5}h {len(body['timestamps']):>6} {statistics.median(times):7.1f} {max(times):7.1f} {statistics.median(cpu):8.1f}")
+            print(
+                f"{label:36} {span:>5}h {len(body['timestamps']):>6} {statistics.median(times):7.1f} {max(times):7.1f} {statistics.median(cpu):8.1f}"
+            )
 
 
 def main():

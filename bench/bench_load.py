@@ -103,20 +103,26 @@ def list_of_claims(n, namespace="team-00"):
     """A `kind: List` of n distinct 1-GPU claims (the issue's 500 claims: the engine runs into the deadline)."""
     items = []
     for i in range(n):
-        items.append(f"- apiVersion: resource.k8s.io/v1\n  kind: ResourceClaim\n  metadata: {{name: load-{i}, namespace: {namespace}}}\n"
-                     f"  spec:\n    devices:\n      requests:\n      - name: gpu\n        exactly: {{deviceClassName: gpu.nvidia.com, count: 1}}\n")
+        items.append(
+            f"- apiVersion: resource.k8s.io/v1\n  kind: ResourceClaim\n  metadata: {{name: load-{i}, namespace: {namespace}}}\n"
+            f"  spec:\n    devices:\n      requests:\n      - name: gpu\n        exactly: {{deviceClassName: gpu.nvidia.com, count: 1}}\n"
+        )
     return "apiVersion: v1\nkind: List\nitems:\n" + "".join(items)
 
 
 # 8 MIG devices whose uuids must all be equal: never true, so on every MIG node the allocator searches
 # the combinations of its MIG devices (the counters cut it short: about 0.6 s over the fleet alone).
-HARD_CONSTRAINT = claim_yaml("hard-search", "team-01", """  devices:
+HARD_CONSTRAINT = claim_yaml(
+    "hard-search",
+    "team-01",
+    """  devices:
     requests:
     - name: mig
       exactly: {deviceClassName: mig.nvidia.com, count: 8}
     constraints:
     - matchAttribute: gpu.nvidia.com/uuid
-""")
+""",
+)
 
 
 def pod_with_claims(n, namespace="team-02"):
@@ -124,9 +130,11 @@ def pod_with_claims(n, namespace="team-02"):
     scheduler's PostFilter runs too."""
     claims = "".join(f"  - name: c{i}\n    resourceClaimTemplateName: gpu-1\n" for i in range(n))
     refs = "".join(f"        - name: c{i}\n" for i in range(n))
-    return (f"apiVersion: v1\nkind: Pod\nmetadata: {{name: many-claims, namespace: {namespace}}}\nspec:\n"
-            f"  containers:\n  - name: main\n    image: busybox\n    resources:\n      claims:\n{refs}"
-            f"  resourceClaims:\n{claims}")
+    return (
+        f"apiVersion: v1\nkind: Pod\nmetadata: {{name: many-claims, namespace: {namespace}}}\nspec:\n"
+        f"  containers:\n  - name: main\n    image: busybox\n    resources:\n      claims:\n{refs}"
+        f"  resourceClaims:\n{claims}"
+    )
 
 
 PREVIEWS = [
@@ -151,11 +159,18 @@ def load_average():
 
 # ---------------------------------------------------------------- database, users
 
+
 def open_database(args):
     """Point Django (this process) at the run's database, migrate, load the fleet if missing. Returns the env
     the servers get."""
-    env = {"SECRET_KEY": SECRET, "ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SETTINGS_MODULE": "gpudash.settings",
-           "DB_CONN_MAX_AGE": "0", "GPUDASH_PREVIEW_WORKERS": "2", "PYTHONUNBUFFERED": "1"}
+    env = {
+        "SECRET_KEY": SECRET,
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DJANGO_SETTINGS_MODULE": "gpudash.settings",
+        "DB_CONN_MAX_AGE": "0",
+        "GPUDASH_PREVIEW_WORKERS": "2",
+        "PYTHONUNBUFFERED": "1",
+    }
     sqlite = args.mode == "embedded" and args.embedded_db == "sqlite"
     if sqlite:
         env["DATABASE_URL"] = f"sqlite:///{os.environ.get('BENCH_SQLITE', DEFAULT_SQLITE)}"
@@ -201,13 +216,19 @@ def make_users(n_clients, n_previews):
         client.force_login(u)
         return token.key, client.cookies["sessionid"].value
 
-    admin, _ = User.objects.get_or_create(username="bench-load-admin", defaults={"is_superuser": True, "is_staff": True})
+    admin, _ = User.objects.get_or_create(
+        username="bench-load-admin", defaults={"is_superuser": True, "is_staff": True}
+    )
     admin_token, _ = Token.objects.get_or_create(user=admin)
-    return ([user(f"bench-load-{i}") for i in range(n_clients)], [user(f"bench-load-preview-{i}") for i in range(n_previews)],
-            admin_token.key)
+    return (
+        [user(f"bench-load-{i}") for i in range(n_clients)],
+        [user(f"bench-load-preview-{i}") for i in range(n_previews)],
+        admin_token.key,
+    )
 
 
 # ---------------------------------------------------------------- servers
+
 
 def free_port():
     with socket.socket() as s:
@@ -225,11 +246,36 @@ def start_servers(args, env, port, logdir):
         serve += ["--workers", "2"]
         celery = shutil.which("celery", path=str(Path(PYTHON).parent)) or "celery"
         procs["preview workers"] = subprocess.Popen(
-            [celery, "-A", "gpudash", "worker", "-Q", "preview", "-c", "2", "-P", "prefork", "--loglevel", "warning",
-             "-n", f"bench-load-preview@{socket.gethostname()}"],
-            cwd=ROOT, env=full_env, stdout=open(logdir / "celery.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
-    procs["web"] = subprocess.Popen(serve, cwd=ROOT, env=full_env, stdout=open(logdir / "serve.log", "w"),
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                celery,
+                "-A",
+                "gpudash",
+                "worker",
+                "-Q",
+                "preview",
+                "-c",
+                "2",
+                "-P",
+                "prefork",
+                "--loglevel",
+                "warning",
+                "-n",
+                f"bench-load-preview@{socket.gethostname()}",
+            ],
+            cwd=ROOT,
+            env=full_env,
+            stdout=open(logdir / "celery.log", "w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    procs["web"] = subprocess.Popen(
+        serve,
+        cwd=ROOT,
+        env=full_env,
+        stdout=open(logdir / "serve.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     return procs
 
 
@@ -306,7 +352,7 @@ class CpuSampler:
         self.stop.set()
         self.thread.join()
         self.sample()
-        out = {name: 0.0 for name in self.groups}
+        out = dict.fromkeys(self.groups, 0.0)
         for pid, name in self.owner.items():
             out[name] += self.last[pid] - self.first[pid]
         return out
@@ -321,6 +367,7 @@ def total_cpu():
 
 # ---------------------------------------------------------------- clients (each class in its own process)
 
+
 def run_class(kind, base, until, payload, out):
     asyncio.run(_run_class(kind, base, until, payload, out))
 
@@ -334,9 +381,13 @@ async def _timed(session, method, url, **kw):
             body = await response.read()
             seconds = time.perf_counter() - t0
             # The Server-Timing header of an answer, or the start of the body of a refusal or failure.
-            info = response.headers.get("Server-Timing") if response.status < 300 else body[:240].decode("utf-8", "replace")
+            info = (
+                response.headers.get("Server-Timing")
+                if response.status < 300
+                else body[:240].decode("utf-8", "replace")
+            )
             return response.status, seconds, info, len(body)
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         return f"error {type(exc).__name__}", time.perf_counter() - t0, None, 0
 
 
@@ -347,8 +398,9 @@ async def _run_class(kind, base, until, payload, out):
     window = until - payload["seconds"]
     if kind == "probe":
         # A new connection per probe, as a load balancer's health check makes it.
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True),
-                                         timeout=aiohttp.ClientTimeout(total=5)) as session:
+        async with aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(force_close=True), timeout=aiohttp.ClientTimeout(total=5)
+        ) as session:
             next_at = time.monotonic()
             while next_at < until:
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
@@ -389,10 +441,14 @@ async def _run_class(kind, base, until, payload, out):
 
                     body = json.dumps({"cluster": "bench", "namespace": namespace, "yaml": text})
                     start = time.monotonic()
-                    status, seconds, info, size = await _timed(session, "POST", "/api/v1/preview", data=body, headers=headers)
+                    status, seconds, info, size = await _timed(
+                        session, "POST", "/api/v1/preview", data=body, headers=headers
+                    )
                     rows.append((label, status, seconds, info, start - window, size))
                     if status == 429:
-                        await asyncio.sleep(0.2)  # what a script honouring Retry-After roughly does, without waiting seconds
+                        await asyncio.sleep(
+                            0.2
+                        )  # what a script honouring Retry-After roughly does, without waiting seconds
 
         await asyncio.gather(*(client(i, t) for i, (t, _) in enumerate(payload["users"])))
     out.put((kind, rows))
@@ -442,11 +498,12 @@ def parse_timing(header):
 
 # ---------------------------------------------------------------- report
 
+
 def row(label, seconds_list):
     ms = [s * 1000 for s in seconds_list]
     if not ms:
         return f"{label:60} {'-':>7}"
-    return (f"{label:60} {len(ms):7d} {pct(ms, 50):8.0f} {pct(ms, 95):8.0f} {pct(ms, 99):8.0f} {max(ms):8.0f}")
+    return f"{label:60} {len(ms):7d} {pct(ms, 50):8.0f} {pct(ms, 95):8.0f} {pct(ms, 99):8.0f} {max(ms):8.0f}"
 
 
 def report(results, seconds):
@@ -480,7 +537,12 @@ def report(results, seconds):
     print("\nper request (client-observed):")
     for label in sorted(per_url):
         print(row(label[:60], per_url[label]))
-    print("\nstatus counts: " + "; ".join(f"{cls}: " + ", ".join(f"{k} x{v}" for k, v in sorted(c.items(), key=str)) for cls, c in statuses.items()))
+    print(
+        "\nstatus counts: "
+        + "; ".join(
+            f"{cls}: " + ", ".join(f"{k} x{v}" for k, v in sorted(c.items(), key=str)) for cls, c in statuses.items()
+        )
+    )
     throughput = {cls: len(v) / seconds for cls, v in classes.items()}
     print("throughput (/s): " + ", ".join(f"{k} {v:.1f}" for k, v in throughput.items()))
     print(f"5xx and failed requests: {len(five)}")
@@ -498,14 +560,20 @@ def queue_report(rows, title):
         "queue = wall - run (all it added)": [t["queue"] for t in timed],
         "  of it, until a worker started it (wait)": [t["wait"] for t in timed],
         "  of it, the rest (answer back, encode/decode)": [t["queue"] - t["wait"] for t in timed],
-        "  pick-up with a worker free: min(wait, idle)": [min(t["wait"], t["idle"]) if "idle" in t else t["wait"] for t in timed],
-        "queue minus waiting for a busy worker": [t["queue"] - t["wait"] + (min(t["wait"], t["idle"]) if "idle" in t else t["wait"]) for t in timed],
+        "  pick-up with a worker free: min(wait, idle)": [
+            min(t["wait"], t["idle"]) if "idle" in t else t["wait"] for t in timed
+        ],
+        "queue minus waiting for a busy worker": [
+            t["queue"] - t["wait"] + (min(t["wait"], t["idle"]) if "idle" in t else t["wait"]) for t in timed
+        ],
         "run (the worker's own time)": [t["run"] for t in timed],
     }
     print(f"{'':60} {'n':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}")
     for label, values in fields.items():
         print(row(label, [v / 1000 for v in values]))
-    return statistics.median(fields["queue minus waiting for a busy worker"]), statistics.median(fields["queue = wall - run (all it added)"])
+    return statistics.median(fields["queue minus waiting for a busy worker"]), statistics.median(
+        fields["queue = wall - run (all it added)"]
+    )
 
 
 def main():
@@ -515,20 +583,30 @@ def main():
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--previews", type=int, default=4)
-    parser.add_argument("--quiet-previews", type=int, default=4, help="previews one at a time after the load, the worst cases and a 1-GPU claim in turn (0: none)")
+    parser.add_argument(
+        "--quiet-previews",
+        type=int,
+        default=4,
+        help="previews one at a time after the load, the worst cases and a 1-GPU claim in turn (0: none)",
+    )
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--claims", type=int, default=20000)
     parser.add_argument("--reload", action="store_true")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--logs", default=os.path.join(tempfile.gettempdir(), "bench_load_logs"))
-    parser.add_argument("--load-only", action="store_true", help="Load (or check) the fleet of --mode's database, measure nothing.")
+    parser.add_argument(
+        "--load-only", action="store_true", help="Load (or check) the fleet of --mode's database, measure nothing."
+    )
     args = parser.parse_args()
     if args.load_only:
         open_database(args)
         return
 
-    print(f"bench_load: mode {args.mode}, {args.clients} clients, {args.previews} preview clients, {args.seconds:g} s; "
-          f"started {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average {load_average()}, {os.cpu_count()} CPUs", flush=True)
+    print(
+        f"bench_load: mode {args.mode}, {args.clients} clients, {args.previews} preview clients, {args.seconds:g} s; "
+        f"started {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average {load_average()}, {os.cpu_count()} CPUs",
+        flush=True,
+    )
     env = open_database(args)
     print(f"database {os.environ['DATABASE_URL']}; REDIS_URL {env.get('REDIS_URL') or '(none)'}", flush=True)
     users, preview_users, admin_token = make_users(args.clients, args.previews)
@@ -572,9 +650,18 @@ def main():
             r = s.get(base + url, headers={"Authorization": f"Token {users[0][0]}"}, timeout=60)
             assert r.status_code == 200, (url, r.status_code, r.text[:300])
         warm, _ = drive([("warm", {"users": preview_users, "cases": [LIGHT], "rounds": 2})], base, 120)
-        print("warm-up previews: " + ", ".join(f"{st} {secs:.1f}s" for _, st, secs, _, _, _ in warm["warm"]), flush=True)
-        print(f"ready {time.monotonic() - started:.1f} s after start; workers: "
-              + str(requests.get(base + "/api/v1/preview/workers", headers={"Authorization": f"Token {admin_token}"}, timeout=10).json()), flush=True)
+        print(
+            "warm-up previews: " + ", ".join(f"{st} {secs:.1f}s" for _, st, secs, _, _, _ in warm["warm"]), flush=True
+        )
+        print(
+            f"ready {time.monotonic() - started:.1f} s after start; workers: "
+            + str(
+                requests.get(
+                    base + "/api/v1/preview/workers", headers={"Authorization": f"Token {admin_token}"}, timeout=10
+                ).json()
+            ),
+            flush=True,
+        )
 
         # The measured window.
         if args.mode == "embedded":  # the local pool's workers are the web process's children
@@ -589,15 +676,23 @@ def main():
         b, ours = total_cpu(), sum(ours.finish().values())
         tick = os.sysconf("SC_CLK_TCK")
         background = max(0.0, ((b[0] - a[0]) - (b[1] - a[1])) / tick - ours) / max(1e-9, (b[0] - a[0]) / tick)
-        print(f"before the window, no load: other users kept the machine {background:.0%} busy, this bench's servers used "
-              f"{ours:.1f} CPU s in 5 s; load average {load_average()}")
+        print(
+            f"before the window, no load: other users kept the machine {background:.0%} busy, this bench's servers used "
+            f"{ours:.1f} CPU s in 5 s; load average {load_average()}"
+        )
         sampler = CpuSampler(groups)
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         children_before = usage.ru_utime + usage.ru_stime  # the warm-up's client process, reaped
         machine_before = total_cpu()
         load_before = load_average()
-        print(f"\nmeasuring {args.seconds:g} s from {time.strftime('%H:%M:%S')}, load average {load_before}", flush=True)
-        classes = [("probe", {}), ("browse", {"users": users}), ("previews", {"users": preview_users, "cases": PREVIEWS})]
+        print(
+            f"\nmeasuring {args.seconds:g} s from {time.strftime('%H:%M:%S')}, load average {load_before}", flush=True
+        )
+        classes = [
+            ("probe", {}),
+            ("browse", {"users": users}),
+            ("previews", {"users": preview_users, "cases": PREVIEWS}),
+        ]
         results, client_procs = drive(classes, base, args.seconds)
         load_after = load_average()
         machine_after = total_cpu()
@@ -612,17 +707,32 @@ def main():
         clients = clients.ru_utime + clients.ru_stime - children_before
         ours = sum(used.values())
         elapsed = (machine_after[0] - machine_before[0]) / tick / os.cpu_count()
-        print(f"\nCPU seconds from the clients' start to the last answer ({elapsed:.0f} s x {os.cpu_count()} CPUs; the machine was {share:.0%} busy, "
-              f"{busy:.1f} CPU s): " + ", ".join(f"{k} {v:.1f}" for k, v in used.items())
-              + f", the load clients {clients:.1f}, everything else (PostgreSQL, Redis, other users of the machine) {busy - ours - clients:.1f}"
-              + f" (other users alone, at the rate measured before the window: ~{background * elapsed * os.cpu_count():.0f})")
-        print("preview answers per status: " + "; ".join(
-            f"{label}: " + ", ".join(f"{st} x{n}" for st, n in sorted(count_by(results["previews"], label).items(), key=str))
-            for label, _, _ in PREVIEWS))
+        print(
+            f"\nCPU seconds from the clients' start to the last answer ({elapsed:.0f} s x {os.cpu_count()} CPUs; the machine was {share:.0%} busy, "
+            f"{busy:.1f} CPU s): "
+            + ", ".join(f"{k} {v:.1f}" for k, v in used.items())
+            + f", the load clients {clients:.1f}, everything else (PostgreSQL, Redis, other users of the machine) {busy - ours - clients:.1f}"
+            + f" (other users alone, at the rate measured before the window: ~{background * elapsed * os.cpu_count():.0f})"
+        )
+        print(
+            "preview answers per status: "
+            + "; ".join(
+                f"{label}: "
+                + ", ".join(f"{st} x{n}" for st, n in sorted(count_by(results["previews"], label).items(), key=str))
+                for label, _, _ in PREVIEWS
+            )
+        )
 
         if args.quiet_previews:
-            print(f"\nquiet phase: {args.quiet_previews} previews one at a time, nothing else running, load average {load_average()}", flush=True)
-            quiet, _ = drive([("quiet", {"users": preview_users[:1], "cases": PREVIEWS + [LIGHT], "rounds": args.quiet_previews})], base, 600)
+            print(
+                f"\nquiet phase: {args.quiet_previews} previews one at a time, nothing else running, load average {load_average()}",
+                flush=True,
+            )
+            quiet, _ = drive(
+                [("quiet", {"users": preview_users[:1], "cases": PREVIEWS + [LIGHT], "rounds": args.quiet_previews})],
+                base,
+                600,
+            )
             for label, status, secs, info, _, size in quiet["quiet"]:
                 print(f"  {label:50} {status} {secs * 1000:8.0f} ms {size / 1e6:6.2f} MB  {info}")
             queue_report(quiet["quiet"], "queue with idle workers")

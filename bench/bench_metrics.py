@@ -35,14 +35,18 @@ from fleetdb import add_fleet_arguments, load_average, open_fleet  # noqa: E402 
 
 def exposition(gpus, rng):
     lines = []
-    for metric, kind, value in (("DCGM_FI_DEV_GPU_UTIL", "gauge", lambda: rng.randint(0, 100)),
-                                ("DCGM_FI_DEV_FB_USED", "gauge", lambda: rng.randint(0, 81920)),
-                                ("DCGM_FI_DEV_POWER_USAGE", "gauge", lambda: f"{rng.uniform(60, 700):f}"),
-                                ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", lambda: f"{rng.random():f}")):
+    for metric, kind, value in (
+        ("DCGM_FI_DEV_GPU_UTIL", "gauge", lambda: rng.randint(0, 100)),
+        ("DCGM_FI_DEV_FB_USED", "gauge", lambda: rng.randint(0, 81920)),
+        ("DCGM_FI_DEV_POWER_USAGE", "gauge", lambda: f"{rng.uniform(60, 700):f}"),
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", lambda: f"{rng.random():f}"),
+    ):
         lines += [f"# HELP {metric} {metric}", f"# TYPE {metric} {kind}"]
         for i, (node, uuid) in enumerate(gpus):
-            labels = (f'gpu="{i % 8}",UUID="{uuid}",pci_bus_id="00000000:{0x18 + i % 8:02X}:00.0",device="nvidia{i % 8}",'
-                      f'modelName="NVIDIA H100 80GB HBM3",Hostname="{node}",DCGM_FI_DRIVER_VERSION="570.124.06"')
+            labels = (
+                f'gpu="{i % 8}",UUID="{uuid}",pci_bus_id="00000000:{0x18 + i % 8:02X}:00.0",device="nvidia{i % 8}",'
+                f'modelName="NVIDIA H100 80GB HBM3",Hostname="{node}",DCGM_FI_DRIVER_VERSION="570.124.06"'
+            )
             v = value()
             copies = 4 if i % 10 == 0 else 1  # pods with several containers: one series per container
             for c in range(copies):
@@ -94,17 +98,32 @@ def time_polls(cluster, polls, workdir):
     from monitoring.models import PrometheusSource, UtilizationSample
     from monitoring.utilization import poll
 
-    gpus = list(Device.objects.filter(cluster=cluster, attribute_values__type="gpu").filter(~Q(attribute_values__uuid=None))
-                .annotate(uuid=KT("attribute_values__uuid")).values_list("node_name", "uuid"))
+    gpus = list(
+        Device.objects.filter(cluster=cluster, attribute_values__type="gpu")
+        .filter(~Q(attribute_values__uuid=None))
+        .annotate(uuid=KT("attribute_values__uuid"))
+        .values_list("node_name", "uuid")
+    )
     exporter = Exporter(exposition(gpus, random.Random(1)))
     print(f"exporter: {len(gpus)} GPUs, {len(exporter.body) / 1e6:.1f} MB per scrape")
     prometheus = shutil.which("prometheus")
     config = Path(workdir) / "prometheus.yml"
-    config.write_text(f"global: {{scrape_interval: 15s, scrape_timeout: 14s}}\nscrape_configs:\n"
-                      f"  - job_name: dcgm\n    static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n")
+    config.write_text(
+        f"global: {{scrape_interval: 15s, scrape_timeout: 14s}}\nscrape_configs:\n"
+        f"  - job_name: dcgm\n    static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n"
+    )
     port = 19090 + random.randint(0, 500)
-    proc = subprocess.Popen([prometheus, f"--config.file={config}", f"--storage.tsdb.path={workdir}/data", f"--web.listen-address=127.0.0.1:{port}",
-                             "--log.level=warn"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            prometheus,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={workdir}/data",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300
@@ -140,9 +159,13 @@ def time_polls(cluster, polls, workdir):
         utilization._index_cache.clear()  # as after a slice change: the devices' UUIDs are read again
         t0 = time.perf_counter()
         r = poll(source, now=timezone.now() + timezone.timedelta(minutes=polls + 1))
-        print(f"\nfirst poll after the device rows changed (UUIDs re-read): {time.perf_counter() - t0:.2f} s, join {r.seconds['join']:.2f} s")
+        print(
+            f"\nfirst poll after the device rows changed (UUIDs re-read): {time.perf_counter() - t0:.2f} s, join {r.seconds['join']:.2f} s"
+        )
         print(f"\nutilization poll of {len(gpus)} GPUs ({polls} polls; 4 instant queries each, in parallel):")
-        print(f"{'':8} {'total s':>8} {'query s':>8} {'join s':>8} {'store s':>8} {'cpu s':>8}  (cpu: this process, not Prometheus' or PostgreSQL's)")
+        print(
+            f"{'':8} {'total s':>8} {'query s':>8} {'join s':>8} {'store s':>8} {'cpu s':>8}  (cpu: this process, not Prometheus' or PostgreSQL's)"
+        )
         for label, pick in (("median", statistics.median), ("max", max)):
             print(f"{label:8} " + " ".join(f"{pick(col):8.2f}" for col in zip(*rows)))
     finally:
@@ -159,10 +182,14 @@ def main():
     args = parser.parse_args()
     os.environ.pop("GPUDASH_METRICS_TOKEN", None)
     # a loaded machine must not turn a slow poll into an error
-    cluster = open_fleet(args, DEFAULT_DB, GPUDASH_PROMETHEUS_TIMEOUT=os.environ.get("GPUDASH_PROMETHEUS_TIMEOUT", "30"))
+    cluster = open_fleet(
+        args, DEFAULT_DB, GPUDASH_PROMETHEUS_TIMEOUT=os.environ.get("GPUDASH_PROMETHEUS_TIMEOUT", "30")
+    )
     print("load average at start:", load_average())
     p50, worst, size, series = time_metrics(args.runs)
-    print(f"\n/metrics: p50 {p50:.1f} ms, max {worst:.1f} ms over {args.runs} scrapes; {series} samples, {size / 1e3:.0f} kB")
+    print(
+        f"\n/metrics: p50 {p50:.1f} ms, max {worst:.1f} ms over {args.runs} scrapes; {series} samples, {size / 1e3:.0f} kB"
+    )
     with tempfile.TemporaryDirectory() as workdir:
         time_polls(cluster, args.polls, workdir)
     p50, worst, size, series = time_metrics(args.runs)

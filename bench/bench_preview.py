@@ -44,13 +44,28 @@ EIGHT_GPUS = ONE_GPU.replace("count: 1", "count: 8").replace("one-gpu", "eight-g
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--live", action="store_true", help="The live inventory: first preview after start, warm, and under sync churn.")
+    parser.add_argument(
+        "--live", action="store_true", help="The live inventory: first preview after start, warm, and under sync churn."
+    )
     parser.add_argument("--rate", type=float, default=100, help="--live: changes per second the sync applies meanwhile")
     parser.add_argument("--seconds", type=float, default=30, help="--live: how long the churn runs")
-    parser.add_argument("--engine", action="store_true", help="The engine alone, in process (no database): node filters + DRA for a pod.")
-    parser.add_argument("--nodes", type=int, default=5000, help="--engine: fleet size; --live/page: the fleet to load when the database has none (or another size)")
-    parser.add_argument("--profile", action="store_true", help="--engine: cProfile one warm pod preview and print the top functions")
-    parser.add_argument("--startup-child", choices=("ready", "during"), help=argparse.SUPPRESS)  # --live runs these in fresh processes
+    parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="The engine alone, in process (no database): node filters + DRA for a pod.",
+    )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=5000,
+        help="--engine: fleet size; --live/page: the fleet to load when the database has none (or another size)",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="--engine: cProfile one warm pod preview and print the top functions"
+    )
+    parser.add_argument(
+        "--startup-child", choices=("ready", "during"), help=argparse.SUPPRESS
+    )  # --live runs these in fresh processes
     args = parser.parse_args()
     if args.startup_child:
         return startup_child(args.startup_child)
@@ -58,7 +73,9 @@ def main():
         return live_main(args)
     if args.engine:
         return engine_main(args)
-    os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpudash_bench_ui")
+    os.environ["DATABASE_URL"] = os.environ.get(
+        "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpudash_bench_ui"
+    )
     os.environ.pop("GPUDASH_TEST_DB_NAME", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
     import django
@@ -77,8 +94,12 @@ def main():
     cluster = Cluster.objects.filter(name="bench").first()
     if cluster is None:
         sys.exit("no `bench` cluster: run bench/bench_ui.py first (it loads the fleet)")
-    cls = next((n for n in DeviceClass.objects.filter(cluster=cluster).values_list("name", flat=True) if "gpu" in n), None)
-    user = User.objects.filter(username="bench-ui").first() or User.objects.create_superuser("bench-ui", password="bench-ui-pass")
+    cls = next(
+        (n for n in DeviceClass.objects.filter(cluster=cluster).values_list("name", flat=True) if "gpu" in n), None
+    )
+    user = User.objects.filter(username="bench-ui").first() or User.objects.create_superuser(
+        "bench-ui", password="bench-ui-pass"
+    )
     client = Client()
     client.force_login(user)
     url = "/preview/?cluster=bench"
@@ -91,7 +112,9 @@ def main():
     ]
     t0 = time.perf_counter()
     resp = client.post(url, cases[0][1])
-    print(f"cold (builds the cluster's Inventory): {(time.perf_counter() - t0) * 1000:.0f} ms, {len(resp.content) // 1024} KiB")
+    print(
+        f"cold (builds the cluster's Inventory): {(time.perf_counter() - t0) * 1000:.0f} ms, {len(resp.content) // 1024} KiB"
+    )
     # Timed through Django's handler (server_post); one test-client request per case reads the
     # report's counts from the template context.
     session = client.cookies[settings.SESSION_COOKIE_NAME].value
@@ -103,9 +126,11 @@ def main():
         report = resp.context["report"]
         engine = report.summary.get("seconds", 0) * 1000
         room = (report.headroom or {}).get("seconds")
-        print(f"{name:24s} median {statistics.median(times):6.0f} ms  max {max(times):6.0f} ms  engine {engine:5.0f} ms"
-              f"{f'  headroom {room * 1000:5.0f} ms' if room is not None else ''}  fit {report.fit_count}/{report.total}"
-              f"  groups {len(resp.context['groups'])}  html {len(resp.content) // 1024} KiB")
+        print(
+            f"{name:24s} median {statistics.median(times):6.0f} ms  max {max(times):6.0f} ms  engine {engine:5.0f} ms"
+            f"{f'  headroom {room * 1000:5.0f} ms' if room is not None else ''}  fit {report.fit_count}/{report.total}"
+            f"  groups {len(resp.context['groups'])}  html {len(resp.content) // 1024} KiB"
+        )
     del resp
     gc.collect()  # the test client's responses above sit in reference cycles: not the API rows' to pay for
     api_main(args, user, cls)
@@ -136,16 +161,26 @@ def api_main(args, user, cls):
     auth = {"HTTP_AUTHORIZATION": f"Token {Token.objects.get_or_create(user=user)[0].key}"}
 
     def post(yaml_text):
-        body = json.dumps({"cluster": "bench", "namespace": "team-00", "yaml": yaml_text.replace("namespace: default", "namespace: team-00")})
+        body = json.dumps(
+            {
+                "cluster": "bench",
+                "namespace": "team-00",
+                "yaml": yaml_text.replace("namespace: default", "namespace: team-00"),
+            }
+        )
         elapsed, response = server_post("/api/v1/preview", body, content_type="application/json", **auth)
         return elapsed, len(response.content)
 
-    for name, texts in (("API, 1 GPU, new name", ((ONE_GPU % cls).replace("name: ", f"name: api-{i}-", 1) for i in range(10**6))),
-                        ("API, pod", iter(lambda: POD, None))):
+    for name, texts in (
+        ("API, 1 GPU, new name", ((ONE_GPU % cls).replace("name: ", f"name: api-{i}-", 1) for i in range(10**6))),
+        ("API, pod", iter(lambda: POD, None)),
+    ):
         post(next(texts))
         measured = [post(next(texts)) for _ in range(max(args.runs, 5))]
         times = [m[0] for m in measured]
-        print(f"{name:24s} median {statistics.median(times):6.0f} ms  max {max(times):6.0f} ms  JSON {measured[-1][1] // 1024} KiB")
+        print(
+            f"{name:24s} median {statistics.median(times):6.0f} ms  max {max(times):6.0f} ms  JSON {measured[-1][1] // 1024} KiB"
+        )
 
 
 POD = """apiVersion: v1
@@ -242,8 +277,18 @@ def ensure_footprints(cluster):
     rows = []
     for raw in Pod.objects.filter(cluster=cluster).values_list("raw", flat=True).iterator(chunk_size=2000):
         meta, doc = raw.get("metadata") or {}, footprint_document(raw)
-        rows.append(PodFootprint(cluster=cluster, namespace=meta.get("namespace") or "", name=meta["name"], uid=meta.get("uid") or "",
-                                 node_name=doc["node"], phase=doc.get("phase") or "", resource_version_num=resource_version_number(meta.get("resourceVersion")), raw=doc))
+        rows.append(
+            PodFootprint(
+                cluster=cluster,
+                namespace=meta.get("namespace") or "",
+                name=meta["name"],
+                uid=meta.get("uid") or "",
+                node_name=doc["node"],
+                phase=doc.get("phase") or "",
+                resource_version_num=resource_version_number(meta.get("resourceVersion")),
+                raw=doc,
+            )
+        )
     PodFootprint.objects.bulk_create(rows, batch_size=2000)
     print(f"stored {len(rows)} pod footprints")
 
@@ -284,9 +329,11 @@ def live_main(args):
     first = run_preview(cluster, yaml_text=claim)
     engine, engine_cpu = time.perf_counter() - t1, time.process_time() - c1
     print(f"fleet: {len(inv.node_names)} nodes, {len(inv.devices_by_key)} devices, {len(inv.claims)} claims")
-    print(f"first preview after start, cold: {(built + engine) * 1000:.0f} ms (inventory build {built * 1000:.0f} ms, "
-          f"engine {engine * 1000:.0f} ms; CPU of this process {(built_cpu + engine_cpu) * 1000:.0f} ms = "
-          f"{built_cpu * 1000:.0f} + {engine_cpu * 1000:.0f}; {first['summary']['fits']} nodes fit); load {os.getloadavg()[0]:.2f}")
+    print(
+        f"first preview after start, cold: {(built + engine) * 1000:.0f} ms (inventory build {built * 1000:.0f} ms, "
+        f"engine {engine * 1000:.0f} ms; CPU of this process {(built_cpu + engine_cpu) * 1000:.0f} ms = "
+        f"{built_cpu * 1000:.0f} + {engine_cpu * 1000:.0f}; {first['summary']['fits']} nodes fit); load {os.getloadavg()[0]:.2f}"
+    )
     from claims.live_inventory import warm_up
 
     forget()
@@ -295,16 +342,23 @@ def live_main(args):
     warmed = time.perf_counter() - t0
     t0 = time.perf_counter()
     run_preview(cluster, yaml_text=POD)
-    print(f"start-up warm-up (build + one preview per class, in the background): {warmed * 1000:.0f} ms; "
-          f"first user preview after it (the pod below): {(time.perf_counter() - t0) * 1000:.0f} ms")
+    print(
+        f"start-up warm-up (build + one preview per class, in the background): {warmed * 1000:.0f} ms; "
+        f"first user preview after it (the pod below): {(time.perf_counter() - t0) * 1000:.0f} ms"
+    )
     for mode in ("ready", "during"):  # a fresh web process each: imports, Django, gpudash.asgi's warm-up
-        child = subprocess.run([sys.executable, __file__, "--startup-child", mode], capture_output=True, text=True, env=dict(os.environ))
+        child = subprocess.run(
+            [sys.executable, __file__, "--startup-child", mode], capture_output=True, text=True, env=dict(os.environ)
+        )
         print(child.stdout.strip() or f"--startup-child {mode} failed: {child.stderr[-2000:]}")
     # The same claim again and again (the node views keep its answers), and a claim with a new name
     # each time, as users paste them: the kept answers serve it too, under its own names.
     renamed = (claim.replace("name: ", f"name: probe-{i}-", 1) for i in range(10**6))
-    for name, texts in (("1 GPU claim, the same claim each time", None), ("1 GPU claim, a new claim name each time", renamed),
-                        ("pod: 1 GPU, toleration, node selector, CPU", None)):
+    for name, texts in (
+        ("1 GPU claim, the same claim each time", None),
+        ("1 GPU claim, a new claim name each time", renamed),
+        ("pod: 1 GPU, toleration, node selector, CPU", None),
+    ):
         times, cpu = [], []
         for _ in range(max(args.runs, 5)):
             text = next(texts) if texts is not None else (POD if name.startswith("pod") else claim)
@@ -312,14 +366,18 @@ def live_main(args):
             result = run_preview(cluster, yaml_text=text)
             times.append((time.perf_counter() - t0) * 1000)
             cpu.append((time.process_time() - c0) * 1000)
-        print(f"warm, {name:48s} median {statistics.median(times):5.0f} ms  max {max(times):5.0f} ms  "
-              f"(CPU median {statistics.median(cpu):4.0f} ms)  fit {result['summary']['fits']}")
+        print(
+            f"warm, {name:48s} median {statistics.median(times):5.0f} ms  max {max(times):5.0f} ms  "
+            f"(CPU median {statistics.median(cpu):4.0f} ms)  fit {result['summary']['fits']}"
+        )
 
     live = live_inventory(cluster.pk)
     builds, updates = live.builds, live.updates
     ctx = multiprocessing.get_context("spawn")
     started, counts, batches, elapsed = ctx.Event(), ctx.Value("i", 0), ctx.Value("i", 0), ctx.Value("d", 0.0)
-    worker = ctx.Process(target=churn, args=(db_url, cluster.pk, args.rate, args.seconds, started, counts, batches, elapsed))
+    worker = ctx.Process(
+        target=churn, args=(db_url, cluster.pk, args.rate, args.seconds, started, counts, batches, elapsed)
+    )
     worker.start()
     started.wait(120)
     times, cpu, catch_up, t_start = [], [], [], time.monotonic()
@@ -336,16 +394,22 @@ def live_main(args):
         n += 1
     worker.join()
     wall = time.monotonic() - t_start
-    print(f"under churn: {counts.value} claim changes in {wall:.1f} s ({counts.value / max(elapsed.value, 1e-9):.0f}/s over its {elapsed.value:.1f} s, {batches.value} transactions) by another process; "
-          f"{len(times)} previews (claim and pod alternating): p50 {pct(times, 50):.0f} ms, p95 {pct(times, 95):.0f} ms, "
-          f"max {max(times):.0f} ms (CPU p50 {pct(cpu, 50):.0f} ms, p95 {pct(cpu, 95):.0f} ms); {live.updates - updates} updates, "
-          f"{live.builds - builds} rebuilds")
+    print(
+        f"under churn: {counts.value} claim changes in {wall:.1f} s ({counts.value / max(elapsed.value, 1e-9):.0f}/s over its {elapsed.value:.1f} s, {batches.value} transactions) by another process; "
+        f"{len(times)} previews (claim and pod alternating): p50 {pct(times, 50):.0f} ms, p95 {pct(times, 95):.0f} ms, "
+        f"max {max(times):.0f} ms (CPU p50 {pct(cpu, 50):.0f} ms, p95 {pct(cpu, 95):.0f} ms); {live.updates - updates} updates, "
+        f"{live.builds - builds} rebuilds"
+    )
     if catch_up:
-        print(f"catching up (per preview that found changes): reading log + rows p50 {pct([c[1] for c in catch_up], 50) * 1000:.0f} ms, "
-              f"applying p50 {pct([c[2] for c in catch_up], 50) * 1000:.0f} ms (p95 {pct([c[1] + c[2] for c in catch_up], 95) * 1000:.0f} ms together)")
+        print(
+            f"catching up (per preview that found changes): reading log + rows p50 {pct([c[1] for c in catch_up], 50) * 1000:.0f} ms, "
+            f"applying p50 {pct([c[2] for c in catch_up], 50) * 1000:.0f} ms (p95 {pct([c[1] + c[2] for c in catch_up], 95) * 1000:.0f} ms together)"
+        )
     import resource
 
-    print(f"peak RSS of this process (inventory, caches, Django): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    print(
+        f"peak RSS of this process (inventory, caches, Django): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+    )
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
@@ -366,7 +430,9 @@ def startup_child(mode):
     starts the preview warm-up thread), then asks for a 1-GPU claim preview: `ready` after the warm-up
     finished (time from start to inventory ready, then that preview), `during` at once (the preview
     waits for the warm-up's build; time from start to its answer)."""
-    os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpudash_bench_ui")
+    os.environ["DATABASE_URL"] = os.environ.get(
+        "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpudash_bench_ui"
+    )
     os.environ.pop("GPUDASH_TEST_DB_NAME", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
     os.environ["GPUDASH_PREVIEW_WARM_UP"] = "1"
@@ -391,29 +457,34 @@ def startup_child(mode):
         for _ in range(3):  # a few more of both shapes: what a serving web worker holds (caches of both)
             run_preview(cluster, yaml_text=ONE_GPU % cls)
             run_preview(cluster, yaml_text=POD)
-        print(f"fresh process: Django + gpudash.asgi imported at {imported:.2f} s; preview inventory ready (built + warmed) "
-              f"{ready:.2f} s after start; the first 1-GPU preview then {first[0]:.0f} ms (CPU {first[1]:.0f} ms); load {load:.2f}; "
-              f"after six more previews (claim and pod) this web process holds {_rss_mib():.0f} MiB (peak {_peak_rss_mib():.0f} MiB)")
+        print(
+            f"fresh process: Django + gpudash.asgi imported at {imported:.2f} s; preview inventory ready (built + warmed) "
+            f"{ready:.2f} s after start; the first 1-GPU preview then {first[0]:.0f} ms (CPU {first[1]:.0f} ms); load {load:.2f}; "
+            f"after six more previews (claim and pod) this web process holds {_rss_mib():.0f} MiB (peak {_peak_rss_mib():.0f} MiB)"
+        )
     else:
         t0 = time.perf_counter()
         run_preview(cluster, yaml_text=ONE_GPU % cls)
         done = time.perf_counter()
         live = live_inventory.live_inventory(cluster.pk)
-        print(f"fresh process: a 1-GPU preview asked at {t0 - STARTED:.2f} s, during the warm-up, answered {done - STARTED:.2f} s "
-              f"after start (it waited {done - t0:.2f} s for the warm-up's build; builds {live.builds}); load {load:.2f}")
+        print(
+            f"fresh process: a 1-GPU preview asked at {t0 - STARTED:.2f} s, during the warm-up, answered {done - STARTED:.2f} s "
+            f"after start (it waited {done - t0:.2f} s for the warm-up's build; builds {live.builds}); load {load:.2f}"
+        )
 
 
 def engine_main(args):
     """The 5,000-node fleet in process: GPU nodes tainted `nvidia.com/gpu=present:NoSchedule` (as GPU
     node pools commonly are), every 50th node cordoned, each of the fleet's pods requesting 4 cpu and
     16Gi; previews of the POD above (1 GPU from a template, a toleration, a node selector, 8 cpu)."""
-    from claims.allocator import Inventory, headroom, load_documents, preview, resolve_claims
-    from claims.allocator.nodefilters import scheduling_pod
     from devcluster.fleet import generate_fleet
+    from dra import Inventory
 
     objects = generate_fleet(nodes=args.nodes, claims=args.nodes * 4)
     for i, node in enumerate(objects["nodes"]):
-        node["spec"].setdefault("taints", []).append({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"})
+        node["spec"].setdefault("taints", []).append(
+            {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+        )
         if i % 50 == 49:
             node["spec"]["unschedulable"] = True
     for pod in objects["pods"]:
@@ -422,12 +493,18 @@ def engine_main(args):
     inv = Inventory.from_objects(objects)
     gc.collect()
     gc.freeze()  # as the live inventory does after its build
-    print(f"fleet: {len(inv.node_names)} nodes, {len(inv.pod_footprints)} bound pods counted; inventory built in {(time.perf_counter() - t0) * 1000:.0f} ms")
+    print(
+        f"fleet: {len(inv.node_names)} nodes, {len(inv.pod_footprints)} bound pods counted; inventory built in {(time.perf_counter() - t0) * 1000:.0f} ms"
+    )
     claim = ONE_GPU % "gpu.nvidia.com"
     cases = (
         ("pod: 1 GPU, toleration, node selector, CPU", POD, {}),
         ("1 GPU claim, would-be pod (no toleration)", claim, {}),
-        ("1 GPU claim, would-be pod tolerating the taint", claim, {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}),
+        (
+            "1 GPU claim, would-be pod tolerating the taint",
+            claim,
+            {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]},
+        ),
         ("1 GPU claim, node filters off", claim, {"node_filters": False}),
     )
     for name, text, kw in cases:
@@ -436,26 +513,43 @@ def engine_main(args):
     # wants a whole node's cpu (each rejection resolvable) and 16 GPUs (after the evictions
     # DynamicResources still rejects): the worst case, every node rechecked with DRA.
     for node in objects["nodes"]:
-        objects["pods"].append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"agent-{node['metadata']['name']}", "namespace": "kube-system"},
-                                "spec": {"nodeName": node["metadata"]["name"], "priority": 0, "containers": [{"name": "a", "resources": {"requests": {"cpu": "100m"}}}]},
-                                "status": {"phase": "Running"}})
+        objects["pods"].append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"agent-{node['metadata']['name']}", "namespace": "kube-system"},
+                "spec": {
+                    "nodeName": node["metadata"]["name"],
+                    "priority": 0,
+                    "containers": [{"name": "a", "resources": {"requests": {"cpu": "100m"}}}],
+                },
+                "status": {"phase": "Running"},
+            }
+        )
     inv = Inventory.from_objects(objects)
     gc.collect()
     gc.freeze()
-    big = POD.replace('requests: {cpu: "8", memory: 64Gi}', 'requests: {cpu: "191"}').replace("spec:\n", "spec:\n  priority: 1000\n  tolerations: [{operator: Exists}]\n", 1)
-    big = big.replace("  nodeSelector: {topology.kubernetes.io/zone: zone-1}\n", "").replace("  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n", "")
-    big = big.replace("resourceClaimTemplateName: gpu-1", "resourceClaimName: sixteen") + """---
+    big = POD.replace('requests: {cpu: "8", memory: 64Gi}', 'requests: {cpu: "191"}').replace(
+        "spec:\n", "spec:\n  priority: 1000\n  tolerations: [{operator: Exists}]\n", 1
+    )
+    big = big.replace("  nodeSelector: {topology.kubernetes.io/zone: zone-1}\n", "").replace(
+        "  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n", ""
+    )
+    big = (
+        big.replace("resourceClaimTemplateName: gpu-1", "resourceClaimName: sixteen")
+        + """---
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: sixteen, namespace: team-00}
 spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 16}}]}}
 """
+    )
     run_engine_case(args, inv, "pod fitting nowhere: PostFilter rechecks every node", big, {})
 
 
 def run_engine_case(args, inv, name, text, kw):
-    from claims.allocator import headroom, load_documents, preview, resolve_claims
-    from claims.allocator.nodefilters import scheduling_pod
+    from dra import headroom, load_documents, preview, resolve_claims
+    from dra.nodefilters import scheduling_pod
 
     docs = load_documents(text)
     times, room_times, cpu = [], [], []
@@ -476,7 +570,9 @@ def run_engine_case(args, inv, name, text, kw):
         else:
             first = (elapsed, used)
     s = result["summary"]
-    print(f"first, {name:47s} preview {first[0]:6.0f} ms (CPU {first[1]:4.0f}; the first of this request shape on this Inventory)")
+    print(
+        f"first, {name:47s} preview {first[0]:6.0f} ms (CPU {first[1]:4.0f}; the first of this request shape on this Inventory)"
+    )
     if args.profile and text is POD:
         import cProfile
         import pstats
@@ -487,8 +583,10 @@ def run_engine_case(args, inv, name, text, kw):
         preview(inv, claims, bound=bound, pod=scheduling_pod(docs), node_filters=True)
         prof.disable()
         pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-    print(f"warm, {name:48s} preview median {statistics.median(times):5.0f} ms (max {max(times):4.0f}, CPU median {statistics.median(cpu):4.0f})  headroom median "
-          f"{statistics.median(room_times):5.0f} ms  fit {s['fits']}/{s['nodes']}  filtered {s['filtered']}  copies {room['copies']}")
+    print(
+        f"warm, {name:48s} preview median {statistics.median(times):5.0f} ms (max {max(times):4.0f}, CPU median {statistics.median(cpu):4.0f})  headroom median "
+        f"{statistics.median(room_times):5.0f} ms  fit {s['fits']}/{s['nodes']}  filtered {s['filtered']}  copies {room['copies']}"
+    )
     if s.get("postFilter"):
         print(f"      scheduler message: {s['schedulerMessage'][:300]}")
 

@@ -40,7 +40,9 @@ DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/gpudash_bench_memory"
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", default="1000,5000,20000", help="comma-separated fleet sizes, one fresh process each")
+    parser.add_argument(
+        "--nodes", default="1000,5000,20000", help="comma-separated fleet sizes, one fresh process each"
+    )
     parser.add_argument("--timeout", type=float, default=600, help="seconds one size may take before it is skipped")
     parser.add_argument("--database", type=int, metavar="N", help="the live inventory from PostgreSQL rows, N nodes")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
@@ -52,8 +54,13 @@ def main():
     rows = []
     for nodes in (int(n) for n in args.nodes.split(",")):
         try:
-            out = subprocess.run([sys.executable, __file__, "--child", str(nodes)], capture_output=True, text=True,
-                                 timeout=args.timeout, cwd=ROOT)
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", str(nodes)],
+                capture_output=True,
+                text=True,
+                timeout=args.timeout,
+                cwd=ROOT,
+            )
         except subprocess.TimeoutExpired:
             print(f"{nodes} nodes: skipped, over {args.timeout:.0f} s")
             continue
@@ -66,15 +73,21 @@ def main():
     if not rows:
         return
     print()
-    print("| nodes | RSS before (Django up) | RSS after build + warm previews | peak RSS (VmHWM) | kept per 1,000 nodes | peak per 1,000 nodes |")
+    print(
+        "| nodes | RSS before (Django up) | RSS after build + warm previews | peak RSS (VmHWM) | kept per 1,000 nodes | peak per 1,000 nodes |"
+    )
     print("|---:|---:|---:|---:|---:|---:|")
     for nodes, before, after, peak in rows:
-        print(f"| {nodes:,} | {before:.0f} MiB | {after:.0f} MiB | {peak:.0f} MiB | "
-              f"{(after - before) / nodes * 1000:.0f} MiB | {(peak - before) / nodes * 1000:.0f} MiB |")
+        print(
+            f"| {nodes:,} | {before:.0f} MiB | {after:.0f} MiB | {peak:.0f} MiB | "
+            f"{(after - before) / nodes * 1000:.0f} MiB | {(peak - before) / nodes * 1000:.0f} MiB |"
+        )
     if len(rows) > 1:  # the slope between the smallest and the largest fleet: fixed costs cancel out
         (n0, _, a0, p0), (n1, _, a1, p1) = rows[0], rows[-1]
-        print(f"\nslope {n0:,} -> {n1:,} nodes: kept {(a1 - a0) / (n1 - n0) * 1000:.0f} MiB, "
-              f"peak {(p1 - p0) / (n1 - n0) * 1000:.0f} MiB per 1,000 nodes")
+        print(
+            f"\nslope {n0:,} -> {n1:,} nodes: kept {(a1 - a0) / (n1 - n0) * 1000:.0f} MiB, "
+            f"peak {(p1 - p0) / (n1 - n0) * 1000:.0f} MiB per 1,000 nodes"
+        )
 
 
 def child(nodes):
@@ -83,9 +96,9 @@ def child(nodes):
     import django
 
     django.setup()  # a preview worker has Django and the apps loaded before it builds anything
-    from claims.allocator import Inventory, load_documents, preview, resolve_claims
-    from claims.allocator.nodefilters import scheduling_pod
     from devcluster.fleet import generate_fleet
+    from dra import Inventory, load_documents, preview, resolve_claims
+    from dra.nodefilters import scheduling_pod
 
     gc.collect()
     before = _rss_mib()
@@ -115,9 +128,11 @@ def child(nodes):
     warm = time.perf_counter() - t0
     gc.collect()
     after, peak = _rss_mib(), _peak_rss_mib()
-    print(f"{nodes:,} nodes ({devices:,} devices, {nodes * 4:,} claims): Django up {before:.0f} MiB; "
-          f"built in {built:.1f} s, warm-up previews {warmed:.1f} s, a warm pod preview {warm * 1000:.0f} ms "
-          f"({result['summary']['fits']} fit); kept {after:.0f} MiB, peak {peak:.0f} MiB")
+    print(
+        f"{nodes:,} nodes ({devices:,} devices, {nodes * 4:,} claims): Django up {before:.0f} MiB; "
+        f"built in {built:.1f} s, warm-up previews {warmed:.1f} s, a warm pod preview {warm * 1000:.0f} ms "
+        f"({result['summary']['fits']} fit); kept {after:.0f} MiB, peak {peak:.0f} MiB"
+    )
     print(f"before={before:.1f} after={after:.1f} peak={peak:.1f}")
 
 
@@ -140,8 +155,13 @@ def through_database(nodes):
         load(nodes, nodes * 4)
     # bench_preview.py's startup child: Django, gpudash.asgi (its warm-up thread builds the live
     # inventory from the rows and runs a preview per class), then seven previews; it prints its RSS.
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_preview.py"), "--startup-child", "ready"],
-                         capture_output=True, text=True, env=dict(os.environ, GPUDASH_PREVIEW_BACKEND="inline"), cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_preview.py"), "--startup-child", "ready"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, GPUDASH_PREVIEW_BACKEND="inline"),
+        cwd=ROOT,
+    )
     print(f"{nodes:,} nodes through PostgreSQL: " + (out.stdout.strip() or f"the child failed:\n{out.stderr[-3000:]}"))
 
 

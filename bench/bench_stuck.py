@@ -37,7 +37,6 @@ def main():
 
     django.setup()
     from django.core.management import call_command
-    from django.db import connection
 
     call_command("migrate", verbosity=0)
     from claims import stuck
@@ -50,12 +49,19 @@ def main():
     Finding.objects.filter(cluster=cluster).delete()
     StuckObservation.objects.filter(cluster=cluster).delete()
     for run in range(args.runs):
-        queries_before = len(connection.queries)
         started = time.perf_counter()
         counts = stuck.detect(cluster)
         elapsed = time.perf_counter() - started
         print(f"run {run + 1}: {elapsed:.2f} s  {counts}")
-    print("active findings by rule:", dict(Finding.objects.filter(cluster=cluster).active().values_list("rule").annotate(n=django.db.models.Count("id"))))
+    print(
+        "active findings by rule:",
+        dict(
+            Finding.objects.filter(cluster=cluster)
+            .active()
+            .values_list("rule")
+            .annotate(n=django.db.models.Count("id"))
+        ),
+    )
 
 
 if __name__ == "__main__":

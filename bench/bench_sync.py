@@ -44,7 +44,10 @@ def serve(args):
         claims = [(c["metadata"]["namespace"], c["metadata"]["name"]) for c in fleet["resourceclaims"]]
         servers.append((server, claims))
     counts = ",".join(f"{k}={len(v)}" for k, v in fleet.items())
-    print(f"READY {','.join(kubeconfigs)} {servers[0][0].store.resource_version} {time.monotonic() - started:.1f} {counts}", flush=True)
+    print(
+        f"READY {','.join(kubeconfigs)} {servers[0][0].store.resource_version} {time.monotonic() - started:.1f} {counts}",
+        flush=True,
+    )
     for line in sys.stdin:
         command = line.split()
         if command and command[0] == "churn":
@@ -131,8 +134,26 @@ def start_servers(args, workdir, count, per_process=4):
         n = min(per_process, count - first)
         sub = Path(workdir) / f"servers-{first}"
         sub.mkdir()
-        procs.append(subprocess.Popen([sys.executable, __file__, "--serve", str(sub), "--count", str(n), "--nodes", str(args.nodes),
-                                       "--claims", str(args.claims)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--serve",
+                    str(sub),
+                    "--count",
+                    str(n),
+                    "--nodes",
+                    str(args.nodes),
+                    "--claims",
+                    str(args.claims),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+            )
+        )
     for proc in procs:
         ready = proc.stdout.readline().split()
         if not ready or ready[0] != "READY":
@@ -164,28 +185,46 @@ def spread(args, db_url):
     counts = [int(n) for n in args.workers.split(",")]
     workdir = tempfile.mkdtemp(prefix="gpudash-bench-spread-")
     print(f"load average before: {load()}")
-    print(f"serving {args.clusters} clusters of {args.nodes} nodes x 8 GPUs, {args.claims} claims and pods each ...", flush=True)
+    print(
+        f"serving {args.clusters} clusters of {args.nodes} nodes x 8 GPUs, {args.claims} claims and pods each ...",
+        flush=True,
+    )
     servers, kubeconfigs = start_servers(args, workdir, args.clusters)
     # Long leases: the workers are paused (SIGSTOP) while the backlog builds and must keep them.
-    env = dict(os.environ, DATABASE_URL=db_url, GPUDASH_LEASE_SECONDS="600", GPUDASH_DISCOVERY_INTERVAL="600", GPUDASH_WATCH_TIMEOUT="3600",
-               LOG_LEVEL="WARNING")
+    env = dict(
+        os.environ,
+        DATABASE_URL=db_url,
+        GPUDASH_LEASE_SECONDS="600",
+        GPUDASH_DISCOVERY_INTERVAL="600",
+        GPUDASH_WATCH_TIMEOUT="3600",
+        LOG_LEVEL="WARNING",
+    )
     results = []
     try:
         for n_workers in counts:
             Cluster.objects.all().delete()  # only these clusters in the bench database: every worker shares them
             SyncWorker.objects.all().delete()
-            clusters = [Cluster.objects.create(name=f"spread-{i:02d}", kubeconfig=kc) for i, kc in enumerate(kubeconfigs)]
+            clusters = [
+                Cluster.objects.create(name=f"spread-{i:02d}", kubeconfig=kc) for i, kc in enumerate(kubeconfigs)
+            ]
             started = time.monotonic()
-            procs = [subprocess.Popen([sys.executable, "manage.py", "watch"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-                     for _ in range(n_workers)]
+            procs = [
+                subprocess.Popen([sys.executable, "manage.py", "watch"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+                for _ in range(n_workers)
+            ]
             try:
                 while True:
                     shares, rows = sync_workers.lease_table()
                     rows = [r for r in rows if r.owner]
                     live = [s for s in shares if s.live]
                     wanted = len(sync_workers.wanted_keys())
-                    if (len(live) == n_workers and len(rows) == wanted
-                            and all(r.held and not r.handing_over and r.state.status == SyncState.Status.CONNECTED for r in rows)):
+                    if (
+                        len(live) == n_workers
+                        and len(rows) == wanted
+                        and all(
+                            r.held and not r.handing_over and r.state.status == SyncState.Status.CONNECTED for r in rows
+                        )
+                    ):
                         break
                     if time.monotonic() - started > 900:
                         raise SystemExit("workers did not settle in 15 minutes")
@@ -203,16 +242,25 @@ def spread(args, db_url):
                     targets += [int(rv) for rv in server.stdout.readline().split()[1].split(",")]
                 claim_states = {c.pk: SyncState.objects.get(cluster=c, kind="ResourceClaim") for c in clusters}
                 before = {cid: st.events_applied for cid, st in claim_states.items()}
-                holder_of = {cid: sync_workers.worker_of(st.lease_holder, [s.name for s in live]) for cid, st in claim_states.items()}
+                holder_of = {
+                    cid: sync_workers.worker_of(st.lease_holder, [s.name for s in live])
+                    for cid, st in claim_states.items()
+                }
                 own = connection.cursor().connection.info.backend_pid
                 db_name = connection.settings_dict["NAME"]
                 backends = [pid for pid in database_backends(db_name) if pid != own]
-                cpu_before = {pid: cpu_seconds(pid) for pid in backends + [p.pid for p in procs] + [s.pid for s in servers]}
+                cpu_before = {
+                    pid: cpu_seconds(pid) for pid in backends + [p.pid for p in procs] + [s.pid for s in servers]
+                }
                 drain_started = time.monotonic()
                 for proc in procs:
                     os.kill(proc.pid, signal.SIGCONT)
                 while True:
-                    rvs = dict(SyncState.objects.filter(cluster__in=clusters, kind="ResourceClaim").values_list("cluster_id", "resource_version"))
+                    rvs = dict(
+                        SyncState.objects.filter(cluster__in=clusters, kind="ResourceClaim").values_list(
+                            "cluster_id", "resource_version"
+                        )
+                    )
                     if all(int(rvs.get(c.pk) or 0) >= target for c, target in zip(clusters, targets)):
                         break
                     if time.monotonic() - drain_started > 900:
@@ -222,18 +270,37 @@ def spread(args, db_url):
                 # Backends that connected during the drain (parked watchers reconnect) count in full.
                 backends = sorted(set(backends) | {pid for pid in database_backends(db_name) if pid != own})
                 cpu = {pid: cpu_seconds(pid) - cpu_before.get(pid, 0.0) for pid in set(cpu_before) | set(backends)}
-                after = dict(SyncState.objects.filter(cluster__in=clusters, kind="ResourceClaim").values_list("cluster_id", "events_applied"))
+                after = dict(
+                    SyncState.objects.filter(cluster__in=clusters, kind="ResourceClaim").values_list(
+                        "cluster_id", "events_applied"
+                    )
+                )
                 per_worker = {}
                 for cid, n in after.items():
                     per_worker[holder_of[cid]] = per_worker.get(holder_of[cid], 0) + n - before[cid]
                 events = sum(per_worker.values())
-                results.append((n_workers, share, initial, events, drain, sorted(per_worker.values(), reverse=True),
-                                sum(cpu[p.pid] for p in procs), sum(cpu[pid] for pid in backends), sum(cpu[s.pid] for s in servers), load()))
+                results.append(
+                    (
+                        n_workers,
+                        share,
+                        initial,
+                        events,
+                        drain,
+                        sorted(per_worker.values(), reverse=True),
+                        sum(cpu[p.pid] for p in procs),
+                        sum(cpu[pid] for pid in backends),
+                        sum(cpu[s.pid] for s in servers),
+                        load(),
+                    )
+                )
                 r = results[-1]
-                print(f"{n_workers} workers: leases per worker {share} of {wanted}; initial sync {initial:.1f} s; "
-                      f"{events} events in {drain:.1f} s -> {events / drain:.0f} events/s total, per worker {[round(n / drain) for n in r[5]]}/s; "
-                      f"CPU s: workers {r[6]:.1f}, PostgreSQL {r[7]:.1f}, API servers {r[8]:.1f} (wall {drain:.1f}, {os.cpu_count()} cores); "
-                      f"load {r[9]}", flush=True)
+                print(
+                    f"{n_workers} workers: leases per worker {share} of {wanted}; initial sync {initial:.1f} s; "
+                    f"{events} events in {drain:.1f} s -> {events / drain:.0f} events/s total, per worker {[round(n / drain) for n in r[5]]}/s; "
+                    f"CPU s: workers {r[6]:.1f}, PostgreSQL {r[7]:.1f}, API servers {r[8]:.1f} (wall {drain:.1f}, {os.cpu_count()} cores); "
+                    f"load {r[9]}",
+                    flush=True,
+                )
             finally:
                 for proc in procs:
                     try:
@@ -246,11 +313,15 @@ def spread(args, db_url):
                         proc.wait(60)
                     except subprocess.TimeoutExpired:
                         proc.kill()
-        print(f"\n| workers | leases per worker | initial sync | ingest, all workers | per worker | CPU s workers / PostgreSQL / API servers | load |")
+        print(
+            "\n| workers | leases per worker | initial sync | ingest, all workers | per worker | CPU s workers / PostgreSQL / API servers | load |"
+        )
         print("|---|---|---|---|---|---|---|")
         for n_workers, share, initial, events, drain, per, cw, cp, cs, ld in results:
-            print(f"| {n_workers} | {' / '.join(map(str, share))} | {initial:.1f} s | {events / drain:,.0f} events/s | "
-                  f"{' / '.join(f'{n / drain:,.0f}' for n in per)} | {cw:.1f} / {cp:.1f} / {cs:.1f} in {drain:.1f} s | {ld} |")
+            print(
+                f"| {n_workers} | {' / '.join(map(str, share))} | {initial:.1f} s | {events / drain:,.0f} events/s | "
+                f"{' / '.join(f'{n / drain:,.0f}' for n in per)} | {cw:.1f} / {cp:.1f} / {cs:.1f} in {drain:.1f} s | {ld} |"
+            )
     finally:
         stop_servers(servers)
         Cluster.objects.filter(name__startswith="spread-").delete()
@@ -267,14 +338,20 @@ def ensure_database(url):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=None, help="nodes (x 8 GPUs) per cluster; default 5000, 100 with --spread")
+    parser.add_argument(
+        "--nodes", type=int, default=None, help="nodes (x 8 GPUs) per cluster; default 5000, 100 with --spread"
+    )
     parser.add_argument("--claims", type=int, default=None, help="claims (and pods) per cluster; default 4 per node")
     parser.add_argument("--spread", action="store_true", help="several clusters and worker processes (see above)")
     parser.add_argument("--clusters", type=int, default=12)
     parser.add_argument("--workers", default="1,2,3", help="numbers of worker processes to measure, e.g. 1,2,3")
     parser.add_argument("--count", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--events", type=int, default=None,
-                        help="claim modifications for the steady-state figure (default 20000; with --spread one per claim of each cluster)")
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=None,
+        help="claim modifications for the steady-state figure (default 20000; with --spread one per claim of each cluster)",
+    )
     parser.add_argument("--page-size", type=int, default=500)
     parser.add_argument("--profile", action="store_true", help="profile the steady-state watcher thread")
     parser.add_argument("--no-publish", action="store_true", help="skip change messages (to see what they cost)")
@@ -318,9 +395,16 @@ def main():
 
     print(f"load average before: {load()}")
     workdir = tempfile.mkdtemp(prefix="gpudash-bench-")
-    print(f"generating and serving a fleet of {args.nodes} nodes x 8 GPUs, {args.claims} claims and pods ...", flush=True)
-    server = subprocess.Popen([sys.executable, __file__, "--serve", workdir, "--nodes", str(args.nodes), "--claims", str(args.claims)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    print(
+        f"generating and serving a fleet of {args.nodes} nodes x 8 GPUs, {args.claims} claims and pods ...", flush=True
+    )
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", workdir, "--nodes", str(args.nodes), "--claims", str(args.claims)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         ready = server.stdout.readline().split()
         if not ready or ready[0] != "READY":
@@ -338,16 +422,22 @@ def main():
         initial_cpu = time.process_time() - cpu_started
         server_cpu, db_cpu = cpu_seconds(server.pid) - server_cpu, postgres_cpu() - db_cpu
         publisher.flush()
-        print(f"\nINITIAL SYNC into {connection.vendor}: {initial:.1f} s (page size {args.page_size}, kinds in parallel; "
-              f"worker CPU {initial_cpu:.1f} s; load average {load()})")
-        print(f"  CPU meanwhile: API server (devcluster) {server_cpu:.1f} s, PostgreSQL {db_cpu:.1f} s; "
-              f"all three {initial_cpu + server_cpu + db_cpu:.1f} s on {os.cpu_count()} cores")
+        print(
+            f"\nINITIAL SYNC into {connection.vendor}: {initial:.1f} s (page size {args.page_size}, kinds in parallel; "
+            f"worker CPU {initial_cpu:.1f} s; load average {load()})"
+        )
+        print(
+            f"  CPU meanwhile: API server (devcluster) {server_cpu:.1f} s, PostgreSQL {db_cpu:.1f} s; "
+            f"all three {initial_cpu + server_cpu + db_cpu:.1f} s on {os.cpu_count()} cores"
+        )
         print(f"{'kind':24} {'objects':>8} {'fetch+parse s':>14} {'db apply s':>11}")
         total = 0
         for (_, kind), (watcher, _) in sorted(supervisor.watchers.items(), key=lambda kv: kv[0][1]):
             st = SyncState.objects.get(cluster=cluster, kind=kind)
             total += st.object_count
-            print(f"{kind:24} {st.object_count:>8} {watcher.stats.list_fetch_seconds:>14.1f} {watcher.stats.apply_seconds:>11.1f}  {st.status}")
+            print(
+                f"{kind:24} {st.object_count:>8} {watcher.stats.list_fetch_seconds:>14.1f} {watcher.stats.apply_seconds:>11.1f}  {st.status}"
+            )
         print(f"{'devices (child rows)':24} {Device.objects.filter(cluster=cluster).count():>8}")
         print(f"{'total objects':24} {total:>8}  -> {total / initial:.0f} objects/s")
         for kind in KINDS:
@@ -388,13 +478,19 @@ def main():
                 gc_started[info["generation"]] = time.perf_counter()
             else:
                 pauses[info["generation"]][0] += 1
-                pauses[info["generation"]][1] += time.perf_counter() - gc_started.pop(info["generation"], time.perf_counter())
+                pauses[info["generation"]][1] += time.perf_counter() - gc_started.pop(
+                    info["generation"], time.perf_counter()
+                )
 
         gc.callbacks.append(on_gc)
         started, cpu_started = time.monotonic(), time.process_time()
         thread.start()
         while True:
-            rv = SyncState.objects.filter(cluster=cluster, kind="ResourceClaim").values_list("resource_version", flat=True).first()
+            rv = (
+                SyncState.objects.filter(cluster=cluster, kind="ResourceClaim")
+                .values_list("resource_version", flat=True)
+                .first()
+            )
             if rv and int(rv) >= target_rv:
                 break
             if time.monotonic() - started > 600:
@@ -407,12 +503,18 @@ def main():
         thread.join(10)
         gc.callbacks.remove(on_gc)
         s = watcher.stats
-        print(f"\nSTEADY STATE: {s.events} watch events (claims reserved/released or annotated) in {steady:.1f} s -> {s.events / steady:.0f} events/s by one worker "
-              f"(worker CPU {steady_cpu:.1f} s -> {s.events / max(steady_cpu, 1e-9):.0f} events per CPU second; load average {load()})")
-        print(f"  batches {s.batches} (avg {s.events / max(s.batches, 1):.0f} events), parse {s.parse_seconds:.1f} s, "
-              f"db apply {s.apply_seconds:.1f} s, rest (HTTP read, waiting) {max(steady - s.parse_seconds - s.apply_seconds, 0):.1f} s")
-        print(f"  garbage collector: {tracked} tracked objects in the worker after the initial sync; collections during the steady phase "
-              + ", ".join(f"gen{g} {n} ({t:.2f} s)" for g, (n, t) in pauses.items()))
+        print(
+            f"\nSTEADY STATE: {s.events} watch events (claims reserved/released or annotated) in {steady:.1f} s -> {s.events / steady:.0f} events/s by one worker "
+            f"(worker CPU {steady_cpu:.1f} s -> {s.events / max(steady_cpu, 1e-9):.0f} events per CPU second; load average {load()})"
+        )
+        print(
+            f"  batches {s.batches} (avg {s.events / max(s.batches, 1):.0f} events), parse {s.parse_seconds:.1f} s, "
+            f"db apply {s.apply_seconds:.1f} s, rest (HTTP read, waiting) {max(steady - s.parse_seconds - s.apply_seconds, 0):.1f} s"
+        )
+        print(
+            f"  garbage collector: {tracked} tracked objects in the worker after the initial sync; collections during the steady phase "
+            + ", ".join(f"gen{g} {n} ({t:.2f} s)" for g, (n, t) in pauses.items())
+        )
         if profile is not None:
             import pstats
 

@@ -61,7 +61,13 @@ def measure(client, url, runs):
         if i:
             times.append(elapsed * 1000)
             cpu.append(cpu_used * 1000)
-    return statistics.median(times), max(times), statistics.median(cpu), len(ctx.captured_queries), len(response.content)
+    return (
+        statistics.median(times),
+        max(times),
+        statistics.median(cpu),
+        len(ctx.captured_queries),
+        len(response.content),
+    )
 
 
 def load_average():
@@ -76,7 +82,10 @@ PAGES = [
     ("fleet map (page 1 of 25)", "/fleet/map/"),
     ("fleet map, nodes with stuck claims", "/fleet/map/?state=stuck"),
     ("devices, unfiltered (page 1)", "/devices/"),
-    ("devices, productName = H100 and memory >= 40Gi", "/devices/?q=productName+%3D+NVIDIA+H100+80GB+HBM3%3B+memory+%3E%3D+40Gi"),
+    (
+        "devices, productName = H100 and memory >= 40Gi",
+        "/devices/?q=productName+%3D+NVIDIA+H100+80GB+HBM3%3B+memory+%3E%3D+40Gi",
+    ),
     ("devices, state = free", "/devices/?state=free"),
     ("devices, profile ~ 3g (Python-side clause)", "/devices/?q=profile+~+3g"),
     ("claims (page 1)", "/claims/"),
@@ -102,30 +111,48 @@ def bench_pages(client, runs, sorts="desc", only=()):
     for name, url in pages:
         median, worst, cpu, queries, size = measure(client, url, runs)
         results[name] = median
-        print(f"{name:52} {median:10.0f} {worst:8.0f} {cpu:7.0f} {queries:8d} {size / 1024:6.0f} {load_average():5.1f}", flush=True)
+        print(
+            f"{name:52} {median:10.0f} {worst:8.0f} {cpu:7.0f} {queries:8d} {size / 1024:6.0f} {load_average():5.1f}",
+            flush=True,
+        )
     by_list = {}
     for name, median in results.items():
         if " sorted by " in name:
             by_list.setdefault(name.split(" sorted by ")[0], []).append((median, name))
     if by_list:
-        print("\nslowest sort per list (median ms): " + "; ".join(f"{k} {max(v)[0]:.0f} ({max(v)[1].split(' sorted by ')[1]})" for k, v in by_list.items()))
+        print(
+            "\nslowest sort per list (median ms): "
+            + "; ".join(f"{k} {max(v)[0]:.0f} ({max(v)[1].split(' sorted by ')[1]})" for k, v in by_list.items())
+        )
     return results
 
 
 def sorted_pages(sorts="desc"):
     """Every list page sorted by each of its sortable columns (the columns the views declare:
     gpudash/tables.py), descending, ascending or both; the classes list is left out (a handful of rows)."""
+    from django.contrib.auth.models import AnonymousUser
+
     from claims.views import CLAIM_SORT, POD_SORT
     from claims.views_ops import PENDING_SORT, finding_sort_columns
     from inventory.views import MAP_SORT, NODE_SORT, POOL_SORT, device_sort_columns
 
-    from django.contrib.auth.models import AnonymousUser
-
-    lists = [("nodes", "/nodes/", NODE_SORT), ("devices", "/devices/", device_sort_columns(AnonymousUser())),
-             ("claims", "/claims/", CLAIM_SORT), ("pods", "/pods/", POD_SORT), ("pools", "/pools/", POOL_SORT),
-             ("fleet map", "/fleet/map/", MAP_SORT), ("stuck findings", "/stuck/", finding_sort_columns()), ("pending pods", "/pending/", PENDING_SORT)]
+    lists = [
+        ("nodes", "/nodes/", NODE_SORT),
+        ("devices", "/devices/", device_sort_columns(AnonymousUser())),
+        ("claims", "/claims/", CLAIM_SORT),
+        ("pods", "/pods/", POD_SORT),
+        ("pools", "/pools/", POOL_SORT),
+        ("fleet map", "/fleet/map/", MAP_SORT),
+        ("stuck findings", "/stuck/", finding_sort_columns()),
+        ("pending pods", "/pending/", PENDING_SORT),
+    ]
     signs = {"desc": ("-",), "asc": ("",), "both": ("", "-"), "none": ()}[sorts]
-    return [(f"{label} sorted by {sign}{column}", f"{url}?ordering={sign}{column}") for label, url, columns in lists for column in columns for sign in signs]
+    return [
+        (f"{label} sorted by {sign}{column}", f"{url}?ordering={sign}{column}")
+        for label, url, columns in lists
+        for column in columns
+        for sign in signs
+    ]
 
 
 def _free_port():
@@ -152,7 +179,7 @@ async def _clients(url, cookie, n, scope, received, ready, stop):
             while not stop.is_set():
                 try:
                     msg = await ws.receive(timeout=0.5)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     continue
                 if msg.type != aiohttp.WSMsgType.TEXT:
                     break
@@ -178,7 +205,18 @@ def bench_fanout(cluster, cookie, n_clients, rate, seconds, server_kind="uvicorn
     if server_kind == "uvicorn":  # what `manage.py serve` runs
         command = [sys.executable, "manage.py", "serve", "--no-watchers", "--host", "127.0.0.1", "--port", str(port)]
     else:
-        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "-v", "0", "gpudash.asgi:application"]
+        command = [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-v",
+            "0",
+            "gpudash.asgi:application",
+        ]
     print(f"\nserver: {server_kind}; channel layer: {settings.CHANNEL_LAYERS['default']['BACKEND']}")
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -187,8 +225,19 @@ def bench_fanout(cluster, cookie, n_clients, rate, seconds, server_kind="uvicorn
         scope = {"cluster": cluster.id, "kind": ["ResourceClaim"]}
         # The clients run in their own process so they do not share the producer's interpreter lock.
         clients = subprocess.Popen(
-            [sys.executable, __file__, "--clients-only", str(port), cookie, str(n_clients), json.dumps(scope), str(out_path)],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                __file__,
+                "--clients-only",
+                str(port),
+                cookie,
+                str(n_clients),
+                json.dumps(scope),
+                str(out_path),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         line = clients.stdout.readline()
         print(f"\n{line.strip()}")
@@ -221,10 +270,14 @@ def bench_fanout(cluster, cookie, n_clients, rate, seconds, server_kind="uvicorn
         received = [json.loads(x) for x in open(out_path)]
         lat = [(t - committed[(name, rv)]) * 1000 for _, name, rv, t in received if (name, rv) in committed]
         expected = len(committed) * n_clients
-        print(f"produced {len(committed)} committed changes in {produced_in:.1f} s ({len(committed) / produced_in:.0f}/s, {batch} per transaction)")
+        print(
+            f"produced {len(committed)} committed changes in {produced_in:.1f} s ({len(committed) / produced_in:.0f}/s, {batch} per transaction)"
+        )
         print(f"deliveries: {len(lat)} of {expected} expected ({100 * len(lat) / max(1, expected):.1f} %)")
         if lat:
-            print(f"commit -> client latency: p50 {pct(lat, 50):.0f} ms, p95 {pct(lat, 95):.0f} ms, p99 {pct(lat, 99):.0f} ms, max {max(lat):.0f} ms")
+            print(
+                f"commit -> client latency: p50 {pct(lat, 50):.0f} ms, p95 {pct(lat, 95):.0f} ms, p99 {pct(lat, 99):.0f} ms, max {max(lat):.0f} ms"
+            )
         return lat, expected
     finally:
         server.terminate()
@@ -251,7 +304,12 @@ def _wait_http(port):
 def clients_only(port, cookie, n, scope, out_path):
     received, ready, stop = [], [], threading.Event()
     loop = asyncio.new_event_loop()
-    runner = threading.Thread(target=lambda: loop.run_until_complete(_clients(f"ws://127.0.0.1:{port}/ws/live/", cookie, n, scope, received, ready, stop)), daemon=True)
+    runner = threading.Thread(
+        target=lambda: loop.run_until_complete(
+            _clients(f"ws://127.0.0.1:{port}/ws/live/", cookie, n, scope, received, ready, stop)
+        ),
+        daemon=True,
+    )
     runner.start()
     deadline = time.monotonic() + 60
     while len(ready) < n and time.monotonic() < deadline:
@@ -284,10 +342,23 @@ def main():
     parser.add_argument("--reload", action="store_true")
     parser.add_argument("--skip-pages", action="store_true")
     parser.add_argument("--skip-fanout", action="store_true")
-    parser.add_argument("--explain", metavar="FILE", help="Also write EXPLAIN (ANALYZE, BUFFERS) of each page's queries over 1 ms to FILE (markdown).")
-    parser.add_argument("--server", choices=("uvicorn", "daphne"), default="uvicorn", help="ASGI server for the fan-out part")
-    parser.add_argument("--sorts", choices=("desc", "asc", "both", "none"), default="desc", help="which directions of every sortable column to time")
-    parser.add_argument("--only", nargs="*", default=(), metavar="TEXT", help="time only the pages whose label contains one of these")
+    parser.add_argument(
+        "--explain",
+        metavar="FILE",
+        help="Also write EXPLAIN (ANALYZE, BUFFERS) of each page's queries over 1 ms to FILE (markdown).",
+    )
+    parser.add_argument(
+        "--server", choices=("uvicorn", "daphne"), default="uvicorn", help="ASGI server for the fan-out part"
+    )
+    parser.add_argument(
+        "--sorts",
+        choices=("desc", "asc", "both", "none"),
+        default="desc",
+        help="which directions of every sortable column to time",
+    )
+    parser.add_argument(
+        "--only", nargs="*", default=(), metavar="TEXT", help="time only the pages whose label contains one of these"
+    )
     args = parser.parse_args()
 
     db_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_DB)
@@ -317,7 +388,9 @@ def main():
     if args.reload or not fleet_matches(args.nodes):
         load(args.nodes, args.claims)
     cluster = Cluster.objects.get(name="bench")
-    user = User.objects.filter(username="bench-ui").first() or User.objects.create_superuser("bench-ui", password="bench-ui-pass")
+    user = User.objects.filter(username="bench-ui").first() or User.objects.create_superuser(
+        "bench-ui", password="bench-ui-pass"
+    )
     client = Client()
     client.force_login(user)
     print(f"fleet: {Device.objects.filter(cluster=cluster).count()} devices; database {db_url.rsplit('/', 1)[-1]}")
@@ -333,11 +406,22 @@ def main():
 
             with open(args.explain, "w") as f:
                 f.write(f"# EXPLAIN ANALYZE: bench/bench_ui.py, {args.nodes} nodes (queries over 1 ms)\n\n")
-                pages = [(n, u) for n, u in PAGES + sorted_pages(args.sorts) if not args.only or any(o in n for o in args.only)]
+                pages = [
+                    (n, u)
+                    for n, u in PAGES + sorted_pages(args.sorts)
+                    if not args.only or any(o in n for o in args.only)
+                ]
                 f.write("\n".join(explain(client, label, url, min_ms=1.0) for label, url in pages))
             print(f"plans written to {args.explain}")
     if not args.skip_fanout:
-        bench_fanout(cluster, f"sessionid={client.cookies['sessionid'].value}", args.clients, args.rate, args.seconds, args.server)
+        bench_fanout(
+            cluster,
+            f"sessionid={client.cookies['sessionid'].value}",
+            args.clients,
+            args.rate,
+            args.seconds,
+            args.server,
+        )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ import os
 def add_fleet_arguments(parser):
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--claims", type=int, default=20000)
-    parser.add_argument("--reload", action="store_true", help="Reload the fleet even if the database has one of --nodes nodes.")
+    parser.add_argument(
+        "--reload", action="store_true", help="Reload the fleet even if the database has one of --nodes nodes."
+    )
 
 
 def open_fleet(args, default_db, **env):

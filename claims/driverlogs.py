@@ -13,20 +13,24 @@ from urllib.parse import quote
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from claims.allocator.model import label_selector_matches
+from dra.model import label_selector_matches
 from gpudash.kube import KubeClient, KubeError
 
 from .models import Pod
 
 # What makes a line worth highlighting: klog's E/F prefix (E1203 12:00:00.000000 ...), logfmt and JSON
 # levels, and the words drivers print when something failed.
-ERROR_LINE = re.compile(r'^[EF]\d{4} |level=(error|fatal|panic)|"level":\s*"(error|fatal|panic)"|\b(error|failed|failure|panic|fatal)\b',
-                        re.IGNORECASE)
+ERROR_LINE = re.compile(
+    r'^[EF]\d{4} |level=(error|fatal|panic)|"level":\s*"(error|fatal|panic)"|\b(error|failed|failure|panic|fatal)\b',
+    re.IGNORECASE,
+)
 # Container names that run the kubelet plugin in the drivers we know (NVIDIA: "gpus"/"compute-domains",
 # dra-example-driver: "plugin", most charts: "*kubelet-plugin*"); the first container otherwise.
 DEFAULT_CONTAINER_HINTS = ("kubelet-plugin", "plugin", "gpus", "driver")
-RBAC_HINT = ('Reading driver logs needs "get" on "pods/log" (core API group) for the dashboard\'s service account: '
-             "the optional rule in deploy/rbac-readonly.yaml.")
+RBAC_HINT = (
+    'Reading driver logs needs "get" on "pods/log" (core API group) for the dashboard\'s service account: '
+    "the optional rule in deploy/rbac-readonly.yaml."
+)
 
 
 def ops(name, default=None):
@@ -161,10 +165,22 @@ def tails(cluster, pods, client=None):
             try:
                 client = KubeClient.for_cluster(cluster)
             except KubeError as exc:
-                return [LogTail(d, p.namespace, p.name, choose_container(p.raw), p.node_name, error=str(exc), cluster_name=cluster.name)
-                        for d, p in pods]
+                return [
+                    LogTail(
+                        d,
+                        p.namespace,
+                        p.name,
+                        choose_container(p.raw),
+                        p.node_name,
+                        error=str(exc),
+                        cluster_name=cluster.name,
+                    )
+                    for d, p in pods
+                ]
         for driver, pod in pods:
-            tail = LogTail(driver, pod.namespace, pod.name, choose_container(pod.raw), pod.node_name, cluster_name=cluster.name)
+            tail = LogTail(
+                driver, pod.namespace, pod.name, choose_container(pod.raw), pod.node_name, cluster_name=cluster.name
+            )
             if client is None:
                 tail.error = _("A snapshot cluster has no API server to read logs from.")
             else:

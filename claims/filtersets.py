@@ -12,14 +12,24 @@ from inventory.models import Cluster
 
 from .models import AuditEntry, ClaimConsumer, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
 
-__all__ = ("ResourceClaimFilterSet", "ResourceClaimTemplateFilterSet", "PodFilterSet", "AuditEntryFilterSet", "stuck_exists")
+__all__ = (
+    "ResourceClaimFilterSet",
+    "ResourceClaimTemplateFilterSet",
+    "PodFilterSet",
+    "AuditEntryFilterSet",
+    "stuck_exists",
+)
 
 CLAIM_STATES = [s.value for s in ResourceClaim.State] + ["stuck"]
 
 
 def stuck_exists():
     """A claim is stuck while the detector has an active (uncleared) finding on it."""
-    return Exists(Finding.objects.stuck().filter(cluster_id=OuterRef("cluster_id"), claim_uid=OuterRef("uid")).exclude(claim_uid=""))
+    return Exists(
+        Finding.objects.stuck()
+        .filter(cluster_id=OuterRef("cluster_id"), claim_uid=OuterRef("uid"))
+        .exclude(claim_uid="")
+    )
 
 
 def json_list_contains(queryset, field, value):
@@ -27,7 +37,9 @@ def json_list_contains(queryset, field, value):
     if connection.vendor == "postgresql":
         return queryset.filter(**{f"{field}__contains": [value]})
     # SQLite has no JSON containment; the stored text of a list of strings has each as "value".
-    return queryset.annotate(**{f"_{field}_text": Cast(field, TextField())}).filter(**{f"_{field}_text__contains": json.dumps(value)})
+    return queryset.annotate(**{f"_{field}_text": Cast(field, TextField())}).filter(
+        **{f"_{field}_text__contains": json.dumps(value)}
+    )
 
 
 class ResourceClaimFilterSet(NamespacedFilterSet):
@@ -37,10 +49,21 @@ class ResourceClaimFilterSet(NamespacedFilterSet):
         help_text="pending, allocated, reserved (in use by a pod), deleting, or stuck (an active finding).",
     )
     node = django_filters.CharFilter(field_name="node_name", help_text="Node the allocation is pinned to.")
-    device_class = django_filters.CharFilter(method="filter_device_class", help_text="A DeviceClass the claim requests.")
-    pod = django_filters.CharFilter(method="filter_pod", help_text="Name of a pod that references, owns or reserves the claim.")
+    device_class = django_filters.CharFilter(
+        method="filter_device_class", help_text="A DeviceClass the claim requests."
+    )
+    pod = django_filters.CharFilter(
+        method="filter_pod", help_text="Name of a pod that references, owns or reserves the claim."
+    )
     ordering = django_filters.OrderingFilter(
-        fields=(("cluster__name", "cluster"), "namespace", "name", "state", "creation_timestamp", "allocation_timestamp")
+        fields=(
+            ("cluster__name", "cluster"),
+            "namespace",
+            "name",
+            "state",
+            "creation_timestamp",
+            "allocation_timestamp",
+        )
     )
 
     class Meta:
@@ -57,15 +80,22 @@ class ResourceClaimFilterSet(NamespacedFilterSet):
 
     def filter_pod(self, queryset, name, value):
         referenced = PodClaimRef.objects.filter(
-            cluster_id=OuterRef("cluster_id"), namespace=OuterRef("namespace"), claim_name=OuterRef("name"), pod__name=value
+            cluster_id=OuterRef("cluster_id"),
+            namespace=OuterRef("namespace"),
+            claim_name=OuterRef("name"),
+            pod__name=value,
         )
         reserved = ClaimConsumer.objects.filter(claim_id=OuterRef("pk"), resource="pods", name=value)
         return queryset.filter(Q(owner_pod_name=value) | Exists(referenced) | Exists(reserved))
 
 
 class ResourceClaimTemplateFilterSet(NamespacedFilterSet):
-    device_class = django_filters.CharFilter(method="filter_device_class", help_text="A DeviceClass the template requests.")
-    ordering = django_filters.OrderingFilter(fields=(("cluster__name", "cluster"), "namespace", "name", "creation_timestamp"))
+    device_class = django_filters.CharFilter(
+        method="filter_device_class", help_text="A DeviceClass the template requests."
+    )
+    ordering = django_filters.OrderingFilter(
+        fields=(("cluster__name", "cluster"), "namespace", "name", "creation_timestamp")
+    )
 
     class Meta:
         model = ResourceClaimTemplate
@@ -76,7 +106,9 @@ class ResourceClaimTemplateFilterSet(NamespacedFilterSet):
 
 
 class PodFilterSet(NamespacedFilterSet):
-    phase = django_filters.ChoiceFilter(choices=[(p, p) for p in ("Pending", "Running", "Succeeded", "Failed", "Unknown")])
+    phase = django_filters.ChoiceFilter(
+        choices=[(p, p) for p in ("Pending", "Running", "Succeeded", "Failed", "Unknown")]
+    )
     node = django_filters.CharFilter(field_name="node_name")
     claim = django_filters.CharFilter(method="filter_claim", help_text="Name of a claim the pod uses.")
     ordering = django_filters.OrderingFilter(
@@ -92,7 +124,9 @@ class PodFilterSet(NamespacedFilterSet):
 
 
 class AuditEntryFilterSet(ApiFilterSet):
-    cluster = django_filters.ModelChoiceFilter(field_name="cluster", to_field_name="name", queryset=Cluster.objects.all())
+    cluster = django_filters.ModelChoiceFilter(
+        field_name="cluster", to_field_name="name", queryset=Cluster.objects.all()
+    )
     namespace = django_filters.CharFilter()
     claim = django_filters.CharFilter(field_name="claim_name")
     username = django_filters.CharFilter()

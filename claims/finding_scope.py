@@ -48,5 +48,7 @@ def show_findings(findings, user):
     so a view that forgets this shows nothing rather than too much); returns the list."""
     visible = roles.visible_namespaces(user)
     for f in findings:
-        f.shown_summary, f.shown_evidence = scoped_summary_and_evidence(f.rule, f.summary, f.evidence, visible, f.summary_message)
+        f.shown_summary, f.shown_evidence = scoped_summary_and_evidence(
+            f.rule, f.summary, f.evidence, visible, f.summary_message
+        )
     return findings

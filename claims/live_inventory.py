@@ -4,7 +4,7 @@ The sync (a Celery worker, or this process) numbers every transaction that write
 logs the keys it changed (gpudash/sync/changelog.py). Here, per cluster and process, one Inventory
 is built once from all rows, together with the log position it reflects; each preview first reads
 the positions (one small query) and, when the sync has moved on, re-reads only the rows the log
-names since, and applies them to a copy of the Inventory (claims/allocator/incremental.py) that
+names since, and applies them to a copy of the Inventory (dra/incremental.py) that
 replaces the published one. Previews running meanwhile keep the copy they started with, so reads
 never race the update, and the per-device CEL results and the views of untouched nodes carry over.
 
@@ -19,15 +19,15 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 from django.db import connection
 
-from claims.allocator import Inventory
-from claims.allocator.gcpause import collector_paused
-from claims.allocator.projection import ATTRIBUTE, CAPACITY, plain_value
 from claims.models import PodFootprint, ResourceClaim, ResourceClaimTemplate
+from dra import Inventory
+from dra.gcpause import collector_paused
+from dra.projection import ATTRIBUTE, CAPACITY, plain_value
 from gpudash.sync import changelog
 from inventory.models import DeviceClass, DeviceTaintRule, Namespace, Node, ResourceSlice
 
@@ -74,8 +74,12 @@ class Obtained:
     built_at: float  # time.time() of that build
 
     def as_dict(self):
-        return {"obtained": self.how, "waitSeconds": round(self.seconds, 4), "buildSeconds": round(self.build_seconds, 3),
-                "builtAt": datetime.fromtimestamp(self.built_at, timezone.utc).isoformat(timespec="seconds")}
+        return {
+            "obtained": self.how,
+            "waitSeconds": round(self.seconds, 4),
+            "buildSeconds": round(self.build_seconds, 3),
+            "builtAt": datetime.fromtimestamp(self.built_at, UTC).isoformat(timespec="seconds"),
+        }
 
 
 class BuildInProgress(Exception):
@@ -207,7 +211,13 @@ class LiveInventory:
         self.builds += 1
         seconds = time.perf_counter() - started
         log.info("preview inventory of cluster %s built in %.2f s", cluster.name, seconds)
-        return Snapshot(inv, {kind: (seq, epoch) for kind, (seq, _, epoch) in heads.items()}, features_key(cluster), time.time(), seconds)
+        return Snapshot(
+            inv,
+            {kind: (seq, epoch) for kind, (seq, _, epoch) in heads.items()},
+            features_key(cluster),
+            time.time(),
+            seconds,
+        )
 
     def _catch_up(self, snap, heads):
         started = time.perf_counter()
@@ -237,7 +247,9 @@ def _caught_up(seen, heads):
     """`seen` already includes every change `heads` counts (same cursors, no fewer transactions)."""
     if seen.keys() - heads.keys():
         return False
-    return all(kind in seen and seen[kind][1] == epoch and seen[kind][0] >= seq for kind, (seq, _, epoch) in heads.items())
+    return all(
+        kind in seen and seen[kind][1] == epoch and seen[kind][0] >= seq for kind, (seq, _, epoch) in heads.items()
+    )
 
 
 def _heads(cluster_id):
@@ -286,9 +298,11 @@ def _parser(model, rows, plain):
     """A function that parses a chunk of (text,) rows onto `rows` (slices: values shared)."""
     loads, append = orjson.loads, rows.append
     if model is not ResourceSlice:
+
         def parse(chunk):
             for (text,) in chunk:
                 append(loads(text))
+
         return parse
     memo = {}
 
@@ -297,6 +311,7 @@ def _parser(model, rows, plain):
             row = loads(text)
             share_device_values((row,), memo, plain)
             append(row)
+
     return parse_slices
 
 
@@ -377,7 +392,9 @@ def share_device_values(slices, memo, plain=None):
     one by one in the first preview. Equal consumesCounters and sharedCounters maps are shared too
     (_share_counters)."""
     if not memo:
-        memo.update({field: ({}, {}) for field in ("attributes", "capacity")})  # per field: (plain, other) values by key
+        memo.update(
+            {field: ({}, {}) for field in ("attributes", "capacity")}
+        )  # per field: (plain, other) values by key
         memo["counters"] = {}  # consumesCounters and sharedCounters maps by their JSON text
     attr_memo, cap_memo, counter_memo = memo["attributes"], memo["capacity"], memo["counters"]
     for raw in slices:
@@ -426,7 +443,7 @@ def _share_map(values, memo, wanted):
     ok = True
     for name, value in values.items():  # replacing values keeps the dict's size: safe while iterating
         if type(value) is dict and len(value) == 1:
-            (kind, item), = value.items()
+            ((kind, item),) = value.items()
             if type(item) in _SHAREABLE:
                 key = (kind, type(item), item)
                 shared = good.get(key)
@@ -460,8 +477,10 @@ def load_raw_by_key(model, cluster_id, keys):
         chunk = keys[start : start + _NAMES_PER_QUERY]
         marks = ", ".join(["(%s, %s)"] * len(chunk))
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT namespace, name, {cast} FROM {table} WHERE cluster_id = %s AND (namespace, name) IN ({marks})",
-                           [cluster_id, *(part for key in chunk for part in key)])
+            cursor.execute(
+                f"SELECT namespace, name, {cast} FROM {table} WHERE cluster_id = %s AND (namespace, name) IN ({marks})",
+                [cluster_id, *(part for key in chunk for part in key)],
+            )
             for namespace, name, text in cursor.fetchall():
                 out[(namespace, name)] = orjson.loads(text)
     return out
@@ -523,8 +542,8 @@ def warm_up(clusters=None):
 def _warm_previews(inventory):
     """One engine preview per DeviceClass (as run_preview makes it for WARM_UP_CLAIM: a would-be pod,
     node filters on), for the caches it leaves behind; the answers are dropped."""
-    from claims.allocator import load_documents, preview, resolve_claims
-    from claims.allocator.nodefilters import scheduling_pod
+    from dra import load_documents, preview, resolve_claims
+    from dra.nodefilters import scheduling_pod
 
     for name in sorted(inventory.classes):
         try:

@@ -16,5 +16,7 @@ def claim_keys_q(keys, prefix=""):
         by_ns[(cluster_id, namespace)].add(name)
     q = Q(pk__in=[]) if not prefix else Q(**{f"{prefix}pk__in": []})
     for (cluster_id, namespace), names in sorted(by_ns.items()):
-        q |= Q(**{f"{prefix}cluster_id": cluster_id, f"{prefix}namespace": namespace, f"{prefix}name__in": sorted(names)})
+        q |= Q(
+            **{f"{prefix}cluster_id": cluster_id, f"{prefix}namespace": namespace, f"{prefix}name__in": sorted(names)}
+        )
     return q

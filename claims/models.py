@@ -45,7 +45,9 @@ class ResourceClaimTemplate(KubeObject):
     device_classes = models.JSONField(default=list, blank=True)
 
     class Meta(KubeObject.Meta):
-        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_template_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_template_unique_name")
+        ]
         indexes = text_indexes("claims_template", "uid", "namespace")
 
     @classmethod
@@ -88,7 +90,9 @@ class ResourceClaim(KubeObject):
     objects = ResourceClaimQuerySet.as_manager()
 
     class Meta(KubeObject.Meta):
-        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_claim_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_claim_unique_name")
+        ]
         # Namespace-scoped users and ?namespace= filter every cluster's claims of some namespaces.
         indexes = [
             *text_indexes("claims_rc", "uid", "namespace", "state", "node_name", "owner_pod_uid"),
@@ -97,7 +101,10 @@ class ResourceClaim(KubeObject):
             models.Index(fields=("cluster", "state", "namespace"), name="claims_claim_state_idx"),
             # The preview page's pending claims, newest first: read in order and stop at a page (at
             # 20,000 nodes a sort of 23,000 pending rows took 70 ms of every preview).
-            models.Index(fields=("cluster", "state", "-creation_timestamp", "namespace", "name"), name="claims_claim_state_new_idx"),
+            models.Index(
+                fields=("cluster", "state", "-creation_timestamp", "namespace", "name"),
+                name="claims_claim_state_new_idx",
+            ),
         ]
 
     @staticmethod
@@ -106,7 +113,11 @@ class ResourceClaim(KubeObject):
         for term in (node_selector or {}).get("nodeSelectorTerms") or []:
             for expr in (term.get("matchFields") or []) + (term.get("matchExpressions") or []):
                 key = expr.get("key")
-                if key in ("metadata.name", "kubernetes.io/hostname") and expr.get("operator") == "In" and len(expr.get("values") or []) == 1:
+                if (
+                    key in ("metadata.name", "kubernetes.io/hostname")
+                    and expr.get("operator") == "In"
+                    and len(expr.get("values") or []) == 1
+                ):
                     return expr["values"][0]
         return ""
 
@@ -158,34 +169,42 @@ class ResourceClaim(KubeObject):
         """Unsaved allocation-result and consumer rows for what `raw` now says; `labels`: only these
         child models (a reservation change rebuilds the consumers alone)."""
         status = self.status
-        results = [] if labels is not None and "claims.AllocationResult" not in labels else [
-            AllocationResult(
-                cluster_id=self.cluster_id,
-                claim=self,
-                namespace=self.namespace,
-                request=r.get("request") or "",
-                driver=r.get("driver") or "",
-                pool=r.get("pool") or "",
-                device=r.get("device") or "",
-                admin_access=bool(r.get("adminAccess")),
-                share_id=r.get("shareID") or "",
-                consumed_capacity=r.get("consumedCapacity") or {},
-                binding_conditions=r.get("bindingConditions") or [],
-                binding_failure_conditions=r.get("bindingFailureConditions") or [],
-            )
-            for r in ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-        ]
-        consumers = [] if labels is not None and "claims.ClaimConsumer" not in labels else [
-            ClaimConsumer(
-                cluster_id=self.cluster_id,
-                claim=self,
-                api_group=c.get("apiGroup") or "",
-                resource=c.get("resource") or "",
-                name=c.get("name") or "",
-                uid=c.get("uid") or "",
-            )
-            for c in status.get("reservedFor") or []
-        ]
+        results = (
+            []
+            if labels is not None and "claims.AllocationResult" not in labels
+            else [
+                AllocationResult(
+                    cluster_id=self.cluster_id,
+                    claim=self,
+                    namespace=self.namespace,
+                    request=r.get("request") or "",
+                    driver=r.get("driver") or "",
+                    pool=r.get("pool") or "",
+                    device=r.get("device") or "",
+                    admin_access=bool(r.get("adminAccess")),
+                    share_id=r.get("shareID") or "",
+                    consumed_capacity=r.get("consumedCapacity") or {},
+                    binding_conditions=r.get("bindingConditions") or [],
+                    binding_failure_conditions=r.get("bindingFailureConditions") or [],
+                )
+                for r in ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+            ]
+        )
+        consumers = (
+            []
+            if labels is not None and "claims.ClaimConsumer" not in labels
+            else [
+                ClaimConsumer(
+                    cluster_id=self.cluster_id,
+                    claim=self,
+                    api_group=c.get("apiGroup") or "",
+                    resource=c.get("resource") or "",
+                    name=c.get("name") or "",
+                    uid=c.get("uid") or "",
+                )
+                for c in status.get("reservedFor") or []
+            ]
+        )
         return results + consumers
 
 
@@ -298,7 +317,7 @@ class PodFootprint(models.Model):
     """What one pod takes from its node (summed requests, host ports), for EVERY pod the pod watcher sees,
     DRA or not: the node filters of a preview (NodeResourcesFit, NodePorts) need each node's usage, and
     a full Pod row for every pod of a big cluster would cost far more. `raw` is the engine's footprint
-    document (claims.allocator.nodefilters.pod_footprint), read as is into the preview Inventory."""
+    document (dra.nodefilters.pod_footprint), read as is into the preview Inventory."""
 
     cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
     namespace = models.CharField(max_length=253)
@@ -314,7 +333,9 @@ class PodFootprint(models.Model):
 
     class Meta:
         ordering = ("cluster_id", "namespace", "name")
-        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_podfootprint_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="claims_podfootprint_unique_name")
+        ]
         indexes = text_indexes("claims_footprint", "node_name")
 
     def __str__(self):
@@ -370,7 +391,10 @@ class ClaimStateChange(models.Model):
 
     class Meta:
         ordering = ("at", "id")
-        indexes = [*text_indexes("claims_statechange", "uid"), models.Index(fields=("cluster", "namespace", "name"), name="claims_statechange_claim_idx")]
+        indexes = [
+            *text_indexes("claims_statechange", "uid"),
+            models.Index(fields=("cluster", "namespace", "name"), name="claims_statechange_claim_idx"),
+        ]
 
 
 # Findings that only report (monitoring/idle.py): their claim is not stuck and nothing is released.
@@ -484,5 +508,7 @@ class StuckObservation(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=("cluster", "rule", "claim_uid", "subject"), name="claims_stuckobservation_unique_key")
+            models.UniqueConstraint(
+                fields=("cluster", "rule", "claim_uid", "subject"), name="claims_stuckobservation_unique_key"
+            )
         ]

@@ -8,7 +8,7 @@ Each step is {"key", "title", "status" (pass/warn/fail/info), "detail", "data"}.
 from django.conf import settings
 from django.utils.translation import gettext
 
-from claims.allocator.model import label_selector_matches
+from dra.model import label_selector_matches
 from gpudash.kube import KubeClient, KubeError
 from gpudash.messages import grouped
 from inventory.models import Node, ResourceSlice
@@ -93,14 +93,26 @@ class ClusterReader:
         if not self.live:
             return self.mirrored_events("Pod", namespace, name, uid)
         try:
-            doc = self.get(f"/api/v1/namespaces/{namespace}/events", {"fieldSelector": f"involvedObject.name={name}"}) or {}
+            doc = (
+                self.get(f"/api/v1/namespaces/{namespace}/events", {"fieldSelector": f"involvedObject.name={name}"})
+                or {}
+            )
         except KubeError:
             return self.mirrored_events("Pod", namespace, name, uid)
         items = [e for e in doc.get("items") or [] if (e.get("involvedObject") or {}).get("uid") in (None, "", uid)]
-        items.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "")
+        items.sort(
+            key=lambda e: (
+                e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or ""
+            )
+        )
         return [
-            {"type": e.get("type"), "reason": e.get("reason"), "message": e.get("message"), "count": e.get("count"),
-             "at": e.get("lastTimestamp") or e.get("eventTime")}
+            {
+                "type": e.get("type"),
+                "reason": e.get("reason"),
+                "message": e.get("message"),
+                "count": e.get("count"),
+                "at": e.get("lastTimestamp") or e.get("eventTime"),
+            }
             for e in items[-20:]
         ]
 
@@ -110,7 +122,10 @@ class ClusterReader:
         rows = list(KubeEvent.objects.about(self.cluster.id, kind, name, namespace, uid)[:20])
         if not rows:
             return None
-        return [{"type": e.type, "reason": e.reason, "message": e.message, "count": e.count, "at": e.last_seen} for e in reversed(rows)]
+        return [
+            {"type": e.type, "reason": e.reason, "message": e.message, "count": e.count, "at": e.last_seen}
+            for e in reversed(rows)
+        ]
 
     def driver_pods(self, driver, node):
         """Pods of `driver` on `node`: (list of {name, namespace, phase, ready}, how they were found) or (None, why)."""
@@ -125,7 +140,10 @@ class ClusterReader:
         if self.live:
             try:
                 for selector in selectors:
-                    doc = self.get("/api/v1/pods", {"labelSelector": selector, "fieldSelector": f"spec.nodeName={node}"}) or {}
+                    doc = (
+                        self.get("/api/v1/pods", {"labelSelector": selector, "fieldSelector": f"spec.nodeName={node}"})
+                        or {}
+                    )
                     for p in doc.get("items") or []:
                         if (p.get("spec") or {}).get("nodeName") == node:
                             found[(p["metadata"].get("namespace"), p["metadata"].get("name"))] = p
@@ -169,7 +187,9 @@ def pod_claim_names(pod):
     out = []
     for ref in spec.get("resourceClaims") or []:
         name = ref.get("name") or ""
-        out.append((name, ref.get("resourceClaimName") or generated.get(name, ""), ref.get("resourceClaimTemplateName") or ""))
+        out.append(
+            (name, ref.get("resourceClaimName") or generated.get(name, ""), ref.get("resourceClaimTemplateName") or "")
+        )
     ext = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
     if ext:
         out.append(("(extended resources)", ext, ""))
@@ -182,88 +202,210 @@ def scheduling_step(pod):
     cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
     phase = status.get("phase") or "Unknown"
     if node:
-        return step("scheduling", gettext("Scheduled"), PASS, gettext("Bound to node %(node)s; phase %(phase)s.") % {"node": node, "phase": phase},
-                    node=node, phase=phase)
+        return step(
+            "scheduling",
+            gettext("Scheduled"),
+            PASS,
+            gettext("Bound to node %(node)s; phase %(phase)s.") % {"node": node, "phase": phase},
+            node=node,
+            phase=phase,
+        )
     if cond and cond.get("status") == "False":
         # The scheduler's reason and message stay as the scheduler wrote them.
-        return step("scheduling", gettext("Scheduled"), FAIL, f"{cond.get('reason') or gettext('Not scheduled')}: {cond.get('message') or ''}".strip(),
-                    reason=cond.get("reason"), message=cond.get("message"), phase=phase)
-    return step("scheduling", gettext("Scheduled"), WARN, gettext("Not scheduled yet and no PodScheduled condition: the scheduler has not tried "
-                "(scheduling gates, or the claim does not exist yet)."), phase=phase)
+        return step(
+            "scheduling",
+            gettext("Scheduled"),
+            FAIL,
+            f"{cond.get('reason') or gettext('Not scheduled')}: {cond.get('message') or ''}".strip(),
+            reason=cond.get("reason"),
+            message=cond.get("message"),
+            phase=phase,
+        )
+    return step(
+        "scheduling",
+        gettext("Scheduled"),
+        WARN,
+        gettext(
+            "Not scheduled yet and no PodScheduled condition: the scheduler has not tried "
+            "(scheduling gates, or the claim does not exist yet)."
+        ),
+        phase=phase,
+    )
 
 
 def claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_namespaces=None, user_key=None):
-    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    meta, _status = pod.get("metadata") or {}, pod.get("status") or {}
     pod_uid, node = meta.get("uid"), (pod.get("spec") or {}).get("nodeName")
     steps = []
     if not claim_name:
-        steps.append(step("exists", gettext("Claim exists"), FAIL,
-                          gettext("No claim created yet from template %(template)s (the resource-claim controller writes it into the pod's "
-                                  "status; look for FailedResourceClaimCreation events, or a missing template).") % {"template": repr(template)}))
+        steps.append(
+            step(
+                "exists",
+                gettext("Claim exists"),
+                FAIL,
+                gettext(
+                    "No claim created yet from template %(template)s (the resource-claim controller writes it into the pod's "
+                    "status; look for FailedResourceClaimCreation events, or a missing template)."
+                )
+                % {"template": repr(template)},
+            )
+        )
         return steps, None
     claim, _ = reader.claim(meta.get("namespace"), claim_name)
     if claim is None:
-        steps.append(step("exists", gettext("Claim exists"), FAIL, gettext("ResourceClaim %(claim)s does not exist in %(namespace)s.")
-                          % {"claim": claim_name, "namespace": meta.get("namespace")}))
+        steps.append(
+            step(
+                "exists",
+                gettext("Claim exists"),
+                FAIL,
+                gettext("ResourceClaim %(claim)s does not exist in %(namespace)s.")
+                % {"claim": claim_name, "namespace": meta.get("namespace")},
+            )
+        )
         return steps, None
     cmeta, cstatus = claim.get("metadata") or {}, claim.get("status") or {}
     if cmeta.get("deletionTimestamp"):
-        steps.append(step("exists", gettext("Claim exists"), FAIL, gettext("ResourceClaim %(claim)s is being deleted: new pods using it are gated.")
-                          % {"claim": claim_name}))
+        steps.append(
+            step(
+                "exists",
+                gettext("Claim exists"),
+                FAIL,
+                gettext("ResourceClaim %(claim)s is being deleted: new pods using it are gated.")
+                % {"claim": claim_name},
+            )
+        )
     else:
-        steps.append(step("exists", gettext("Claim exists"), PASS, gettext("ResourceClaim %(claim)s.") % {"claim": claim_name}))
+        steps.append(
+            step("exists", gettext("Claim exists"), PASS, gettext("ResourceClaim %(claim)s.") % {"claim": claim_name})
+        )
     allocation = cstatus.get("allocation")
     if not allocation:
-        steps.append(step("allocated", gettext("Allocated"), FAIL, gettext("Not allocated: no node has devices that satisfy it (see the engine's explanation).")))
-        steps.append(engine_step(cluster, meta.get("namespace"), claim_name, visible_namespaces, pod=pod, user_key=user_key))
+        steps.append(
+            step(
+                "allocated",
+                gettext("Allocated"),
+                FAIL,
+                gettext("Not allocated: no node has devices that satisfy it (see the engine's explanation)."),
+            )
+        )
+        steps.append(
+            engine_step(cluster, meta.get("namespace"), claim_name, visible_namespaces, pod=pod, user_key=user_key)
+        )
         return steps, claim
     claim_node = ResourceClaim.node_from_selector(allocation.get("nodeSelector"))
     results = (allocation.get("devices") or {}).get("results") or []
     devices = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results]
     shown = ", ".join(devices) or gettext("(no devices)")
-    steps.append(step("allocated", gettext("Allocated"), PASS, (gettext("Allocated %(devices)s on %(node)s.") if claim_node else gettext("Allocated %(devices)s."))
-                      % {"devices": shown, "node": claim_node}, node=claim_node, devices=devices))
-    reserved = [e for e in cstatus.get("reservedFor") or []]
+    steps.append(
+        step(
+            "allocated",
+            gettext("Allocated"),
+            PASS,
+            (gettext("Allocated %(devices)s on %(node)s.") if claim_node else gettext("Allocated %(devices)s."))
+            % {"devices": shown, "node": claim_node},
+            node=claim_node,
+            devices=devices,
+        )
+    )
+    reserved = list(cstatus.get("reservedFor") or [])
     if any(e.get("uid") == pod_uid for e in reserved):
-        steps.append(step("reserved", gettext("Reserved for this pod"), PASS, gettext("status.reservedFor names this pod.")))
+        steps.append(
+            step("reserved", gettext("Reserved for this pod"), PASS, gettext("status.reservedFor names this pod."))
+        )
     elif node:
-        steps.append(step("reserved", gettext("Reserved for this pod"), FAIL, gettext("The pod is bound but the claim is not reserved for it: the kubelet "
-                          "refuses to start it (reserved for: %(consumers)s).") % {"consumers": ", ".join(e.get("name", "?") for e in reserved) or gettext("nobody")}))
+        steps.append(
+            step(
+                "reserved",
+                gettext("Reserved for this pod"),
+                FAIL,
+                gettext(
+                    "The pod is bound but the claim is not reserved for it: the kubelet "
+                    "refuses to start it (reserved for: %(consumers)s)."
+                )
+                % {"consumers": ", ".join(e.get("name", "?") for e in reserved) or gettext("nobody")},
+            )
+        )
     else:
         others = ", ".join(e.get("name", "?") for e in reserved)
-        steps.append(step("reserved", gettext("Reserved for this pod"), INFO if not others else WARN,
-                          gettext("Not reserved yet (the scheduler reserves it when it binds the pod); reserved for %(consumers)s.") % {"consumers": others}
-                          if others else gettext("Not reserved yet (the scheduler reserves it when it binds the pod).")))
+        steps.append(
+            step(
+                "reserved",
+                gettext("Reserved for this pod"),
+                INFO if not others else WARN,
+                gettext(
+                    "Not reserved yet (the scheduler reserves it when it binds the pod); reserved for %(consumers)s."
+                )
+                % {"consumers": others}
+                if others
+                else gettext("Not reserved yet (the scheduler reserves it when it binds the pod)."),
+            )
+        )
     steps.append(prepared_step(pod, claim, results))
     return steps, claim
 
 
 def prepared_step(pod, claim, results):
     cstatus = claim.get("status") or {}
-    seen = {(d.get("driver"), d.get("pool"), d.get("device")): {c.get("type"): c for c in d.get("conditions") or []}
-            for d in cstatus.get("devices") or []}
+    seen = {
+        (d.get("driver"), d.get("pool"), d.get("device")): {c.get("type"): c for c in d.get("conditions") or []}
+        for d in cstatus.get("devices") or []
+    }
     failed, pending = [], []
     for r in results:
         conds = seen.get((r.get("driver"), r.get("pool"), r.get("device")), {})
         name = f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}"
-        failed += [f"{name}: {c} ({(conds.get(c) or {}).get('message') or 'True'})" for c in r.get("bindingFailureConditions") or []
-                   if (conds.get(c) or {}).get("status") == "True"]
-        pending += [f"{name}: {c}" for c in r.get("bindingConditions") or [] if (conds.get(c) or {}).get("status") != "True"]
+        failed += [
+            f"{name}: {c} ({(conds.get(c) or {}).get('message') or 'True'})"
+            for c in r.get("bindingFailureConditions") or []
+            if (conds.get(c) or {}).get("status") == "True"
+        ]
+        pending += [
+            f"{name}: {c}" for c in r.get("bindingConditions") or [] if (conds.get(c) or {}).get("status") != "True"
+        ]
     device_conditions = {f"{k[0]}/{k[1]}/{k[2]}": {t: c.get("status") for t, c in v.items()} for k, v in seen.items()}
     if failed:
-        return step("prepared", gettext("Devices prepared"), FAIL, gettext("Binding failed: %(conditions)s") % {"conditions": "; ".join(failed)},
-                    conditions=device_conditions)
+        return step(
+            "prepared",
+            gettext("Devices prepared"),
+            FAIL,
+            gettext("Binding failed: %(conditions)s") % {"conditions": "; ".join(failed)},
+            conditions=device_conditions,
+        )
     if pending:
-        return step("prepared", gettext("Devices prepared"), WARN, gettext("Waiting for binding conditions: %(conditions)s") % {"conditions": "; ".join(pending)},
-                    conditions=device_conditions)
+        return step(
+            "prepared",
+            gettext("Devices prepared"),
+            WARN,
+            gettext("Waiting for binding conditions: %(conditions)s") % {"conditions": "; ".join(pending)},
+            conditions=device_conditions,
+        )
     phase = (pod.get("status") or {}).get("phase")
     if phase == "Running" or phase in TERMINAL:
-        return step("prepared", gettext("Devices prepared"), PASS, gettext("The pod's containers started (phase %(phase)s).") % {"phase": phase},
-                    conditions=device_conditions)
+        return step(
+            "prepared",
+            gettext("Devices prepared"),
+            PASS,
+            gettext("The pod's containers started (phase %(phase)s).") % {"phase": phase},
+            conditions=device_conditions,
+        )
     if (pod.get("spec") or {}).get("nodeName"):
-        return step("prepared", gettext("Devices prepared"), WARN, gettext("The pod is bound but not running: the kubelet may be failing to prepare the "
-                    "devices (look for FailedPrepareDynamicResources events, and at the driver below)."), conditions=device_conditions)
-    return step("prepared", gettext("Devices prepared"), INFO, gettext("Not applicable until the pod is bound to a node."), conditions=device_conditions)
+        return step(
+            "prepared",
+            gettext("Devices prepared"),
+            WARN,
+            gettext(
+                "The pod is bound but not running: the kubelet may be failing to prepare the "
+                "devices (look for FailedPrepareDynamicResources events, and at the driver below)."
+            ),
+            conditions=device_conditions,
+        )
+    return step(
+        "prepared",
+        gettext("Devices prepared"),
+        INFO,
+        gettext("Not applicable until the pod is bound to a node."),
+        conditions=device_conditions,
+    )
 
 
 def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=None, user_key=None):
@@ -272,27 +414,52 @@ def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=Non
     Run by a preview worker on behalf of `user_key` (admission counts it like any preview)."""
     row = ResourceClaim.objects.filter(cluster=cluster, namespace=namespace, name=claim_name).first()
     if row is None:
-        return step("engine", gettext("Where could it fit?"), INFO, gettext("The claim is not in the mirror yet: no per-node explanation."))
+        return step(
+            "engine",
+            gettext("Where could it fit?"),
+            INFO,
+            gettext("The claim is not in the mirror yet: no per-node explanation."),
+        )
     try:
         from .stuck import summarize_preview
 
         full = request_preview(cluster, user_key=user_key, claim=row, visible_namespaces=visible_namespaces, pod=pod)
         result = summarize_preview(full)
     except Exception as exc:  # an engine failure is reported, the rest of the checklist still runs
-        return step("engine", gettext("Where could it fit?"), WARN, gettext("The allocation engine could not explain it: %(error)s") % {"error": exc})
+        return step(
+            "engine",
+            gettext("Where could it fit?"),
+            WARN,
+            gettext("The allocation engine could not explain it: %(error)s") % {"error": exc},
+        )
     summary = result["summary"]
     fits = summary.get("fits", 0)
     common = (summary.get("mostCommonReason") or {}).get("example") or ""
     filtered = filter_rejections_text(summary)
     if fits:
-        caveat = "; ".join(gettext("%(plugin)s not simulated (%(reason)s)") % {"plugin": n["plugin"], "reason": n["reason"]}
-                           for n in (summary.get("nodeFilters") or {}).get("notSimulated") or [])
-        text = (gettext("The engine finds %(fits)s node(s) where it fits now: the scheduler may not have retried yet, or %(caveat)s.")
-                if caveat else gettext("The engine finds %(fits)s node(s) where it fits now: the scheduler may not have retried yet."))
-        return step("engine", gettext("Where could it fit?"), INFO, text % {"fits": fits, "caveat": caveat} + (f" {filtered}" if filtered else ""), **result)
+        caveat = "; ".join(
+            gettext("%(plugin)s not simulated (%(reason)s)") % {"plugin": n["plugin"], "reason": n["reason"]}
+            for n in (summary.get("nodeFilters") or {}).get("notSimulated") or []
+        )
+        text = (
+            gettext(
+                "The engine finds %(fits)s node(s) where it fits now: the scheduler may not have retried yet, or %(caveat)s."
+            )
+            if caveat
+            else gettext("The engine finds %(fits)s node(s) where it fits now: the scheduler may not have retried yet.")
+        )
+        return step(
+            "engine",
+            gettext("Where could it fit?"),
+            INFO,
+            text % {"fits": fits, "caveat": caveat} + (f" {filtered}" if filtered else ""),
+            **result,
+        )
     message = summary.get("schedulerMessage")
     # The engine's reason and the scheduler's message stay in the scheduler's (English) wording.
-    text = gettext("Fits on none of %(nodes)s nodes.") % {"nodes": summary.get("nodes", 0)} + (f" {filtered}" if filtered else "")
+    text = gettext("Fits on none of %(nodes)s nodes.") % {"nodes": summary.get("nodes", 0)} + (
+        f" {filtered}" if filtered else ""
+    )
     text += " " + gettext("Most common reason: %(reason)s") % {"reason": common}
     if message:
         text += " " + gettext("Scheduler: %(message)s") % {"message": message}
@@ -307,12 +474,20 @@ def post_filter_text(summary):
     parts = []
     freed = (post.get("dynamicResources") or {}).get("deallocates") or []
     if freed:
-        parts.append(gettext("The scheduler deallocates claim %(claim)s (allocated where this pod cannot run) so that it can be allocated again.")
-                     % {"claim": freed[0]})
+        parts.append(
+            gettext(
+                "The scheduler deallocates claim %(claim)s (allocated where this pod cannot run) so that it can be allocated again."
+            )
+            % {"claim": freed[0]}
+        )
     candidates = (post.get("preemption") or {}).get("candidates") or []
     if candidates:
-        parts.append(gettext("Preemption: evicting lower-priority pods would make room on %(nodes)s; the scheduler nominates one of them.")
-                     % {"nodes": ", ".join(c["node"] for c in candidates[:5]) + (", ..." if len(candidates) > 5 else "")})
+        parts.append(
+            gettext(
+                "Preemption: evicting lower-priority pods would make room on %(nodes)s; the scheduler nominates one of them."
+            )
+            % {"nodes": ", ".join(c["node"] for c in candidates[:5]) + (", ..." if len(candidates) > 5 else "")}
+        )
     return " ".join(parts)
 
 
@@ -321,8 +496,15 @@ def filter_rejections_text(summary):
     parts = []
     for item in (summary.get("nodeFilters") or {}).get("rejections") or []:
         nodes = ", ".join(item["exampleNodes"]) + (", ..." if item["nodes"] > len(item["exampleNodes"]) else "")
-        parts.append(gettext("%(plugin)s on %(count)s node(s) (%(nodes)s: %(reasons)s)")
-                     % {"plugin": item["plugin"], "count": grouped(item["nodes"]), "nodes": nodes, "reasons": ", ".join(item["reasons"])})
+        parts.append(
+            gettext("%(plugin)s on %(count)s node(s) (%(nodes)s: %(reasons)s)")
+            % {
+                "plugin": item["plugin"],
+                "count": grouped(item["nodes"]),
+                "nodes": nodes,
+                "reasons": ", ".join(item["reasons"]),
+            }
+        )
     return (gettext("First failing filter: %(filters)s.") % {"filters": "; ".join(parts)}) if parts else ""
 
 
@@ -331,12 +513,33 @@ def driver_steps(cluster, reader, node, drivers, driver_namespaces=None):
     out = []
     node_row = Node.objects.filter(cluster=cluster, name=node).first()
     if node_row is None:
-        out.append(step("node", gettext("Node %(node)s") % {"node": node}, FAIL, gettext("Node %(node)s is not known (deleted?).") % {"node": node}))
+        out.append(
+            step(
+                "node",
+                gettext("Node %(node)s") % {"node": node},
+                FAIL,
+                gettext("Node %(node)s is not known (deleted?).") % {"node": node},
+            )
+        )
     elif node_row.ready is False:
-        out.append(step("node", gettext("Node %(node)s") % {"node": node}, FAIL, gettext("Node %(node)s is NotReady since %(since)s.")
-                        % {"node": node, "since": node_row.ready_changed_at}))
+        out.append(
+            step(
+                "node",
+                gettext("Node %(node)s") % {"node": node},
+                FAIL,
+                gettext("Node %(node)s is NotReady since %(since)s.")
+                % {"node": node, "since": node_row.ready_changed_at},
+            )
+        )
     else:
-        out.append(step("node", gettext("Node %(node)s") % {"node": node}, PASS, gettext("Ready.") if node_row.ready else gettext("Readiness unknown.")))
+        out.append(
+            step(
+                "node",
+                gettext("Node %(node)s") % {"node": node},
+                PASS,
+                gettext("Ready.") if node_row.ready else gettext("Readiness unknown."),
+            )
+        )
     slices = list(ResourceSlice.objects.filter(cluster=cluster, node_name=node))
     drivers = sorted(set(drivers) | {s.driver for s in slices})
     for driver in drivers:
@@ -344,41 +547,101 @@ def driver_steps(cluster, reader, node, drivers, driver_namespaces=None):
         published = gettext("%(driver)s: slices published") % {"driver": driver}
         running = gettext("%(driver)s: driver pod running") % {"driver": driver}
         if not mine:
-            out.append(step(f"slices:{driver}", published, FAIL,
-                            gettext("No ResourceSlice of %(driver)s for node %(node)s: the driver's kubelet plugin is not running or not "
-                                    "registered.") % {"driver": driver, "node": node}))
+            out.append(
+                step(
+                    f"slices:{driver}",
+                    published,
+                    FAIL,
+                    gettext(
+                        "No ResourceSlice of %(driver)s for node %(node)s: the driver's kubelet plugin is not running or not "
+                        "registered."
+                    )
+                    % {"driver": driver, "node": node},
+                )
+            )
         else:
-            out.append(step(f"slices:{driver}", published, PASS, gettext("%(count)s slice(s).") % {"count": grouped(len(mine))}))
+            out.append(
+                step(
+                    f"slices:{driver}", published, PASS, gettext("%(count)s slice(s).") % {"count": grouped(len(mine))}
+                )
+            )
             for pool in sorted({s.pool for s in mine}):
                 out.append(pool_step(cluster, driver, pool))
         pods, selectors = reader.driver_pods(driver, node)
         pods = [_scoped_driver_pod(p, driver_namespaces) for p in pods or ()]
         if not selectors:
-            out.append(step(f"driverpod:{driver}", running, INFO,
-                            gettext("No label selector known for this driver's pods (settings GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS).")))
+            out.append(
+                step(
+                    f"driverpod:{driver}",
+                    running,
+                    INFO,
+                    gettext(
+                        "No label selector known for this driver's pods (settings GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS)."
+                    ),
+                )
+            )
         elif not pods:
-            out.append(step(f"driverpod:{driver}", running, FAIL,
-                            gettext("No driver pod on %(node)s matching %(selectors)s.") % {"node": node, "selectors": (" %s " % gettext("or")).join(selectors)}))
+            out.append(
+                step(
+                    f"driverpod:{driver}",
+                    running,
+                    FAIL,
+                    gettext("No driver pod on %(node)s matching %(selectors)s.")
+                    % {"node": node, "selectors": (" {} ".format(gettext("or"))).join(selectors)},
+                )
+            )
         elif any(p["phase"] == "Running" and p["ready"] for p in pods):
-            out.append(step(f"driverpod:{driver}", running, PASS, gettext("%(pods)s running and ready.")
-                            % {"pods": ", ".join(_driver_pod_label(p) for p in pods)}, pods=pods))
+            out.append(
+                step(
+                    f"driverpod:{driver}",
+                    running,
+                    PASS,
+                    gettext("%(pods)s running and ready.") % {"pods": ", ".join(_driver_pod_label(p) for p in pods)},
+                    pods=pods,
+                )
+            )
         else:
-            out.append(step(f"driverpod:{driver}", running, FAIL, gettext("Driver pod(s) not ready: %(pods)s")
-                            % {"pods": ", ".join(_driver_pod_label(p, phase=True) for p in pods)}, pods=pods))
+            out.append(
+                step(
+                    f"driverpod:{driver}",
+                    running,
+                    FAIL,
+                    gettext("Driver pod(s) not ready: %(pods)s")
+                    % {"pods": ", ".join(_driver_pod_label(p, phase=True) for p in pods)},
+                    pods=pods,
+                )
+            )
     return out
 
 
 def pool_step(cluster, driver, pool):
-    rows = list(ResourceSlice.objects.filter(cluster=cluster, driver=driver, pool=pool).values("pool_generation", "resource_slice_count"))
+    rows = list(
+        ResourceSlice.objects.filter(cluster=cluster, driver=driver, pool=pool).values(
+            "pool_generation", "resource_slice_count"
+        )
+    )
     newest = max(r["pool_generation"] for r in rows)
     current = [r for r in rows if r["pool_generation"] == newest]
     expected = max(r["resource_slice_count"] for r in current)
     title = gettext("%(driver)s: pool %(pool)s complete") % {"driver": driver, "pool": pool}
     counts = {"published": len(current), "expected": expected, "generation": newest}
     if len(current) < expected:
-        return step(f"pool:{driver}/{pool}", title, FAIL, gettext("%(published)s of %(expected)s slices of generation %(generation)s published: "
-                                                                  "the scheduler skips incomplete pools for most requests.") % counts)
-    return step(f"pool:{driver}/{pool}", title, PASS, gettext("%(published)s/%(expected)s slices, generation %(generation)s.") % counts)
+        return step(
+            f"pool:{driver}/{pool}",
+            title,
+            FAIL,
+            gettext(
+                "%(published)s of %(expected)s slices of generation %(generation)s published: "
+                "the scheduler skips incomplete pools for most requests."
+            )
+            % counts,
+        )
+    return step(
+        f"pool:{driver}/{pool}",
+        title,
+        PASS,
+        gettext("%(published)s/%(expected)s slices, generation %(generation)s.") % counts,
+    )
 
 
 def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None, driver_namespaces=None, user_key=None):
@@ -393,8 +656,13 @@ def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None, dr
         meta = pod.get("metadata") or {}
         report = {
             "cluster": cluster.name,
-            "pod": {"namespace": namespace, "name": name, "uid": meta.get("uid"), "phase": (pod.get("status") or {}).get("phase"),
-                    "node": (pod.get("spec") or {}).get("nodeName") or ""},
+            "pod": {
+                "namespace": namespace,
+                "name": name,
+                "uid": meta.get("uid"),
+                "phase": (pod.get("status") or {}).get("phase"),
+                "node": (pod.get("spec") or {}).get("nodeName") or "",
+            },
             "source": source,
             "steps": [scheduling_step(pod)],
             "events": reader.events(namespace, name, meta.get("uid")),
@@ -403,31 +671,54 @@ def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None, dr
         }
         nodes, drivers = set(), set()
         for pod_claim, claim_name, template in pod_claim_names(pod):
-            steps, claim = claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_namespaces, user_key)
+            steps, claim = claim_steps(
+                cluster, reader, pod, pod_claim, claim_name, template, visible_namespaces, user_key
+            )
             report["claims"].append({"pod_claim": pod_claim, "claim": claim_name, "template": template, "steps": steps})
             if claim:
                 allocation = (claim.get("status") or {}).get("allocation") or {}
                 claim_node = ResourceClaim.node_from_selector(allocation.get("nodeSelector"))
                 if claim_node:
                     nodes.add(claim_node)
-                drivers |= {r.get("driver") for r in (allocation.get("devices") or {}).get("results") or [] if r.get("driver")}
+                drivers |= {
+                    r.get("driver") for r in (allocation.get("devices") or {}).get("results") or [] if r.get("driver")
+                }
         if not report["claims"]:
-            report["steps"].append(step("claims", gettext("Uses DRA"), INFO, gettext("The pod has no resource claims: DRA is not why it is Pending.")))
+            report["steps"].append(
+                step(
+                    "claims",
+                    gettext("Uses DRA"),
+                    INFO,
+                    gettext("The pod has no resource claims: DRA is not why it is Pending."),
+                )
+            )
         pod_node = report["pod"]["node"]
         if pod_node:
             nodes.add(pod_node)
         for node in sorted(nodes):
-            report["drivers"].append({"node": node, "steps": driver_steps(cluster, reader, node, drivers, driver_namespaces)})
+            report["drivers"].append(
+                {"node": node, "steps": driver_steps(cluster, reader, node, drivers, driver_namespaces)}
+            )
         if live and _needs_driver_logs(report):
             from .driverlogs import limits, node_driver_logs
 
-            report["driver_logs"] = [t for d in report["drivers"] for t in node_driver_logs(cluster, d["node"], drivers or None,
-                                                                                        client=reader.client if reader.live else None,
-                                                                                        namespaces=driver_namespaces)]
+            report["driver_logs"] = [
+                t
+                for d in report["drivers"]
+                for t in node_driver_logs(
+                    cluster,
+                    d["node"],
+                    drivers or None,
+                    client=reader.client if reader.live else None,
+                    namespaces=driver_namespaces,
+                )
+            ]
             report["driver_log_lines"], report["driver_log_bytes"] = limits()
         if source == "mirror" and live:
-            report["note"] = gettext("API server not reachable (%(error)s): read from the database mirror (events as far as the Events "
-                                     "mirror holds them).") % {"error": reader.error}
+            report["note"] = gettext(
+                "API server not reachable (%(error)s): read from the database mirror (events as far as the Events "
+                "mirror holds them)."
+            ) % {"error": reader.error}
         report["verdict"] = verdict(report)
         return report
 
@@ -436,8 +727,10 @@ def _needs_driver_logs(report):
     """A claim allocated but not prepared, or a driver check failing: the driver's log is the next step."""
     steps = [s for c in report["claims"] for s in c["steps"]] + [s for d in report["drivers"] for s in d["steps"]]
     return bool(report["drivers"]) and any(
-        (s["key"] == "prepared" and s["status"] in (WARN, FAIL)) or (s["key"].startswith(("driverpod:", "slices:")) and s["status"] == FAIL)
-        for s in steps)
+        (s["key"] == "prepared" and s["status"] in (WARN, FAIL))
+        or (s["key"].startswith(("driverpod:", "slices:")) and s["status"] == FAIL)
+        for s in steps
+    )
 
 
 def verdict(report):
@@ -451,4 +744,8 @@ def verdict(report):
         hit = next((s for s in ordered if s["status"] == status), None)
         if hit:
             return {"status": status, "title": hit["title"], "detail": hit["detail"]}
-    return {"status": PASS, "title": gettext("No DRA problem found"), "detail": gettext("Every DRA check passes; look at other scheduling constraints.")}
+    return {
+        "status": PASS,
+        "title": gettext("No DRA problem found"),
+        "detail": gettext("Every DRA check passes; look at other scheduling constraints."),
+    }

@@ -1,6 +1,6 @@
 """Django side of the allocation engine: build its input from the mirrored rows of one cluster.
 
-The engine (claims.allocator) knows nothing about Django. Building an Inventory for a big cluster
+The engine (dra) knows nothing about Django. Building an Inventory for a big cluster
 costs seconds and its per-device CEL caches make later previews fast, so one Inventory is kept per
 cluster and process and updated from the sync's change log, never rebuilt on churn
 (claims/live_inventory.py).
@@ -10,13 +10,13 @@ import logging
 
 from django.conf import settings
 
-from claims.allocator import Features, InputError, headroom, load_documents, preview, resolve_claims
-from claims.allocator.deadline import Deadline
-from claims.allocator.errors import AllocationError
-from claims.allocator.model import ClaimSpec
-from claims.allocator.nodefilters import scheduling_pod
 from claims.live_inventory import BuildInProgress, forget, live_inventory
 from claims.preview_scope import OutOfScope, check_documents, check_namespace, redact_result
+from dra import Features, InputError, headroom, load_documents, preview, resolve_claims
+from dra.deadline import Deadline
+from dra.errors import AllocationError
+from dra.model import ClaimSpec
+from dra.nodefilters import scheduling_pod
 from monitoring.instruments import PREVIEW_SECONDS
 
 __all__ = ["InventoryNotReady", "OutOfScope", "PreviewError", "cluster_inventory", "run_preview", "invalidate"]
@@ -36,8 +36,10 @@ class InventoryNotReady(PreviewError):
             expect = f"the last build took {busy.typical:.1f} s"
         else:
             left, expect = 5, "no build has finished in this process yet"
-        super().__init__(f"the preview inventory of cluster {cluster.name} is still being built ({busy.running:.1f} s so far; "
-                         f"{expect}): try again in about {left} s")
+        super().__init__(
+            f"the preview inventory of cluster {cluster.name} is still being built ({busy.running:.1f} s so far; "
+            f"{expect}): try again in about {left} s"
+        )
         self.retry_after = left
 
     @classmethod
@@ -58,8 +60,10 @@ logger = logging.getLogger(__name__)
 
 def _engine_failure(cluster, exc, what="preview"):
     logger.error("allocation engine failed in a %s of cluster %s", what, cluster.name, exc_info=exc)
-    return EngineFailure(f"the allocation engine could not evaluate this input ({type(exc).__name__}: {str(exc)[:300]}); "
-                         "the failure was logged for the administrators")
+    return EngineFailure(
+        f"the allocation engine could not evaluate this input ({type(exc).__name__}: {str(exc)[:300]}); "
+        "the failure was logged for the administrators"
+    )
 
 
 def features_of(cluster):
@@ -115,11 +119,25 @@ def load_documents_or_error(yaml_text):
 
 
 @PREVIEW_SECONDS.time()  # gpudash_preview_duration_seconds on /metrics
-def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_headroom=False, nodes=None, reason_codes=False,
-                visible_namespaces=None, deadline=None, pod=None, tolerations=None, node_selector=None, node_filters=True):
+def run_preview(
+    cluster,
+    *,
+    yaml_text=None,
+    claim=None,
+    namespace=None,
+    with_headroom=False,
+    nodes=None,
+    reason_codes=False,
+    visible_namespaces=None,
+    deadline=None,
+    pod=None,
+    tolerations=None,
+    node_selector=None,
+    node_filters=True,
+):
     """Preview `yaml_text` (claims, templates or one pod) or an existing pending `claim` row on every
     node of `cluster`. Returns the engine's JSON dict; raises PreviewError for bad input.
-    The kube-scheduler's node filters run first (claims/allocator/nodefilters.py) for the pod of the
+    The kube-scheduler's node filters run first (dra/nodefilters.py) for the pod of the
     YAML, or `pod` (a Pod object, e.g. the Pending pod of `claim`), or else a would-be pod with
     `tolerations` (a list) and `node_selector` (a map or `k=v,...`); `node_filters=False` skips them.
     `reason_codes` adds each failing node's reason code to its entry (the UI groups by it).
@@ -143,14 +161,34 @@ def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_hea
             if claim.cluster_id != cluster.pk:
                 raise PreviewError(f"claim {claim} belongs to another cluster")
             if (claim.raw.get("status") or {}).get("allocation"):
-                raise PreviewError(f"claim {claim.namespace}/{claim.name} is already allocated{' on ' + claim.node_name if claim.node_name else ''}; pick a pending claim")
+                raise PreviewError(
+                    f"claim {claim.namespace}/{claim.name} is already allocated{' on ' + claim.node_name if claim.node_name else ''}; pick a pending claim"
+                )
             claims, bound = [ClaimSpec(claim.namespace, claim.name, claim.raw.get("spec"))], []
         else:
             check_documents(documents, namespace, visible_namespaces)  # before resolve_claims looks anything up
             claims, bound = resolve_claims(inv, documents, namespace=namespace)
-        placed = scheduling_pod(documents if claim is None else (), namespace=namespace, pod=pod, tolerations=tolerations,
-                                node_selector=node_selector) if node_filters else None
-        result = preview(inv, claims, bound=bound, nodes=nodes, reason_codes=reason_codes, pod=placed, node_filters=node_filters, **limits)
+        placed = (
+            scheduling_pod(
+                documents if claim is None else (),
+                namespace=namespace,
+                pod=pod,
+                tolerations=tolerations,
+                node_selector=node_selector,
+            )
+            if node_filters
+            else None
+        )
+        result = preview(
+            inv,
+            claims,
+            bound=bound,
+            nodes=nodes,
+            reason_codes=reason_codes,
+            pod=placed,
+            node_filters=node_filters,
+            **limits,
+        )
     except InputError as exc:
         raise PreviewError(str(exc)) from None
     except (PreviewError, OutOfScope):
@@ -163,7 +201,9 @@ def run_preview(cluster, *, yaml_text=None, claim=None, namespace=None, with_hea
         redact_other_claims(result, visible_namespaces)
     if with_headroom:
         try:
-            result["headroom"] = headroom(inv, claims, pod=placed, node_filters=node_filters, **limits)  # what the preview left of the deadline
+            result["headroom"] = headroom(
+                inv, claims, pod=placed, node_filters=node_filters, **limits
+            )  # what the preview left of the deadline
         except AllocationError as exc:
             result["headroom"] = {"error": str(exc)}
         except Exception as exc:  # as above: the preview itself stands, the headroom says why it is missing

@@ -18,7 +18,7 @@ from django.utils.translation import gettext, gettext_lazy
 from gpudash import roles
 from inventory import devicestate
 from inventory.fleet import natural_key, state_label
-from inventory.models import DeviceClass, Device
+from inventory.models import Device, DeviceClass
 
 FITS_PER_PAGE = 50  # each fitting node renders a device strip: keep the page light
 NODES_PER_GROUP_PAGE = 100
@@ -40,7 +40,7 @@ REASON_TITLES = {
     "invalid-pools": gettext_lazy("Invalid resource pools"),
     "unavailable": gettext_lazy("An allocated claim of the pod is bound elsewhere"),
     "unschedulable": gettext_lazy("Cannot allocate all claims"),
-    # The kube-scheduler's node filters, which run before DRA (claims/allocator/nodefilters.py).
+    # The kube-scheduler's node filters, which run before DRA (dra/nodefilters.py).
     "node-unschedulable": gettext_lazy("Node cordoned (NodeUnschedulable)"),
     "node-name": gettext_lazy("Another node named by spec.nodeName (NodeName)"),
     "node-taints": gettext_lazy("Untolerated node taints, e.g. NotReady (TaintToleration)"),
@@ -51,7 +51,9 @@ REASON_TITLES = {
 }
 
 _POSITION = re.compile(r"at line (\d+), column (\d+)")
-_CEL_OWNER = re.compile(r"^(class (?P<cls>[^:]+)|claim (?P<claim>[^:,]+)(, request [^:]+)?): selector #(?P<index>\d+): CEL compile error")
+_CEL_OWNER = re.compile(
+    r"^(class (?P<cls>[^:]+)|claim (?P<claim>[^:,]+)(, request [^:]+)?): selector #(?P<index>\d+): CEL compile error"
+)
 
 
 def reason_title(code):
@@ -121,7 +123,7 @@ def cel_error_position(message, *, yaml_text=None, claim_spec=None, cluster=None
     m = _POSITION.search(message)
     if not owner or not m:
         return None
-    from claims.allocator.cel import CelCompileError, compile_selector
+    from dra.cel import CelCompileError, compile_selector
 
     line, column = int(m.group(1)), int(m.group(2))
     if owner.group("cls"):
@@ -215,7 +217,17 @@ class PreviewReport:
         Called while the cyclic collector is paused (PreviewView.run): the 20,000 entries of a big
         fleet are then freed at once, instead of being visited by the young-generation collection
         that runs when the collector resumes (10-50 ms at 20,000 nodes)."""
-        for name in ("fit_count", "reasons", "node_filters", "post_filter", "error_groups", "every_node_errs", "fits", "groups", "headroom"):
+        for name in (
+            "fit_count",
+            "reasons",
+            "node_filters",
+            "post_filter",
+            "error_groups",
+            "every_node_errs",
+            "fits",
+            "groups",
+            "headroom",
+        ):
             getattr(self, name)
         self._total = len(self.nodes)
         self.nodes = ()
@@ -238,8 +250,15 @@ class PreviewReport:
         out = []
         for r in self.summary.get("reasons") or []:
             if r.get("code") != "error":
-                out.append({"code": r["code"], "title": reason_title(r["code"]), "nodes": r["nodes"], "example": r.get("example") or "",
-                            "pct": round(100 * r["nodes"] / self.total) if self.total else 0})
+                out.append(
+                    {
+                        "code": r["code"],
+                        "title": reason_title(r["code"]),
+                        "nodes": r["nodes"],
+                        "example": r.get("example") or "",
+                        "pct": round(100 * r["nodes"] / self.total) if self.total else 0,
+                    }
+                )
         return out
 
     @cached_property
@@ -266,7 +285,12 @@ class PreviewReport:
                 if len(nodes[n["error"]]) < EXAMPLE_NODES:
                     nodes[n["error"]].append(n["node"])
         return [
-            ErrorGroup(text, count, nodes[text], cel_error_position(text, yaml_text=self.yaml_text, claim_spec=self.claim_spec, cluster=self.cluster))
+            ErrorGroup(
+                text,
+                count,
+                nodes[text],
+                cel_error_position(text, yaml_text=self.yaml_text, claim_spec=self.claim_spec, cluster=self.cluster),
+            )
             for text, count in counts.most_common()
         ]
 
@@ -299,7 +323,10 @@ class PreviewReport:
         examples = {r["code"]: r.get("example") or "" for r in reasons}
         rank = {r["code"]: i for i, r in enumerate(reasons)}  # the summary's order, so both lists agree on ties
         ordered = sorted(by_code.items(), key=lambda kv: (rank.get(kv[0], len(rank)), -len(kv[1]), kv[0]))
-        return [self._listing(code, reason_title(code), nodes, NODES_PER_GROUP_PAGE, examples.get(code, "")) for code, nodes in ordered]
+        return [
+            self._listing(code, reason_title(code), nodes, NODES_PER_GROUP_PAGE, examples.get(code, ""))
+            for code, nodes in ordered
+        ]
 
     # -- headroom ---------------------------------------------------------------------------------
     @cached_property
@@ -312,7 +339,10 @@ class PreviewReport:
         copies = room.get("copies") or 0
 
         def table(mapping):
-            return [{"name": k, "copies": v, "pct": round(100 * v / copies) if copies else 0} for k, v in sorted(mapping.items(), key=lambda kv: (-kv[1], kv[0]))]
+            return [
+                {"name": k, "copies": v, "pct": round(100 * v / copies) if copies else 0}
+                for k, v in sorted(mapping.items(), key=lambda kv: (-kv[1], kv[0]))
+            ]
 
         return {
             "copies": copies,
@@ -339,7 +369,18 @@ def attach_device_strips(cluster, rows, user=None):
         .filter(Q(node_name__in=names))
         .annotate(st=devicestate.state_expression(), unhealthy=devicestate.node_not_ready())
         .order_by()
-        .values_list("node_name", "driver", "pool", "name", "st", "tainted", "unhealthy", "admin_watched", "held_by_namespace", "held_by_name")
+        .values_list(
+            "node_name",
+            "driver",
+            "pool",
+            "name",
+            "st",
+            "tainted",
+            "unhealthy",
+            "admin_watched",
+            "held_by_namespace",
+            "held_by_name",
+        )
     )
     scope = roles.visible_namespaces(user) if user is not None else None
     strips = {}
@@ -348,22 +389,44 @@ def attach_device_strips(cluster, rows, user=None):
             holder_text = "a claim in another namespace"
         else:
             holder_text = f"{holder_ns}/{holder}" if holder else ""
-        strips.setdefault(node, []).append({
-            "driver": driver, "pool": pool, "name": name, "state": st, "label": state_label(st),
-            "flags": [f for f, on in ((devicestate.TAINTED, tainted), (devicestate.UNHEALTHY, unhealthy), (devicestate.ADMIN, admin)) if on and f != st], "holder": holder_text,
-            "chosen": (node, driver, pool, name) in chosen,
-        })
+        strips.setdefault(node, []).append(
+            {
+                "driver": driver,
+                "pool": pool,
+                "name": name,
+                "state": st,
+                "label": state_label(st),
+                "flags": [
+                    f
+                    for f, on in (
+                        (devicestate.TAINTED, tainted),
+                        (devicestate.UNHEALTHY, unhealthy),
+                        (devicestate.ADMIN, admin),
+                    )
+                    if on and f != st
+                ],
+                "holder": holder_text,
+                "chosen": (node, driver, pool, name) in chosen,
+            }
+        )
     # Devices of pools not bound to the node (network-attached, allNodes) are listed, not drawn.
     on_strip = {(n, d["driver"], d["pool"], d["name"]) for n, devs in strips.items() for d in devs}
     for r in rows:
         r["strip"] = sorted(strips.get(r["node"], []), key=lambda d: (d["driver"], natural_key(d["name"])))
-        r["choices"] = [dict(res, on_strip=(r["node"], res["driver"], res["pool"], res["device"]) in on_strip) for res in r.get("results") or []]
+        r["choices"] = [
+            dict(res, on_strip=(r["node"], res["driver"], res["pool"], res["device"]) in on_strip)
+            for res in r.get("results") or []
+        ]
     return rows
 
 
 def _sample_class(cluster):
     """A device class of the cluster for the sample snippets (a GPU class if there is one)."""
-    names = list(DeviceClass.objects.filter(cluster=cluster).order_by("name").values_list("name", flat=True)) if cluster else []
+    names = (
+        list(DeviceClass.objects.filter(cluster=cluster).order_by("name").values_list("name", flat=True))
+        if cluster
+        else []
+    )
     return next((n for n in names if "gpu" in n), names[0] if names else "gpu.example.com")
 
 
@@ -371,7 +434,11 @@ def samples(cluster):
     """Quick-fill snippets for the YAML box: a claim, a template, a pod with a claim from a template."""
     cls = _sample_class(cluster)
     # The memory selector names the capacity's domain: the driver of a device that publishes memory.
-    mem = Device.objects.filter(cluster=cluster, capacity__has_key="memory").values_list("driver", flat=True).first() if cluster else None
+    mem = (
+        Device.objects.filter(cluster=cluster, capacity__has_key="memory").values_list("driver", flat=True).first()
+        if cluster
+        else None
+    )
     selector = f"device.capacity['{mem}'].memory.compareTo(quantity('40Gi')) >= 0" if mem else "device.driver != ''"
     claim = f"""apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -428,16 +495,20 @@ spec:
           deviceClassName: {cls}
           count: 4
 """
-    return [("claim", "Claim: 2 devices", claim), ("template", "Template: ≥ 40Gi memory", template), ("pod", "Pod + template: 4 devices", pod)]
+    return [
+        ("claim", "Claim: 2 devices", claim),
+        ("template", "Template: ≥ 40Gi memory", template),
+        ("pod", "Pod + template: 4 devices", pod),
+    ]
 
 
 def would_be_pod_params(params):
     """The page's node-filter fields as run_preview keywords: `tolerations` (one KEY[=VALUE][:EFFECT] per
     line or comma, or `*`), `node_selector` (KEY=VALUE, ...), `skip_node_filters` (checkbox).
     Raises claims.preview.PreviewError naming the field."""
-    from claims.allocator.errors import InputError
-    from claims.allocator.nodefilters import parse_node_selector, parse_toleration_flag
     from claims.preview import PreviewError
+    from dra.errors import InputError
+    from dra.nodefilters import parse_node_selector, parse_toleration_flag
 
     text = params.get("tolerations", "") or ""
     selector = (params.get("node_selector", "") or "").strip()
@@ -446,5 +517,8 @@ def would_be_pod_params(params):
         parse_node_selector(selector, "node selector")
     except InputError as exc:
         raise PreviewError(f"Would-be pod: {exc}") from None
-    return {"tolerations": tolerations or None, "node_selector": selector or None,
-            "node_filters": params.get("skip_node_filters", "") not in ("1", "on", "true")}
+    return {
+        "tolerations": tolerations or None,
+        "node_selector": selector or None,
+        "node_filters": params.get("skip_node_filters", "") not in ("1", "on", "true"),
+    }

@@ -100,8 +100,11 @@ class Plan:
     def as_dict(self, translate=False):
         """The plan as the API and the audit log keep it (English); translate=True: its texts in the
         active language, for a page."""
+
         def texts(msgs, stored):  # the stored English where the messages do not line up (set directly)
-            return [render(m, t) for m, t in zip(msgs, stored)] if translate and len(msgs) == len(stored) else list(stored)
+            return (
+                [render(m, t) for m, t in zip(msgs, stored)] if translate and len(msgs) == len(stored) else list(stored)
+            )
 
         title = ACTION_TITLES.get(self.action, self.action)
         if not translate:
@@ -165,14 +168,22 @@ def _node_warning(claim, used=False):
         return None
     node = ResourceClaim.node_from_selector(allocation.get("nodeSelector")) or message(gettext_noop("its node"))
     if used:
-        return message(gettext_noop(
-            "The device may still be in use on %(node)s: a pod that used it and was force-deleted can leave it prepared until "
-            "the driver unprepares it. Once released the scheduler can hand it to another claim at once (double allocation). "
-            "Check that no container on %(node)s still uses it."), node=node)
-    return message(gettext_noop(
-        "The device may still be in use on %(node)s: a pod that was force-deleted can leave it prepared until the driver "
-        "unprepares it. Once released the scheduler can hand it to another claim at once (double allocation). "
-        "Check that no container on %(node)s still uses it."), node=node)
+        return message(
+            gettext_noop(
+                "The device may still be in use on %(node)s: a pod that used it and was force-deleted can leave it prepared until "
+                "the driver unprepares it. Once released the scheduler can hand it to another claim at once (double allocation). "
+                "Check that no container on %(node)s still uses it."
+            ),
+            node=node,
+        )
+    return message(
+        gettext_noop(
+            "The device may still be in use on %(node)s: a pod that was force-deleted can leave it prepared until the driver "
+            "unprepares it. Once released the scheduler can hand it to another claim at once (double allocation). "
+            "Check that no container on %(node)s still uses it."
+        ),
+        node=node,
+    )
 
 
 def plan_remove_reservations(claim, pods, uids=None):
@@ -184,44 +195,76 @@ def plan_remove_reservations(claim, pods, uids=None):
     if uids:
         missing = [u for u in uids if u not in present]
         if missing:
-            return plan.refuse(message(gettext_noop("reservedFor no longer has an entry with uid %(uids)s: re-evaluate."),
-                                       uids=", ".join(missing)))
+            return plan.refuse(
+                message(
+                    gettext_noop("reservedFor no longer has an entry with uid %(uids)s: re-evaluate."),
+                    uids=", ".join(missing),
+                )
+            )
     stale, kept = [], []
     for entry in entries:
         if uids and entry.get("uid") not in uids:
             continue
         if entry.get("resource") != "pods" or entry.get("apiGroup"):
-            kept.append(message(gettext_noop("%(consumer)s: not a pod, never removed here"),
-                                consumer=f"{entry.get('resource')}/{entry.get('name')}"))
+            kept.append(
+                message(
+                    gettext_noop("%(consumer)s: not a pod, never removed here"),
+                    consumer=f"{entry.get('resource')}/{entry.get('name')}",
+                )
+            )
             continue
         pod = consumer_pod(entry, pods)
         if pod_is_live(pod):
             phase = _status(pod).get("phase") or message(gettext_noop("unknown"))
-            kept.append(message(gettext_noop("pod %(pod)s (%(uid)s) exists and is %(phase)s"), pod=entry.get("name"), uid=entry.get("uid"), phase=phase))
+            kept.append(
+                message(
+                    gettext_noop("pod %(pod)s (%(uid)s) exists and is %(phase)s"),
+                    pod=entry.get("name"),
+                    uid=entry.get("uid"),
+                    phase=phase,
+                )
+            )
             continue
-        plan.verified(message(gettext_noop("pod %(pod)s (%(uid)s) does not exist"), pod=entry.get("name"), uid=entry.get("uid"))
-                      if pod is None else message(gettext_noop("pod %(pod)s (%(uid)s) has finished (%(phase)s)"),
-                                                  pod=entry.get("name"), uid=entry.get("uid"), phase=_status(pod).get("phase")))
+        plan.verified(
+            message(gettext_noop("pod %(pod)s (%(uid)s) does not exist"), pod=entry.get("name"), uid=entry.get("uid"))
+            if pod is None
+            else message(
+                gettext_noop("pod %(pod)s (%(uid)s) has finished (%(phase)s)"),
+                pod=entry.get("name"),
+                uid=entry.get("uid"),
+                phase=_status(pod).get("phase"),
+            )
+        )
         stale.append(entry)
     if uids and kept:
         return plan.refuse(message(gettext_noop("Not safe now: %(reasons)s."), reasons=kept))
     if not stale:
-        return plan.refuse(message(gettext_noop("No stale reservedFor entry: %(reasons)s."), reasons=kept) if kept
-                           else message(gettext_noop("No stale reservedFor entry: reservedFor is empty.")))
+        return plan.refuse(
+            message(gettext_noop("No stale reservedFor entry: %(reasons)s."), reasons=kept)
+            if kept
+            else message(gettext_noop("No stale reservedFor entry: reservedFor is empty."))
+        )
     plan.request = KubeRequest(
         "PATCH",
         claim_path(meta.get("namespace"), meta.get("name"), "status"),
         # What the scheduler's Unreserve sends, plus the resourceVersion as an optimistic-lock precondition.
-        {"metadata": _preconditions(claim), "status": {"reservedFor": [{"$patch": "delete", "uid": e["uid"]} for e in stale]}},
+        {
+            "metadata": _preconditions(claim),
+            "status": {"reservedFor": [{"$patch": "delete", "uid": e["uid"]} for e in stale]},
+        },
         STRATEGIC,
         meta.get("resourceVersion") or "",
     )
     plan.warn(_node_warning(claim))
     if len(stale) == len(entries) and status.get("allocation"):
-        plan.warn(message(gettext_noop(
-            "reservedFor will be empty but the claim stays allocated: the controller only deallocates when it removes "
-            "the last entry itself. Run 'deallocate' next."
-        )))
+        plan.warn(
+            message(
+                gettext_noop(
+                    "reservedFor will be empty but the claim stays allocated: the controller only deallocates when it removes "
+                    "the last entry itself. Run 'deallocate' next."
+                )
+            )
+        )
     return plan
 
 
@@ -233,12 +276,23 @@ def plan_deallocate(claim, pods, **_):
         return plan.refuse(message(gettext_noop("The claim is not allocated.")))
     if status.get("reservedFor"):
         names = ", ".join(e.get("name", "?") for e in status["reservedFor"])
-        return plan.refuse(message(gettext_noop(
-            "reservedFor is not empty (%(consumers)s): remove stale reservations first; never deallocate a reserved claim."), consumers=names))
+        return plan.refuse(
+            message(
+                gettext_noop(
+                    "reservedFor is not empty (%(consumers)s): remove stale reservations first; never deallocate a reserved claim."
+                ),
+                consumers=names,
+            )
+        )
     users = live_referencing_pods(claim, pods)
     if users:
-        return plan.refuse(message(gettext_noop("Live pods reference the claim and may use it: %(pods)s."), pods=", ".join(users)))
-    plan.verified(message(gettext_noop("reservedFor is empty")), message(gettext_noop("no live pod in the namespace references the claim")))
+        return plan.refuse(
+            message(gettext_noop("Live pods reference the claim and may use it: %(pods)s."), pods=", ".join(users))
+        )
+    plan.verified(
+        message(gettext_noop("reservedFor is empty")),
+        message(gettext_noop("no live pod in the namespace references the claim")),
+    )
     plan.request = KubeRequest(
         "PATCH",
         claim_path(meta.get("namespace"), meta.get("name"), "status"),
@@ -257,19 +311,34 @@ def plan_finish_deletion(claim, pods, **_):
     if not meta.get("deletionTimestamp"):
         return plan.refuse(message(gettext_noop("The claim is not being deleted.")))
     if status.get("allocation"):
-        return plan.refuse(message(gettext_noop(
-            "The claim is still allocated: removing the finalizer now would leak its devices. Deallocate first.")))
+        return plan.refuse(
+            message(
+                gettext_noop(
+                    "The claim is still allocated: removing the finalizer now would leak its devices. Deallocate first."
+                )
+            )
+        )
     if status.get("reservedFor"):
         return plan.refuse(message(gettext_noop("The claim is still reserved: release the reservations first.")))
     finalizers = meta.get("finalizers") or []
     if DELETE_PROTECTION_FINALIZER not in finalizers:
-        return plan.refuse(message(gettext_noop(
-            "The claim does not carry %(finalizer)s (other finalizers %(finalizers)s belong to their own controllers)."),
-            finalizer=DELETE_PROTECTION_FINALIZER, finalizers=", ".join(finalizers)) if finalizers else
-            message(gettext_noop("The claim does not carry %(finalizer)s."), finalizer=DELETE_PROTECTION_FINALIZER))
+        return plan.refuse(
+            message(
+                gettext_noop(
+                    "The claim does not carry %(finalizer)s (other finalizers %(finalizers)s belong to their own controllers)."
+                ),
+                finalizer=DELETE_PROTECTION_FINALIZER,
+                finalizers=", ".join(finalizers),
+            )
+            if finalizers
+            else message(gettext_noop("The claim does not carry %(finalizer)s."), finalizer=DELETE_PROTECTION_FINALIZER)
+        )
     remaining = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
-    plan.verified(message(gettext_noop("the claim has a deletionTimestamp")), message(gettext_noop("the allocation is gone")),
-                  message(gettext_noop("reservedFor is empty")))
+    plan.verified(
+        message(gettext_noop("the claim has a deletionTimestamp")),
+        message(gettext_noop("the allocation is gone")),
+        message(gettext_noop("reservedFor is empty")),
+    )
     plan.request = KubeRequest(
         "PATCH",
         claim_path(meta.get("namespace"), meta.get("name")),
@@ -287,20 +356,33 @@ def plan_delete_claim(claim, pods, **_):
     meta, status = _meta(claim), _status(claim)
     owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == "Pod" and r.get("controller")), None)
     if owner is None:
-        return plan.refuse(message(gettext_noop(
-            "The claim was not generated from a template for a pod: manually created claims are never deleted here.")))
+        return plan.refuse(
+            message(
+                gettext_noop(
+                    "The claim was not generated from a template for a pod: manually created claims are never deleted here."
+                )
+            )
+        )
     if meta.get("deletionTimestamp"):
         return plan.refuse(message(gettext_noop("The claim is already being deleted.")))
     owner_pod = pods.get(owner.get("name"))
     if owner_pod is not None and _meta(owner_pod).get("uid") == owner.get("uid"):
-        return plan.refuse(message(gettext_noop("The owning pod %(pod)s still exists: the controller would only re-create the claim."),
-                                   pod=owner.get("name")))
+        return plan.refuse(
+            message(
+                gettext_noop("The owning pod %(pod)s still exists: the controller would only re-create the claim."),
+                pod=owner.get("name"),
+            )
+        )
     live = [e.get("name") for e in status.get("reservedFor") or [] if pod_is_live(consumer_pod(e, pods))]
     users = sorted(set(live) | set(live_referencing_pods(claim, pods)))
     if users:
-        return plan.refuse(message(gettext_noop("Live pods still use or reference the claim: %(pods)s."), pods=", ".join(users)))
-    plan.verified(message(gettext_noop("owning pod %(pod)s (%(uid)s) is gone"), pod=owner.get("name"), uid=owner.get("uid")),
-                  message(gettext_noop("no live pod uses or references the claim")))
+        return plan.refuse(
+            message(gettext_noop("Live pods still use or reference the claim: %(pods)s."), pods=", ".join(users))
+        )
+    plan.verified(
+        message(gettext_noop("owning pod %(pod)s (%(uid)s) is gone"), pod=owner.get("name"), uid=owner.get("uid")),
+        message(gettext_noop("no live pod uses or references the claim")),
+    )
     pre = _preconditions(claim)
     plan.request = KubeRequest(
         "DELETE",
@@ -325,7 +407,9 @@ PLANNERS = {
 def plan_action(action, claim, pods, uids=None):
     if action not in PLANNERS:
         raise ValueError(f"unknown release action {action!r}; expected one of {', '.join(PLANNERS)}")
-    return PLANNERS[action](claim, pods, uids=uids) if action == "remove_reservations" else PLANNERS[action](claim, pods)
+    return (
+        PLANNERS[action](claim, pods, uids=uids) if action == "remove_reservations" else PLANNERS[action](claim, pods)
+    )
 
 
 # --- talking to the API server --------------------------------------------------------------------
@@ -408,10 +492,17 @@ def access_review(api_client, identity, request, timeout):
     Raises KubeError when the review itself cannot be made (then nothing is sent)."""
     user, groups = identity
     attrs = request_attributes(request)
-    review = KubeRequest("POST", AUTHZ_REVIEWS, {
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": user, "groups": [*groups, AUTHENTICATED], "resourceAttributes": attrs},
-    }, JSON, "")
+    review = KubeRequest(
+        "POST",
+        AUTHZ_REVIEWS,
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": [*groups, AUTHENTICATED], "resourceAttributes": attrs},
+        },
+        JSON,
+        "",
+    )
     try:
         status, body = send(api_client, review, timeout)
     except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
@@ -426,14 +517,21 @@ def access_review(api_client, identity, request, timeout):
 def dashboard_identity(api_client, cluster, timeout):
     """Who the dashboard's own credentials are to the cluster (SelfSubjectReview), for the audit entry."""
     try:
-        status, body = send(api_client, KubeRequest("POST", SELF_REVIEW, {
-            "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, JSON, ""), timeout)
+        status, body = send(
+            api_client,
+            KubeRequest(
+                "POST", SELF_REVIEW, {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, JSON, ""
+            ),
+            timeout,
+        )
         name = ((body.get("status") or {}).get("userInfo") or {}).get("username") if 200 <= status < 300 else ""
     except (ApiException, urllib3.exceptions.HTTPError, OSError):
         name = ""
     if name:
         return name
-    return "in-cluster service account" if cluster.in_cluster else f"kubeconfig context {cluster.context or '(current)'}"
+    return (
+        "in-cluster service account" if cluster.in_cluster else f"kubeconfig context {cluster.context or '(current)'}"
+    )
 
 
 @dataclass
@@ -505,8 +603,20 @@ def _audit(user, cluster, namespace, name, action, rule, dry_run, outcome, befor
     return outcome
 
 
-def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, rule="", expected_uid="", expected_resource_version="",
-            require_resource_version=False):
+def release(
+    user,
+    cluster,
+    namespace,
+    name,
+    action,
+    *,
+    dry_run=True,
+    uids=None,
+    rule="",
+    expected_uid="",
+    expected_resource_version="",
+    require_resource_version=False,
+):
     """Plan and (unless dry_run) perform one release action, re-checked against the API server. Always audited.
     `require_resource_version`: a release (not a dry run) without `expected_resource_version` is refused."""
     if action not in PLANNERS:
@@ -519,11 +629,27 @@ def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, 
     if refusal is not None:
         return finish(refusal)
     if not dry_run and not cluster.writable:
-        return finish(Outcome(REFUSED, message(gettext_noop("Cluster %(cluster)s is read-only: writes are switched off."), cluster=cluster.name)))
+        return finish(
+            Outcome(
+                REFUSED,
+                message(
+                    gettext_noop("Cluster %(cluster)s is read-only: writes are switched off."), cluster=cluster.name
+                ),
+            )
+        )
     if require_resource_version and not dry_run and not expected_resource_version:
         # Without it the release would act on whatever the claim is now, not on what the operator was shown.
-        return finish(Outcome(REFUSED, message(gettext_noop("The release did not say which resourceVersion of the claim its dry run showed: "
-                                                            "nothing sent. Run the dry run again."))))
+        return finish(
+            Outcome(
+                REFUSED,
+                message(
+                    gettext_noop(
+                        "The release did not say which resourceVersion of the claim its dry run showed: "
+                        "nothing sent. Run the dry run again."
+                    )
+                ),
+            )
+        )
 
     warnings, client, live = [], None, True
     try:
@@ -534,26 +660,65 @@ def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, 
             client.close()
         # The cluster's own error text stays as it came (a parameter, never translated).
         if exc.not_found:
-            return finish(Outcome(REFUSED, message(gettext_noop("The claim %(claim)s no longer exists on the API server."), claim=f"{namespace}/{name}")))
+            return finish(
+                Outcome(
+                    REFUSED,
+                    message(
+                        gettext_noop("The claim %(claim)s no longer exists on the API server."),
+                        claim=f"{namespace}/{name}",
+                    ),
+                )
+            )
         if not dry_run:
-            return finish(Outcome(ERROR, message(gettext_noop("Cannot re-check the claim against the API server, nothing sent: %(error)s"),
-                                                 error=str(exc))))
+            return finish(
+                Outcome(
+                    ERROR,
+                    message(
+                        gettext_noop("Cannot re-check the claim against the API server, nothing sent: %(error)s"),
+                        error=str(exc),
+                    ),
+                )
+            )
         claim, pods = _mirror_state(cluster, namespace, name)
         if claim is None:
-            return finish(Outcome(REFUSED, message(gettext_noop("The claim %(claim)s is not in the mirror and the API server is unreachable."),
-                                                   claim=f"{namespace}/{name}")))
-        warnings.append(message(gettext_noop("API server unreachable (%(error)s): planned from the database mirror; the action re-checks live."),
-                                error=str(exc)))
+            return finish(
+                Outcome(
+                    REFUSED,
+                    message(
+                        gettext_noop("The claim %(claim)s is not in the mirror and the API server is unreachable."),
+                        claim=f"{namespace}/{name}",
+                    ),
+                )
+            )
+        warnings.append(
+            message(
+                gettext_noop(
+                    "API server unreachable (%(error)s): planned from the database mirror; the action re-checks live."
+                ),
+                error=str(exc),
+            )
+        )
         live = False
 
     try:
         live_meta = _meta(claim)
         if expected_uid and live_meta.get("uid") != expected_uid:
-            return finish(Outcome(CONFLICT, message(gettext_noop("The claim was deleted and re-created since: re-evaluate."))), before=claim)
+            return finish(
+                Outcome(CONFLICT, message(gettext_noop("The claim was deleted and re-created since: re-evaluate."))),
+                before=claim,
+            )
         if expected_resource_version and live_meta.get("resourceVersion") != expected_resource_version:
             return finish(
-                Outcome(CONFLICT, message(gettext_noop("The claim changed since (resourceVersion %(expected)s -> %(current)s): re-evaluate."),
-                                          expected=expected_resource_version, current=live_meta.get("resourceVersion"))),
+                Outcome(
+                    CONFLICT,
+                    message(
+                        gettext_noop(
+                            "The claim changed since (resourceVersion %(expected)s -> %(current)s): re-evaluate."
+                        ),
+                        expected=expected_resource_version,
+                        current=live_meta.get("resourceVersion"),
+                    ),
+                ),
                 before=claim,
             )
         plan = plan_action(action, claim, pods, uids=uids)
@@ -563,52 +728,128 @@ def release(user, cluster, namespace, name, action, *, dry_run=True, uids=None, 
             return finish(Outcome(REFUSED, plan.refused_message or plan.refused, plan=plan), before=claim)
         timeout = ops_setting("API_TIMEOUT_SECONDS", 10.0)
         identity = kube_identity(user, cluster)
-        who = {"dashboard": dashboard_identity(client.api_client, cluster, timeout) if live else "",
-               "user": identity[0] if identity else None, "groups": identity[1] if identity else [], "review": None}
+        who = {
+            "dashboard": dashboard_identity(client.api_client, cluster, timeout) if live else "",
+            "user": identity[0] if identity else None,
+            "groups": identity[1] if identity else [],
+            "review": None,
+        }
         if identity is not None and live:
             try:
                 who["review"] = access_review(client.api_client, identity, plan.request, timeout)
             except KubeError as exc:
                 if not dry_run:
-                    return finish(Outcome(ERROR, message(gettext_noop("Cannot ask the cluster whether %(user)s may do this, nothing sent: %(error)s"),
-                                                         user=identity[0], error=str(exc)),
-                                          plan=plan, identity=who), before=claim)
-                plan.warn(message(gettext_noop("The cluster could not be asked whether %(user)s may do this: %(error)s"),
-                                  user=identity[0], error=str(exc)))
+                    return finish(
+                        Outcome(
+                            ERROR,
+                            message(
+                                gettext_noop(
+                                    "Cannot ask the cluster whether %(user)s may do this, nothing sent: %(error)s"
+                                ),
+                                user=identity[0],
+                                error=str(exc),
+                            ),
+                            plan=plan,
+                            identity=who,
+                        ),
+                        before=claim,
+                    )
+                plan.warn(
+                    message(
+                        gettext_noop("The cluster could not be asked whether %(user)s may do this: %(error)s"),
+                        user=identity[0],
+                        error=str(exc),
+                    )
+                )
             if who["review"] and not who["review"]["allowed"]:
-                reason = message(gettext_noop("The cluster denies %(user)s this request: %(reason)s"), user=identity[0],
-                                 reason=who["review"]["reason"] or message(gettext_noop("no reason given")))
+                reason = message(
+                    gettext_noop("The cluster denies %(user)s this request: %(reason)s"),
+                    user=identity[0],
+                    reason=who["review"]["reason"] or message(gettext_noop("no reason given")),
+                )
                 return finish(Outcome(REFUSED, reason, plan=plan, permission_denied=True, identity=who), before=claim)
         elif identity is not None:
-            plan.warn(message(gettext_noop("The cluster will be asked whether %(user)s may do this when the action runs."), user=identity[0]))
+            plan.warn(
+                message(
+                    gettext_noop("The cluster will be asked whether %(user)s may do this when the action runs."),
+                    user=identity[0],
+                )
+            )
         if dry_run:
             if not cluster.writable:
-                plan.warn(message(gettext_noop("Cluster %(cluster)s is read-only: the action itself would be refused."), cluster=cluster.name))
-            verdict = message(gettext_noop("Dry run: nothing sent. The cluster allows it for %(user)s."), user=identity[0]) if who["review"] \
+                plan.warn(
+                    message(
+                        gettext_noop("Cluster %(cluster)s is read-only: the action itself would be refused."),
+                        cluster=cluster.name,
+                    )
+                )
+            verdict = (
+                message(gettext_noop("Dry run: nothing sent. The cluster allows it for %(user)s."), user=identity[0])
+                if who["review"]
                 else message(gettext_noop("Dry run: nothing sent."))
+            )
             return finish(Outcome(DRY_RUN, verdict, plan=plan, identity=who), before=claim)
         try:
             status, body = send(client.api_client, plan.request, timeout, impersonate=identity)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            return finish(Outcome(ERROR, message(gettext_noop("Request failed, outcome unknown: re-check the claim: %(error)s"), error=str(exc)),
-                                  plan=plan, identity=who), before=claim)
+            return finish(
+                Outcome(
+                    ERROR,
+                    message(
+                        gettext_noop("Request failed, outcome unknown: re-check the claim: %(error)s"), error=str(exc)
+                    ),
+                    plan=plan,
+                    identity=who,
+                ),
+                before=claim,
+            )
         if status == 409:
-            return finish(Outcome(CONFLICT, message(gettext_noop("The claim changed since it was checked (409 Conflict): re-evaluate; not retried.")),
-                                  plan=plan, response=body, status_code=status, identity=who), before=claim)
+            return finish(
+                Outcome(
+                    CONFLICT,
+                    message(
+                        gettext_noop("The claim changed since it was checked (409 Conflict): re-evaluate; not retried.")
+                    ),
+                    plan=plan,
+                    response=body,
+                    status_code=status,
+                    identity=who,
+                ),
+                before=claim,
+            )
         said = str(body.get("message", "")).rstrip(": ")  # the API server's words, as it wrote them
         if status == 403 and identity is not None:
             # The cluster's own RBAC said no at write time (e.g. a check the review cannot see): the user's refusal.
-            reason = message(gettext_noop("The cluster refused it as %(user)s (403): %(message)s"), user=identity[0], message=said) if said \
+            reason = (
+                message(
+                    gettext_noop("The cluster refused it as %(user)s (403): %(message)s"),
+                    user=identity[0],
+                    message=said,
+                )
+                if said
                 else message(gettext_noop("The cluster refused it as %(user)s (403)"), user=identity[0])
-            return finish(Outcome(REFUSED, reason, plan=plan, response=body, status_code=status, permission_denied=True, identity=who),
-                          before=claim)
+            )
+            return finish(
+                Outcome(
+                    REFUSED, reason, plan=plan, response=body, status_code=status, permission_denied=True, identity=who
+                ),
+                before=claim,
+            )
         if not 200 <= status < 300:
-            reason = message(gettext_noop("The API server answered %(status)s: %(message)s"), status=status, message=said) if said \
+            reason = (
+                message(gettext_noop("The API server answered %(status)s: %(message)s"), status=status, message=said)
+                if said
                 else message(gettext_noop("The API server answered %(status)s"), status=status)
-            return finish(Outcome(ERROR, reason, plan=plan, response=body, status_code=status, identity=who), before=claim)
+            )
+            return finish(
+                Outcome(ERROR, reason, plan=plan, response=body, status_code=status, identity=who), before=claim
+            )
         after = _record_result(cluster, namespace, name, plan, body)
-        return finish(Outcome(DONE, message(gettext_noop("Done.")), plan=plan, response=body, status_code=status, identity=who),
-                      before=claim, after=after)
+        return finish(
+            Outcome(DONE, message(gettext_noop("Done.")), plan=plan, response=body, status_code=status, identity=who),
+            before=claim,
+            after=after,
+        )
     finally:
         if client is not None:
             client.close()
@@ -637,8 +878,13 @@ def _permission_refusal(user, namespace):
     """The refusal for a user who may not release in `namespace`, else None."""
     if roles.can_operate(user, namespace):
         return None
-    why = message(gettext_noop("Permission denied: requires the operator role.")) if not roles.has_role(user, roles.OPERATOR) \
-        else message(gettext_noop("Permission denied: namespace %(namespace)s is outside your scope."), namespace=namespace)
+    why = (
+        message(gettext_noop("Permission denied: requires the operator role."))
+        if not roles.has_role(user, roles.OPERATOR)
+        else message(
+            gettext_noop("Permission denied: namespace %(namespace)s is outside your scope."), namespace=namespace
+        )
+    )
     return Outcome(REFUSED, why, permission_denied=True)
 
 
@@ -648,17 +894,32 @@ def release_finding(user, finding, *, dry_run=True, expected_resource_version=""
     action = finding.remedy
     refusal = _permission_refusal(user, finding.namespace)  # first: a viewer learns nothing about the finding's state
     if refusal is not None:
-        return _audit(user, cluster, finding.namespace, finding.claim_name, action or "none", finding.rule, dry_run, refusal)
+        return _audit(
+            user, cluster, finding.namespace, finding.claim_name, action or "none", finding.rule, dry_run, refusal
+        )
     if finding.cleared_at is not None or not action:
-        reason = message(gettext_noop("The finding has cleared: nothing to release.")) if finding.cleared_at \
+        reason = (
+            message(gettext_noop("The finding has cleared: nothing to release."))
+            if finding.cleared_at
             else message(gettext_noop("This finding has no safe automatic remedy."))
+        )
         outcome = Outcome(REFUSED, reason)
-        return _audit(user, cluster, finding.namespace, finding.claim_name, action or "none", finding.rule, dry_run, outcome)
+        return _audit(
+            user, cluster, finding.namespace, finding.claim_name, action or "none", finding.rule, dry_run, outcome
+        )
     uids = [finding.subject] if action == "remove_reservations" and finding.subject else None
     return release(
-        user, cluster, finding.namespace, finding.claim_name, action,
-        dry_run=dry_run, uids=uids, rule=finding.rule, expected_uid=finding.claim_uid,
-        expected_resource_version=expected_resource_version, require_resource_version=require_resource_version,
+        user,
+        cluster,
+        finding.namespace,
+        finding.claim_name,
+        action,
+        dry_run=dry_run,
+        uids=uids,
+        rule=finding.rule,
+        expected_uid=finding.claim_uid,
+        expected_resource_version=expected_resource_version,
+        require_resource_version=require_resource_version,
     )
 
 

@@ -147,10 +147,16 @@ class Mirror:
         self.nodes = {n.name: n for n in Node.objects.filter(cluster=cluster).defer("raw", "labels")}
         # (driver, pool, device) -> [allow_multiple_allocations of each published copy]
         self.devices = defaultdict(list)
-        for driver, pool, name, multi in Device.objects.filter(cluster=cluster).values_list("driver", "pool", "name", "allow_multiple_allocations"):
+        for driver, pool, name, multi in Device.objects.filter(cluster=cluster).values_list(
+            "driver", "pool", "name", "allow_multiple_allocations"
+        ):
             self.devices[(driver, pool, name)].append(multi)
-        self.sync_state = {kind: (status, listed) for kind, status, listed in
-                           SyncState.objects.filter(cluster=cluster).values_list("kind", "status", "last_list_at")}
+        self.sync_state = {
+            kind: (status, listed)
+            for kind, status, listed in SyncState.objects.filter(cluster=cluster).values_list(
+                "kind", "status", "last_list_at"
+            )
+        }
 
     def kind_complete(self, kind):
         """Can the absence of an object of this kind be trusted? Only once one full list has been applied
@@ -161,7 +167,9 @@ class Mirror:
         return listed is not None and status != SyncState.Status.NOT_SERVED
 
     def live_referencing_pods(self, claim):
-        return [p for p in self.referencing_pods.get((claim.namespace, claim.name), []) if p.phase not in TERMINAL_PHASES]
+        return [
+            p for p in self.referencing_pods.get((claim.namespace, claim.name), []) if p.phase not in TERMINAL_PHASES
+        ]
 
 
 def pod_finished_at(pod):
@@ -177,7 +185,12 @@ def pod_finished_at(pod):
 
 
 def claim_ref(claim):
-    return {"namespace": claim.namespace, "name": claim.name, "uid": claim.uid, "resourceVersion": claim.resource_version}
+    return {
+        "namespace": claim.namespace,
+        "name": claim.name,
+        "uid": claim.uid,
+        "resourceVersion": claim.resource_version,
+    }
 
 
 # --- rules -------------------------------------------------------------------------------------------
@@ -196,14 +209,31 @@ def rule_stale_reservation(m, cfg, now):
                 if pod is None and not pods_complete:
                     continue
                 since = pod.creation_timestamp if pod is not None else None
-                summary = message(gettext_noop("reservedFor names pod %(pod)s (%(uid)s), which no longer exists."), pod=consumer.name, uid=consumer.uid) \
-                    if pod is None else message(gettext_noop("reservedFor names pod %(pod)s (%(uid)s), which was replaced by a new pod (uid %(new_uid)s)."),
-                                                pod=consumer.name, uid=consumer.uid, new_uid=pod.uid)
+                summary = (
+                    message(
+                        gettext_noop("reservedFor names pod %(pod)s (%(uid)s), which no longer exists."),
+                        pod=consumer.name,
+                        uid=consumer.uid,
+                    )
+                    if pod is None
+                    else message(
+                        gettext_noop(
+                            "reservedFor names pod %(pod)s (%(uid)s), which was replaced by a new pod (uid %(new_uid)s)."
+                        ),
+                        pod=consumer.name,
+                        uid=consumer.uid,
+                        new_uid=pod.uid,
+                    )
+                )
                 evidence["pod"] = None if pod is None else {"uid": pod.uid, "phase": pod.phase}
             elif pod.phase in TERMINAL_PHASES:
                 since = pod_finished_at(pod) or pod.synced_at
-                summary = message(gettext_noop("reservedFor names pod %(pod)s (%(uid)s), which has finished (phase %(phase)s)."),
-                                  pod=consumer.name, uid=consumer.uid, phase=pod.phase)
+                summary = message(
+                    gettext_noop("reservedFor names pod %(pod)s (%(uid)s), which has finished (phase %(phase)s)."),
+                    pod=consumer.name,
+                    uid=consumer.uid,
+                    phase=pod.phase,
+                )
                 evidence["pod"] = {"uid": pod.uid, "phase": pod.phase, "node": pod.node_name}
             else:
                 continue
@@ -225,21 +255,43 @@ def rule_deletion_blocked(m, cfg, now):
             continue
         reserved = [c.name for c in m.consumers.get(claim.id, [])]
         if reserved:
-            remedy, next_step = "", message(gettext_noop("still reserved for %(consumers)s; release those first"), consumers=", ".join(reserved))
+            remedy, next_step = (
+                "",
+                message(
+                    gettext_noop("still reserved for %(consumers)s; release those first"), consumers=", ".join(reserved)
+                ),
+            )
         elif claim.allocated:
             remedy, next_step = "deallocate", message(gettext_noop("deallocate it, then the finalizer can go"))
         else:
-            remedy, next_step = "finish_deletion", message(gettext_noop("the allocation is gone; only the finalizer remains"))
+            remedy, next_step = (
+                "finish_deletion",
+                message(gettext_noop("the allocation is gone; only the finalizer remains")),
+            )
         since = f"{claim.deletion_timestamp:%Y-%m-%d %H:%M:%S}Z"
         yield Candidate(
             DELETION_BLOCKED,
             claim,
             subject="",
-            summary=message(gettext_noop("Deleting since %(since)s but still allocated: %(next_step)s."), since=since, next_step=next_step)
-            if claim.allocated else message(gettext_noop("Deleting since %(since)s but still holding finalizers %(finalizers)s: %(next_step)s."),
-                                            since=since, finalizers=", ".join(claim.finalizers), next_step=next_step),
+            summary=message(
+                gettext_noop("Deleting since %(since)s but still allocated: %(next_step)s."),
+                since=since,
+                next_step=next_step,
+            )
+            if claim.allocated
+            else message(
+                gettext_noop("Deleting since %(since)s but still holding finalizers %(finalizers)s: %(next_step)s."),
+                since=since,
+                finalizers=", ".join(claim.finalizers),
+                next_step=next_step,
+            ),
             remedy=remedy,
-            evidence={"claim": claim_ref(claim), "finalizers": claim.finalizers, "allocated": claim.allocated, "reservedFor": reserved},
+            evidence={
+                "claim": claim_ref(claim),
+                "finalizers": claim.finalizers,
+                "allocated": claim.allocated,
+                "reservedFor": reserved,
+            },
             since=claim.deletion_timestamp,
         )
 
@@ -258,8 +310,13 @@ def rule_orphaned_allocation(m, cfg, now):
             ORPHANED_ALLOCATION,
             claim,
             subject="",
-            summary=message(gettext_noop("Allocated (%(devices)s) with an empty reservedFor and no live pod referencing it: the devices are "
-                               "held for nobody."), devices=", ".join(devices) or message(gettext_noop("no devices"))),
+            summary=message(
+                gettext_noop(
+                    "Allocated (%(devices)s) with an empty reservedFor and no live pod referencing it: the devices are "
+                    "held for nobody."
+                ),
+                devices=", ".join(devices) or message(gettext_noop("no devices")),
+            ),
             remedy="deallocate",
             evidence={"claim": claim_ref(claim), "devices": devices, "node": claim.node_name},
             # Not allocation_timestamp: the condition starts when reservedFor emptied, which only a sighting dates.
@@ -280,14 +337,28 @@ def rule_unallocatable(m, cfg, now):
                 claim,
                 subject=pod.uid,
                 # The scheduler's own message stays as the scheduler wrote it.
-                summary=message(gettext_noop("Pod %(pod)s has been Pending since %(since)s and the claim is not allocated: %(scheduler)s."),
-                                pod=pod.name, since=f"{pod.creation_timestamp:%Y-%m-%d %H:%M:%S}Z", scheduler=pod.scheduled_message.rstrip("."))
-                if pod.scheduled_message else
-                message(gettext_noop("Pod %(pod)s has been Pending since %(since)s and the claim is not allocated."),
-                        pod=pod.name, since=f"{pod.creation_timestamp:%Y-%m-%d %H:%M:%S}Z"),
+                summary=message(
+                    gettext_noop(
+                        "Pod %(pod)s has been Pending since %(since)s and the claim is not allocated: %(scheduler)s."
+                    ),
+                    pod=pod.name,
+                    since=f"{pod.creation_timestamp:%Y-%m-%d %H:%M:%S}Z",
+                    scheduler=pod.scheduled_message.rstrip("."),
+                )
+                if pod.scheduled_message
+                else message(
+                    gettext_noop("Pod %(pod)s has been Pending since %(since)s and the claim is not allocated."),
+                    pod=pod.name,
+                    since=f"{pod.creation_timestamp:%Y-%m-%d %H:%M:%S}Z",
+                ),
                 evidence={
                     "claim": claim_ref(claim),
-                    "pod": {"name": pod.name, "uid": pod.uid, "reason": pod.scheduled_reason, "message": pod.scheduled_message},
+                    "pod": {
+                        "name": pod.name,
+                        "uid": pod.uid,
+                        "reason": pod.scheduled_reason,
+                        "message": pod.scheduled_message,
+                    },
                 },
                 since=pod.creation_timestamp,
             )
@@ -306,8 +377,11 @@ def rule_node_gone(m, cfg, now):
             summary = message(gettext_noop("Allocated on node %(node)s, which no longer exists."), node=claim.node_name)
             since, severity = None, Finding.Severity.CRITICAL
         elif node.ready is False:
-            summary = message(gettext_noop("Allocated on node %(node)s, NotReady since %(since)s."), node=claim.node_name,
-                              since=str(node.ready_changed_at) if node.ready_changed_at else message(gettext_noop("unknown")))
+            summary = message(
+                gettext_noop("Allocated on node %(node)s, NotReady since %(since)s."),
+                node=claim.node_name,
+                since=str(node.ready_changed_at) if node.ready_changed_at else message(gettext_noop("unknown")),
+            )
             since, severity = node.ready_changed_at, Finding.Severity.WARNING
         else:
             continue
@@ -316,10 +390,19 @@ def rule_node_gone(m, cfg, now):
             NODE_GONE,
             claim,
             subject=claim.node_name,
-            summary=message(gettext_noop("%(finding)s Release only once the pods on it are known to be gone."), finding=summary) if reserved else summary,
+            summary=message(
+                gettext_noop("%(finding)s Release only once the pods on it are known to be gone."), finding=summary
+            )
+            if reserved
+            else summary,
             severity=severity,
             remedy="" if reserved else "deallocate",
-            evidence={"claim": claim_ref(claim), "node": claim.node_name, "node_exists": node is not None, "reservedFor": reserved},
+            evidence={
+                "claim": claim_ref(claim),
+                "node": claim.node_name,
+                "node_exists": node is not None,
+                "reservedFor": reserved,
+            },
             since=since,
         )
 
@@ -347,17 +430,44 @@ def rule_not_prepared(m, cfg, now):
             failed = [c for c in result.binding_failure_conditions if seen.get(c) == "True"]
             pending = [c for c in result.binding_conditions if seen.get(c) != "True"]
             subject = f"{result.driver}/{result.pool}/{result.device}"
-            evidence = {"claim": claim_ref(claim), "device": subject, "conditions": seen,
-                        "bindingConditions": result.binding_conditions, "bindingFailureConditions": result.binding_failure_conditions}
+            evidence = {
+                "claim": claim_ref(claim),
+                "device": subject,
+                "conditions": seen,
+                "bindingConditions": result.binding_conditions,
+                "bindingFailureConditions": result.binding_failure_conditions,
+            }
             if failed:
-                yield Candidate(NOT_PREPARED, claim, subject, message(gettext_noop("Binding failed for %(device)s: %(conditions)s is True."),
-                                                                      device=subject, conditions=", ".join(failed)),
-                                severity=Finding.Severity.CRITICAL, evidence=evidence, since=allocated_at, grace=0)
+                yield Candidate(
+                    NOT_PREPARED,
+                    claim,
+                    subject,
+                    message(
+                        gettext_noop("Binding failed for %(device)s: %(conditions)s is True."),
+                        device=subject,
+                        conditions=", ".join(failed),
+                    ),
+                    severity=Finding.Severity.CRITICAL,
+                    evidence=evidence,
+                    since=allocated_at,
+                    grace=0,
+                )
             elif pending:
-                yield Candidate(NOT_PREPARED, claim, subject,
-                                message(gettext_noop("Binding conditions %(conditions)s of %(device)s are still not True after the binding timeout."),
-                                        conditions=", ".join(pending), device=subject),
-                                evidence=evidence, since=allocated_at, grace=cfg["BINDING_TIMEOUT"])
+                yield Candidate(
+                    NOT_PREPARED,
+                    claim,
+                    subject,
+                    message(
+                        gettext_noop(
+                            "Binding conditions %(conditions)s of %(device)s are still not True after the binding timeout."
+                        ),
+                        conditions=", ".join(pending),
+                        device=subject,
+                    ),
+                    evidence=evidence,
+                    since=allocated_at,
+                    grace=cfg["BINDING_TIMEOUT"],
+                )
         # A scheduled pod that stays Pending while its claim is reserved: the kubelet cannot prepare the devices.
         for consumer in m.consumers.get(claim.id, []):
             pod = m.pods.get((claim.namespace, consumer.name))
@@ -367,8 +477,14 @@ def rule_not_prepared(m, cfg, now):
                 NOT_PREPARED,
                 claim,
                 subject=f"pod:{pod.uid}",
-                summary=message(gettext_noop("Pod %(pod)s is bound to %(node)s and reserved the claim, but is still Pending: the kubelet has not "
-                                   "prepared the devices (check the driver's kubelet plugin on that node)."), pod=pod.name, node=pod.node_name),
+                summary=message(
+                    gettext_noop(
+                        "Pod %(pod)s is bound to %(node)s and reserved the claim, but is still Pending: the kubelet has not "
+                        "prepared the devices (check the driver's kubelet plugin on that node)."
+                    ),
+                    pod=pod.name,
+                    node=pod.node_name,
+                ),
                 evidence={"claim": claim_ref(claim), "pod": {"name": pod.name, "uid": pod.uid, "node": pod.node_name}},
                 since=allocated_at or pod.creation_timestamp,
             )
@@ -389,8 +505,13 @@ def rule_device_vanished(m, cfg, now):
                 DEVICE_VANISHED,
                 claim,
                 subject=subject,
-                summary=message(gettext_noop("Allocated device %(device)s is no longer published in any ResourceSlice (driver removed it, or "
-                                   "its kubelet plugin went away)."), device=subject),
+                summary=message(
+                    gettext_noop(
+                        "Allocated device %(device)s is no longer published in any ResourceSlice (driver removed it, or "
+                        "its kubelet plugin went away)."
+                    ),
+                    device=subject,
+                ),
                 evidence={"claim": claim_ref(claim), "device": subject, "node": claim.node_name},
             )
 
@@ -398,8 +519,15 @@ def rule_device_vanished(m, cfg, now):
 def double_allocation_summary(device, claim_names):
     """A message (gpudash/messages.py); also rebuilt when shown, with other namespaces' claims unnamed
     (claims/finding_scope.py)."""
-    return message(gettext_noop("Device %(device)s is allocated to %(count)s claims (%(claims)s) without admin access or shared capacity: "
-                      "data-integrity alarm."), device=device, count=len(claim_names), claims=", ".join(claim_names))
+    return message(
+        gettext_noop(
+            "Device %(device)s is allocated to %(count)s claims (%(claims)s) without admin access or shared capacity: "
+            "data-integrity alarm."
+        ),
+        device=device,
+        count=len(claim_names),
+        claims=", ".join(claim_names),
+    )
 
 
 def rule_double_allocation(m, cfg, now):
@@ -456,15 +584,22 @@ class _Explainer:
     """Engine explanations for 'unallocatable' findings, at most `budget` engine runs per detector run
     (a preview over a big fleet costs real time); the rest are filled in by later runs."""
 
-    DEFERRED = {"available": False, "deferred": True, "message": "Not explained yet: the engine runs for a few findings "
-                "per detector run; this one comes on a later run."}
+    DEFERRED = {
+        "available": False,
+        "deferred": True,
+        "message": "Not explained yet: the engine runs for a few findings "
+        "per detector run; this one comes on a later run.",
+    }
 
     def __init__(self, cluster, budget):
         self.cluster, self.budget = cluster, budget
 
     def __call__(self, candidate, finding):
         old = (finding.evidence.get("explanation") if finding else None) or {}
-        same_rv = finding is not None and (finding.evidence.get("claim") or {}).get("resourceVersion") == candidate.claim.resource_version
+        same_rv = (
+            finding is not None
+            and (finding.evidence.get("claim") or {}).get("resourceVersion") == candidate.claim.resource_version
+        )
         if old and same_rv and not old.get("deferred"):
             return old  # the claim did not change: neither did the answer
         if self.budget <= 0:
@@ -479,7 +614,9 @@ def _explain_unallocatable(cluster, candidate):
 
     try:
         # Bounded: a detector run makes at most EXPLAIN_PER_RUN of these.
-        result = run_preview(cluster, claim=candidate.claim, deadline=settings.GPUDASH_ENGINE_LIMITS["STUCK_EXPLAIN_DEADLINE"])
+        result = run_preview(
+            cluster, claim=candidate.claim, deadline=settings.GPUDASH_ENGINE_LIMITS["STUCK_EXPLAIN_DEADLINE"]
+        )
     except Exception as exc:  # the engine's failure must not stop the other rules
         return {"available": False, "message": f"The allocation engine could not explain it: {exc}"}
     return summarize_preview(result)
@@ -489,7 +626,12 @@ def summarize_preview(result, max_nodes=20):
     """The engine's answer, trimmed for storage: the summary and a few nodes (fitting ones first)."""
     result = _jsonable(result)
     nodes = sorted(result.get("nodes") or [], key=lambda n: (not n.get("fits"), n.get("node") or ""))
-    return {"available": True, "summary": result.get("summary") or {}, "nodes": nodes[:max_nodes], "node_count": len(nodes)}
+    return {
+        "available": True,
+        "summary": result.get("summary") or {},
+        "nodes": nodes[:max_nodes],
+        "node_count": len(nodes),
+    }
 
 
 def _jsonable(value):
@@ -533,11 +675,18 @@ def detect(cluster, now=None):
     explainer = _Explainer(cluster, int(cfg.get("EXPLAIN_PER_RUN", 20)))
     with transaction.atomic():
         observations = {
-            (o.rule, o.claim_uid, o.subject): o for o in StuckObservation.objects.select_for_update().filter(cluster=cluster)
+            (o.rule, o.claim_uid, o.subject): o
+            for o in StuckObservation.objects.select_for_update().filter(cluster=cluster)
         }
-        active = {(f.rule, f.claim_uid, f.subject): f for f in Finding.objects.select_for_update().filter(cluster=cluster).active()}
-        unseen = [StuckObservation(cluster=cluster, rule=k[0], claim_uid=k[1], subject=k[2], since=now)
-                  for k, cand in found.items() if cand.since is None and k not in observations]
+        active = {
+            (f.rule, f.claim_uid, f.subject): f
+            for f in Finding.objects.select_for_update().filter(cluster=cluster).active()
+        }
+        unseen = [
+            StuckObservation(cluster=cluster, rule=k[0], claim_uid=k[1], subject=k[2], since=now)
+            for k, cand in found.items()
+            if cand.since is None and k not in observations
+        ]
         StuckObservation.objects.bulk_create(unseen, batch_size=1000)
         observations.update({(o.rule, o.claim_uid, o.subject): o for o in unseen})
         due = {}
@@ -557,41 +706,60 @@ def detect(cluster, now=None):
             if finding is None:
                 if cand.rule == UNALLOCATABLE:
                     cand.evidence["explanation"] = explainer(cand, None)
-                new_rows.append(Finding(
-                    cluster=cluster,
-                    rule=cand.rule,
-                    severity=cand.severity,
-                    namespace=cand.claim.namespace,
-                    claim_name=cand.claim.name,
-                    claim_uid=cand.claim.uid,
-                    subject=cand.subject,
-                    summary=cand.summary,
-                    summary_message=cand.message,
-                    evidence=cand.evidence,
-                    remedy=cand.remedy,
-                    first_seen=now,
-                    last_seen=now,
-                ))
+                new_rows.append(
+                    Finding(
+                        cluster=cluster,
+                        rule=cand.rule,
+                        severity=cand.severity,
+                        namespace=cand.claim.namespace,
+                        claim_name=cand.claim.name,
+                        claim_uid=cand.claim.uid,
+                        subject=cand.subject,
+                        summary=cand.summary,
+                        summary_message=cand.message,
+                        evidence=cand.evidence,
+                        remedy=cand.remedy,
+                        first_seen=now,
+                        last_seen=now,
+                    )
+                )
                 opened += 1
             else:
                 if cand.rule == UNALLOCATABLE:
                     cand.evidence["explanation"] = explainer(cand, finding)
                 new = (cand.severity, cand.summary, cand.message, cand.evidence, cand.remedy, cand.claim.name)
-                if new != (finding.severity, finding.summary, finding.summary_message, finding.evidence, finding.remedy, finding.claim_name):
-                    (finding.severity, finding.summary, finding.summary_message, finding.evidence, finding.remedy,
-                     finding.claim_name) = new
+                if new != (
+                    finding.severity,
+                    finding.summary,
+                    finding.summary_message,
+                    finding.evidence,
+                    finding.remedy,
+                    finding.claim_name,
+                ):
+                    (
+                        finding.severity,
+                        finding.summary,
+                        finding.summary_message,
+                        finding.evidence,
+                        finding.remedy,
+                        finding.claim_name,
+                    ) = new
                     changed.append(finding)
                 still.append(finding.id)
                 updated += 1
         Finding.objects.bulk_create(new_rows, batch_size=500)
         if changed:
-            Finding.objects.bulk_update(changed, ["severity", "summary", "summary_message", "evidence", "remedy", "claim_name"], batch_size=500)
+            Finding.objects.bulk_update(
+                changed, ["severity", "summary", "summary_message", "evidence", "remedy", "claim_name"], batch_size=500
+            )
         for chunk in _chunks(still):
             Finding.objects.filter(id__in=chunk).update(last_seen=now)
         gone = [f for key, f in active.items() if key not in due]
         for chunk in _chunks([f.id for f in gone]):
             cleared += Finding.objects.filter(id__in=chunk).update(cleared_at=now)
-        _publish_findings(cluster, [(ADDED, f) for f in new_rows] + [(MODIFIED, f) for f in changed] + [(DELETED, f) for f in gone])
+        _publish_findings(
+            cluster, [(ADDED, f) for f in new_rows] + [(MODIFIED, f) for f in changed] + [(DELETED, f) for f in gone]
+        )
     OpsCounter.add("detector_runs", cluster.name)  # gpudash_detector_runs_total on /metrics
     return {"opened": opened, "updated": updated, "cleared": cleared, "candidates": len(found)}
 
@@ -604,10 +772,12 @@ def _publish_findings(cluster, events):
     """
     from gpudash.sync.publish import Change, publish_on_commit
 
-    publish_on_commit([
-        Change(cluster.pk, cluster.name, FINDING_KIND, event, f.namespace, f.claim_name, f.claim_uid)
-        for event, f in events
-    ])
+    publish_on_commit(
+        [
+            Change(cluster.pk, cluster.name, FINDING_KIND, event, f.namespace, f.claim_name, f.claim_uid)
+            for event, f in events
+        ]
+    )
 
 
 def detect_all(now=None):

@@ -12,7 +12,6 @@ log = logging.getLogger(__name__)
 RELEVANT_KINDS = frozenset({"ResourceClaim", "Pod", "Node", "ResourceSlice"})
 
 
-
 @shared_task(name="claims.tasks.run_preview_job", ignore_result=True, acks_late=False)
 def run_preview_job(job_id, job, give_up_at):
     """One preview, on a `preview` queue worker (claims/preview_service/remote.py). Acknowledged on

@@ -10,6 +10,10 @@ urlpatterns = [
     path("pods/", views.PodListView.as_view(), name="pod-list"),
     path("pods/<slug:cluster>/<str:namespace>/<path:name>/", views_objects.PodDetailView.as_view(), name="pod-detail"),
     path("templates/", views.TemplateListView.as_view(), name="template-list"),
-    path("templates/<slug:cluster>/<str:namespace>/<path:name>/", views_objects.TemplateDetailView.as_view(), name="template-detail"),
+    path(
+        "templates/<slug:cluster>/<str:namespace>/<path:name>/",
+        views_objects.TemplateDetailView.as_view(),
+        name="template-detail",
+    ),
     path("preview/", views.PreviewView.as_view(), name="preview"),
 ]

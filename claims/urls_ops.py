@@ -12,7 +12,11 @@ urlpatterns = [
     path("stuck/", views_ops.StuckClaimsView.as_view(), name="stuck"),
     path("stuck/release/", views_ops.ReleaseFindingsView.as_view(), name="stuck-release"),
     path("pending/", views_ops.PendingPodView.as_view(), name="pending"),
-    path("pending/<slug:cluster_name>/<str:namespace>/<path:name>/", views_ops.PendingPodView.as_view(), name="pending-pod"),
+    path(
+        "pending/<slug:cluster_name>/<str:namespace>/<path:name>/",
+        views_ops.PendingPodView.as_view(),
+        name="pending-pod",
+    ),
     path("readiness/", ReadinessView.as_view(), name="readiness"),
     path("audit/", views_ops.AuditLogView.as_view(), name="audit"),
 ]

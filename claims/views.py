@@ -12,23 +12,31 @@ from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext
 from django.utils.translation import gettext as _
 
+from dra.gcpause import collector_paused
 from gpudash import roles, tables
 from gpudash.views import DashboardView
 from inventory import fleet
 from inventory.models import Cluster, Device
 from inventory.objectpage import crumb, object_page
 
-from .allocator.gcpause import collector_paused
 from .lookups import claim_keys_q
-from .preview_service import dispatch
 from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
+from .preview_service import dispatch
 
 STUCK = "stuck"
 CLAIM_STATES = [s for s, _ in ResourceClaim.State.choices] + [STUCK]
 # Sortable columns of the claims and pods lists (gpudash/tables.py). The device classes sort by the
 # first (the stored list is sorted); a claim without one last.
-CLAIM_SORT = {"cluster": "cluster__name", "namespace": "namespace", "name": "name", "state": "state", "node": "node_name",
-              "classes": KeyTextTransform("0", "device_classes"), "owner": "owner_pod_name", "created": "creation_timestamp"}
+CLAIM_SORT = {
+    "cluster": "cluster__name",
+    "namespace": "namespace",
+    "name": "name",
+    "state": "state",
+    "node": "node_name",
+    "classes": KeyTextTransform("0", "device_classes"),
+    "owner": "owner_pod_name",
+    "created": "creation_timestamp",
+}
 POD_SORT = {"cluster": "cluster__name", "namespace": "namespace", "name": "name", "phase": "phase", "node": "node_name"}
 
 
@@ -69,14 +77,31 @@ class TemplateListView(DashboardView):
         from .filtersets import ResourceClaimTemplateFilterSet
 
         ctx = super().get_context_data(**kwargs)
-        visible = roles.scope_queryset(self.in_cluster(ResourceClaimTemplate.objects.select_related("cluster")), self.request.user)
+        visible = roles.scope_queryset(
+            self.in_cluster(ResourceClaimTemplate.objects.select_related("cluster")), self.request.user
+        )
         templates, filterset = self.filter_with(ResourceClaimTemplateFilterSet, visible, namespace=self.namespace)
-        sort = tables.sorting(self.request, ResourceClaimTemplate, TEMPLATE_SORT, default=("cluster_id", "namespace", "name"), constant={"cluster": self.one_cluster})
+        sort = tables.sorting(
+            self.request,
+            ResourceClaimTemplate,
+            TEMPLATE_SORT,
+            default=("cluster_id", "namespace", "name"),
+            constant={"cluster": self.one_cluster},
+        )
         ctx.update(self.paginate(sort.apply(templates), 100))
         for t in ctx["page_obj"].object_list:
-            t.request_names = [r.get("name", "") for r in (((t.raw.get("spec") or {}).get("spec") or {}).get("devices") or {}).get("requests") or []]
-        ctx.update(sorting=sort, filter_errors=filterset.errors,
-                   filters={"namespace": list_namespace(self), **{k: self.request.GET.get(k, "") for k in ("device_class", "name")}})
+            t.request_names = [
+                r.get("name", "")
+                for r in (((t.raw.get("spec") or {}).get("spec") or {}).get("devices") or {}).get("requests") or []
+            ]
+        ctx.update(
+            sorting=sort,
+            filter_errors=filterset.errors,
+            filters={
+                "namespace": list_namespace(self),
+                **{k: self.request.GET.get(k, "") for k in ("device_class", "name")},
+            },
+        )
         return ctx
 
 
@@ -96,7 +121,9 @@ class ClaimListView(DashboardView):
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
         get = self.request.GET
-        qs = claims_with_flags(roles.scope_queryset(self.in_cluster(ResourceClaim.objects.select_related(None)), self.request.user))
+        qs = claims_with_flags(
+            roles.scope_queryset(self.in_cluster(ResourceClaim.objects.select_related(None)), self.request.user)
+        )
         f = {k: get.get(k, "").strip() for k in ("namespace", "state", "node", "class", "q")}
         f["namespace"] = list_namespace(self)
         if f["namespace"]:
@@ -112,16 +139,43 @@ class ClaimListView(DashboardView):
             qs = qs.filter(device_classes__icontains=f'"{f["class"]}"')
         if f["q"]:
             qs = qs.filter(Q(name__icontains=f["q"]) | Q(owner_pod_name__icontains=f["q"]))
-        sort = tables.sorting(self.request, ResourceClaim, CLAIM_SORT, default=("cluster_id", "namespace", "name"), constant={"cluster": self.one_cluster})
+        sort = tables.sorting(
+            self.request,
+            ResourceClaim,
+            CLAIM_SORT,
+            default=("cluster_id", "namespace", "name"),
+            constant={"cluster": self.one_cluster},
+        )
         qs = sort.apply(qs).only(
-            "id", "cluster_id", "namespace", "name", "state", "node_name", "device_classes", "creation_timestamp", "deletion_timestamp", "owner_pod_name", "allocated"
+            "id",
+            "cluster_id",
+            "namespace",
+            "name",
+            "state",
+            "node_name",
+            "device_classes",
+            "creation_timestamp",
+            "deletion_timestamp",
+            "owner_pod_name",
+            "allocated",
         )
         ctx.update(self.paginate(qs, 100))
         names = {c.id: c.name for c in Cluster.objects.all()}
         for c in ctx["page_obj"].object_list:
             c.cluster_name = names.get(c.cluster_id)
-        namespaces = roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user).values_list("namespace", flat=True).distinct().order_by("namespace")
-        ctx.update(filters=f, states=CLAIM_STATES, namespaces=list(namespaces), total=ctx["page_obj"].paginator.count, sorting=sort)
+        namespaces = (
+            roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user)
+            .values_list("namespace", flat=True)
+            .distinct()
+            .order_by("namespace")
+        )
+        ctx.update(
+            filters=f,
+            states=CLAIM_STATES,
+            namespaces=list(namespaces),
+            total=ctx["page_obj"].paginator.count,
+            sorting=sort,
+        )
         return ctx
 
 
@@ -133,10 +187,16 @@ class ClaimDetailView(DashboardView):
     def look_up(self, request, **kwargs):
         if not roles.can_see_namespace(request.user, kwargs["namespace"]):
             raise Http404("No such claim.")  # not 403, and before the lookup: do not confirm it exists
-        self.claim = get_object_or_404(ResourceClaim, cluster__name=kwargs["cluster"], namespace=kwargs["namespace"], name=kwargs["name"])
+        self.claim = get_object_or_404(
+            ResourceClaim, cluster__name=kwargs["cluster"], namespace=kwargs["namespace"], name=kwargs["name"]
+        )
 
     def live_scope(self):
-        return {"cluster": self.claim.cluster_id, "namespace": self.claim.namespace, "kind": ["ResourceClaim", "Pod", "Finding", "Event"]}
+        return {
+            "cluster": self.claim.cluster_id,
+            "namespace": self.claim.namespace,
+            "kind": ["ResourceClaim", "Pod", "Finding", "Event"],
+        }
 
     def findings_with_actions(self):
         """The claim's open findings, each with its remedy and whether this user may run it (or why not)."""
@@ -144,7 +204,11 @@ class ClaimDetailView(DashboardView):
         from .release import ACTION_TITLES
         from .stuck import RULE_TITLES
 
-        findings = list(Finding.objects.active().filter(cluster_id=self.claim.cluster_id, claim_uid=self.claim.uid).order_by("first_seen", "id"))
+        findings = list(
+            Finding.objects.active()
+            .filter(cluster_id=self.claim.cluster_id, claim_uid=self.claim.uid)
+            .order_by("first_seen", "id")
+        )
         may_operate = roles.can_operate(self.request.user, self.claim.namespace)
         show_findings(findings, self.request.user)
         for f in findings:
@@ -154,8 +218,12 @@ class ClaimDetailView(DashboardView):
             if not f.remedy:
                 f.release_blocked = gettext("No safe automatic remedy: fix the cause (see the evidence).")
             elif not may_operate:
-                f.release_blocked = gettext("Releasing needs the operator role in namespace %(namespace)s; you are %(role)s.") % {
-                    "namespace": self.claim.namespace, "role": roles.role_of(self.request.user) or gettext("without a role")}
+                f.release_blocked = gettext(
+                    "Releasing needs the operator role in namespace %(namespace)s; you are %(role)s."
+                ) % {
+                    "namespace": self.claim.namespace,
+                    "role": roles.role_of(self.request.user) or gettext("without a role"),
+                }
             else:
                 f.release_blocked = ""
         return findings
@@ -169,8 +237,15 @@ class ClaimDetailView(DashboardView):
         claim = self.claim
         if self.request.GET.get("fragment") or not claim.allocated:
             return {}
-        nodes = {c.pod.node_name for c in consumers if c.pod is not None and c.pod.node_name and c.pod.phase == "Pending"}
-        if Finding.objects.active().filter(cluster_id=claim.cluster_id, claim_uid=claim.uid, rule=NOT_PREPARED).exists() and claim.node_name:
+        nodes = {
+            c.pod.node_name for c in consumers if c.pod is not None and c.pod.node_name and c.pod.phase == "Pending"
+        }
+        if (
+            Finding.objects.active()
+            .filter(cluster_id=claim.cluster_id, claim_uid=claim.uid, rule=NOT_PREPARED)
+            .exists()
+            and claim.node_name
+        ):
             nodes.add(claim.node_name)
         if not nodes:
             return {}
@@ -188,7 +263,9 @@ class ClaimDetailView(DashboardView):
         claim = self.claim
         results = list(claim.results.all())
         present = set(
-            Device.objects.filter(cluster_id=claim.cluster_id, pool__in={r.pool for r in results}).values_list("driver", "pool", "name")
+            Device.objects.filter(cluster_id=claim.cluster_id, pool__in={r.pool for r in results}).values_list(
+                "driver", "pool", "name"
+            )
         )
         for r in results:
             r.device_exists = (r.driver, r.pool, r.device) in present
@@ -197,9 +274,13 @@ class ClaimDetailView(DashboardView):
         for c in consumers:
             c.pod = pods.get(c.uid)
         # Pods that reference the claim but are not (yet) in reservedFor: the usual "why Pending" place.
-        waiting = Pod.objects.filter(
-            cluster_id=claim.cluster_id, namespace=claim.namespace, claim_refs__claim_name=claim.name
-        ).exclude(uid__in=[c.uid for c in consumers]).distinct()
+        waiting = (
+            Pod.objects.filter(
+                cluster_id=claim.cluster_id, namespace=claim.namespace, claim_refs__claim_name=claim.name
+            )
+            .exclude(uid__in=[c.uid for c in consumers])
+            .distinct()
+        )
         ctx.update(
             claim=claim,
             requests=(claim.spec.get("devices") or {}).get("requests") or [],
@@ -207,15 +288,36 @@ class ClaimDetailView(DashboardView):
             results=results,
             consumers=consumers,
             waiting_pods=waiting,
-            timeline=ClaimStateChange.objects.filter(cluster_id=claim.cluster_id, namespace=claim.namespace, name=claim.name).order_by("at", "id"),
+            timeline=ClaimStateChange.objects.filter(
+                cluster_id=claim.cluster_id, namespace=claim.namespace, name=claim.name
+            ).order_by("at", "id"),
             findings=self.findings_with_actions(),
-            finding_history=Finding.objects.filter(cluster_id=claim.cluster_id, claim_uid=claim.uid, cleared_at__isnull=False).count(),
+            finding_history=Finding.objects.filter(
+                cluster_id=claim.cluster_id, claim_uid=claim.uid, cleared_at__isnull=False
+            ).count(),
             conditions=claim.status.get("conditions") or [],
             **self.driver_logs(consumers),
-            owner_pod_exists=bool(claim.owner_pod_name) and Pod.objects.filter(cluster_id=claim.cluster_id, namespace=claim.namespace, name=claim.owner_pod_name).exists(),
-            **object_page(claim.cluster, "ResourceClaim", claim.raw, claim.name, claim.namespace, claim.uid, crumbs=[
-                crumb(_("Claims"), "claims:claim-list", query=f"cluster={claim.cluster.name}"),
-                crumb(claim.namespace, "claims:claim-list", query=f"cluster={claim.cluster.name}&namespace={claim.namespace}"), crumb(claim.name)]),
+            owner_pod_exists=bool(claim.owner_pod_name)
+            and Pod.objects.filter(
+                cluster_id=claim.cluster_id, namespace=claim.namespace, name=claim.owner_pod_name
+            ).exists(),
+            **object_page(
+                claim.cluster,
+                "ResourceClaim",
+                claim.raw,
+                claim.name,
+                claim.namespace,
+                claim.uid,
+                crumbs=[
+                    crumb(_("Claims"), "claims:claim-list", query=f"cluster={claim.cluster.name}"),
+                    crumb(
+                        claim.namespace,
+                        "claims:claim-list",
+                        query=f"cluster={claim.cluster.name}&namespace={claim.namespace}",
+                    ),
+                    crumb(claim.name),
+                ],
+            ),
         )
         return ctx
 
@@ -231,7 +333,9 @@ class PodListView(DashboardView):
         get = self.request.GET
         # EXISTS, not a join + DISTINCT: the pods list then walks the (cluster, namespace, name) index
         # for its page instead of de-duplicating every pod with a claim.
-        qs = roles.scope_queryset(self.in_cluster(Pod.objects.all()), self.request.user).filter(Exists(PodClaimRef.objects.filter(pod_id=OuterRef("pk"))))
+        qs = roles.scope_queryset(self.in_cluster(Pod.objects.all()), self.request.user).filter(
+            Exists(PodClaimRef.objects.filter(pod_id=OuterRef("pk")))
+        )
         f = {k: get.get(k, "").strip() for k in ("namespace", "phase", "node", "q")}
         f["namespace"] = list_namespace(self)
         if f["namespace"]:
@@ -242,7 +346,13 @@ class PodListView(DashboardView):
             qs = qs.filter(node_name=f["node"])
         if f["q"]:
             qs = qs.filter(name__icontains=f["q"])
-        sort = tables.sorting(self.request, Pod, POD_SORT, default=("cluster_id", "namespace", "name"), constant={"cluster": self.one_cluster})
+        sort = tables.sorting(
+            self.request,
+            Pod,
+            POD_SORT,
+            default=("cluster_id", "namespace", "name"),
+            constant={"cluster": self.one_cluster},
+        )
         qs = sort.apply(qs).defer("raw")
         ctx.update(self.paginate(qs, 100))
         page = list(ctx["page_obj"].object_list)
@@ -250,10 +360,16 @@ class PodListView(DashboardView):
         for ref in PodClaimRef.objects.filter(pod__in=page).order_by("pod_id", "id"):
             refs.setdefault(ref.pod_id, []).append(ref)
         keys = {(p.cluster_id, p.namespace, r.claim_name) for p in page for r in refs.get(p.id, ()) if r.claim_name}
-        claim_states = {
-            (c, ns, n): s
-            for c, ns, n, s in ResourceClaim.objects.filter(claim_keys_q(keys)).values_list("cluster_id", "namespace", "name", "state")
-        } if keys else {}
+        claim_states = (
+            {
+                (c, ns, n): s
+                for c, ns, n, s in ResourceClaim.objects.filter(claim_keys_q(keys)).values_list(
+                    "cluster_id", "namespace", "name", "state"
+                )
+            }
+            if keys
+            else {}
+        )
         names = {c.id: c.name for c in Cluster.objects.all()}
         for p in page:
             p.cluster_name = names.get(p.cluster_id)
@@ -305,9 +421,15 @@ class PreviewView(DashboardView):
         namespace = params.get("namespace", "").strip() or "default"
         # A GET link runs with headroom unless it says headroom=0; the form sends the checkbox.
         with_headroom = params.get("headroom", "1" if request.method == "GET" else "") in ("1", "on", "true")
-        ctx.update(picked=ref, yaml_text=yaml_text, namespace=namespace, with_headroom=with_headroom,
-                   pod_tolerations=params.get("tolerations", ""), pod_node_selector=params.get("node_selector", ""),
-                   skip_node_filters=params.get("skip_node_filters", "") in ("1", "on", "true"))
+        ctx.update(
+            picked=ref,
+            yaml_text=yaml_text,
+            namespace=namespace,
+            with_headroom=with_headroom,
+            pod_tolerations=params.get("tolerations", ""),
+            pod_node_selector=params.get("node_selector", ""),
+            skip_node_filters=params.get("skip_node_filters", "") in ("1", "on", "true"),
+        )
         if not roles.can_operate(request.user):
             return self.render_to_response(ctx)  # the page explains the operator role; nothing runs
         if self.cluster is None:
@@ -322,34 +444,75 @@ class PreviewView(DashboardView):
                 return self.out_of_scope(ctx, OutOfScope(ns))
             claim = ResourceClaim.objects.filter(cluster=self.cluster, namespace=ns, name=name).first()
             if claim is None:
-                ctx["error"] = gettext("No claim %(claim)s in cluster %(cluster)s.") % {"claim": repr(ref), "cluster": self.cluster.name}
+                ctx["error"] = gettext("No claim %(claim)s in cluster %(cluster)s.") % {
+                    "claim": repr(ref),
+                    "cluster": self.cluster.name,
+                }
                 return self.render_to_response(ctx)
             namespace = ctx["namespace"] = ns
             # The claim as YAML in the box, so it can be tweaked and run again as a paste.
-            ctx["yaml_text"] = yaml.safe_dump({"apiVersion": claim.raw.get("apiVersion", "resource.k8s.io/v1"), "kind": "ResourceClaim",
-                                               "metadata": {"name": name, "namespace": ns}, "spec": claim.raw.get("spec") or {}}, sort_keys=False, width=10000)
+            ctx["yaml_text"] = yaml.safe_dump(
+                {
+                    "apiVersion": claim.raw.get("apiVersion", "resource.k8s.io/v1"),
+                    "kind": "ResourceClaim",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": claim.raw.get("spec") or {},
+                },
+                sort_keys=False,
+                width=10000,
+            )
         if not roles.can_operate(request.user, namespace):
             return self.out_of_scope(ctx, OutOfScope(namespace))
         if claim is None and not yaml_text.strip():
-            ctx["error"] = gettext("Paste a ResourceClaim, ResourceClaimTemplate or Pod (or a bare claim spec) as YAML, or pick a pending claim.")
+            ctx["error"] = gettext(
+                "Paste a ResourceClaim, ResourceClaimTemplate or Pod (or a bare claim spec) as YAML, or pick a pending claim."
+            )
             return self.render_to_response(ctx)
-        from claims.preview_page import NODES_PER_GROUP_PAGE, PreviewReport, attach_device_strips, would_be_pod_params, yaml_error_position
+        from claims.preview_page import (
+            NODES_PER_GROUP_PAGE,
+            PreviewReport,
+            attach_device_strips,
+            would_be_pod_params,
+            yaml_error_position,
+        )
 
         try:
             pod_params = would_be_pod_params(params)
-            if claim is not None and claim.owner_pod_name and pod_params["node_filters"] and not (pod_params["tolerations"] or pod_params["node_selector"]):
-                owner = Pod.objects.filter(cluster=self.cluster, namespace=claim.namespace, name=claim.owner_pod_name).first()
-                pod_params["pod"] = owner.raw if owner else None  # the pending pod's own tolerations, selector, requests
+            if (
+                claim is not None
+                and claim.owner_pod_name
+                and pod_params["node_filters"]
+                and not (pod_params["tolerations"] or pod_params["node_selector"])
+            ):
+                owner = Pod.objects.filter(
+                    cluster=self.cluster, namespace=claim.namespace, name=claim.owner_pod_name
+                ).first()
+                pod_params["pod"] = (
+                    owner.raw if owner else None
+                )  # the pending pod's own tolerations, selector, requests
             answer = dispatch.submit(
-                self.cluster, user_key=request.user.pk, client_gone=getattr(request, "client_gone", None),
-                yaml_text=None if claim else yaml_text, claim=claim, namespace=namespace, with_headroom=with_headroom,
-                reason_codes=True, visible_namespaces=roles.visible_namespaces(self.request.user), **pod_params)
+                self.cluster,
+                user_key=request.user.pk,
+                client_gone=getattr(request, "client_gone", None),
+                yaml_text=None if claim else yaml_text,
+                claim=claim,
+                namespace=namespace,
+                with_headroom=with_headroom,
+                reason_codes=True,
+                visible_namespaces=roles.visible_namespaces(self.request.user),
+                **pod_params,
+            )
             # Read and settled into what the page shows before the collector resumes (PreviewReport.settle).
             with collector_paused():
                 outcome = dispatch.result_of(answer)
                 del answer
-                report = PreviewReport(outcome, cluster=self.cluster, yaml_text=yaml_text or None,
-                                       claim_spec=claim.raw.get("spec") if claim else None, show=params.get("show", ""))
+                report = PreviewReport(
+                    outcome,
+                    cluster=self.cluster,
+                    yaml_text=yaml_text or None,
+                    claim_spec=claim.raw.get("spec") if claim else None,
+                    show=params.get("show", ""),
+                )
                 outcome = report.settle()
         except OutOfScope as exc:  # a namespace the YAML names (checked before its claims are looked up)
             return self.out_of_scope(ctx, exc)
@@ -370,11 +533,23 @@ class PreviewView(DashboardView):
         attach_device_strips(self.cluster, fits.rows, request.user)
         groups = report.groups
         ctx.update(
-            report=report, outcome=outcome, fits=fits, groups=groups, headroom=report.headroom, claim=claim,
-            misfit_count=sum(g.total for g in groups), group_page_size=NODES_PER_GROUP_PAGE,
+            report=report,
+            outcome=outcome,
+            fits=fits,
+            groups=groups,
+            headroom=report.headroom,
+            claim=claim,
+            misfit_count=sum(g.total for g in groups),
+            group_page_size=NODES_PER_GROUP_PAGE,
             fit_legend=fleet.DISPLAY_STATES,
-            rerun_query=urlencode({"cluster": self.cluster.name, "claim": ref, "headroom": "1" if with_headroom else "0",
-                                   **{k: params[k] for k in ("tolerations", "node_selector", "skip_node_filters") if params.get(k)}}),
+            rerun_query=urlencode(
+                {
+                    "cluster": self.cluster.name,
+                    "claim": ref,
+                    "headroom": "1" if with_headroom else "0",
+                    **{k: params[k] for k in ("tolerations", "node_selector", "skip_node_filters") if params.get(k)},
+                }
+            ),
         )
         return self.render_to_response(ctx)
 
@@ -392,7 +567,8 @@ class PreviewView(DashboardView):
         if q:
             qs = qs.filter(Q(name__icontains=q) | Q(namespace__icontains=q) | Q(owner_pod_name__icontains=q))
         qs = qs.newest_first().only(
-            "cluster_id", "namespace", "name", "device_classes", "creation_timestamp", "owner_pod_name")
+            "cluster_id", "namespace", "name", "device_classes", "creation_timestamp", "owner_pod_name"
+        )
         paginator = Paginator(qs, self.pending_per_page)
         return paginator.get_page(self.request.GET.get("ppage")), q
 

@@ -5,13 +5,12 @@ import json
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Case, Exists, F, IntegerField, OuterRef, TextField, Value, When
+from django.db.models.functions import Concat, NullIf
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext
-
-from django.db.models import Case, Exists, F, IntegerField, OuterRef, TextField, Value, When
-from django.db.models.functions import Concat, NullIf
 
 from gpudash import roles, tables
 from gpudash.views import DashboardView
@@ -26,22 +25,40 @@ from .stuck import RULE_TITLES
 MAX_BULK = 100
 SEVERITY_RANK = {"info": 1, "warning": 2, "critical": 3}
 # Sortable columns of the "Why Pending?" list (gpudash/tables.py).
-PENDING_SORT = {"cluster": "cluster__name", "namespace": "namespace", "name": "name", "created": "creation_timestamp",
-                "reason": NullIf("scheduled_reason", Value(""))}  # no PodScheduled reason yet: last
+PENDING_SORT = {
+    "cluster": "cluster__name",
+    "namespace": "namespace",
+    "name": "name",
+    "created": "creation_timestamp",
+    "reason": NullIf("scheduled_reason", Value("")),
+}  # no PodScheduled reason yet: last
 
 
 def finding_sort_columns():
     """Sortable columns of the stuck-claims list, in SQL and by what the rows show: severity by rank
     (critical last ascending, first descending), rule and remedy by their titles in the page's
     language, the claim as "namespace/name"; findings without a claim or a remedy sort last."""
+
     def titles(field, mapping, default):
-        return Case(*[When(**{field: key}, then=Value(str(title))) for key, title in mapping.items()], default=default, output_field=TextField())
+        return Case(
+            *[When(**{field: key}, then=Value(str(title))) for key, title in mapping.items()],
+            default=default,
+            output_field=TextField(),
+        )
 
     return {
-        "severity": Case(*[When(severity=k, then=Value(v)) for k, v in SEVERITY_RANK.items()], default=Value(0), output_field=IntegerField()),
+        "severity": Case(
+            *[When(severity=k, then=Value(v)) for k, v in SEVERITY_RANK.items()],
+            default=Value(0),
+            output_field=IntegerField(),
+        ),
         "rule": titles("rule", RULE_TITLES, F("rule")),
         "cluster": "cluster__name",
-        "claim": Case(When(claim_name="", then=Value(None)), default=Concat("namespace", Value("/"), "claim_name"), output_field=TextField()),
+        "claim": Case(
+            When(claim_name="", then=Value(None)),
+            default=Concat("namespace", Value("/"), "claim_name"),
+            output_field=TextField(),
+        ),
         "first_seen": "first_seen",
         "remedy": titles("remedy", ACTION_TITLES, Value(None)),
     }
@@ -65,15 +82,27 @@ class StuckClaimsView(DashboardView):
         for key, value in filters.items():
             if value:
                 qs = qs.filter(**{key: value})
-        sort = tables.sorting(self.request, Finding, finding_sort_columns(), default=("cleared_at", "-first_seen", "-id"), constant={"cluster": self.one_cluster})
+        sort = tables.sorting(
+            self.request,
+            Finding,
+            finding_sort_columns(),
+            default=("cleared_at", "-first_seen", "-id"),
+            constant={"cluster": self.one_cluster},
+        )
         ctx.update(self.paginate(sort.apply(qs), 100))
         show_findings(ctx["page_obj"].object_list, self.request.user)
         for f in ctx["page_obj"].object_list:
             f.rule_title = RULE_TITLES.get(f.rule, f.rule)
             f.action_title = ACTION_TITLES.get(f.remedy, "")
             f.can_release = f.remedy and f.cleared_at is None and roles.can_operate(self.request.user, f.namespace)
-        ctx.update(filters=filters, history=history, rules=RULE_TITLES, severities=Finding.Severity.choices, sorting=sort,
-                   recent_audit=roles.scope_queryset(AuditEntry.objects.all(), self.request.user)[:10])
+        ctx.update(
+            filters=filters,
+            history=history,
+            rules=RULE_TITLES,
+            severities=Finding.Severity.choices,
+            sorting=sort,
+            recent_audit=roles.scope_queryset(AuditEntry.objects.all(), self.request.user)[:10],
+        )
         return ctx
 
 
@@ -107,12 +136,25 @@ class ReleaseFindingsView(DashboardView):
             finding.rule_title = RULE_TITLES.get(finding.rule, finding.rule)
             rv = request.POST.get(f"rv-{finding.id}", "")
             # The confirm form carries the resourceVersion each dry run showed: a release is of that version only.
-            outcome = release_finding(request.user, finding, dry_run=step == "dry-run", expected_resource_version=rv, require_resource_version=True)
+            outcome = release_finding(
+                request.user,
+                finding,
+                dry_run=step == "dry-run",
+                expected_resource_version=rv,
+                require_resource_version=True,
+            )
             plan = outcome.plan.as_dict(translate=True) if outcome.plan else None  # its texts in the reader's language
-            results.append({"finding": finding, "outcome": outcome, "plan": plan,
-                            "request_json": json.dumps(plan["request"], indent=2) if plan and plan["request"] else ""})
-        ctx = self.get_context_data(results=results, step=step,
-                                    confirmable=[r for r in results if r["outcome"].outcome == "dry-run"])
+            results.append(
+                {
+                    "finding": finding,
+                    "outcome": outcome,
+                    "plan": plan,
+                    "request_json": json.dumps(plan["request"], indent=2) if plan and plan["request"] else "",
+                }
+            )
+        ctx = self.get_context_data(
+            results=results, step=step, confirmable=[r for r in results if r["outcome"].outcome == "dry-run"]
+        )
         return TemplateResponse(request, self.template_name, ctx)
 
     @staticmethod
@@ -141,11 +183,27 @@ class PendingPodView(DashboardView):
         cluster = self.cluster
         if kwargs.get("cluster_name"):
             cluster = get_object_or_404(Cluster, name=kwargs["cluster_name"])
-        with_claims = Exists(PodClaimRef.objects.filter(pod_id=OuterRef("pk")))  # a semi-join, not NOT EXISTS over a LEFT JOIN
-        pending = roles.scope_queryset(self.in_cluster(Pod.objects.filter(with_claims, phase="Pending")), self.request.user)
-        sort = tables.sorting(self.request, Pod, PENDING_SORT, default=("cluster_id", "namespace", "name"), constant={"cluster": self.one_cluster})
-        ctx.update(self.paginate(sort.apply(pending.select_related("cluster")).only(
-            "cluster__name", "namespace", "name", "creation_timestamp", "scheduled_reason", "scheduled_message"), 50))
+        with_claims = Exists(
+            PodClaimRef.objects.filter(pod_id=OuterRef("pk"))
+        )  # a semi-join, not NOT EXISTS over a LEFT JOIN
+        pending = roles.scope_queryset(
+            self.in_cluster(Pod.objects.filter(with_claims, phase="Pending")), self.request.user
+        )
+        sort = tables.sorting(
+            self.request,
+            Pod,
+            PENDING_SORT,
+            default=("cluster_id", "namespace", "name"),
+            constant={"cluster": self.one_cluster},
+        )
+        ctx.update(
+            self.paginate(
+                sort.apply(pending.select_related("cluster")).only(
+                    "cluster__name", "namespace", "name", "creation_timestamp", "scheduled_reason", "scheduled_message"
+                ),
+                50,
+            )
+        )
         ctx.update(form={"namespace": namespace, "name": name}, target_cluster=cluster, sorting=sort)
         if namespace and name:
             if cluster is None:
@@ -154,8 +212,14 @@ class PendingPodView(DashboardView):
                 ctx["error"] = f"Pod {namespace}/{name} not found."
             else:
                 try:
-                    ctx["report"] = explain_pod(cluster, namespace, name, visible_namespaces=roles.visible_namespaces(self.request.user),
-                                                 user_key=self.request.user.pk, driver_namespaces=roles.driver_namespaces(self.request.user))
+                    ctx["report"] = explain_pod(
+                        cluster,
+                        namespace,
+                        name,
+                        visible_namespaces=roles.visible_namespaces(self.request.user),
+                        user_key=self.request.user.pk,
+                        driver_namespaces=roles.driver_namespaces(self.request.user),
+                    )
                 except PodNotFound as exc:
                     ctx["error"] = str(exc)
         return ctx
@@ -182,7 +246,14 @@ class AuditLogView(DashboardView):
         for entry in ctx["page_obj"].object_list:
             entry.request_json = json.dumps(entry.request, indent=2) if entry.request else ""
             entry.response_json = json.dumps(entry.response, indent=2) if entry.response else ""
-        choices = {field: sorted(v for v in visible.values_list(field, flat=True).distinct() if v) for field in ("username", "action", "outcome")}
-        ctx.update(filters={k: self.request.GET.get(k, "") for k in ("username", "action", "outcome", "namespace", "claim")},
-                   filter_errors=filterset.errors, choices=choices, total=ctx["page_obj"].paginator.count)
+        choices = {
+            field: sorted(v for v in visible.values_list(field, flat=True).distinct() if v)
+            for field in ("username", "action", "outcome")
+        }
+        ctx.update(
+            filters={k: self.request.GET.get(k, "") for k in ("username", "action", "outcome", "namespace", "claim")},
+            filter_errors=filterset.errors,
+            choices=choices,
+            total=ctx["page_obj"].paginator.count,
+        )
         return ctx

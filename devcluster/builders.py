@@ -22,32 +22,100 @@ MAX_DEVICES_WITH_COUNTERS = 64  # per slice, when devices consume counters (vali
 
 # DNS-form counter names for the MIG capacities (KEP-4815 partitionable devices).
 COUNTER_NAMES = {
-    "multiprocessors": "multiprocessors", "copyEngines": "copy-engines", "decoders": "decoders",
-    "encoders": "encoders", "jpegEngines": "jpeg-engines", "ofaEngines": "ofa-engines", "memory": "memory",
+    "multiprocessors": "multiprocessors",
+    "copyEngines": "copy-engines",
+    "decoders": "decoders",
+    "encoders": "encoders",
+    "jpegEngines": "jpeg-engines",
+    "ofaEngines": "ofa-engines",
+    "memory": "memory",
 }
 
 # A100 80GB profiles (NVML GPU-instance profile ids); used when a scenario names none.
 DEFAULT_MIG_PROFILES = [
-    {"profile": "1g.10gb", "id": 19, "slices": 1, "placements": [0, 1, 2, 3, 4, 5, 6], "multiprocessors": 14,
-     "copyEngines": 1, "decoders": 0, "encoders": 0, "jpegEngines": 0, "ofaEngines": 0, "memory": "9728Mi"},
-    {"profile": "2g.20gb", "id": 14, "slices": 2, "placements": [0, 2, 4], "multiprocessors": 28,
-     "copyEngines": 2, "decoders": 1, "encoders": 0, "jpegEngines": 0, "ofaEngines": 0, "memory": "19968Mi"},
-    {"profile": "3g.40gb", "id": 9, "slices": 4, "placements": [0, 4], "multiprocessors": 42,
-     "copyEngines": 3, "decoders": 2, "encoders": 0, "jpegEngines": 0, "ofaEngines": 0, "memory": "40192Mi"},
-    {"profile": "7g.80gb", "id": 0, "slices": 8, "placements": [0], "multiprocessors": 98,
-     "copyEngines": 7, "decoders": 5, "encoders": 0, "jpegEngines": 1, "ofaEngines": 1, "memory": "80Gi"},
+    {
+        "profile": "1g.10gb",
+        "id": 19,
+        "slices": 1,
+        "placements": [0, 1, 2, 3, 4, 5, 6],
+        "multiprocessors": 14,
+        "copyEngines": 1,
+        "decoders": 0,
+        "encoders": 0,
+        "jpegEngines": 0,
+        "ofaEngines": 0,
+        "memory": "9728Mi",
+    },
+    {
+        "profile": "2g.20gb",
+        "id": 14,
+        "slices": 2,
+        "placements": [0, 2, 4],
+        "multiprocessors": 28,
+        "copyEngines": 2,
+        "decoders": 1,
+        "encoders": 0,
+        "jpegEngines": 0,
+        "ofaEngines": 0,
+        "memory": "19968Mi",
+    },
+    {
+        "profile": "3g.40gb",
+        "id": 9,
+        "slices": 4,
+        "placements": [0, 4],
+        "multiprocessors": 42,
+        "copyEngines": 3,
+        "decoders": 2,
+        "encoders": 0,
+        "jpegEngines": 0,
+        "ofaEngines": 0,
+        "memory": "40192Mi",
+    },
+    {
+        "profile": "7g.80gb",
+        "id": 0,
+        "slices": 8,
+        "placements": [0],
+        "multiprocessors": 98,
+        "copyEngines": 7,
+        "decoders": 5,
+        "encoders": 0,
+        "jpegEngines": 1,
+        "ofaEngines": 1,
+        "memory": "80Gi",
+    },
 ]
 
 DEFAULT_GPU_MODELS = {
-    "h100": {"productName": "NVIDIA H100 80GB HBM3", "architecture": "Hopper", "cudaComputeCapability": "9.0.0",
-             "driverVersion": "580.126.20", "cudaDriverVersion": "13.0.0", "addressingMode": "HMM",
-             "memory": "81559Mi", "instanceType": "p5.48xlarge"},
-    "a100": {"productName": "NVIDIA A100 80GB PCIe", "architecture": "Ampere", "cudaComputeCapability": "8.0.0",
-             "driverVersion": "580.95.5", "cudaDriverVersion": "13.0.0", "memory": "80Gi",
-             "instanceType": "Standard_NC96ads_A100_v4"},
-    "l4": {"productName": "NVIDIA L4", "architecture": "Ada Lovelace", "cudaComputeCapability": "8.9.0",
-           "driverVersion": "580.95.5", "cudaDriverVersion": "13.0.0", "memory": "23034Mi",
-           "instanceType": "g2-standard-48"},
+    "h100": {
+        "productName": "NVIDIA H100 80GB HBM3",
+        "architecture": "Hopper",
+        "cudaComputeCapability": "9.0.0",
+        "driverVersion": "580.126.20",
+        "cudaDriverVersion": "13.0.0",
+        "addressingMode": "HMM",
+        "memory": "81559Mi",
+        "instanceType": "p5.48xlarge",
+    },
+    "a100": {
+        "productName": "NVIDIA A100 80GB PCIe",
+        "architecture": "Ampere",
+        "cudaComputeCapability": "8.0.0",
+        "driverVersion": "580.95.5",
+        "cudaDriverVersion": "13.0.0",
+        "memory": "80Gi",
+        "instanceType": "Standard_NC96ads_A100_v4",
+    },
+    "l4": {
+        "productName": "NVIDIA L4",
+        "architecture": "Ada Lovelace",
+        "cudaComputeCapability": "8.9.0",
+        "driverVersion": "580.95.5",
+        "cudaDriverVersion": "13.0.0",
+        "memory": "23034Mi",
+        "instanceType": "g2-standard-48",
+    },
 }
 
 
@@ -65,7 +133,9 @@ def node_selector_for(node):
 
 def make_node(name, rng, model=None, ready=True, zone="us-east-1a", gpus=0):
     labels = {
-        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
         "topology.kubernetes.io/zone": zone,
     }
     if model:
@@ -73,10 +143,12 @@ def make_node(name, rng, model=None, ready=True, zone="us-east-1a", gpus=0):
         labels["nvidia.com/gpu.product"] = model["productName"].replace(" ", "-")
         labels["node.kubernetes.io/instance-type"] = model.get("instanceType", "gpu-node")
     condition = {
-        "type": "Ready", "status": "True" if ready else "Unknown",
+        "type": "Ready",
+        "status": "True" if ready else "Unknown",
         "reason": "KubeletReady" if ready else "NodeStatusUnknown",
         "message": "kubelet is posting ready status" if ready else "Kubelet stopped posting node status.",
-        "lastHeartbeatTime": TIMESTAMP, "lastTransitionTime": TIMESTAMP,
+        "lastHeartbeatTime": TIMESTAMP,
+        "lastTransitionTime": TIMESTAMP,
     }
     spec = {"providerID": f"devcluster://{name}"}
     if not ready:
@@ -85,7 +157,8 @@ def make_node(name, rng, model=None, ready=True, zone="us-east-1a", gpus=0):
             {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": TIMESTAMP},
         ]
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": name, "uid": det_uuid(rng), "labels": labels, "creationTimestamp": TIMESTAMP},
         "spec": spec,
         "status": {
@@ -93,10 +166,18 @@ def make_node(name, rng, model=None, ready=True, zone="us-east-1a", gpus=0):
             "allocatable": {"cpu": "191", "memory": "2030963Mi", "pods": "110"},
             "conditions": [condition],
             "addresses": [{"type": "Hostname", "address": name}],
-            "nodeInfo": {"kubeletVersion": "v1.36.0", "containerRuntimeVersion": "containerd://2.1.0",
-                         "operatingSystem": "linux", "architecture": "amd64", "osImage": "Ubuntu 24.04 LTS",
-                         "kernelVersion": "6.8.0-1021", "machineID": "", "systemUUID": "", "bootID": "",
-                         "kubeProxyVersion": ""},
+            "nodeInfo": {
+                "kubeletVersion": "v1.36.0",
+                "containerRuntimeVersion": "containerd://2.1.0",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+                "osImage": "Ubuntu 24.04 LTS",
+                "kernelVersion": "6.8.0-1021",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+                "kubeProxyVersion": "",
+            },
         },
     }
 
@@ -115,20 +196,32 @@ def hami_node(node, model, rng, gpus=4, split=10, memory=None, cores=100):
     """A node HAMi manages (hami-core mode): its device plugin registers `split` vGPU slots per GPU as
     nvidia.com/gpu and writes the v2.8+ JSON registration annotation (omitempty: index 0 and numa 0 left out)."""
     text = str(model["memory"])
-    devmem = memory or (int(text[:-2]) * 1024 if text.endswith("Gi") else int(text[:-2]) if text.endswith("Mi") else int(text) // 2**20)
+    devmem = memory or (
+        int(text[:-2]) * 1024 if text.endswith("Gi") else int(text[:-2]) if text.endswith("Mi") else int(text) // 2**20
+    )
     name = model["productName"] if model["productName"].startswith("NVIDIA") else f"NVIDIA-{model['productName']}"
     devices = []
     for i in range(gpus):
-        entry = {"id": f"GPU-{det_uuid(rng)}", "count": split, "devmem": devmem, "devcore": cores, "type": name, "mode": "hami-core", "health": True}
+        entry = {
+            "id": f"GPU-{det_uuid(rng)}",
+            "count": split,
+            "devmem": devmem,
+            "devcore": cores,
+            "type": name,
+            "mode": "hami-core",
+            "health": True,
+        }
         if i:
             entry["index"] = i
         if i >= gpus // 2 and gpus > 1:
             entry["numa"] = 1
         devices.append(entry)
-    node["metadata"].setdefault("annotations", {}).update({
-        HAMI_REGISTER: json.dumps(devices, separators=(",", ":")),
-        "hami.io/node-handshake": "Requesting_2026-01-05 08:00:00",
-    })
+    node["metadata"].setdefault("annotations", {}).update(
+        {
+            HAMI_REGISTER: json.dumps(devices, separators=(",", ":")),
+            "hami.io/node-handshake": "Requesting_2026-01-05 08:00:00",
+        }
+    )
     node["metadata"]["labels"]["gpu"] = "on"
     return advertise(node, {"nvidia.com/gpu": str(gpus * split)})
 
@@ -160,14 +253,16 @@ def hami_assign(pod, node, used, annotation=None):
             record += f"{d['id']},NVIDIA,{mem},{int(limits.get('nvidia.com/gpucores', '0'))}:"
         parts.append(record + ";")
     value = "".join(parts) if annotation is None else annotation
-    pod["metadata"].setdefault("annotations", {}).update({
-        "hami.io/vgpu-node": node["metadata"]["name"],
-        "hami.io/vgpu-time": "1767600000",
-        "hami.io/vgpu-devices-to-allocate": ";" * len(pod["spec"]["containers"]),
-        HAMI_ALLOCATED: value,
-        "hami.io/bind-phase": "success",
-        "hami.io/bind-time": "1767600001",
-    })
+    pod["metadata"].setdefault("annotations", {}).update(
+        {
+            "hami.io/vgpu-node": node["metadata"]["name"],
+            "hami.io/vgpu-time": "1767600000",
+            "hami.io/vgpu-devices-to-allocate": ";" * len(pod["spec"]["containers"]),
+            HAMI_ALLOCATED: value,
+            "hami.io/bind-phase": "success",
+            "hami.io/bind-time": "1767600001",
+        }
+    )
     return pod
 
 
@@ -208,8 +303,10 @@ def nic_device(index, rng):
     return {
         "name": f"nic-{index}",
         "attributes": {
-            "type": {"string": "rdma"}, "model": {"string": "ConnectX-7"},
-            "ifName": {"string": f"ibp{0x18 + 0x10 * index}s0"}, "linkType": {"string": "infiniband"},
+            "type": {"string": "rdma"},
+            "model": {"string": "ConnectX-7"},
+            "ifName": {"string": f"ibp{0x18 + 0x10 * index}s0"},
+            "linkType": {"string": "infiniband"},
             "firmwareVersion": {"version": "28.43.1014"},
             "resource.kubernetes.io/pciBusID": {"string": f"0000:{0x19 + 0x10 * index:02x}:00.0"},
             "resource.kubernetes.io/pcieRoot": {"string": pcie_root(index)},
@@ -242,31 +339,40 @@ def mig_devices(model, minor, parent, profiles, rng):
                 capacity[f"memorySlice{i}"] = {"value": "1"}
                 counters[f"memory-slice-{i}"] = {"value": "1"}
             attrs = {
-                "type": {"string": "mig"}, "uuid": {"string": f"MIG-{det_uuid(rng)}"},
-                "parentUUID": parent["attributes"]["uuid"], "profile": {"string": prof["profile"]},
+                "type": {"string": "mig"},
+                "uuid": {"string": f"MIG-{det_uuid(rng)}"},
+                "parentUUID": parent["attributes"]["uuid"],
+                "profile": {"string": prof["profile"]},
                 **_gpu_common_attrs(model),
                 "resource.kubernetes.io/pciBusID": parent["attributes"]["resource.kubernetes.io/pciBusID"],
                 "resource.kubernetes.io/pcieRoot": parent["attributes"]["resource.kubernetes.io/pcieRoot"],
             }
-            devices.append({
-                "name": f"gpu-{minor}-mig-{prof['profile'].replace('.', '')}-{prof['id']}-{start}",
-                "attributes": attrs, "capacity": capacity,
-                "consumesCounters": [{"counterSet": counter_set["name"], "counters": counters}],
-            })
+            devices.append(
+                {
+                    "name": f"gpu-{minor}-mig-{prof['profile'].replace('.', '')}-{prof['id']}-{start}",
+                    "attributes": attrs,
+                    "capacity": capacity,
+                    "consumesCounters": [{"counterSet": counter_set["name"], "counters": counters}],
+                }
+            )
     return counter_set, devices
 
 
 def _slice(node, driver, rng, pool_slices, node_uid=None, devices=None, counters=None, generation=1):
-    spec = {"driver": driver, "nodeName": node,
-            "pool": {"name": node, "generation": generation, "resourceSliceCount": pool_slices}}
+    spec = {
+        "driver": driver,
+        "nodeName": node,
+        "pool": {"name": node, "generation": generation, "resourceSliceCount": pool_slices},
+    }
     if devices is not None:
         spec["devices"] = devices
     if counters is not None:
         spec["sharedCounters"] = counters
     meta = {"name": f"{node}-{driver}-{suffix(rng)}", "uid": det_uuid(rng), "creationTimestamp": TIMESTAMP}
     if node_uid:
-        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid,
-                                    "controller": True}]
+        meta["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid, "controller": True}
+        ]
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": meta, "spec": spec}
 
 
@@ -286,7 +392,7 @@ def gpu_slices(node, node_uid, model, gpus, rng, mig=None, profiles=None, genera
             groups[-1].extend(devices)
         else:
             groups.append(list(devices))
-    counter_chunks = [counter_sets[i:i + 8] for i in range(0, len(counter_sets), 8)]
+    counter_chunks = [counter_sets[i : i + 8] for i in range(0, len(counter_sets), 8)]
     total = len(counter_chunks) + len(groups)
     slices = [_slice(node, GPU_DRIVER, rng, total, node_uid, counters=c, generation=generation) for c in counter_chunks]
     slices += [_slice(node, GPU_DRIVER, rng, total, node_uid, devices=g, generation=generation) for g in groups]
@@ -331,7 +437,8 @@ def claim_spec(requests, constraints=None):
 
 def make_template(namespace, name, spec, rng):
     return {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": namespace, "uid": det_uuid(rng), "creationTimestamp": TIMESTAMP},
         "spec": {"spec": spec},
     }
@@ -340,13 +447,18 @@ def make_template(namespace, name, spec, rng):
 def make_claim(namespace, name, spec, rng, owner_pod=None, pod_claim_name=None):
     meta = {"name": name, "namespace": namespace, "uid": det_uuid(rng), "creationTimestamp": TIMESTAMP}
     if owner_pod is not None:
-        meta["ownerReferences"] = [{
-            "apiVersion": "v1", "kind": "Pod", "name": owner_pod["metadata"]["name"],
-            "uid": owner_pod["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
-        }]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": owner_pod["metadata"]["name"],
+                "uid": owner_pod["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
         meta["annotations"] = {POD_CLAIM_NAME: pod_claim_name}
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta, "spec": spec,
-            "status": {}}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta, "spec": spec, "status": {}}
 
 
 def allocate(claim, node, results):
@@ -363,19 +475,30 @@ def allocate(claim, node, results):
 
 
 def reserve(claim, pod_name, pod_uid):
-    claim["status"].setdefault("reservedFor", []).append(
-        {"resource": "pods", "name": pod_name, "uid": pod_uid})
+    claim["status"].setdefault("reservedFor", []).append({"resource": "pods", "name": pod_name, "uid": pod_uid})
     return claim
 
 
-def make_pod(namespace, name, rng, node=None, phase="Running", pod_claims=(), labels=None, image="nvcr.io/nvidia/pytorch:25.01-py3"):
+def make_pod(
+    namespace,
+    name,
+    rng,
+    node=None,
+    phase="Running",
+    pod_claims=(),
+    labels=None,
+    image="nvcr.io/nvidia/pytorch:25.01-py3",
+):
     """pod_claims: dicts {name, resourceClaimName | resourceClaimTemplateName}."""
     uid = det_uuid(rng)
     spec = {
-        "containers": [{
-            "name": "main", "image": image,
-            "resources": {"claims": [{"name": c["name"]} for c in pod_claims]} if pod_claims else {},
-        }],
+        "containers": [
+            {
+                "name": "main",
+                "image": image,
+                "resources": {"claims": [{"name": c["name"]} for c in pod_claims]} if pod_claims else {},
+            }
+        ],
         "restartPolicy": "Never",
         "schedulerName": "default-scheduler",
     }
@@ -384,21 +507,35 @@ def make_pod(namespace, name, rng, node=None, phase="Running", pod_claims=(), la
     if node:
         spec["nodeName"] = node
     scheduled = node is not None
-    conditions = [{"type": "PodScheduled", "status": "True" if scheduled else "False",
-                   "lastTransitionTime": TIMESTAMP}]
+    conditions = [{"type": "PodScheduled", "status": "True" if scheduled else "False", "lastTransitionTime": TIMESTAMP}]
     if phase == "Running":
         conditions.append({"type": "Ready", "status": "True", "lastTransitionTime": TIMESTAMP})
     status = {"phase": phase, "conditions": conditions, "qosClass": "BestEffort"}
     if phase == "Running":
         status["startTime"] = TIMESTAMP
-        status["containerStatuses"] = [{"name": "main", "ready": True, "restartCount": 0, "image": image,
-                                        "imageID": "", "started": True,
-                                        "state": {"running": {"startedAt": TIMESTAMP}}}]
+        status["containerStatuses"] = [
+            {
+                "name": "main",
+                "ready": True,
+                "restartCount": 0,
+                "image": image,
+                "imageID": "",
+                "started": True,
+                "state": {"running": {"startedAt": TIMESTAMP}},
+            }
+        ]
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "uid": uid, "creationTimestamp": TIMESTAMP,
-                     "labels": labels or {"app": name.rsplit("-", 1)[0]}},
-        "spec": spec, "status": status,
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+            "creationTimestamp": TIMESTAMP,
+            "labels": labels or {"app": name.rsplit("-", 1)[0]},
+        },
+        "spec": spec,
+        "status": status,
     }
 
 
@@ -410,32 +547,68 @@ def mark_unschedulable(pod, message):
 
 
 def driver_pod(node, rng, app=GPU_DRIVER_APP, namespace=GPU_DRIVER_NAMESPACE, daemonset_uid=None):
-    pod = make_pod(namespace, f"{app}-kubelet-plugin-{suffix(rng)}", rng, node=node, phase="Running",
-                   labels={"app.kubernetes.io/name": app, "app.kubernetes.io/component": "kubelet-plugin"},
-                   image=f"registry.example.com/{app}:v25.8.0")
-    pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet",
-                                           "name": f"{app}-kubelet-plugin", "uid": daemonset_uid or det_uuid(rng),
-                                           "controller": True, "blockOwnerDeletion": True}]
+    pod = make_pod(
+        namespace,
+        f"{app}-kubelet-plugin-{suffix(rng)}",
+        rng,
+        node=node,
+        phase="Running",
+        labels={"app.kubernetes.io/name": app, "app.kubernetes.io/component": "kubelet-plugin"},
+        image=f"registry.example.com/{app}:v25.8.0",
+    )
+    pod["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "name": f"{app}-kubelet-plugin",
+            "uid": daemonset_uid or det_uuid(rng),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
     return pod
 
 
 def namespace_obj(name, rng, labels=None):
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "uid": det_uuid(rng), "creationTimestamp": TIMESTAMP,
-                         "labels": {"kubernetes.io/metadata.name": name, **(labels or {})}},
-            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "uid": det_uuid(rng),
+            "creationTimestamp": TIMESTAMP,
+            "labels": {"kubernetes.io/metadata.name": name, **(labels or {})},
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
 
 
 def scheduling_event(pod, message, rng):
     """The core/v1 Event the scheduler records for a pod it cannot place."""
     meta = pod["metadata"]
     return {
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{meta['name']}.{rng.getrandbits(64):016x}", "namespace": meta["namespace"],
-                     "uid": det_uuid(rng), "creationTimestamp": TIMESTAMP},
-        "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": meta["name"], "namespace": meta["namespace"],
-                           "uid": meta["uid"]},
-        "reason": "FailedScheduling", "message": message, "type": "Warning", "count": 12,
-        "firstTimestamp": TIMESTAMP, "lastTimestamp": TIMESTAMP,
-        "source": {"component": "default-scheduler"}, "reportingComponent": "default-scheduler",
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{meta['name']}.{rng.getrandbits(64):016x}",
+            "namespace": meta["namespace"],
+            "uid": det_uuid(rng),
+            "creationTimestamp": TIMESTAMP,
+        },
+        "involvedObject": {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+        },
+        "reason": "FailedScheduling",
+        "message": message,
+        "type": "Warning",
+        "count": 12,
+        "firstTimestamp": TIMESTAMP,
+        "lastTimestamp": TIMESTAMP,
+        "source": {"component": "default-scheduler"},
+        "reportingComponent": "default-scheduler",
     }

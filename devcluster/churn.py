@@ -31,8 +31,16 @@ class Churn:
         self.rng = random.Random(seed)
         self.namespace = namespace
         self.driver_outage_ticks = driver_outage_ticks
-        self.counts = {"created": 0, "allocated": 0, "released": 0, "driver_removed": 0, "driver_restored": 0,
-                       "unschedulable": 0, "cancelled": 0, "errors": 0}
+        self.counts = {
+            "created": 0,
+            "allocated": 0,
+            "released": 0,
+            "driver_removed": 0,
+            "driver_restored": 0,
+            "unschedulable": 0,
+            "cancelled": 0,
+            "errors": 0,
+        }
         self._stop = threading.Event()
         self._thread = None
         self._pending = []  # (ns, claim name, pod name)
@@ -91,9 +99,15 @@ class Churn:
         self._serial += 1
         name = f"churn-job-{self._serial:05d}"
         spec = b.claim_spec([{"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 1}])
-        pod = b.make_pod(self.namespace, name, self.rng, node=None, phase="Pending",
-                         pod_claims=[{"name": "gpu", "resourceClaimTemplateName": "gpu-1"}],
-                         labels={CHURN_LABEL: "true", "app": "churn-job"})
+        pod = b.make_pod(
+            self.namespace,
+            name,
+            self.rng,
+            node=None,
+            phase="Pending",
+            pod_claims=[{"name": "gpu", "resourceClaimTemplateName": "gpu-1"}],
+            labels={CHURN_LABEL: "true", "app": "churn-job"},
+        )
         # Born now (the API server stamps creationTimestamp), not at the scenario's fixed timestamp: a
         # claim that looks months old is judged by the stuck-claim rules' grace periods at once.
         pod["metadata"].pop("uid")
@@ -105,8 +119,14 @@ class Churn:
         claim["metadata"].pop("creationTimestamp", None)
         claim["metadata"]["labels"] = {CHURN_LABEL: "true"}
         self.store.create("resourceclaims", claim)
-        self.store.patch("pods", self.namespace, name, {"status": {"resourceClaimStatuses": [
-            {"name": "gpu", "resourceClaimName": claim_name}]}}, "application/merge-patch+json", "status")
+        self.store.patch(
+            "pods",
+            self.namespace,
+            name,
+            {"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim_name}]}},
+            "application/merge-patch+json",
+            "status",
+        )
         self.counts["created"] += 1
         self._allocate((self.namespace, claim_name, name))
         while len(self._pending) > MAX_PENDING:
@@ -138,35 +158,78 @@ class Churn:
         with the scheduler's reason and message."""
         ns, claim_name, pod_name = item
         pod = self.store.get("pods", ns, pod_name)
-        fits, message = feasible(self.store.list("nodes", copy=False), self.store.list("pods", copy=False),
-                                 pod, self._free_devices())
+        fits, message = feasible(
+            self.store.list("nodes", copy=False), self.store.list("pods", copy=False), pod, self._free_devices()
+        )
         if not fits:
             self._mark_unschedulable(pod, message)
             self._pending.append(item)
             return
         node = self.rng.choice(sorted(fits))
         driver, pool, device = self.rng.choice(fits[node])
-        self.store.patch("resourceclaims", ns, claim_name,
-                         {"metadata": {"finalizers": [b.DELETE_PROTECTION]}},
-                         "application/strategic-merge-patch+json")
-        self.store.patch("resourceclaims", ns, claim_name, {"status": {
-            "allocation": {"devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool,
-                                                    "device": device}]},
-                           "nodeSelector": b.node_selector_for(node), "allocationTimestamp": now_rfc3339()},
-            "reservedFor": [{"resource": "pods", "name": pod_name, "uid": pod["metadata"]["uid"]}],
-        }}, "application/merge-patch+json", "status")
+        self.store.patch(
+            "resourceclaims",
+            ns,
+            claim_name,
+            {"metadata": {"finalizers": [b.DELETE_PROTECTION]}},
+            "application/strategic-merge-patch+json",
+        )
+        self.store.patch(
+            "resourceclaims",
+            ns,
+            claim_name,
+            {
+                "status": {
+                    "allocation": {
+                        "devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool, "device": device}]},
+                        "nodeSelector": b.node_selector_for(node),
+                        "allocationTimestamp": now_rfc3339(),
+                    },
+                    "reservedFor": [{"resource": "pods", "name": pod_name, "uid": pod["metadata"]["uid"]}],
+                }
+            },
+            "application/merge-patch+json",
+            "status",
+        )
         self.store.patch("pods", ns, pod_name, {"spec": {"nodeName": node}}, "application/merge-patch+json")
-        self.store.patch("pods", ns, pod_name, {"status": {"phase": "Running", "conditions": [
-            {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]}},
-            "application/merge-patch+json", "status")
+        self.store.patch(
+            "pods",
+            ns,
+            pod_name,
+            {
+                "status": {
+                    "phase": "Running",
+                    "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
+                }
+            },
+            "application/merge-patch+json",
+            "status",
+        )
         self._running.append(item)
         self.counts["allocated"] += 1
 
     def _mark_unschedulable(self, pod, message):
         meta = pod["metadata"]
-        self.store.patch("pods", meta["namespace"], meta["name"], {"status": {"conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-             "lastTransitionTime": now_rfc3339()}]}}, "application/merge-patch+json", "status")
+        self.store.patch(
+            "pods",
+            meta["namespace"],
+            meta["name"],
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "reason": "Unschedulable",
+                            "message": message,
+                            "lastTransitionTime": now_rfc3339(),
+                        }
+                    ]
+                }
+            },
+            "application/merge-patch+json",
+            "status",
+        )
         self.counts["unschedulable"] += 1
 
     def _cancel(self, item):
@@ -178,10 +241,17 @@ class Churn:
 
     def _release(self, item):
         ns, claim_name, pod_name = item
-        self.store.patch("pods", ns, pod_name, {"status": {"phase": "Succeeded"}}, "application/merge-patch+json",
-                         "status")
-        self.store.patch("resourceclaims", ns, claim_name, {"status": {"reservedFor": None, "allocation": None}},
-                         "application/merge-patch+json", "status")
+        self.store.patch(
+            "pods", ns, pod_name, {"status": {"phase": "Succeeded"}}, "application/merge-patch+json", "status"
+        )
+        self.store.patch(
+            "resourceclaims",
+            ns,
+            claim_name,
+            {"status": {"reservedFor": None, "allocation": None}},
+            "application/merge-patch+json",
+            "status",
+        )
         self.store.delete("resourceclaims", ns, claim_name)
         if self.store.find("resourceclaims", ns, claim_name):
             self.store.remove_finalizer("resourceclaims", ns, claim_name, b.DELETE_PROTECTION)
@@ -190,8 +260,10 @@ class Churn:
 
     def _driver_outage(self):
         busy = {n for _ticks, slices in self._outages for n in {s["spec"]["nodeName"] for s in slices}}
-        nodes = sorted({s["spec"]["nodeName"] for s in self.store.list("resourceslices", copy=False)
-                        if s["spec"].get("nodeName")} - busy)
+        nodes = sorted(
+            {s["spec"]["nodeName"] for s in self.store.list("resourceslices", copy=False) if s["spec"].get("nodeName")}
+            - busy
+        )
         if not nodes:
             return
         node = self.rng.choice(nodes)
@@ -208,8 +280,9 @@ class Churn:
                 continue
             self._outages.remove(outage)
             for s in outage[1]:
-                s["metadata"] = {k: v for k, v in s["metadata"].items()
-                                 if k not in ("uid", "resourceVersion", "creationTimestamp")}
+                s["metadata"] = {
+                    k: v for k, v in s["metadata"].items() if k not in ("uid", "resourceVersion", "creationTimestamp")
+                }
                 s["spec"]["pool"]["generation"] = s["spec"]["pool"].get("generation", 0) + 1
                 self.store.create("resourceslices", s)
             self.counts["driver_restored"] += 1

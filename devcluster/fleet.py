@@ -18,8 +18,9 @@ def _uuid(rng):
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
 
 
-def generate_fleet(nodes=5000, gpus_per_node=8, mig_fraction=0.2, allocated_fraction=0.3, claims=20000, seed=1,
-                   namespaces=20):
+def generate_fleet(
+    nodes=5000, gpus_per_node=8, mig_fraction=0.2, allocated_fraction=0.3, claims=20000, seed=1, namespaces=20
+):
     """{plural: [objects]}. Whole-GPU nodes publish one slice; MIG nodes (every 1/mig_fraction-th)
     publish a counter-set slice plus a device slice (whole GPUs and 3g.40gb partitions).
     allocated_fraction of the allocatable units get a claim each (one device per claim, reserved by
@@ -27,19 +28,42 @@ def generate_fleet(nodes=5000, gpus_per_node=8, mig_fraction=0.2, allocated_frac
     rng = random.Random(seed)
     h100 = b.DEFAULT_GPU_MODELS["h100"]
     a100 = b.DEFAULT_GPU_MODELS["a100"]
-    out = {"namespaces": [], "nodes": [], "resourceslices": [], "deviceclasses": [], "resourceclaimtemplates": [],
-           "resourceclaims": [], "pods": []}
+    out = {
+        "namespaces": [],
+        "nodes": [],
+        "resourceslices": [],
+        "deviceclasses": [],
+        "resourceclaimtemplates": [],
+        "resourceclaims": [],
+        "pods": [],
+    }
     ns_names = [f"team-{i:02d}" for i in range(namespaces)]
     out["namespaces"] = [b.namespace_obj(n, rng) for n in ns_names]
     out["deviceclasses"] = [
-        b.device_class("gpu.nvidia.com", "device.driver == 'gpu.nvidia.com' && "
-                       "device.attributes['gpu.nvidia.com'].type == 'gpu'", "nvidia.com/gpu", rng),
-        b.device_class("mig.nvidia.com", "device.driver == 'gpu.nvidia.com' && "
-                       "device.attributes['gpu.nvidia.com'].type == 'mig'", None, rng),
+        b.device_class(
+            "gpu.nvidia.com",
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+            "nvidia.com/gpu",
+            rng,
+        ),
+        b.device_class(
+            "mig.nvidia.com",
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+            None,
+            rng,
+        ),
     ]
     gpu_spec = b.claim_spec([{"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 1}])
-    mig_spec = b.claim_spec([{"name": "gpu", "deviceClassName": "mig.nvidia.com", "count": 1,
-                              "selectors": ["device.attributes['gpu.nvidia.com'].profile == '3g.40gb'"]}])
+    mig_spec = b.claim_spec(
+        [
+            {
+                "name": "gpu",
+                "deviceClassName": "mig.nvidia.com",
+                "count": 1,
+                "selectors": ["device.attributes['gpu.nvidia.com'].profile == '3g.40gb'"],
+            }
+        ]
+    )
     for ns in ns_names:
         out["resourceclaimtemplates"].append(b.make_template(ns, "gpu-1", gpu_spec, rng))
 
@@ -87,36 +111,74 @@ def generate_fleet(nodes=5000, gpus_per_node=8, mig_fraction=0.2, allocated_frac
         claim_name = f"{pod_name}-gpu-{b.suffix(rng)}" if generated else f"{pod_name}-gpu"
         meta = {"name": claim_name, "namespace": ns, "uid": _uuid(rng), "creationTimestamp": b.TIMESTAMP}
         if generated:
-            meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod_uid,
-                                        "controller": True, "blockOwnerDeletion": True}]
+            meta["ownerReferences"] = [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod_name,
+                    "uid": pod_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
             meta["annotations"] = {b.POD_CLAIM_NAME: "gpu"}
         status = {}
         if allocated:
             meta["finalizers"] = [b.DELETE_PROTECTION]
             status = {
-                "allocation": {"devices": {"results": [{"request": "gpu", "driver": driver, "pool": node,
-                                                        "device": device}]},
-                               "nodeSelector": b.node_selector_for(node), "allocationTimestamp": b.TIMESTAMP},
+                "allocation": {
+                    "devices": {"results": [{"request": "gpu", "driver": driver, "pool": node, "device": device}]},
+                    "nodeSelector": b.node_selector_for(node),
+                    "allocationTimestamp": b.TIMESTAMP,
+                },
                 "reservedFor": [{"resource": "pods", "name": pod_name, "uid": pod_uid}],
             }
-        out["resourceclaims"].append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta,
-                                      "spec": mig_spec if is_mig else gpu_spec, "status": status})
-        pod_claim = ({"name": "gpu", "resourceClaimTemplateName": "gpu-1"} if generated
-                     else {"name": "gpu", "resourceClaimName": claim_name})
-        pod_status = {"phase": "Running" if allocated else "Pending",
-                      "conditions": [{"type": "PodScheduled", "status": "True" if allocated else "False",
-                                      "lastTransitionTime": b.TIMESTAMP}]}
+        out["resourceclaims"].append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": meta,
+                "spec": mig_spec if is_mig else gpu_spec,
+                "status": status,
+            }
+        )
+        pod_claim = (
+            {"name": "gpu", "resourceClaimTemplateName": "gpu-1"}
+            if generated
+            else {"name": "gpu", "resourceClaimName": claim_name}
+        )
+        pod_status = {
+            "phase": "Running" if allocated else "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True" if allocated else "False", "lastTransitionTime": b.TIMESTAMP}
+            ],
+        }
         if not allocated:
-            pod_status["conditions"][0].update(reason="Unschedulable",
-                                               message="0/5000 nodes are available: cannot allocate all claims.")
+            pod_status["conditions"][0].update(
+                reason="Unschedulable", message="0/5000 nodes are available: cannot allocate all claims."
+            )
         if generated:
             pod_status["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": claim_name}]
-        spec = {"containers": [{"name": "main", "image": container_image, "resources": {"claims": [{"name": "gpu"}]}}],
-                "resourceClaims": [pod_claim], "restartPolicy": "Never"}
+        spec = {
+            "containers": [{"name": "main", "image": container_image, "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [pod_claim],
+            "restartPolicy": "Never",
+        }
         if allocated:
             spec["nodeName"] = node
-        out["pods"].append({"apiVersion": "v1", "kind": "Pod",
-                            "metadata": {"name": pod_name, "namespace": ns, "uid": pod_uid,
-                                         "creationTimestamp": b.TIMESTAMP, "labels": {"app": "job"}},
-                            "spec": spec, "status": pod_status})
+        out["pods"].append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": pod_name,
+                    "namespace": ns,
+                    "uid": pod_uid,
+                    "creationTimestamp": b.TIMESTAMP,
+                    "labels": {"app": "job"},
+                },
+                "spec": spec,
+                "status": pod_status,
+            }
+        )
     return out

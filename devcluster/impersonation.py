@@ -60,7 +60,7 @@ def denial(user, groups, verb, group, resource, subresource, namespace):
     full = f"{resource}/{subresource}" if subresource else resource
     where = f' in the namespace "{namespace}"' if namespace else ""
     member = f" (groups {', '.join(groups)})" if groups else ""
-    return (f'RBAC: user "{user}"{member} has no rule allowing {verb} on "{full}" in API group "{group}"{where}')
+    return f'RBAC: user "{user}"{member} has no rule allowing {verb} on "{full}" in API group "{group}"{where}'
 
 
 def impersonated_identity(server, request, caller_rules):
@@ -77,8 +77,12 @@ def impersonated_identity(server, request, caller_rules):
     for resource, name in wanted:
         if not server._allowed(caller_rules, "impersonate", "", resource, None, None, name):
             kind = "user" if resource == "users" else "group"
-            raise ApiError(403, "Forbidden", f'{resource} "{name}" is forbidden: User "devcluster-user" cannot impersonate '
-                                             f'resource "{resource}" in API group "" ({kind} {name!r} not allowed)')
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{resource} "{name}" is forbidden: User "devcluster-user" cannot impersonate '
+                f'resource "{resource}" in API group "" ({kind} {name!r} not allowed)',
+            )
     server.subjects.seen.append((request.method, request.path_qs, user, list(groups)))
     return user, list(groups)
 
@@ -99,5 +103,9 @@ def review(server, spec):
 def self_subject_review(request):
     """A SelfSubjectReview answer: who the caller is (the impersonated identity, when impersonating)."""
     user, groups = request.get("identity") or (CALLER, [])
-    return {"kind": "SelfSubjectReview", "apiVersion": f"{AUTHN_GROUP}/v1", "metadata": {"creationTimestamp": None},
-            "status": {"userInfo": {"username": user, "groups": [*groups, AUTHENTICATED]}}}
+    return {
+        "kind": "SelfSubjectReview",
+        "apiVersion": f"{AUTHN_GROUP}/v1",
+        "metadata": {"creationTimestamp": None},
+        "status": {"userInfo": {"username": user, "groups": [*groups, AUTHENTICATED]}},
+    }

@@ -108,8 +108,11 @@ def _merge_keyed_list(current, patch_items, merge_key, field):
     result = [clone(i) for i in current]
     for item in patch_items:
         if not isinstance(item, dict) or merge_key not in item:
-            raise PatchError(f"{field}: every element of a strategic merge patch list needs its merge key "
-                             f"{merge_key!r}", 400, "BadRequest")
+            raise PatchError(
+                f"{field}: every element of a strategic merge patch list needs its merge key {merge_key!r}",
+                400,
+                "BadRequest",
+            )
         index = next((n for n, cur in enumerate(result) if cur.get(merge_key) == item[merge_key]), None)
         if item.get("$patch") == "delete":
             if index is not None:

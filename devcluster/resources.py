@@ -38,10 +38,12 @@ RESOURCES = {
         ResourceInfo("events", "Event", "", "v1", True, short_names=("ev",)),
         ResourceInfo("deviceclasses", "DeviceClass", RESOURCE_GROUP, "v1", False),
         ResourceInfo("resourceslices", "ResourceSlice", RESOURCE_GROUP, "v1", False),
-        ResourceInfo("resourceclaims", "ResourceClaim", RESOURCE_GROUP, "v1", True, has_status=True,
-                     immutable_spec=True),
-        ResourceInfo("resourceclaimtemplates", "ResourceClaimTemplate", RESOURCE_GROUP, "v1", True,
-                     immutable_spec=True),
+        ResourceInfo(
+            "resourceclaims", "ResourceClaim", RESOURCE_GROUP, "v1", True, has_status=True, immutable_spec=True
+        ),
+        ResourceInfo(
+            "resourceclaimtemplates", "ResourceClaimTemplate", RESOURCE_GROUP, "v1", True, immutable_spec=True
+        ),
         # Only beta/alpha in 1.36: served when enabled on the DevCluster (see server.py).
         ResourceInfo("devicetaintrules", "DeviceTaintRule", RESOURCE_GROUP, "v1beta2", False, has_status=True),
     )

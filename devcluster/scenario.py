@@ -106,7 +106,8 @@ class _Expander:
         self._taints()
         for dc in self.doc.get("deviceClasses") or []:
             self.out["deviceclasses"].append(
-                b.device_class(dc["name"], dc["cel"], dc.get("extendedResourceName"), self.rng))
+                b.device_class(dc["name"], dc["cel"], dc.get("extendedResourceName"), self.rng)
+            )
         for t in self.doc.get("claimTemplates") or []:
             spec = b.claim_spec(t["requests"], t.get("constraints"))
             self.templates[(t["namespace"], t["name"])] = spec
@@ -132,9 +133,13 @@ class _Expander:
             node = b.make_node(name, self.rng, model, ready=spec.get("ready", True), zone=spec.get("zone", "zone-a"))
             if spec.get("cordoned"):  # kubectl cordon; the node lifecycle controller adds the matching taint
                 node["spec"]["unschedulable"] = True
-                node["spec"].setdefault("taints", []).append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": b.TIMESTAMP})
+                node["spec"].setdefault("taints", []).append(
+                    {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": b.TIMESTAMP}
+                )
             for t in spec.get("taints") or []:
-                node["spec"].setdefault("taints", []).append({k: str(v) for k, v in t.items() if k in ("key", "value", "effect")})
+                node["spec"].setdefault("taints", []).append(
+                    {k: str(v) for k, v in t.items() if k in ("key", "value", "effect")}
+                )
             if spec.get("devicePlugin"):  # GPUs served by a device plugin: extended resources on the node
                 b.advertise(node, {k: str(v) for k, v in spec["devicePlugin"].items()})
             if spec.get("hami"):  # a HAMi-managed node: vGPU slots plus HAMi's device registration
@@ -160,7 +165,9 @@ class _Expander:
         for dev in s["spec"].get("devices", []):
             self.devices[(driver, pool, dev["name"])] = dev
         for cs in s["spec"].get("sharedCounters", []):
-            self.counter_sets[(driver, pool, cs["name"])] = {k: _quantity(v["value"]) for k, v in cs["counters"].items()}
+            self.counter_sets[(driver, pool, cs["name"])] = {
+                k: _quantity(v["value"]) for k, v in cs["counters"].items()
+            }
 
     def _taints(self):
         for t in self.doc.get("deviceTaints") or []:
@@ -190,8 +197,11 @@ class _Expander:
         results = []
         for request, names in devices.items():
             if request not in requests:
-                self.fail(what, f"devices given for request {request!r}, which the claim does not have "
-                                f"(requests: {', '.join(requests)})")
+                self.fail(
+                    what,
+                    f"devices given for request {request!r}, which the claim does not have "
+                    f"(requests: {', '.join(requests)})",
+                )
             admin = bool(requests[request].get("exactly", {}).get("adminAccess"))
             for name in names:
                 driver, device = self._resolve_device(what, node, name, missing_ok)
@@ -217,8 +227,11 @@ class _Expander:
             return driver, device
         drivers = [d for (d, pool, dev) in self.devices if pool == node and dev == name]
         if len(drivers) != 1:
-            self.fail(what, f"device {name!r} on node {node} is {'ambiguous' if drivers else 'not published'}; "
-                            "write driver/device" + (" and set missingDevicesOk" if not drivers else ""))
+            self.fail(
+                what,
+                f"device {name!r} on node {node} is {'ambiguous' if drivers else 'not published'}; "
+                "write driver/device" + (" and set missingDevicesOk" if not drivers else ""),
+            )
         return drivers[0], name
 
     def _check_counters(self):
@@ -228,8 +241,11 @@ class _Expander:
                 self.fail("counters", f"counter set {'/'.join(key)} is consumed but not published")
             for counter, amount in used.items():
                 if amount > available.get(counter, 0):
-                    self.fail("counters", f"allocations overuse counter {counter} of {'/'.join(key)}: "
-                                          f"{amount} > {available.get(counter, 0)}")
+                    self.fail(
+                        "counters",
+                        f"allocations overuse counter {counter} of {'/'.join(key)}: "
+                        f"{amount} > {available.get(counter, 0)}",
+                    )
 
     def _standalone_claim(self, entry):
         what = f"claim {entry.get('namespace')}/{entry.get('name')}"
@@ -268,7 +284,11 @@ class _Expander:
             pod["spec"]["containers"][0]["resources"]["limits"] = {k: str(v) for k, v in entry["resources"].items()}
         if entry.get("schedulerName"):
             pod["spec"]["schedulerName"] = entry["schedulerName"]
-        if node and entry.get("schedulerName") == "hami-scheduler" and b.HAMI_REGISTER in (self.nodes[node]["metadata"].get("annotations") or {}):
+        if (
+            node
+            and entry.get("schedulerName") == "hami-scheduler"
+            and b.HAMI_REGISTER in (self.nodes[node]["metadata"].get("annotations") or {})
+        ):
             # HAMi's scheduler records which GPU each vGPU got (or a given, e.g. malformed, annotation)
             b.hami_assign(pod, self.nodes[node], self.hami_used.setdefault(node, {}), entry.get("hamiAnnotation"))
         if entry.get("unschedulable"):
@@ -278,7 +298,7 @@ class _Expander:
             b.mark_unschedulable(pod, message)
             event = b.scheduling_event(pod, message, self.rng)
             # The scheduler keeps retrying: its event is as recent as the scenario (an API server expires old ones).
-            event["lastTimestamp"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            event["lastTimestamp"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             self.out["events"].append(event)
         statuses = []
         for c in entry.get("claims") or []:
@@ -302,13 +322,15 @@ class _Expander:
             pod["status"]["resourceClaimStatuses"] = statuses
         self.out["pods"].append(pod)
 
-
     def _scheduler_message(self, pod):
         """Nodes the pod's filters pass count as DynamicResources rejections: a pod the scenario
         leaves Pending is one whose claims fit nowhere."""
         bound = scheduler.pods_by_node(self.out["pods"])
-        reasons = {n["metadata"]["name"]: scheduler.node_rejection(n, pod, bound.get(n["metadata"]["name"], []))
-                   or scheduler.REASON_CLAIMS for n in self.out["nodes"]}
+        reasons = {
+            n["metadata"]["name"]: scheduler.node_rejection(n, pod, bound.get(n["metadata"]["name"], []))
+            or scheduler.REASON_CLAIMS
+            for n in self.out["nodes"]
+        }
         return scheduler.unschedulable_message(reasons)
 
 

@@ -3,7 +3,7 @@ dashboard's preview applies: cordons (NodeUnschedulable), taints with effect NoS
 (TaintToleration; a NotReady node carries the unreachable or not-ready pair), the node's allocatable
 pods, cpu and memory (NodeResourcesFit) and, last, whether a free device is left (DynamicResources).
 
-Written apart from the product's engine (claims/allocator/) on purpose: the devcluster stands in for
+Written apart from the product's engine (dra/) on purpose: the devcluster stands in for
 the real cluster, and a shared bug would agree with itself.
 """
 
@@ -20,7 +20,17 @@ RESOLVABLE = {REASON_TOO_MANY_PODS, "Insufficient cpu", "Insufficient memory"}
 TERMINAL_PHASES = ("Succeeded", "Failed")
 CORDON_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}  # a cordon yields to its toleration
 
-_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "m": 10**-3}
+_SUFFIXES = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "m": 10**-3,
+}
 
 
 def quantity(text):

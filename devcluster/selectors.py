@@ -50,7 +50,7 @@ def parse_label_selector(selector):
             key, value = (s.strip() for s in req.replace("==", "=").split("=", 1))
             checks.append(lambda labels, k=key, v=value: labels.get(k) == v)
         elif req.startswith("!"):
-            checks.append(lambda labels, k=req[1:].strip(): k not in labels)
+            checks.append(lambda labels, k=req[1:].strip(): k not in labels)  # noqa: B008 (binds the key now)
         elif re.fullmatch(r"[A-Za-z0-9_.\-/]+", req):
             checks.append(lambda labels, k=req: k in labels)
         else:

@@ -45,8 +45,9 @@ def _status(code, reason, message, details=None):
 
 
 def _json_response(body, status=200):
-    return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), status=status,
-                        content_type="application/json")
+    return web.Response(
+        body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type="application/json"
+    )
 
 
 def _error_response(error):
@@ -86,16 +87,18 @@ class Fault:
 
     def response(self):
         if self.garbage:
-            return web.Response(body=b"<html><body>502 upstream sent garbage</body>", status=200,
-                                content_type="application/json")
+            return web.Response(
+                body=b"<html><body>502 upstream sent garbage</body>", status=200, content_type="application/json"
+            )
         if self.body is None:
             body = _status(self.status, "InternalError", f"injected failure (HTTP {self.status})")
         else:
             body = self.body
         if isinstance(body, (dict, list)):
             return _json_response(body, self.status)
-        return web.Response(body=body.encode() if isinstance(body, str) else body, status=self.status,
-                            content_type="application/json")
+        return web.Response(
+            body=body.encode() if isinstance(body, str) else body, status=self.status, content_type="application/json"
+        )
 
 
 class WatchStream:
@@ -138,8 +141,17 @@ class WatchStream:
 class DevCluster:
     """The API server. `start()` returns the URL; the store stays usable directly."""
 
-    def __init__(self, store=None, host="127.0.0.1", port=0, token=None, bookmark_interval=60.0,
-                 default_watch_timeout=1800, rules=None, watch_expired_as_event=False):
+    def __init__(
+        self,
+        store=None,
+        host="127.0.0.1",
+        port=0,
+        token=None,
+        bookmark_interval=60.0,
+        default_watch_timeout=1800,
+        rules=None,
+        watch_expired_as_event=False,
+    ):
         if host not in LOCAL_HOSTS:
             raise ValueError(f"the devcluster serves on localhost only, not {host!r}")
         self.store = store if store is not None else Store()
@@ -529,15 +541,30 @@ class DevCluster:
         if head in ("healthz", "readyz", "livez") and len(parts) == 1:
             return web.Response(text="ok")
         if head == "version" and len(parts) == 1:
-            return _json_response({
-                "major": "1", "minor": "36", "gitVersion": "v1.36.0-devcluster", "gitCommit": "devcluster",
-                "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25",
-                "compiler": "gc", "platform": "linux/amd64",
-            })
+            return _json_response(
+                {
+                    "major": "1",
+                    "minor": "36",
+                    "gitVersion": "v1.36.0-devcluster",
+                    "gitCommit": "devcluster",
+                    "gitTreeState": "clean",
+                    "buildDate": "2026-01-01T00:00:00Z",
+                    "goVersion": "go1.25",
+                    "compiler": "gc",
+                    "platform": "linux/amd64",
+                }
+            )
         if head == "api":
             if len(parts) == 1:
-                return _json_response({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
-                    {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.host}:{self.port}"}]})
+                return _json_response(
+                    {
+                        "kind": "APIVersions",
+                        "versions": ["v1"],
+                        "serverAddressByClientCIDRs": [
+                            {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.host}:{self.port}"}
+                        ],
+                    }
+                )
             group, version, rest = "", parts[1], parts[2:]
         elif head == "apis":
             if len(parts) == 1:
@@ -550,7 +577,12 @@ class DevCluster:
             raise self._not_found()
         if group == AUTHZ_GROUP and version == "v1":
             return await self._authorization(request, rules, rest)
-        if group == impersonation.AUTHN_GROUP and version == "v1" and rest == ["selfsubjectreviews"] and request.method == "POST":
+        if (
+            group == impersonation.AUTHN_GROUP
+            and version == "v1"
+            and rest == ["selfsubjectreviews"]
+            and request.method == "POST"
+        ):
             return _json_response(impersonation.self_subject_review(request), 201)
         if not rest:
             return self._resource_list(group, version)
@@ -569,10 +601,13 @@ class DevCluster:
         identity = request.get("identity")
         if (self.enforce_rules or identity) and not self._allowed(rules, verb, group, plural, sub, namespace, name):
             who = identity[0] if identity else "devcluster-user"
-            raise ApiError(403, "Forbidden",
-                           f'{info.resource_label} "{name or ""}" is forbidden: User "{who}" cannot '
-                           f'{verb} resource "{plural + ("/" + sub if sub else "")}" in API group "{group}"'
-                           + (f' in the namespace "{namespace}"' if namespace else ""))
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{info.resource_label} "{name or ""}" is forbidden: User "{who}" cannot '
+                f'{verb} resource "{plural + ("/" + sub if sub else "")}" in API group "{group}"'
+                + (f' in the namespace "{namespace}"' if namespace else ""),
+            )
         if is_log:
             return self._pod_log(request, namespace, name)
         api_version = f"{group}/{version}" if group else version
@@ -588,13 +623,17 @@ class DevCluster:
                 meta = body.setdefault("metadata", {})
                 if info.namespaced:
                     if meta.get("namespace") and meta["namespace"] != namespace:
-                        raise BadRequest("the namespace of the provided object does not match the namespace "
-                                         "sent on the request")
+                        raise BadRequest(
+                            "the namespace of the provided object does not match the namespace sent on the request"
+                        )
                     meta["namespace"] = namespace
                 created = self.store.create(plural, body, reset_status=True)
                 return _json_response(created, 201)
-            raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the requested "
-                                                    f"resource ({request.method} {plural})")
+            raise ApiError(
+                405,
+                "MethodNotAllowed",
+                f"the server does not allow this method on the requested resource ({request.method} {plural})",
+            )
         if request.method == "GET":
             return _json_response(self.store.get(plural, namespace, name, copy=False))
         if request.method == "PUT":
@@ -603,16 +642,18 @@ class DevCluster:
                 raise BadRequest("the body of the request must be a JSON object")
             meta = body.setdefault("metadata", {})
             if meta.get("name") not in (None, name):
-                raise BadRequest(f"the name of the object ({meta.get('name')}) does not match the name on the "
-                                 f"URL ({name})")
+                raise BadRequest(
+                    f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+                )
             meta["name"] = name
             if info.namespaced:
                 meta["namespace"] = namespace
             return _json_response(self.store.update(plural, body, subresource=sub))
         if request.method == "PATCH":
             body = await self._body(request)
-            patched = self.store.patch(plural, namespace, name, body, request.headers.get("Content-Type", ""),
-                                       subresource=sub)
+            patched = self.store.patch(
+                plural, namespace, name, body, request.headers.get("Content-Type", ""), subresource=sub
+            )
             return _json_response(patched)
         if request.method == "DELETE" and sub is None:
             options = await self._body(request, optional=True) or {}
@@ -621,10 +662,15 @@ class DevCluster:
                 return _json_response(result)  # still there, waiting for finalizers
             if plural == "pods":
                 return _json_response(result)
-            return _json_response({
-                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": name, "group": info.group, "kind": plural, "uid": result["metadata"]["uid"]},
-            })
+            return _json_response(
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": {"name": name, "group": info.group, "kind": plural, "uid": result["metadata"]["uid"]},
+                }
+            )
         raise ApiError(405, "MethodNotAllowed", f"method {request.method} is not allowed here")
 
     def _pod_log(self, request, namespace, name):
@@ -636,7 +682,9 @@ class DevCluster:
         container = query.get("container") or ""
         if not container:
             if len(containers) != 1:
-                raise BadRequest(f"a container name must be specified for pod {name}, choose one of: [{' '.join(containers)}]")
+                raise BadRequest(
+                    f"a container name must be specified for pod {name}, choose one of: [{' '.join(containers)}]"
+                )
             container = containers[0]
         elif container not in containers:
             raise BadRequest(f"container {container} is not valid for pod {name}")
@@ -648,14 +696,16 @@ class DevCluster:
                 except ValueError:
                     raise BadRequest(f"{key}: invalid value {query[key]!r}: must be an integer") from None
                 if numbers[key] < (0 if key == "tailLines" else 1):
-                    raise BadRequest(f"{key}: Invalid value: {numbers[key]}: must be {'>= 0' if key == 'tailLines' else 'greater than 0'}")
+                    raise BadRequest(
+                        f"{key}: Invalid value: {numbers[key]}: must be {'>= 0' if key == 'tailLines' else 'greater than 0'}"
+                    )
         text = self.pod_logs.get((namespace, name, container))
         data = (text if text is not None else _default_log(pod)).encode("utf-8")
         if "tailLines" in numbers:
             lines = data.splitlines(keepends=True)
-            data = b"".join(lines[len(lines) - numbers["tailLines"]:]) if numbers["tailLines"] else b""
+            data = b"".join(lines[len(lines) - numbers["tailLines"] :]) if numbers["tailLines"] else b""
         if "limitBytes" in numbers:
-            data = data[:numbers["limitBytes"]]
+            data = data[: numbers["limitBytes"]]
         return web.Response(body=data, content_type="text/plain", charset="utf-8")
 
     @staticmethod
@@ -706,8 +756,11 @@ class DevCluster:
         }
 
     def _group_list(self):
-        authz = {"name": AUTHZ_GROUP, "versions": [{"groupVersion": f"{AUTHZ_GROUP}/v1", "version": "v1"}],
-                 "preferredVersion": {"groupVersion": f"{AUTHZ_GROUP}/v1", "version": "v1"}}
+        authz = {
+            "name": AUTHZ_GROUP,
+            "versions": [{"groupVersion": f"{AUTHZ_GROUP}/v1", "version": "v1"}],
+            "preferredVersion": {"groupVersion": f"{AUTHZ_GROUP}/v1", "version": "v1"},
+        }
         groups = [authz]
         entry = self._group_entry(RESOURCE_GROUP)
         if entry:
@@ -728,20 +781,40 @@ class DevCluster:
         for plural, info in RESOURCES.items():
             if not self._served(plural, group, version):
                 continue
-            resources.append({
-                "name": plural, "singularName": info.kind.lower(), "namespaced": info.namespaced,
-                "kind": info.kind, "verbs": list(info.verbs), **({"shortNames": list(info.short_names)}
-                                                                  if info.short_names else {}),
-            })
+            resources.append(
+                {
+                    "name": plural,
+                    "singularName": info.kind.lower(),
+                    "namespaced": info.namespaced,
+                    "kind": info.kind,
+                    "verbs": list(info.verbs),
+                    **({"shortNames": list(info.short_names)} if info.short_names else {}),
+                }
+            )
             if info.has_status:
-                resources.append({"name": f"{plural}/status", "singularName": "", "namespaced": info.namespaced,
-                                  "kind": info.kind, "verbs": ["get", "patch", "update"]})
+                resources.append(
+                    {
+                        "name": f"{plural}/status",
+                        "singularName": "",
+                        "namespaced": info.namespaced,
+                        "kind": info.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
             if plural == "pods":
-                resources.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]})
+                resources.append(
+                    {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]}
+                )
         if not resources and not (group == "" and version == "v1"):
             raise self._not_found()
-        return _json_response({"kind": "APIResourceList", "apiVersion": "v1",
-                               "groupVersion": f"{group}/{version}" if group else version, "resources": resources})
+        return _json_response(
+            {
+                "kind": "APIResourceList",
+                "apiVersion": "v1",
+                "groupVersion": f"{group}/{version}" if group else version,
+                "resources": resources,
+            }
+        )
 
     # -- authorization reviews ---------------------------------------------------------
 
@@ -763,37 +836,73 @@ class DevCluster:
         return any(self._rule_applies(r, verb, group, resource, subresource, namespace, name) for r in rules)
 
     async def _authorization(self, request, rules, rest):
-        if request.method != "POST" or len(rest) != 1 or rest[0] not in (
-                "selfsubjectrulesreviews", "selfsubjectaccessreviews", "subjectaccessreviews"):
+        if (
+            request.method != "POST"
+            or len(rest) != 1
+            or rest[0] not in ("selfsubjectrulesreviews", "selfsubjectaccessreviews", "subjectaccessreviews")
+        ):
             raise self._not_found()
-        if rest[0] == "subjectaccessreviews" and (self.enforce_rules or request.get("identity")) and not self._allowed(
-                rules, "create", AUTHZ_GROUP, "subjectaccessreviews", None, None, None):
-            raise ApiError(403, "Forbidden", 'subjectaccessreviews.authorization.k8s.io is forbidden: User "devcluster-user" '
-                                             'cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io"')
+        if (
+            rest[0] == "subjectaccessreviews"
+            and (self.enforce_rules or request.get("identity"))
+            and not self._allowed(rules, "create", AUTHZ_GROUP, "subjectaccessreviews", None, None, None)
+        ):
+            raise ApiError(
+                403,
+                "Forbidden",
+                'subjectaccessreviews.authorization.k8s.io is forbidden: User "devcluster-user" '
+                'cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io"',
+            )
         body = await self._body(request)
         spec = body.get("spec") or {}
-        kind = {"selfsubjectrulesreviews": "SelfSubjectRulesReview",
-                "selfsubjectaccessreviews": "SelfSubjectAccessReview",
-                "subjectaccessreviews": "SubjectAccessReview"}[rest[0]]
+        kind = {
+            "selfsubjectrulesreviews": "SelfSubjectRulesReview",
+            "selfsubjectaccessreviews": "SelfSubjectAccessReview",
+            "subjectaccessreviews": "SubjectAccessReview",
+        }[rest[0]]
         if rest[0] == "selfsubjectrulesreviews":
             namespace = spec.get("namespace")
             resource_rules = [
                 {k: v for k, v in rule.items() if k != "namespaces"}
-                for rule in rules if not rule.get("namespaces") or namespace in rule["namespaces"]
+                for rule in rules
+                if not rule.get("namespaces") or namespace in rule["namespaces"]
             ]
-            status = {"resourceRules": resource_rules,
-                      "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/version", "/api", "/apis"]}],
-                      "incomplete": False}
-        elif rest[0] == "subjectaccessreviews" and self.subjects.configured() and (spec.get("user") or spec.get("groups")):
+            status = {
+                "resourceRules": resource_rules,
+                "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/version", "/api", "/apis"]}],
+                "incomplete": False,
+            }
+        elif (
+            rest[0] == "subjectaccessreviews"
+            and self.subjects.configured()
+            and (spec.get("user") or spec.get("groups"))
+        ):
             status = impersonation.review(self, spec)
         else:
             attrs = spec.get("resourceAttributes") or {}
-            allowed = self._allowed(rules, attrs.get("verb", ""), attrs.get("group", ""), attrs.get("resource", ""),
-                                    attrs.get("subresource", ""), attrs.get("namespace", ""), attrs.get("name", ""))
-            status = {"allowed": allowed,
-                      "reason": "allowed by devcluster rules" if allowed else "no devcluster rule allows it"}
-        return _json_response({"kind": kind, "apiVersion": f"{AUTHZ_GROUP}/v1",
-                               "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}, 201)
+            allowed = self._allowed(
+                rules,
+                attrs.get("verb", ""),
+                attrs.get("group", ""),
+                attrs.get("resource", ""),
+                attrs.get("subresource", ""),
+                attrs.get("namespace", ""),
+                attrs.get("name", ""),
+            )
+            status = {
+                "allowed": allowed,
+                "reason": "allowed by devcluster rules" if allowed else "no devcluster rule allows it",
+            }
+        return _json_response(
+            {
+                "kind": kind,
+                "apiVersion": f"{AUTHZ_GROUP}/v1",
+                "metadata": {"creationTimestamp": None},
+                "spec": spec,
+                "status": status,
+            },
+            201,
+        )
 
     # -- list --------------------------------------------------------------------------
 
@@ -832,8 +941,9 @@ class DevCluster:
                 if rv_match == "Exact":
                     rv = wanted
                 elif wanted > self.store.resource_version:
-                    raise ApiError(504, "Timeout", f"Too large resource version: {wanted}, "
-                                                   f"current: {self.store.resource_version}")
+                    raise ApiError(
+                        504, "Timeout", f"Too large resource version: {wanted}, current: {self.store.resource_version}"
+                    )
             elif rv_match == "Exact":
                 raise BadRequest("resourceVersionMatch=Exact requires a non-zero resourceVersion")
             items, rv, last_key, more = self.store.list_page(plural, rv, None, limit, match)
@@ -842,7 +952,9 @@ class DevCluster:
             metadata["continue"] = encode_continue(rv, last_key)
         # list items carry no kind/apiVersion, like a real apiserver's JSON lists
         body = {
-            "kind": f"{info.kind}List", "apiVersion": api_version, "metadata": metadata,
+            "kind": f"{info.kind}List",
+            "apiVersion": api_version,
+            "metadata": metadata,
             "items": [{k: v for k, v in obj.items() if k != "kind" and k != "apiVersion"} for obj in items],
         }
         return _json_response(body)
@@ -887,8 +999,9 @@ class DevCluster:
         if expired is not None and not self.watch_expired_as_event:
             return _error_response(expired)
 
-        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
-                                                           "Cache-Control": "no-cache"})
+        response = web.StreamResponse(
+            status=200, headers={"Content-Type": "application/json", "Cache-Control": "no-cache"}
+        )
         response.enable_chunked_encoding()
         loop = asyncio.get_running_loop()
         # like the apiserver, timeoutSeconds counts from the request, backlog included
@@ -899,10 +1012,19 @@ class DevCluster:
                 await response.write(self._line("ERROR", expired.status()))
             elif await self._send_backlog(response, watch, initial, backlog, match, deadline):
                 if send_initial and bookmarks:
-                    await response.write(self._line("BOOKMARK", {
-                        "kind": info.kind, "apiVersion": api_version,
-                        "metadata": {"resourceVersion": str(start_rv),
-                                     "annotations": {"k8s.io/initial-events-end": "true"}}}))
+                    await response.write(
+                        self._line(
+                            "BOOKMARK",
+                            {
+                                "kind": info.kind,
+                                "apiVersion": api_version,
+                                "metadata": {
+                                    "resourceVersion": str(start_rv),
+                                    "annotations": {"k8s.io/initial-events-end": "true"},
+                                },
+                            },
+                        )
+                    )
                 if not await self._send_live(response, watch, info, api_version, bookmarks, deadline):
                     if request.transport is not None:
                         request.transport.close()  # abort_watches(): flushed, but no terminating chunk
@@ -918,7 +1040,9 @@ class DevCluster:
             # End the stream the way the apiserver reports a failed watch: an ERROR event.
             log.exception("devcluster: watch %s failed", request.path_qs)
             try:
-                await response.write(self._line("ERROR", _status(500, "InternalError", f"devcluster watch failed: {exc!r}")))
+                await response.write(
+                    self._line("ERROR", _status(500, "InternalError", f"devcluster watch failed: {exc!r}"))
+                )
                 await response.write_eof()
             except ConnectionError:
                 pass
@@ -937,8 +1061,12 @@ class DevCluster:
         if initial:
             lines = (self._line("ADDED", obj) for obj in initial)
         else:
-            lines = (self._event_line(kind, event) for event in backlog
-                     for kind in (self._backlog_type(event, match),) if kind)
+            lines = (
+                self._event_line(kind, event)
+                for event in backlog
+                for kind in (self._backlog_type(event, match),)
+                if kind
+            )
         while True:
             # Checked between chunks: a slow reader makes each write wait, and a long backlog must
             # neither outlive timeoutSeconds nor hold up stop()/close_watches().
@@ -970,12 +1098,19 @@ class DevCluster:
                 wait = min(wait, max(0.0, next_bookmark - now))
             try:
                 item = await asyncio.wait_for(watch.queue.get(), wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if bookmarks and loop.time() >= next_bookmark:
                     bookmark_rv = max(watch.last_rv, self._dispatched_rv, watch.start_rv)
-                    await response.write(self._line("BOOKMARK", {
-                        "kind": info.kind, "apiVersion": api_version,
-                        "metadata": {"resourceVersion": str(bookmark_rv)}}))
+                    await response.write(
+                        self._line(
+                            "BOOKMARK",
+                            {
+                                "kind": info.kind,
+                                "apiVersion": api_version,
+                                "metadata": {"resourceVersion": str(bookmark_rv)},
+                            },
+                        )
+                    )
                     watch.last_rv = bookmark_rv
                     next_bookmark = loop.time() + self.bookmark_interval
                 continue
@@ -1036,7 +1171,7 @@ class DevCluster:
     async def _write_lines(response, lines):
         # write in chunks so one huge initial state does not build a single giant buffer
         for start in range(0, len(lines), 500):
-            await response.write(b"".join(lines[start:start + 500]))
+            await response.write(b"".join(lines[start : start + 500]))
 
 
 def _container_names(pod):
@@ -1051,9 +1186,14 @@ def _default_log(pod):
     if (meta.get("labels") or {}).get("app.kubernetes.io/component") != "kubelet-plugin":
         return ""
     node, app = spec.get("nodeName") or "?", (meta.get("labels") or {}).get("app.kubernetes.io/name") or "driver"
-    return "".join(f"I0105 08:00:0{i}.000000       1 {line}\n" for i, line in enumerate((
-        f"main.go:92] Starting {app} kubelet plugin on node {node}",
-        "plugin.go:61] Registered with the kubelet (dra.sock, registration.sock)",
-        f"publisher.go:140] Published ResourceSlices for node {node}",
-        "health.go:48] Device health monitoring started",
-    )))
+    return "".join(
+        f"I0105 08:00:0{i}.000000       1 {line}\n"
+        for i, line in enumerate(
+            (
+                f"main.go:92] Starting {app} kubelet plugin on node {node}",
+                "plugin.go:61] Registered with the kubelet (dra.sock, registration.sock)",
+                f"publisher.go:140] Published ResourceSlices for node {node}",
+                "health.go:48] Device health monitoring started",
+            )
+        )
+    )

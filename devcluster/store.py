@@ -52,7 +52,9 @@ class ApiError(Exception):
 class NotFound(ApiError, KeyError):
     def __init__(self, plural, name):
         super().__init__(
-            404, "NotFound", f'{resource_info(plural).resource_label} "{name}" not found',
+            404,
+            "NotFound",
+            f'{resource_info(plural).resource_label} "{name}" not found',
             {"name": name, "group": resource_info(plural).group, "kind": plural},
         )
 
@@ -62,7 +64,9 @@ class NotFound(ApiError, KeyError):
 class AlreadyExists(ApiError):
     def __init__(self, plural, name):
         super().__init__(
-            409, "AlreadyExists", f'{resource_info(plural).resource_label} "{name}" already exists',
+            409,
+            "AlreadyExists",
+            f'{resource_info(plural).resource_label} "{name}" already exists',
             {"name": name, "group": resource_info(plural).group, "kind": plural},
         )
 
@@ -92,7 +96,7 @@ class BadRequest(ApiError):
 
 
 def now_rfc3339():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 _NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alphabet
@@ -416,8 +420,10 @@ class Store:
         new.setdefault("kind", current.get("kind", info.kind))
         new.setdefault("apiVersion", current.get("apiVersion", info.api_version))
         if info.immutable_spec and subresource is None and new.get("spec") != current.get("spec"):
-            raise Invalid(f'{info.kind}.{info.group or "core"} "{cmeta["name"]}" is invalid: '
-                          "spec: Invalid value: field is immutable")
+            raise Invalid(
+                f'{info.kind}.{info.group or "core"} "{cmeta["name"]}" is invalid: '
+                "spec: Invalid value: field is immutable"
+            )
         if subresource == "status":
             # only .status moves; everything else stays as stored
             merged = dict(current)
@@ -434,8 +440,14 @@ class Store:
                     new["status"] = current["status"]
                 else:
                     new.pop("status", None)
-            for field in ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp",
-                          "deletionGracePeriodSeconds"):
+            for field in (
+                "uid",
+                "creationTimestamp",
+                "name",
+                "namespace",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+            ):
                 if field in cmeta:
                     meta[field] = cmeta[field]
             if cmeta.get("deletionTimestamp") is None:
@@ -464,8 +476,12 @@ class Store:
             if preconditions.get("uid") and preconditions["uid"] != cmeta["uid"]:
                 raise Conflict(plural, name, _uid_message(preconditions["uid"], current))
             if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != cmeta["resourceVersion"]:
-                raise Conflict(plural, name, f"Precondition failed: ResourceVersion in precondition: "
-                               f"{preconditions['resourceVersion']}, ResourceVersion in object meta: {cmeta['resourceVersion']}")
+                raise Conflict(
+                    plural,
+                    name,
+                    f"Precondition failed: ResourceVersion in precondition: "
+                    f"{preconditions['resourceVersion']}, ResourceVersion in object meta: {cmeta['resourceVersion']}",
+                )
             new = dict(current)
             new["metadata"] = meta = dict(cmeta)
             meta["resourceVersion"] = str(self._next_rv())
@@ -545,15 +561,18 @@ def _without_rv(obj):
 
 
 def _uid_message(want, current):
-    return (f"Precondition failed: UID in precondition: {want}, "
-            f"UID in object meta: {current['metadata']['uid']}")
+    return f"Precondition failed: UID in precondition: {want}, UID in object meta: {current['metadata']['uid']}"
 
 
 def make_matcher(namespace=None, label_selector=None, field_selector=None):
     """A predicate for namespace + label selector + field selector (strings or parsed)."""
     try:
-        labels = parse_label_selector(label_selector) if isinstance(label_selector, (str, type(None))) else label_selector
-        fields = parse_field_selector(field_selector) if isinstance(field_selector, (str, type(None))) else field_selector
+        labels = (
+            parse_label_selector(label_selector) if isinstance(label_selector, (str, type(None))) else label_selector
+        )
+        fields = (
+            parse_field_selector(field_selector) if isinstance(field_selector, (str, type(None))) else field_selector
+        )
     except SelectorError as exc:
         raise BadRequest(str(exc)) from None
     if not namespace and labels is None and fields is None:

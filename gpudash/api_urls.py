@@ -3,9 +3,9 @@
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
+from claims.api import operations
 from claims.api import views as claim_views
 from claims.api.aggregates import AllocationAggregateView
-from claims.api import operations
 from claims.api.preview import PreviewView, PreviewWorkersView
 from gpudash.api.errors import not_found_view
 from inventory.api import views as inventory_views

@@ -19,7 +19,11 @@ def shown(value, limit=40):
     """A value for an error message: its repr, cut (never the whole of what a client sent)."""
     if isinstance(value, str) and len(value) > limit:
         value = value[: limit + 1]  # repr of a short prefix: a huge string is never rendered whole
-    text = repr(value) if not isinstance(value, (list, dict)) or len(value) <= 5 else f"a {type(value).__name__} of {len(value):,} items"
+    text = (
+        repr(value)
+        if not isinstance(value, (list, dict)) or len(value) <= 5
+        else f"a {type(value).__name__} of {len(value):,} items"
+    )
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -32,10 +36,14 @@ def bounded(value, depth=0):
     if isinstance(value, list):
         if len(value) <= ITEMS_MAX:
             return [bounded(v, depth + 1) for v in value]
-        return [bounded(v, depth + 1) for v in value[:KEEP]] + [f"… {len(value) - KEEP:,} more items ({len(value):,} in all)"]
+        return [bounded(v, depth + 1) for v in value[:KEEP]] + [
+            f"… {len(value) - KEEP:,} more items ({len(value):,} in all)"
+        ]
     if isinstance(value, dict):
         items = list(value.items())
-        out = {cut(str(k), 253): bounded(v, depth + 1) for k, v in items[: KEEP if len(items) > ITEMS_MAX else ITEMS_MAX]}
+        out = {
+            cut(str(k), 253): bounded(v, depth + 1) for k, v in items[: KEEP if len(items) > ITEMS_MAX else ITEMS_MAX]
+        }
         if len(items) > ITEMS_MAX:
             out["…"] = f"{len(items) - KEEP:,} more keys ({len(items):,} in all)"
         return out

@@ -65,8 +65,12 @@ def parse_scope(data):
         kinds = [kinds]
     if not isinstance(kinds, list) or len(kinds) > KINDS_MAX or not all(isinstance(k, str) and k for k in kinds):
         raise ScopeError(f"kind must be a list of at most {KINDS_MAX} kind names")
-    return {"cluster": _cluster_id(data.get("cluster")), "kind": sorted({_name("kind", k) for k in kinds}),
-            "node": _name("node", data.get("node") or ""), "namespace": _name("namespace", data.get("namespace") or "")}
+    return {
+        "cluster": _cluster_id(data.get("cluster")),
+        "kind": sorted({_name("kind", k) for k in kinds}),
+        "node": _name("node", data.get("node") or ""),
+        "namespace": _name("namespace", data.get("namespace") or ""),
+    }
 
 
 def groups_for(scope):
@@ -113,7 +117,11 @@ def redact(change, visible):
 class LiveConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated or not await database_sync_to_async(roles.has_role)(user, roles.VIEWER):
+        if (
+            user is None
+            or not user.is_authenticated
+            or not await database_sync_to_async(roles.has_role)(user, roles.VIEWER)
+        ):
             await self.close()  # before accept: the handshake is refused (HTTP 403)
             return
         self.visible = await database_sync_to_async(roles.visible_namespaces)(user)
@@ -135,7 +143,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         over MAX_FRAME is answered too, then the socket is closed: nothing of it is echoed."""
         size = len(text_data if text_data is not None else bytes_data or b"")
         if size > MAX_FRAME:
-            await self.send_json({"type": "error", "error": f"frame of {size:,} characters is over the limit of {MAX_FRAME:,}; closing"})
+            await self.send_json(
+                {"type": "error", "error": f"frame of {size:,} characters is over the limit of {MAX_FRAME:,}; closing"}
+            )
             await self.close(code=CLOSE_TOO_BIG)
             return
         if text_data is None:
@@ -144,13 +154,18 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         try:
             content = await self.decode_json(text_data)
         except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; RecursionError: absurd nesting
-            await self.send_json({"type": "error", "error": f"not JSON: {exc}" if isinstance(exc, ValueError) else "not JSON: nested too deeply"})
+            await self.send_json(
+                {
+                    "type": "error",
+                    "error": f"not JSON: {exc}" if isinstance(exc, ValueError) else "not JSON: nested too deeply",
+                }
+            )
             return
         await self.receive_json(content, **kwargs)
 
     async def receive_json(self, content, **kwargs):
         if not isinstance(content, dict) or "subscribe" not in content:
-            await self.send_json({"type": "error", "error": "expected {\"subscribe\": {...}}"})
+            await self.send_json({"type": "error", "error": 'expected {"subscribe": {...}}'})
             return
         try:
             scope = parse_scope(content["subscribe"])
@@ -173,7 +188,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             return
         out = []
         for change in event.get("changes") or []:
-            key = (change.get("cluster"), change.get("kind"), change.get("uid"), change.get("resourceVersion"), change.get("event"))
+            key = (
+                change.get("cluster"),
+                change.get("kind"),
+                change.get("uid"),
+                change.get("resourceVersion"),
+                change.get("event"),
+            )
             if change.get("event") != "RELIST" and key in self.recent:
                 continue
             self.recent[key] = True

@@ -31,7 +31,9 @@ class ClusterDebounce:
                 conn = redis.Redis.from_url(settings.REDIS_URL)
                 return bool(conn.set(f"gpudash:{self.name}:{cluster_id}", "1", nx=True, px=max(int(window * 1000), 1)))
             except redis.RedisError:
-                log.warning("redis unavailable for the %s debounce; falling back to this process", self.name, exc_info=True)
+                log.warning(
+                    "redis unavailable for the %s debounce; falling back to this process", self.name, exc_info=True
+                )
         with self.lock:
             now = time.monotonic()
             if now - self.last_request.get(cluster_id, -1e9) < window:

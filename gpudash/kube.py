@@ -105,7 +105,9 @@ class KubeClient:
         raw = response.response
         if not 200 <= raw.status <= 299:
             body = _safe_read(raw)
-            raise KubeError(f"GET {url}: HTTP {raw.status} {_status_message(body)}".rstrip(), status=raw.status, body=body)
+            raise KubeError(
+                f"GET {url}: HTTP {raw.status} {_status_message(body)}".rstrip(), status=raw.status, body=body
+            )
         return url, raw
 
     def get_json(self, path, query=None, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)):

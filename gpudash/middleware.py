@@ -49,7 +49,11 @@ class RejectNulMiddleware:
 def _refuse(request, status, code, message, field=None):
     if request.path_info.startswith("/api/"):
         return JsonResponse(error_body(code, message, field), status=status)
-    return HttpResponse(f"{'Bad request' if status == 400 else 'Request too large'}: {message}\n", status=status, content_type="text/plain; charset=utf-8")
+    return HttpResponse(
+        f"{'Bad request' if status == 400 else 'Request too large'}: {message}\n",
+        status=status,
+        content_type="text/plain; charset=utf-8",
+    )
 
 
 class ClientGoneMiddleware:

@@ -93,8 +93,10 @@ class AccessProfile(models.Model):
     # Driver pods run in the driver's own namespace (nvidia-dra-driver-gpu, …), outside a team's scope: an
     # admin may let a scoped user read those pods and their logs without opening the rest of the namespace.
     driver_namespaces = models.JSONField(
-        default=list, blank=True,
-        help_text="A namespace-scoped user may also see the DRA driver pods in these namespaces, and their logs (docs/auth.md).")
+        default=list,
+        blank=True,
+        help_text="A namespace-scoped user may also see the DRA driver pods in these namespaces, and their logs (docs/auth.md).",
+    )
 
     def __str__(self):
         return f"{self.user}: {', '.join(self.namespaces) or 'all namespaces'}"
@@ -140,7 +142,9 @@ class MirrorChange(models.Model):
 class KubeEventQuerySet(models.QuerySet):
     def about(self, cluster_id, kind, name, namespace="", uid=""):
         """Events whose involvedObject is this object (and this incarnation, when its uid is known), newest first."""
-        qs = self.filter(cluster_id=cluster_id, involved_kind=kind, involved_name=name, involved_namespace=namespace or "")
+        qs = self.filter(
+            cluster_id=cluster_id, involved_kind=kind, involved_name=name, involved_namespace=namespace or ""
+        )
         if uid:
             qs = qs.filter(models.Q(involved_uid=uid) | models.Q(involved_uid=""))
         return qs.order_by("-last_seen", "-id")
@@ -167,10 +171,15 @@ class KubeEvent(KubeObject):
     objects = KubeEventQuerySet.as_manager()
 
     class Meta(KubeObject.Meta):
-        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="gpudash_kubeevent_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="gpudash_kubeevent_unique_name")
+        ]
         indexes = [
             *text_indexes("gpudash_event", "uid", "namespace"),
-            models.Index(fields=("cluster", "involved_kind", "involved_namespace", "involved_name"), name="gpudash_event_involved_idx"),
+            models.Index(
+                fields=("cluster", "involved_kind", "involved_namespace", "involved_name"),
+                name="gpudash_event_involved_idx",
+            ),
             models.Index(fields=("cluster", "last_seen"), name="gpudash_event_age_idx"),
         ]
 
@@ -179,7 +188,12 @@ class KubeEvent(KubeObject):
         """When the event last happened: lastTimestamp (core/v1), series.lastObservedTime, eventTime, creation."""
         series = raw.get("series") if isinstance(raw.get("series"), dict) else {}
         meta = raw.get("metadata") or {}
-        for value in (raw.get("lastTimestamp"), series.get("lastObservedTime"), raw.get("eventTime"), meta.get("creationTimestamp")):
+        for value in (
+            raw.get("lastTimestamp"),
+            series.get("lastObservedTime"),
+            raw.get("eventTime"),
+            meta.get("creationTimestamp"),
+        ):
             if isinstance(value, str) and value:
                 parsed = parse_datetime(value)
                 if parsed is not None:
@@ -203,7 +217,9 @@ class KubeEvent(KubeObject):
             message=str(raw.get("message") or ""),
             count=int(count) if isinstance(count, int) else 1,
             last_seen=cls.seen_at(raw),
-            reporter=str(source.get("component") or raw.get("reportingComponent") or raw.get("reportingController") or "")[:253],
+            reporter=str(
+                source.get("component") or raw.get("reportingComponent") or raw.get("reportingController") or ""
+            )[:253],
         )
         return fields
 

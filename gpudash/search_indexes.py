@@ -31,10 +31,14 @@ def trigram_operations(columns):
                 schema_editor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
         except DatabaseError as exc:
             log.warning("pg_trgm is not available (%s): the search box's name lookups stay unindexed", exc)
-            print(f"\n  pg_trgm could not be created ({exc}); search lookups by name stay unindexed (slower, still correct)")
+            print(
+                f"\n  pg_trgm could not be created ({exc}); search lookups by name stay unindexed (slower, still correct)"
+            )
             return
         for table, column in columns:
-            schema_editor.execute(f'CREATE INDEX IF NOT EXISTS "{_name(table, column)}" ON "{table}" USING gin ((UPPER("{column}"::text)) gin_trgm_ops)')
+            schema_editor.execute(
+                f'CREATE INDEX IF NOT EXISTS "{_name(table, column)}" ON "{table}" USING gin ((UPPER("{column}"::text)) gin_trgm_ops)'
+            )
 
     def drop(apps, schema_editor):
         if schema_editor.connection.vendor != "postgresql":

@@ -48,7 +48,10 @@ SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD")
 # "X-Forwarded-Proto" (the header name as the proxy sends it): requests it marks "https" count as
 # secure. Only set it when the proxy always sets (or strips) that header, or clients can forge it.
 if os.environ.get("SECURE_PROXY_SSL_HEADER"):
-    SECURE_PROXY_SSL_HEADER = ("HTTP_" + os.environ["SECURE_PROXY_SSL_HEADER"].strip().upper().replace("-", "_"), "https")
+    SECURE_PROXY_SSL_HEADER = (
+        "HTTP_" + os.environ["SECURE_PROXY_SSL_HEADER"].strip().upper().replace("-", "_"),
+        "https",
+    )
 # Probes (kubelet) and the Prometheus scrape stay plain HTTP even with the redirect on.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 
@@ -141,7 +144,11 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL + a busy timeout let the in-process watchers write while pages read.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+        {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
     )
     # Tests on SQLite use a file, like the embedded default: the in-memory shared-cache database
     # that Django would pick uses table locks that watcher threads cannot wait out.
@@ -228,7 +235,10 @@ from celery.schedules import crontab  # noqa: E402
 CELERY_BEAT_SCHEDULE = {
     "ensure-watchers": {"task": "gpudash.sync.tasks.ensure_watchers", "schedule": 15.0},
     "detect-stuck-claims": {"task": "claims.tasks.detect_stuck_claims", "schedule": 60.0},
-    "poll-utilization": {"task": "monitoring.tasks.poll_utilization", "schedule": float(os.environ.get("GPUDASH_UTILIZATION_POLL", "60"))},
+    "poll-utilization": {
+        "task": "monitoring.tasks.poll_utilization",
+        "schedule": float(os.environ.get("GPUDASH_UTILIZATION_POLL", "60")),
+    },
     # Fleet history (monitoring/history.py): a sample per minute, pruned past GPUDASH_HISTORY_DAYS hourly.
     "sample-history": {"task": "monitoring.tasks.sample_history", "schedule": crontab()},
     "prune-history": {"task": "monitoring.tasks.prune_history", "schedule": 3600.0},
@@ -243,7 +253,11 @@ REST_FRAMEWORK = {
     # DRF's JSON, written by orjson (a 20,000-node preview's 9.7 MB body: 130 ms with the json module).
     "DEFAULT_RENDERER_CLASSES": ["gpudash.api.renderers.JSONRenderer", "rest_framework.renderers.BrowsableAPIRenderer"],
     # DRF's JSON parser, also refusing over-deep bodies and lone surrogates (a 400, not a 500).
-    "DEFAULT_PARSER_CLASSES": ["gpudash.api.parsers.JSONParser", "rest_framework.parsers.FormParser", "rest_framework.parsers.MultiPartParser"],
+    "DEFAULT_PARSER_CLASSES": [
+        "gpudash.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "gpudash.api.errors.exception_handler",
@@ -352,8 +366,11 @@ GPUDASH_MONITORING = {
     "METRICS_TOKEN": os.environ.get("GPUDASH_METRICS_TOKEN", ""),
     # Node labels naming a node's pool, first present wins (free whole GPUs are counted per pool).
     "NODE_POOL_LABELS": [
-        "karpenter.sh/nodepool", "cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup",
-        "kubernetes.azure.com/agentpool", "node.kubernetes.io/pool",
+        "karpenter.sh/nodepool",
+        "cloud.google.com/gke-nodepool",
+        "eks.amazonaws.com/nodegroup",
+        "kubernetes.azure.com/agentpool",
+        "node.kubernetes.io/pool",
     ],
     # Utilization from each cluster's Prometheus (dcgm-exporter series): poll period, query timeout,
     # how long the per-minute history is kept.
@@ -371,7 +388,9 @@ GPUDASH_MONITORING = {
 # (RESOURCES, PARTITION_RESOURCES, SHARE_RESOURCES, MODEL_LABELS, HAMI_REGISTER_ANNOTATIONS, HAMI_RESOURCES).
 GPUDASH_ACCELERATORS = {}
 if os.environ.get("GPUDASH_ACCELERATOR_RESOURCES"):  # comma-separated fnmatch patterns of extended resources
-    GPUDASH_ACCELERATORS["RESOURCES"] = [r.strip() for r in os.environ["GPUDASH_ACCELERATOR_RESOURCES"].split(",") if r.strip()]
+    GPUDASH_ACCELERATORS["RESOURCES"] = [
+        r.strip() for r in os.environ["GPUDASH_ACCELERATOR_RESOURCES"].split(",") if r.strip()
+    ]
 
 LOGGING = {
     "version": 1,

@@ -83,7 +83,9 @@ def sorting(request, model, columns, default=(), constant=None):
     result = Sorting(model=model, columns=dict(columns), default=tuple(default), constant=dict(constant or {}))
     if not filterset.is_valid():
         result.error = _("Cannot sort by %(value)s: choose from %(columns)s (prefix - for descending).") % {
-            "value": repr(request.GET.get(PARAM)), "columns": ", ".join(columns)}
+            "value": repr(request.GET.get(PARAM)),
+            "columns": ", ".join(columns),
+        }
         return result
     for value in filterset.form.cleaned_data.get(PARAM) or []:
         desc = value.startswith("-")
@@ -96,5 +98,9 @@ _FILTERSETS = {}
 
 def _filterset(names):
     if names not in _FILTERSETS:
-        _FILTERSETS[names] = type("SortFilterSet", (django_filters.FilterSet,), {PARAM: django_filters.OrderingFilter(fields=[(n, n) for n in names])})
+        _FILTERSETS[names] = type(
+            "SortFilterSet",
+            (django_filters.FilterSet,),
+            {PARAM: django_filters.OrderingFilter(fields=[(n, n) for n in names])},
+        )
     return _FILTERSETS[names]

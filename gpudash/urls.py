@@ -1,7 +1,7 @@
-from django.contrib import admin
-from django.urls import include, path
 from csp.constants import UNSAFE_INLINE
 from csp.decorators import csp_update
+from django.contrib import admin
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from gpudash.health import healthz, readyz
@@ -16,14 +16,20 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # The nav's language switch posts here; the choice is kept in a cookie (issue 14).
     path("i18n/", include("django.conf.urls.i18n")),
-    path("", include("accounts.urls")),  # login (password and/or OIDC), access profile, /oidc/ when OIDC is on (issue 13)
+    path(
+        "", include("accounts.urls")
+    ),  # login (password and/or OIDC), access profile, /oidc/ when OIDC is on (issue 13)
     path("accounts/", include("django.contrib.auth.urls")),
     # REST API (issue 5): versioned routes, OpenAPI schema and browsable docs.
     path("api/v1/", include("gpudash.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves Swagger UI's start-up script as a file (no inline script for the CSP to
     # refuse); its page keeps one inline <style>, allowed on this page only.
-    path("api/docs/", csp_update({"style-src": [UNSAFE_INLINE]})(SpectacularSwaggerSplitView.as_view(url_name="api-schema")), name="api-docs"),
+    path(
+        "api/docs/",
+        csp_update({"style-src": [UNSAFE_INLINE]})(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
+        name="api-docs",
+    ),
     # Web UI pages (issue 4).
     path("", include("inventory.urls")),
     path("", include("claims.urls")),

@@ -11,9 +11,9 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.template.context import make_context
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.formats import number_format
 from django.utils.translation import gettext
-from django.urls import reverse
 from django.views.generic import TemplateView
 
 from gpudash import roles
@@ -50,8 +50,10 @@ def distinct_namespaces(models, cluster=None):
     for i, model in enumerate(models):
         table = connection.ops.quote_name(model._meta.db_table)
         where, extra = ("cluster_id = %s", [cluster.id]) if cluster is not None else ("1 = 1", [])
-        parts.append(f"ns{i}(v) AS (SELECT MIN(namespace) FROM {table} WHERE {where} "
-                     f"UNION ALL SELECT (SELECT MIN(namespace) FROM {table} WHERE namespace > ns{i}.v AND {where}) FROM ns{i} WHERE ns{i}.v IS NOT NULL)")
+        parts.append(
+            f"ns{i}(v) AS (SELECT MIN(namespace) FROM {table} WHERE {where} "
+            f"UNION ALL SELECT (SELECT MIN(namespace) FROM {table} WHERE namespace > ns{i}.v AND {where}) FROM ns{i} WHERE ns{i}.v IS NOT NULL)"
+        )
         params += extra * 2
     union = " UNION ".join(f"SELECT v FROM ns{i} WHERE v IS NOT NULL" for i in range(len(models)))
     with connection.cursor() as cursor:
@@ -134,7 +136,9 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         self.namespace = self.selected_namespace(self.request)
         scope = {"cluster": record.cluster_id, "kind": []}
         url = reverse("live-regions") + "?" + urlencode({"cluster": record.cluster.name})
-        holder_shown = bool(record.held_by_name) and roles.can_see_namespace(self.request.user, record.held_by_namespace)
+        holder_shown = bool(record.held_by_name) and roles.can_see_namespace(
+            self.request.user, record.held_by_namespace
+        )
         context = {"view": self, "record": record, "holder_shown": holder_shown, **self.layout_context(scope, url)}
         return PageResponse(self.request, "inventory/vanished.html", context, status=404)
 
@@ -181,8 +185,16 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         if roles.visible_namespaces(self.request.user) is None:
             found = distinct_namespaces((ResourceClaim, Pod), self.cluster)
         else:  # a scoped user: which of its (few) namespaces have claims or pods
-            claims = roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user).values_list("namespace", flat=True).order_by()
-            pods = roles.scope_queryset(self.in_cluster(Pod.objects.all()), self.request.user).values_list("namespace", flat=True).order_by()
+            claims = (
+                roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user)
+                .values_list("namespace", flat=True)
+                .order_by()
+            )
+            pods = (
+                roles.scope_queryset(self.in_cluster(Pod.objects.all()), self.request.user)
+                .values_list("namespace", flat=True)
+                .order_by()
+            )
             found = set(claims.distinct()) | set(pods.distinct())
         return sorted(set(found) | ({self.namespace} - {""}))
 
@@ -251,7 +263,10 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         if raw:
             per_page = whole_number(raw, 1, MAX_PER_PAGE)
             if per_page is None:
-                raise BadRequest(gettext("Rows per page (per_page) must be a whole number from 1 to %(max)s.") % {"max": MAX_PER_PAGE})
+                raise BadRequest(
+                    gettext("Rows per page (per_page) must be a whole number from 1 to %(max)s.")
+                    % {"max": MAX_PER_PAGE}
+                )
         # Querysets: the API's bounded count (exact up to GPUDASH_API_EXACT_COUNT_LIMIT, then an
         # estimate the pager says is one); lists of rows built in Python are counted as they are.
         paginator = (BoundedCountPaginator if isinstance(items, QuerySet) else Paginator)(items, per_page)
@@ -276,8 +291,13 @@ def check_search_text(request):
     """A 400 for a search text over MAX_SEARCH_LENGTH characters, before any page queries with it."""
     q = request.GET.get("q", "")
     if len(q) > MAX_SEARCH_LENGTH:
-        raise BadRequest(gettext("The search text is %(length)s characters long; search for at most %(max)s characters.")
-                         % {"length": number_format(len(q), force_grouping=True), "max": number_format(MAX_SEARCH_LENGTH, force_grouping=True)})
+        raise BadRequest(
+            gettext("The search text is %(length)s characters long; search for at most %(max)s characters.")
+            % {
+                "length": number_format(len(q), force_grouping=True),
+                "max": number_format(MAX_SEARCH_LENGTH, force_grouping=True),
+            }
+        )
 
 
 class LiveRegionsView(DashboardView):

@@ -16,6 +16,12 @@ class SyncStatusView(DashboardView):
         if self.cluster is not None:
             rows = [r for r in rows if r.state.cluster_id == self.cluster.id]
         wanted = sum(1 for r in rows if r.owner)
-        ctx.update(shares=shares, lease_rows=rows, wanted=wanted, live_count=sum(1 for s in shares if s.live),
-                   handing_over=sum(1 for r in rows if r.handing_over), unheld=sum(1 for r in rows if r.owner and not r.held))
+        ctx.update(
+            shares=shares,
+            lease_rows=rows,
+            wanted=wanted,
+            live_count=sum(1 for s in shares if s.live),
+            handing_over=sum(1 for r in rows if r.handing_over),
+            unheld=sum(1 for r in rows if r.owner and not r.held),
+        )
         return ctx

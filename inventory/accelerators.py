@@ -31,8 +31,17 @@ SOURCE_LABELS = {"dra": "DRA devices", DEVICE_PLUGIN: "device-plugin GPUs", HAMI
 
 DEFAULTS = {
     # Extended resources that look like accelerators (fnmatch patterns).
-    "RESOURCES": ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*", "amd.com/gpu", "habana.ai/gaudi",
-                  "gpu.intel.com/i915", "gpu.intel.com/xe", "aws.amazon.com/neuron", "google.com/tpu"],
+    "RESOURCES": [
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
+        "nvidia.com/mig-*",
+        "amd.com/gpu",
+        "habana.ai/gaudi",
+        "gpu.intel.com/i915",
+        "gpu.intel.com/xe",
+        "aws.amazon.com/neuron",
+        "google.com/tpu",
+    ],
     "PARTITION_RESOURCES": ["*/mig-*"],
     "SHARE_RESOURCES": ["*.shared"],
     # Node labels naming the GPU model (GPU feature discovery); "-" read as " " (NVIDIA-H100-80GB-HBM3).
@@ -54,7 +63,7 @@ def _matches(name, patterns):
 
 
 def _amount(value):
-    from claims.allocator.quantity import parse_quantity
+    from dra.quantity import parse_quantity
 
     try:
         return int(parse_quantity(value))
@@ -87,16 +96,32 @@ def hami_devices(value):
             return []
         for d in items if isinstance(items, list) else ():
             if isinstance(d, dict) and d.get("id"):
-                out.append({"id": str(d["id"]), "count": _int(d.get("count")), "devmem": _int(d.get("devmem")),
-                            "devcore": _int(d.get("devcore")), "type": str(d.get("type") or ""), "health": bool(d.get("health")),
-                            "index": _int(d.get("index"))})
+                out.append(
+                    {
+                        "id": str(d["id"]),
+                        "count": _int(d.get("count")),
+                        "devmem": _int(d.get("devmem")),
+                        "devcore": _int(d.get("devcore")),
+                        "type": str(d.get("type") or ""),
+                        "health": bool(d.get("health")),
+                        "index": _int(d.get("index")),
+                    }
+                )
         return out
     for record in value.split(":"):
         parts = record.split(",")
         if len(parts) in (7, 9) and parts[0]:
-            out.append({"id": parts[0], "count": _int(parts[1]), "devmem": _int(parts[2]), "devcore": _int(parts[3]),
-                        "type": parts[4], "health": parts[6].strip().lower() == "true",
-                        "index": _int(parts[7]) if len(parts) == 9 else len(out)})
+            out.append(
+                {
+                    "id": parts[0],
+                    "count": _int(parts[1]),
+                    "devmem": _int(parts[2]),
+                    "devcore": _int(parts[3]),
+                    "type": parts[4],
+                    "health": parts[6].strip().lower() == "true",
+                    "index": _int(parts[7]) if len(parts) == 9 else len(out),
+                }
+            )
     return out
 
 
@@ -133,7 +158,9 @@ def hami_pod_devices(value):
             devices.append({"container": index, "uuid": parts[0], "type": parts[1], "memory": memory, "cores": cores})
     if not bad:
         return devices, ""
-    return devices, "cannot read %s (expected UUID,TYPE,MEMORY_MiB,CORES_PERCENT)" % ", ".join(repr(b) for b in bad[:3])
+    return devices, "cannot read {} (expected UUID,TYPE,MEMORY_MiB,CORES_PERCENT)".format(
+        ", ".join(repr(b) for b in bad[:3])
+    )
 
 
 def pod_assignment(raw, cfg=None):
@@ -172,8 +199,10 @@ def node_model(labels, cfg):
 def rows_for_node(raw, requested, cfg=None):
     """[(source, resource, kind, model, allocatable, requested, gpus)] for one Node's raw object and
     its pods' summed requests {resource: amount} (no HAMi assignments: see node_accelerators)."""
-    return [(r["source"], r["resource"], r["kind"], r["model"], r["allocatable"], r["requested"], r["gpus"])
-            for r in node_accelerators(raw, requested, cfg)]
+    return [
+        (r["source"], r["resource"], r["kind"], r["model"], r["allocatable"], r["requested"], r["gpus"])
+        for r in node_accelerators(raw, requested, cfg)
+    ]
 
 
 def _hami_usage(devices, pods, requested, names):
@@ -205,8 +234,16 @@ def _hami_usage(devices, pods, requested, names):
             u["cores_used"] += dev["cores"]
     fallback = {n: max(v, 0) for n, v in fallback.items()}
     detail = [
-        {"id": d["id"], "index": d.get("index", 0), "model": d["type"], "health": d["health"], "slots": d["count"], "memory": d["devmem"],
-         "cores": d["devcore"], **usage[d["id"]]}
+        {
+            "id": d["id"],
+            "index": d.get("index", 0),
+            "model": d["type"],
+            "health": d["health"],
+            "slots": d["count"],
+            "memory": d["devmem"],
+            "cores": d["devcore"],
+            **usage[d["id"]],
+        }
         for d in sorted(devices, key=lambda d: (d.get("index", 0), d["id"]))
     ]
     return detail, fallback, problems, unregistered
@@ -229,8 +266,18 @@ def node_accelerators(raw, requested, cfg=None, hami_pods=()):
     hami_domains = set()
 
     def row(source, resource, kind, model, alloc, used, gpus, detail=None):
-        out.append({"source": source, "resource": resource, "kind": kind, "model": model, "allocatable": alloc,
-                    "requested": used, "gpus": gpus, "detail": detail or {}})
+        out.append(
+            {
+                "source": source,
+                "resource": resource,
+                "kind": kind,
+                "model": model,
+                "allocatable": alloc,
+                "requested": used,
+                "gpus": gpus,
+                "detail": detail or {},
+            }
+        )
 
     for annotation, domain in cfg["HAMI_REGISTER_ANNOTATIONS"].items():
         devices = hami_devices(annotations.get(annotation))
@@ -247,11 +294,34 @@ def node_accelerators(raw, requested, cfg=None, hami_pods=()):
         # (usually only) type, as do assignments to GPUs the node does not register.
         for i, (model, devs) in enumerate(sorted(by_model.items())):
             extra = (lambda key, name: fallback[names[name]] + unregistered[key]) if i == 0 else (lambda key, name: 0)
-            row(HAMI, names["count"], "share", model, sum(d["slots"] for d in devs),
-                sum(d["slots_used"] for d in devs) + extra("slots_used", "count"), len(devs),
-                {"devices": detail, "problems": problems} if i == 0 else None)
-            row(HAMI, names["memory"], "memory", model, sum(d["memory"] for d in devs), sum(d["memory_used"] for d in devs) + extra("memory_used", "memory"), len(devs))
-            row(HAMI, names["cores"], "cores", model, sum(d["cores"] for d in devs), sum(d["cores_used"] for d in devs) + extra("cores_used", "cores"), len(devs))
+            row(
+                HAMI,
+                names["count"],
+                "share",
+                model,
+                sum(d["slots"] for d in devs),
+                sum(d["slots_used"] for d in devs) + extra("slots_used", "count"),
+                len(devs),
+                {"devices": detail, "problems": problems} if i == 0 else None,
+            )
+            row(
+                HAMI,
+                names["memory"],
+                "memory",
+                model,
+                sum(d["memory"] for d in devs),
+                sum(d["memory_used"] for d in devs) + extra("memory_used", "memory"),
+                len(devs),
+            )
+            row(
+                HAMI,
+                names["cores"],
+                "cores",
+                model,
+                sum(d["cores"] for d in devs),
+                sum(d["cores_used"] for d in devs) + extra("cores_used", "cores"),
+                len(devs),
+            )
     model = node_model(labels, cfg)
     names = set(allocatable) | {n for n in requested if resource_kind(n, cfg)}
     for name in sorted(names):
@@ -277,8 +347,11 @@ def _requested_on(cluster_id, node_names, pods_of_interest=frozenset()):
     for start in range(0, len(names), 500):
         rows = footprint.objects.on_nodes().filter(cluster_id=cluster_id, node_name__in=names[start : start + 500])
         for ns, pod, node, raw in rows.values_list("namespace", "name", "node_name", "raw").iterator(chunk_size=2000):
-            requests = {name: int(value) for name, value in ((raw or {}).get("requests") or {}).items()
-                        if isinstance(value, (int, float)) and ("/" in name)}
+            requests = {
+                name: int(value)
+                for name, value in ((raw or {}).get("requests") or {}).items()
+                if isinstance(value, (int, float)) and ("/" in name)
+            }
             for name, value in requests.items():
                 out[node][name] += value
             if (ns, pod) in pods_of_interest:
@@ -293,8 +366,13 @@ def _hami_pods_on(cluster_id, node_names):
     out = defaultdict(list)
     names = sorted(node_names)
     for start in range(0, len(names), 500):
-        rows = (pod_model.objects.filter(cluster_id=cluster_id, node_name__in=names[start : start + 500], hami__has_key="devices")
-                .exclude(phase__in=("Succeeded", "Failed")).order_by("namespace", "name"))
+        rows = (
+            pod_model.objects.filter(
+                cluster_id=cluster_id, node_name__in=names[start : start + 500], hami__has_key="devices"
+            )
+            .exclude(phase__in=("Succeeded", "Failed"))
+            .order_by("namespace", "name")
+        )
         for ns, pod, node, hami in rows.values_list("namespace", "name", "node_name", "hami").iterator(chunk_size=2000):
             if isinstance(hami, dict):
                 out[node].append(((ns, pod), hami))
@@ -314,10 +392,22 @@ def refresh_nodes(cluster_id, node_names, raws=None):
     if not node_names:
         return
     cfg = config()
-    with_rows = set(model.objects.filter(cluster_id=cluster_id, node_name__in=node_names).values_list("node_name", flat=True).distinct())
+    with_rows = set(
+        model.objects.filter(cluster_id=cluster_id, node_name__in=node_names)
+        .values_list("node_name", flat=True)
+        .distinct()
+    )
     if raws is None:
         candidates = with_rows
-        raws = dict(node_model_.objects.filter(cluster_id=cluster_id, namespace="", name__in=candidates).values_list("name", "raw")) if candidates else {}
+        raws = (
+            dict(
+                node_model_.objects.filter(cluster_id=cluster_id, namespace="", name__in=candidates).values_list(
+                    "name", "raw"
+                )
+            )
+            if candidates
+            else {}
+        )
     else:
         candidates = {n for n in node_names if n in with_rows or _offers_accelerators(raws.get(n), cfg)}
     if not candidates:
@@ -331,11 +421,26 @@ def refresh_nodes(cluster_id, node_names, raws=None):
         raw = raws.get(name)
         if raw is None:
             continue
-        pods = [(f"{key[0]}/{key[1]}", assignment, per_pod.get(key, {})) for key, assignment in hami_pods.get(name, ())
-                if key in per_pod]  # a pod the footprints do not count on this node is not on it
+        pods = [
+            (f"{key[0]}/{key[1]}", assignment, per_pod.get(key, {}))
+            for key, assignment in hami_pods.get(name, ())
+            if key in per_pod
+        ]  # a pod the footprints do not count on this node is not on it
         for r in node_accelerators(raw, requested.get(name, {}), cfg, pods):
-            rows.append(model(cluster_id=cluster_id, node_name=name, source=r["source"], resource=r["resource"][:253], kind=r["kind"],
-                              model=r["model"], allocatable=r["allocatable"], requested=r["requested"], gpus=r["gpus"], detail=r["detail"]))
+            rows.append(
+                model(
+                    cluster_id=cluster_id,
+                    node_name=name,
+                    source=r["source"],
+                    resource=r["resource"][:253],
+                    kind=r["kind"],
+                    model=r["model"],
+                    allocatable=r["allocatable"],
+                    requested=r["requested"],
+                    gpus=r["gpus"],
+                    detail=r["detail"],
+                )
+            )
     model.objects.filter(cluster_id=cluster_id, node_name__in=candidates).delete()
     model.objects.bulk_create(rows, batch_size=1000)
 
@@ -364,7 +469,11 @@ def nodes_of_pods(cluster_id, ops):
     for ns in {k[0] for k in keys}:
         names = sorted(k[1] for k in keys if k[0] == ns)
         for start in range(0, len(names), 500):
-            nodes.update(footprint.objects.filter(cluster_id=cluster_id, namespace=ns, name__in=names[start : start + 500]).values_list("node_name", flat=True))
+            nodes.update(
+                footprint.objects.filter(
+                    cluster_id=cluster_id, namespace=ns, name__in=names[start : start + 500]
+                ).values_list("node_name", flat=True)
+            )
     nodes.discard("")
     return nodes
 
@@ -375,7 +484,11 @@ def refresh_cluster(cluster_id):
     model = django_apps.get_model("inventory", "NodeAccelerator")
     gone = set(model.objects.filter(cluster_id=cluster_id).values_list("node_name", flat=True))
     batch = {}
-    for name, raw in node_model_.objects.filter(cluster_id=cluster_id, namespace="").values_list("name", "raw").iterator(chunk_size=500):
+    for name, raw in (
+        node_model_.objects.filter(cluster_id=cluster_id, namespace="")
+        .values_list("name", "raw")
+        .iterator(chunk_size=500)
+    ):
         gone.discard(name)
         batch[name] = raw
         if len(batch) >= 500:
@@ -391,7 +504,9 @@ def accelerator_rows(cluster_ids=None, nodes=None):
     """NodeAccelerator rows of mirrored nodes (a deleted node's rows never count)."""
     model = django_apps.get_model("inventory", "NodeAccelerator")
     node_model_ = django_apps.get_model("inventory", "Node")
-    rows = model.objects.filter(Exists(node_model_.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("node_name"))))
+    rows = model.objects.filter(
+        Exists(node_model_.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("node_name")))
+    )
     if cluster_ids is not None:
         rows = rows.filter(cluster_id__in=cluster_ids)
     if nodes is not None:
@@ -430,7 +545,9 @@ def source_totals(cluster_ids=None, nodes=None, snapshot=None):
         label = mdl or "(model unknown)"
         if source == DEVICE_PLUGIN:
             dp_nodes.add((cid, node))
-            m = dp["models"].setdefault(label, {"gpus": 0, "free": 0, "partitions": 0, "partitions_free": 0, "shares": 0})
+            m = dp["models"].setdefault(
+                label, {"gpus": 0, "free": 0, "partitions": 0, "partitions_free": 0, "shares": 0}
+            )
             if kind == "gpu":
                 m["gpus"] += alloc
                 m["free"] += max(alloc - used, 0)
@@ -441,7 +558,9 @@ def source_totals(cluster_ids=None, nodes=None, snapshot=None):
                 m["shares"] += alloc
         else:
             hami_nodes.add((cid, node))
-            m = hami["models"].setdefault(label, {"gpus": 0, "shares": 0, "shares_used": 0, "memory": 0, "memory_used": 0})
+            m = hami["models"].setdefault(
+                label, {"gpus": 0, "shares": 0, "shares_used": 0, "memory": 0, "memory_used": 0}
+            )
             if kind == "share":
                 m["gpus"] += gpus
                 m["shares"] += alloc
@@ -449,7 +568,10 @@ def source_totals(cluster_ids=None, nodes=None, snapshot=None):
             elif kind == "memory":
                 m["memory"] += alloc
                 m["memory_used"] += used
-    for totals, keys in ((dp, ("gpus", "free", "partitions", "partitions_free", "shares")), (hami, ("gpus", "shares", "shares_used", "memory", "memory_used"))):
+    for totals, keys in (
+        (dp, ("gpus", "free", "partitions", "partitions_free", "shares")),
+        (hami, ("gpus", "shares", "shares_used", "memory", "memory_used")),
+    ):
         for m in totals["models"].values():
             for k in keys:
                 totals[k] += m[k]
@@ -462,11 +584,26 @@ def node_sources(cluster_ids=None, nodes=None):
     "hami": {"gpus", "shares", "shares_used", "memory", "memory_used", "cores", "cores_used", "model",
     "devices", "problems"}} (keys templates can read)."""
     out = defaultdict(dict)
-    for cid, node, source, resource, kind, mdl, alloc, used, gpus, detail in accelerator_rows(cluster_ids, nodes).order_by("id").values_list(
-        "cluster_id", "node_name", "source", "resource", "kind", "model", "allocatable", "requested", "gpus", "detail"
+    for cid, node, source, resource, kind, mdl, alloc, used, gpus, detail in (
+        accelerator_rows(cluster_ids, nodes)
+        .order_by("id")
+        .values_list(
+            "cluster_id",
+            "node_name",
+            "source",
+            "resource",
+            "kind",
+            "model",
+            "allocatable",
+            "requested",
+            "gpus",
+            "detail",
+        )
     ):
         if source == DEVICE_PLUGIN:
-            d = out[(cid, node)].setdefault("device_plugin", {"gpus": 0, "free": 0, "partitions": 0, "resources": [], "model": mdl, "items": []})
+            d = out[(cid, node)].setdefault(
+                "device_plugin", {"gpus": 0, "free": 0, "partitions": 0, "resources": [], "model": mdl, "items": []}
+            )
             d["resources"].append(resource)
             d["items"].append({"resource": resource, "kind": kind, "allocatable": alloc, "requested": used})
             if kind == "gpu":
@@ -483,15 +620,27 @@ def nodes_outside_dra(cluster_ids=None, search=""):
     """(cluster_id, node) of the nodes with device-plugin or HAMi GPUs and no DRA row on the fleet map
     (no per-node device summary), in name order."""
     summary = django_apps.get_model("inventory", "NodeDeviceSummary")
-    rows = accelerator_rows(cluster_ids).exclude(Exists(summary.objects.filter(cluster_id=OuterRef("cluster_id"), map_key=OuterRef("node_name"))))
+    rows = accelerator_rows(cluster_ids).exclude(
+        Exists(summary.objects.filter(cluster_id=OuterRef("cluster_id"), map_key=OuterRef("node_name")))
+    )
     if search:
         rows = rows.filter(node_name__contains=search)
     return rows.order_by("cluster_id", "node_name").values_list("cluster_id", "node_name").distinct()
 
 
 def hami_empty(model=""):
-    return {"gpus": 0, "shares": 0, "shares_used": 0, "memory": 0, "memory_used": 0, "cores": 0, "cores_used": 0,
-            "model": model, "devices": [], "problems": []}
+    return {
+        "gpus": 0,
+        "shares": 0,
+        "shares_used": 0,
+        "memory": 0,
+        "memory_used": 0,
+        "cores": 0,
+        "cores_used": 0,
+        "model": model,
+        "devices": [],
+        "problems": [],
+    }
 
 
 def hami_add(d, kind, alloc, used, gpus, detail):
@@ -534,8 +683,14 @@ def rows_json(cluster_ref="cluster_id", node_ref="name"):
     """A per-node subquery: the node's NodeAccelerator rows as a JSON list (None without rows). Lets a
     list of nodes carry them in its own query, no query per row or per page."""
     model = django_apps.get_model("inventory", "NodeAccelerator")
-    rows = model.objects.filter(cluster_id=OuterRef(cluster_ref), node_name=OuterRef(node_ref)).order_by().values("node_name")
-    return Subquery(rows.annotate(j=_JSONRows(_JSONObject(**{f: f for f in ROW_FIELDS}))).values("j"), output_field=JSONField())
+    rows = (
+        model.objects.filter(cluster_id=OuterRef(cluster_ref), node_name=OuterRef(node_ref))
+        .order_by()
+        .values("node_name")
+    )
+    return Subquery(
+        rows.annotate(j=_JSONRows(_JSONObject(**{f: f for f in ROW_FIELDS}))).values("j"), output_field=JSONField()
+    )
 
 
 def scoped_hami(hami, visible):
@@ -553,8 +708,11 @@ def scoped_hami(hami, visible):
         kept = {k: item[k] for k in ("memory", "cores", "text") if k in item}
         return {**kept, "pod": "", "namespace": "", "name": "", "container": None, "visible": False}
 
-    return {**hami, "devices": [{**d, "pods": [entry(p) for p in d["pods"]]} for d in hami["devices"]],
-            "problems": [entry(p) for p in hami["problems"]]}
+    return {
+        **hami,
+        "devices": [{**d, "pods": [entry(p) for p in d["pods"]]} for d in hami["devices"]],
+        "problems": [entry(p) for p in hami["problems"]],
+    }
 
 
 def summarize_rows(rows):
@@ -577,5 +735,7 @@ def summarize_rows(rows):
             else:
                 dp["shares"] += r["allocatable"]
         else:
-            hami = hami_add(hami or hami_empty(r["model"]), r["kind"], r["allocatable"], r["requested"], r["gpus"], r.get("detail"))
+            hami = hami_add(
+                hami or hami_empty(r["model"]), r["kind"], r["allocatable"], r["requested"], r["gpus"], r.get("detail")
+            )
     return [{k: r[k] for k in ROW_FIELDS if k != "detail"} for r in rows], dp, hami

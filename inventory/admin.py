@@ -22,7 +22,18 @@ class SyncStateInline(admin.TabularInline):
     model = SyncState
     extra = 0
     can_delete = False
-    fields = ("kind", "status", "api_version", "resource_version", "object_count", "last_event_at", "last_error", "last_error_at", "lease_holder", "lease_expires")
+    fields = (
+        "kind",
+        "status",
+        "api_version",
+        "resource_version",
+        "object_count",
+        "last_event_at",
+        "last_error",
+        "last_error_at",
+        "lease_holder",
+        "lease_expires",
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None):
@@ -34,14 +45,36 @@ class ClusterAdmin(admin.ModelAdmin):
     list_display = ("name", "enabled", "read_only", "is_snapshot", "server_version", "discovered_at")
     list_filter = ("enabled", "read_only", "is_snapshot")
     search_fields = ("name",)
-    fields = ("name", "kubeconfig", "context", "in_cluster", "read_only", "enabled", "features", "is_snapshot", "server_version", "served_resource_versions", "discovered_at")
+    fields = (
+        "name",
+        "kubeconfig",
+        "context",
+        "in_cluster",
+        "read_only",
+        "enabled",
+        "features",
+        "is_snapshot",
+        "server_version",
+        "served_resource_versions",
+        "discovered_at",
+    )
     readonly_fields = ("is_snapshot", "server_version", "served_resource_versions", "discovered_at")
     inlines = [SyncStateInline]
 
 
 @admin.register(SyncState)
 class SyncStateAdmin(ReadOnlyAdmin):
-    list_display = ("cluster", "kind", "status", "object_count", "events_applied", "malformed_count", "last_event_at", "last_error_at", "lease_holder")
+    list_display = (
+        "cluster",
+        "kind",
+        "status",
+        "object_count",
+        "events_applied",
+        "malformed_count",
+        "last_event_at",
+        "last_error_at",
+        "lease_holder",
+    )
     list_filter = ("status", "kind", "cluster")
 
 

@@ -19,8 +19,8 @@ from django.db.models import Count, Max, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from claims.allocator import cel
-from claims.allocator.deadline import Deadline
+from dra import cel
+from dra.deadline import Deadline
 from gpudash.sync import fastjson
 
 from .models import Device, DeviceClass, ResourceSlice
@@ -53,7 +53,7 @@ class _ClusterDevices:
     """The allocator's view of a cluster's devices, built once per request and shared by its classes.
 
     Selectors are evaluated through the allocator's own `evaluate_chain`, which shares one result
-    between devices that look the same to the expression (claims/allocator/projection.py): on a
+    between devices that look the same to the expression (dra/projection.py): on a
     fleet where every GPU has its own uuid, a `type == "gpu"` class costs a handful of evaluations.
     """
 
@@ -63,8 +63,8 @@ class _ClusterDevices:
         self.everything = None
 
     def devices(self, driver=None):
-        from claims.allocator.model import Device as AllocatorDevice
-        from claims.allocator.projection import device_is_odd
+        from dra.model import Device as AllocatorDevice
+        from dra.projection import device_is_odd
 
         if self.everything is not None:
             return self.everything if driver is None else [d for d in self.everything if d.driver == driver]
@@ -76,13 +76,20 @@ class _ClusterDevices:
         # JSON read as text and parsed with orjson (Django's json.loads was half the time), and the
         # allocator's "odd device" check run once per shape: with string values blanked, the
         # documents of one GPU model differ only in ints, versions and capacities.
-        rows = rows.annotate(attributes_text=Cast("attributes", TextField()), capacity_text=Cast("capacity", TextField()))
+        rows = rows.annotate(
+            attributes_text=Cast("attributes", TextField()), capacity_text=Cast("capacity", TextField())
+        )
         odd_by_shape = {}
         out = []
         for drv, pool, name, attributes, capacity, multi in rows.values_list(
             "driver", "pool", "name", "attributes_text", "capacity_text", "allow_multiple_allocations"
         ).iterator(chunk_size=5000):
-            raw = {"name": name, "attributes": fastjson.loads(attributes), "capacity": fastjson.loads(capacity), "allowMultipleAllocations": multi}
+            raw = {
+                "name": name,
+                "attributes": fastjson.loads(attributes),
+                "capacity": fastjson.loads(capacity),
+                "allowMultipleAllocations": multi,
+            }
             device = AllocatorDevice(SimpleNamespace(driver=drv, pool=pool), raw)
             shape = (_STRING_VALUE.sub('"string":""', attributes), capacity)
             odd = odd_by_shape.get(shape)
@@ -104,7 +111,7 @@ class _OutOfTime(Exception):
 def _count(cls, cel, cluster_devices, deadline=None):
     """(matching devices, devices whose evaluation failed): a runtime error means "no match" in the
     scheduler too, but the page says how many so a broken selector is not mistaken for an empty fleet."""
-    from claims.allocator.search import evaluate_chain
+    from dra.search import evaluate_chain
 
     expressions = [(sel.get("cel") or {}).get("expression", "") for sel in cls.selectors]
     chain = [(f"class {cls.name}", i, cel.compile_selector(expr), expr) for i, expr in enumerate(expressions)]
@@ -123,11 +130,15 @@ def _count(cls, cel, cluster_devices, deadline=None):
 def classes_matching(device):
     """The cluster's DeviceClasses whose selectors match one Device row (the device page's links to
     its classes): the same evaluation as the counts, for one device."""
-    from claims.allocator.model import Device as AllocatorDevice
-    from claims.allocator.search import evaluate_chain
+    from dra.model import Device as AllocatorDevice
+    from dra.search import evaluate_chain
 
-    raw = {"name": device.name, "attributes": device.attributes, "capacity": device.capacity,
-           "allowMultipleAllocations": device.allow_multiple_allocations}
+    raw = {
+        "name": device.name,
+        "attributes": device.attributes,
+        "capacity": device.capacity,
+        "allowMultipleAllocations": device.allow_multiple_allocations,
+    }
     candidate = AllocatorDevice(SimpleNamespace(driver=device.driver, pool=device.pool), raw)
     out = []
     for cls in DeviceClass.objects.filter(cluster_id=device.cluster_id).order_by("name"):
@@ -136,7 +147,10 @@ def classes_matching(device):
         if driver is not None and driver != device.driver:
             continue
         try:
-            chain = [(f"class {cls.name}", i, cel.compile_selector(expr, stored=True), expr) for i, expr in enumerate(expressions)]
+            chain = [
+                (f"class {cls.name}", i, cel.compile_selector(expr, stored=True), expr)
+                for i, expr in enumerate(expressions)
+            ]
         except cel.CelError:  # a selector that does not compile matches nothing (the classes page shows why)
             continue
         if evaluate_chain(candidate, chain) is True:
@@ -148,7 +162,7 @@ def annotate_matches(classes, deadline=None):
     """Count now: set `match_count` (int or None) and `match_error` on each DeviceClass (not saved).
 
     Takes seconds on a large fleet: only `refresh_cluster` (the background job) and tests call it.
-    `deadline` (claims.allocator.deadline.Deadline) bounds the whole count: classes not counted by
+    `deadline` (dra.deadline.Deadline) bounds the whole count: classes not counted by
     then keep no count and say so.
     """
     per_cluster = {}
@@ -160,7 +174,10 @@ def annotate_matches(classes, deadline=None):
             if failed:
                 cls.match_error = f"selector failed on {failed} device{'s' if failed != 1 else ''}"
         except _OutOfTime:
-            cls.match_count, cls.match_error = None, f"not counted: the recount's time limit of {deadline.seconds:g} s passed"
+            cls.match_count, cls.match_error = (
+                None,
+                f"not counted: the recount's time limit of {deadline.seconds:g} s passed",
+            )
         except cel.CelError as exc:  # a bad selector must show on the page, not break it
             log.info("class %s: selector does not compile: %s", cls.name, exc)
             cls.match_error = f"selector error: {exc}"
@@ -173,7 +190,9 @@ def annotate_matches(classes, deadline=None):
 def inventory_versions(cluster_ids=None):
     """{cluster_id: "<newest slice resourceVersion>.<slice count>"}: the inventory a count is for.
     Any slice written gets the cluster's newest resourceVersion; a slice deleted lowers the count."""
-    slices = ResourceSlice.objects.all() if cluster_ids is None else ResourceSlice.objects.filter(cluster_id__in=cluster_ids)
+    slices = (
+        ResourceSlice.objects.all() if cluster_ids is None else ResourceSlice.objects.filter(cluster_id__in=cluster_ids)
+    )
     rows = slices.values_list("cluster_id").annotate(rv=Max("resource_version_num"), n=Count("id")).order_by()
     return {cluster_id: f"{rv}.{n}" for cluster_id, rv, n in rows}
 
@@ -199,5 +218,7 @@ def refresh_cluster(cluster_id):
         cls.match_computed_at, cls.match_version = now, version_of(cls, versions)
     # Only these columns: a class the sync updated meanwhile keeps its new spec (and, its version
     # no longer matching, is counted again on the next request).
-    DeviceClass.objects.bulk_update(classes, ["match_count", "match_error", "match_computed_at", "match_version"], batch_size=500)
+    DeviceClass.objects.bulk_update(
+        classes, ["match_count", "match_error", "match_computed_at", "match_version"], batch_size=500
+    )
     return classes

@@ -39,7 +39,13 @@ def summarise(cluster, states, now=None):
         return Connection(cluster, "disconnected", since, last_event, f"{errors[0].kind}: {errors[0].last_error[:200]}")
     expired = [s for s in states if s.lease_expires and s.lease_expires + LEASE_GRACE < now]
     if expired:
-        return Connection(cluster, "disconnected", min(s.lease_expires for s in expired), last_event, f"watcher lease of {expired[0].kind} expired")
+        return Connection(
+            cluster,
+            "disconnected",
+            min(s.lease_expires for s in expired),
+            last_event,
+            f"watcher lease of {expired[0].kind} expired",
+        )
     catching_up = [s for s in states if s.status in (SyncState.Status.LISTING, SyncState.Status.IDLE)]
     if catching_up:
         return Connection(cluster, "lagging", None, last_event, "listing " + ", ".join(s.kind for s in catching_up))

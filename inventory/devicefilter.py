@@ -15,8 +15,9 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from claims.allocator.quantity import parse_quantity
 from packaging.version import InvalidVersion, Version
+
+from dra.quantity import parse_quantity
 
 OPS = {
     "==": operator.eq,
@@ -53,10 +54,14 @@ def parse(text):
     for i, part in enumerate(p for p in _SPLIT.split(text or "") if p.strip()):
         m = _CLAUSE.match(part)
         if not m:
-            raise FilterError(f"clause {i + 1} {part.strip()!r}: expected `name op value` with op one of {' '.join(OPS)}")
+            raise FilterError(
+                f"clause {i + 1} {part.strip()!r}: expected `name op value` with op one of {' '.join(OPS)}"
+            )
         name, op, value = m.groups()
         if value[0] in "=<>!~":
-            raise FilterError(f"clause {i + 1} {part.strip()!r}: expected `name op value` with op one of {' '.join(OPS)}")
+            raise FilterError(
+                f"clause {i + 1} {part.strip()!r}: expected `name op value` with op one of {' '.join(OPS)}"
+            )
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
         if name in IDENTITY and op not in ("=", "==", "!=", "~"):
@@ -175,7 +180,9 @@ def apply_sql(queryset, clauses):
                     number = quantity_number(c.value)
                 except (ValueError, TypeError, ArithmeticError):
                     raise FilterError(f"{c}: {c.value!r} is not a quantity") from None
-                queryset = queryset.with_capacity(c.name, "!=" if c.op == "!=" else ("=" if c.op == "==" else c.op), number, n=n)
+                queryset = queryset.with_capacity(
+                    c.name, "!=" if c.op == "!=" else ("=" if c.op == "==" else c.op), number, n=n
+                )
         else:
             raise FilterError(f"{c}: no device publishes an attribute or capacity named {c.name!r}")
     return queryset, residual

@@ -35,7 +35,9 @@ def _plain(attributes, name, driver):
 
 
 def _counter_sets(device):
-    return [c.get("counterSet") for c in device.get("consumesCounters") or () if isinstance(c, dict) and c.get("counterSet")]
+    return [
+        c.get("counterSet") for c in device.get("consumesCounters") or () if isinstance(c, dict) and c.get("counterSet")
+    ]
 
 
 def classify(driver, devices):
@@ -56,7 +58,9 @@ def classify(driver, devices):
         own.append((kind, attributes, dev))
     # Untyped devices of a GPU driver drawing on one counter set: the one consuming the most counters
     # is the whole GPU, the others are its partitions (unless a typed GPU already owns the set).
-    typed_sets = {name for i, (kind, _a, dev) in enumerate(own) if kind == GPU and i not in untyped for name in _counter_sets(dev)}
+    typed_sets = {
+        name for i, (kind, _a, dev) in enumerate(own) if kind == GPU and i not in untyped for name in _counter_sets(dev)
+    }
     by_set = {}
     for i in untyped:
         dev = own[i][2]
@@ -81,9 +85,13 @@ def classify(driver, devices):
         if kind == OTHER and any(s in gpu_of_set for s in sets):
             kind = PARTITION  # no type attribute, but it draws on a GPU's counters
         if kind == GPU:
-            parent = _plain(attributes, "uuid", driver) or (f"counters:{sets[0]}" if sets else f"device:{dev.get('name') or ''}")
+            parent = _plain(attributes, "uuid", driver) or (
+                f"counters:{sets[0]}" if sets else f"device:{dev.get('name') or ''}"
+            )
         elif kind == PARTITION:
-            parent = _plain(attributes, "parentUUID", driver) or next((gpu_of_set[s] for s in sets if s in gpu_of_set), None)
+            parent = _plain(attributes, "parentUUID", driver) or next(
+                (gpu_of_set[s] for s in sets if s in gpu_of_set), None
+            )
             parent = parent or (f"counters:{sets[0]}" if sets else f"device:{dev.get('name') or ''}")
         else:
             parent = ""

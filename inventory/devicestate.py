@@ -31,12 +31,32 @@ from collections import defaultdict
 from fractions import Fraction
 
 from django.apps import apps as django_apps
-from django.db.models import BooleanField, Case, CharField, Exists, ExpressionWrapper, F, OuterRef, Q, Subquery, Value, When
 from django.db import connection
+from django.db.models import (
+    BooleanField,
+    Case,
+    CharField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+    When,
+)
 
 from . import summary
 
-STUCK, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE = "stuck", "allocated", "admin", "partial", "tainted", "unhealthy", "free"
+STUCK, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE = (
+    "stuck",
+    "allocated",
+    "admin",
+    "partial",
+    "tainted",
+    "unhealthy",
+    "free",
+)
 STATES = (FREE, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, STUCK)
 # Values of the stored column (the rest are derived at read time).
 STORED_STATES = (FREE, ALLOCATED, ADMIN, PARTIAL)
@@ -63,14 +83,18 @@ def stuck_claim_ids():
     """Ids of claims with an active stuck-claim finding (an uncorrelated subquery: hashed once)."""
     claim = django_apps.get_model("claims", "ResourceClaim")
     finding = django_apps.get_model("claims", "Finding")
-    active = finding.objects.stuck().exclude(claim_uid="").values("claim_uid")  # report-only findings (idle GPUs) do not count
+    active = (
+        finding.objects.stuck().exclude(claim_uid="").values("claim_uid")
+    )  # report-only findings (idle GPUs) do not count
     return claim.objects.filter(uid__in=active).values("id")
 
 
 def node_not_ready():
     """EXISTS: the device's node is NotReady (namespace '' keeps the lookup on the unique index)."""
     node = django_apps.get_model("inventory", "Node")
-    return Exists(node.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("node_name"), ready=False))
+    return Exists(
+        node.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("node_name"), ready=False)
+    )
 
 
 # Above this many NotReady nodes (an outage) the constant lists of not_ready_nodes() would outgrow
@@ -231,9 +255,18 @@ def _write_held(devices, result_model):
     )
     # The result that decides the state: exclusive, then share, then admin access; lowest claim id.
     deciding = results.annotate(
-        rank=Case(When(admin_access=False, share_id="", then=Value(0)), When(admin_access=False, then=Value(1)), default=Value(2))
+        rank=Case(
+            When(admin_access=False, share_id="", then=Value(0)),
+            When(admin_access=False, then=Value(1)),
+            default=Value(2),
+        )
     ).order_by("rank", "claim_id")
-    state = Case(When(rank=0, then=Value(ALLOCATED)), When(rank=1, then=Value(PARTIAL)), default=Value(ADMIN), output_field=CharField())
+    state = Case(
+        When(rank=0, then=Value(ALLOCATED)),
+        When(rank=1, then=Value(PARTIAL)),
+        default=Value(ADMIN),
+        output_field=CharField(),
+    )
     devices.exclude(allocation_state=FREE, held_by_claim_id__isnull=True, admin_watched=False).update(
         allocation_state=FREE, held_by_claim_id=None, held_by_namespace="", held_by_name="", admin_watched=False
     )
@@ -249,7 +282,7 @@ def _write_held(devices, result_model):
 def _write_counter_blocked(devices, counter_model):
     """Mark unheld partitions whose shared counters held siblings use up (quantities parsed in Python:
     SQL cannot compare Kubernetes quantities); only pools with a held partition are read."""
-    from claims.allocator.quantity import parse_quantity
+    from dra.quantity import parse_quantity
 
     parsed = {}  # the same few counter values ("1", "42", "10Gi") repeat across every partition
 
@@ -266,7 +299,13 @@ def _write_counter_blocked(devices, counter_model):
             return Fraction(0)
 
     with_counters = devices.exclude(consumes_counters=[])
-    pools = set(with_counters.filter(held_by_claim_id__isnull=False).exclude(allocation_state=ADMIN).values_list("cluster_id", "driver", "pool").distinct().order_by())
+    pools = set(
+        with_counters.filter(held_by_claim_id__isnull=False)
+        .exclude(allocation_state=ADMIN)
+        .values_list("cluster_id", "driver", "pool")
+        .distinct()
+        .order_by()
+    )
     if not pools:
         return
     rows = list(
@@ -275,15 +314,24 @@ def _write_counter_blocked(devices, counter_model):
         )
     )
     capacity = {}
-    sets = counter_model.objects.filter(cluster_id__in={c for c, _, _ in pools}, slice__pool__in={p for _, _, p in pools})
-    for cid, driver, pool, name, counters in sets.values_list("cluster_id", "slice__driver", "slice__pool", "name", "counters"):
+    sets = counter_model.objects.filter(
+        cluster_id__in={c for c, _, _ in pools}, slice__pool__in={p for _, _, p in pools}
+    )
+    for cid, driver, pool, name, counters in sets.values_list(
+        "cluster_id", "slice__driver", "slice__pool", "name", "counters"
+    ):
         for counter, value in (counters or {}).items():
             capacity[(cid, driver, pool, name, counter)] = amount(value)
     needs, used = {}, defaultdict(Fraction)
     for pk, cid, driver, pool, consumes, held, state in rows:
         if (cid, driver, pool) not in pools:
             continue
-        need = [((cid, driver, pool, e.get("counterSet"), c), amount(v)) for e in consumes or () if isinstance(e, dict) for c, v in (e.get("counters") or {}).items()]
+        need = [
+            ((cid, driver, pool, e.get("counterSet"), c), amount(v))
+            for e in consumes or ()
+            if isinstance(e, dict)
+            for c, v in (e.get("counters") or {}).items()
+        ]
         if held is not None:
             if state == ADMIN:
                 continue  # admin access never takes counters from others
@@ -291,7 +339,11 @@ def _write_counter_blocked(devices, counter_model):
                 used[key] += value
         else:
             needs[pk] = need
-    blocked = [pk for pk, need in needs.items() if any(used.get(k) and capacity.get(k, Fraction(0)) - used[k] < v for k, v in need)]
+    blocked = [
+        pk
+        for pk, need in needs.items()
+        if any(used.get(k) and capacity.get(k, Fraction(0)) - used[k] < v for k, v in need)
+    ]
     for i in range(0, len(blocked), _QUERY_CHUNK):
         devices.filter(id__in=blocked[i : i + _QUERY_CHUNK]).update(allocation_state=PARTIAL)
 
@@ -310,4 +362,6 @@ def pools_of_claims(claim_ids):
 
 def _pools(manager, column, ids, fields):
     ids = [i for i in ids if i is not None]
-    return set(manager.filter(**{f"{column}__any_of": ids}).values_list(*fields).distinct().order_by()) if ids else set()
+    return (
+        set(manager.filter(**{f"{column}__any_of": ids}).values_list(*fields).distinct().order_by()) if ids else set()
+    )

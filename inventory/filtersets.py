@@ -5,8 +5,8 @@ from rest_framework.exceptions import ValidationError
 
 from gpudash.api.filters import ApiFilterSet, AttributeFilter, CapacityFilter, KubeObjectFilterSet, StrictBooleanFilter
 
-from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
 from .devicestate import STATES
+from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
 from .querysets import DEVICE_STATES
 
 __all__ = ("ClusterFilterSet", "NodeFilterSet", "DeviceClassFilterSet", "ResourceSliceFilterSet", "DeviceFilterSet")
@@ -26,11 +26,22 @@ class NodeFilterSet(KubeObjectFilterSet):
     ready = StrictBooleanFilter()
     unschedulable = StrictBooleanFilter()
     # "Nodes with ≥ N free GPUs of model X" (fleet.node_gpu_q), the three read together in filter_queryset.
-    min_free_gpus = django_filters.NumberFilter(method="filter_gpus", min_value=0, help_text="At least this many free whole GPUs (a GPU with a partition in use is not free).")
-    gpu_model = django_filters.CharFilter(method="filter_gpus", help_text="Of this model (productName; device-plugin nodes: their GPU product label).")
-    gpu_source = django_filters.ChoiceFilter(choices=[("any", "any"), ("dra", "dra"), ("device-plugin", "device-plugin")], method="filter_gpus",
-                                             help_text="Count DRA devices, device-plugin GPUs, or either (default; a node with both is not counted twice).")
-    ordering = django_filters.OrderingFilter(fields=(("cluster__name", "cluster"), "name", "creation_timestamp", "gpus", "free_gpus"))
+    min_free_gpus = django_filters.NumberFilter(
+        method="filter_gpus",
+        min_value=0,
+        help_text="At least this many free whole GPUs (a GPU with a partition in use is not free).",
+    )
+    gpu_model = django_filters.CharFilter(
+        method="filter_gpus", help_text="Of this model (productName; device-plugin nodes: their GPU product label)."
+    )
+    gpu_source = django_filters.ChoiceFilter(
+        choices=[("any", "any"), ("dra", "dra"), ("device-plugin", "device-plugin")],
+        method="filter_gpus",
+        help_text="Count DRA devices, device-plugin GPUs, or either (default; a node with both is not counted twice).",
+    )
+    ordering = django_filters.OrderingFilter(
+        fields=(("cluster__name", "cluster"), "name", "creation_timestamp", "gpus", "free_gpus")
+    )
 
     def filter_gpus(self, queryset, name, value):
         return queryset  # all three together in filter_queryset
@@ -43,7 +54,11 @@ class NodeFilterSet(KubeObjectFilterSet):
         if data.get("min_free_gpus") is None and not data.get("gpu_model"):
             return queryset
         n = data.get("min_free_gpus")
-        flt = {"min_free": int(n) if n is not None else 1, "model": data.get("gpu_model") or "", "source": data.get("gpu_source") or "any"}
+        flt = {
+            "min_free": int(n) if n is not None else 1,
+            "model": data.get("gpu_model") or "",
+            "source": data.get("gpu_source") or "any",
+        }
         return queryset.filter(fleet.node_gpu_q(flt))
 
     class Meta:
@@ -73,7 +88,9 @@ class ResourceSliceFilterSet(KubeObjectFilterSet):
 
 
 class DeviceFilterSet(ApiFilterSet):
-    cluster = django_filters.ModelChoiceFilter(field_name="cluster", to_field_name="name", queryset=Cluster.objects.all(), help_text="Cluster name.")
+    cluster = django_filters.ModelChoiceFilter(
+        field_name="cluster", to_field_name="name", queryset=Cluster.objects.all(), help_text="Cluster name."
+    )
     node = django_filters.CharFilter(field_name="node_name", help_text="Node the device lives on.")
     driver = django_filters.CharFilter()
     pool = django_filters.CharFilter()
@@ -92,8 +109,10 @@ class DeviceFilterSet(ApiFilterSet):
         help_text="The full state: free, allocated, admin, partial, tainted, unhealthy (node NotReady), stuck.",
     )
     tainted = StrictBooleanFilter(help_text="Has a NoSchedule or NoExecute taint, whatever the state.")
-    kind = django_filters.ChoiceFilter(choices=[("gpu", "gpu"), ("partition", "partition"), ("other", "other")],
-                                       help_text="gpu (a whole GPU), partition (a MIG slice of one), other (NICs ...): inventory/devicekinds.py.")
+    kind = django_filters.ChoiceFilter(
+        choices=[("gpu", "gpu"), ("partition", "partition"), ("other", "other")],
+        help_text="gpu (a whole GPU), partition (a MIG slice of one), other (NICs ...): inventory/devicekinds.py.",
+    )
     attribute = AttributeFilter(
         method="filter_attribute",
         help_text="NAME:VALUE, repeatable (all must match). NAME bare = the device's driver domain, "

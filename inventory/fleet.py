@@ -12,7 +12,7 @@ import functools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum, Value
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum
 from django.utils.translation import gettext_lazy as _
 
 from claims.models import AllocationResult, Finding
@@ -41,6 +41,8 @@ FLAG_LABELS = {TAINTED: _("tainted"), UNHEALTHY: _("on NotReady nodes"), ADMIN: 
 def state_label(state):
     """A state's label in the active language, as a str (titles join it, SQL sorts by it)."""
     return str(STATE_LABELS.get(state, state))
+
+
 # The order the overview tiles and the map summary list the states in (used first, then free).
 DISPLAY_STATES = (ALLOCATED, STUCK, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE)
 BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
@@ -100,7 +102,12 @@ def _stuck_devices(cluster_ids, nodes=None):
         devices = devices.filter(cluster_id__in=cluster_ids)
     if nodes is not None:
         devices = devices.filter(node_name__in={n for _, n in nodes})
-    rows = devices.order_by().annotate(model=summary.MODEL).values_list(*_SUMMARY_KEY, "allocation_state").annotate(n=Count("id"))
+    rows = (
+        devices.order_by()
+        .annotate(model=summary.MODEL)
+        .values_list(*_SUMMARY_KEY, "allocation_state")
+        .annotate(n=Count("id"))
+    )
     out = defaultdict(Counter)
     for *key, state, n in rows:
         if nodes is None or (key[0], key[3]) in nodes:
@@ -113,10 +120,18 @@ def _sums():
     (the "node not ready" state) and `on_unready` (the flag) on NotReady ones."""
     unready = Q(unready=True)
     return {
-        "n": Sum("n_total"), "tainted": Sum("n_tainted"), "admin_watched": Sum("n_admin_watched"),
-        "on_unready": Sum("n_total", filter=unready), "free": Sum("n_free", filter=~unready), "unready_free": Sum("n_free", filter=unready),
-        "tainted_unheld": Sum("n_tainted_unheld"), "allocated": Sum("n_allocated"), "admin": Sum("n_admin"), "partial": Sum("n_partial"),
-        "gpus": Sum("n_gpus"), "gpus_free": Sum("n_gpus_free", filter=~unready),
+        "n": Sum("n_total"),
+        "tainted": Sum("n_tainted"),
+        "admin_watched": Sum("n_admin_watched"),
+        "on_unready": Sum("n_total", filter=unready),
+        "free": Sum("n_free", filter=~unready),
+        "unready_free": Sum("n_free", filter=unready),
+        "tainted_unheld": Sum("n_tainted_unheld"),
+        "allocated": Sum("n_allocated"),
+        "admin": Sum("n_admin"),
+        "partial": Sum("n_partial"),
+        "gpus": Sum("n_gpus"),
+        "gpus_free": Sum("n_gpus_free", filter=~unready),
     }
 
 
@@ -181,7 +196,9 @@ class FleetSnapshot:
         if self._by_model is None:
             merged = {}
             for g in self.kind_groups():
-                m = merged.setdefault((g["driver"], g["model"]), {"driver": g["driver"], "model": g["model"], "states": Counter()})
+                m = merged.setdefault(
+                    (g["driver"], g["model"]), {"driver": g["driver"], "model": g["model"], "states": Counter()}
+                )
                 for k, v in g.items():
                     if k == "states":
                         m["states"].update(v)
@@ -229,7 +246,15 @@ class FleetSnapshot:
         for g in self.model_groups():
             c = g["states"]
             held = c[ALLOCATED] + c[STUCK] + c[ADMIN]
-            rows.append({"driver": g["driver"], "model": g["model"] or "(no model attribute)", "total": g["n"], "counts": c, "used_pct": round(100 * held / g["n"]) if g["n"] else 0})
+            rows.append(
+                {
+                    "driver": g["driver"],
+                    "model": g["model"] or "(no model attribute)",
+                    "total": g["n"],
+                    "counts": c,
+                    "used_pct": round(100 * held / g["n"]) if g["n"] else 0,
+                }
+            )
         return sorted(rows, key=lambda r: (-r["total"], r["driver"], r["model"]))
 
     def namespaces(self):
@@ -241,9 +266,16 @@ class FleetSnapshot:
         if scope is not None:
             results = results.filter(namespace__in=scope)
         # The results' own namespace column: no join to each result's claim row.
-        rows = results.values_list("namespace").annotate(devices=Count("id"), claims=Count("claim_id", distinct=True)).order_by("-devices", "namespace")
+        rows = (
+            results.values_list("namespace")
+            .annotate(devices=Count("id"), claims=Count("claim_id", distinct=True))
+            .order_by("-devices", "namespace")
+        )
         total = self.total or 1
-        return [{"namespace": ns, "devices": n, "claims": claims, "share_pct": round(100 * n / total, 1)} for ns, n, claims in rows]
+        return [
+            {"namespace": ns, "devices": n, "claims": claims, "share_pct": round(100 * n / total, 1)}
+            for ns, n, claims in rows
+        ]
 
     def fragmentation(self):
         """Per driver: nodes whose devices are all free (can take a whole-node claim) vs free devices scattered.
@@ -254,10 +286,15 @@ class FleetSnapshot:
         # Free = unheld, untainted, on a Ready node: stuck claims only ever hold devices, so the
         # stuck list does not change these numbers.
         per_node = (
-            self._summary().exclude(node_name="").values_list("driver", "cluster_id", "node_name")
-            .annotate(total=Sum("n_total"), free=Sum("n_free", filter=Q(unready=False))).order_by()
+            self._summary()
+            .exclude(node_name="")
+            .values_list("driver", "cluster_id", "node_name")
+            .annotate(total=Sum("n_total"), free=Sum("n_free", filter=Q(unready=False)))
+            .order_by()
         )
-        out = defaultdict(lambda: {"nodes": 0, "whole_free_nodes": 0, "free_devices": 0, "scattered_free": 0, "histogram": Counter()})
+        out = defaultdict(
+            lambda: {"nodes": 0, "whole_free_nodes": 0, "free_devices": 0, "scattered_free": 0, "histogram": Counter()}
+        )
         for driver, _cluster, _node, total, free in per_node:
             free = free or 0
             row = out[driver]
@@ -289,7 +326,10 @@ class FleetSnapshot:
             else:
                 out["other"] += g["n"]
                 out["other_free"] += g["states"][FREE]
-        return {k: out[k] for k in ("gpus", "gpus_free", "gpu_devices", "partitions", "partitions_free", "other", "other_free")}
+        return {
+            k: out[k]
+            for k in ("gpus", "gpus_free", "gpu_devices", "partitions", "partitions_free", "other", "other_free")
+        }
 
     def gpu_models(self):
         """Rows per (driver, model): for GPUs the physical GPUs, free ones, partitions and free
@@ -305,8 +345,15 @@ class FleetSnapshot:
             elif g["kind"] == OTHER:
                 r["devices"] += g["n"]
                 r["free"] += g["states"][FREE]
-        out = [{"kind": k, "driver": d, "model": m or "(no model attribute)", **{c: n[c] for c in ("gpus", "gpus_free", "partitions", "partitions_free", "devices", "free")}}
-               for (k, d, m), n in rows.items()]
+        out = [
+            {
+                "kind": k,
+                "driver": d,
+                "model": m or "(no model attribute)",
+                **{c: n[c] for c in ("gpus", "gpus_free", "partitions", "partitions_free", "devices", "free")},
+            }
+            for (k, d, m), n in rows.items()
+        ]
         return sorted(out, key=lambda r: (r["kind"] != GPU, -(r["gpus"] or r["devices"]), r["driver"], r["model"]))
 
     def free_gpu_histogram(self):
@@ -314,8 +361,12 @@ class FleetSnapshot:
         the most GPUs a node of that model has down to 0 ("is there a free 8-GPU node?" is the top bar).
         [{"model", "nodes", "max_free", "bars": [{"free": k, "nodes": n, "pct": bar width}]}]"""
         per_node = (
-            self._summary().exclude(node_name="").filter(n_gpus__gt=0).values_list("model", "cluster_id", "node_name")
-            .annotate(gpus=Sum("n_gpus"), free=Sum("n_gpus_free", filter=Q(unready=False))).order_by()
+            self._summary()
+            .exclude(node_name="")
+            .filter(n_gpus__gt=0)
+            .values_list("model", "cluster_id", "node_name")
+            .annotate(gpus=Sum("n_gpus"), free=Sum("n_gpus_free", filter=Q(unready=False)))
+            .order_by()
         )
         models = defaultdict(lambda: {"nodes": 0, "most": 0, "counts": Counter()})
         for model, _cluster, _node, gpus, free in per_node:
@@ -326,7 +377,10 @@ class FleetSnapshot:
         out = []
         for model, m in sorted(models.items(), key=lambda kv: (-kv[1]["nodes"], kv[0])):
             peak = max(m["counts"].values())
-            bars = [{"free": k, "nodes": m["counts"][k], "pct": round(100 * m["counts"][k] / peak)} for k in range(m["most"], -1, -1)]
+            bars = [
+                {"free": k, "nodes": m["counts"][k], "pct": round(100 * m["counts"][k] / peak)}
+                for k in range(m["most"], -1, -1)
+            ]
             out.append({"model": model, "nodes": m["nodes"], "max_free": max(m["counts"]), "bars": bars})
         return out
 
@@ -337,7 +391,9 @@ class FleetSnapshot:
 
     def gpu_model_names(self):
         """The GPU models present (choices of the "≥ N free GPUs of model X" filters)."""
-        return sorted({m for m in self._summary().filter(n_gpus__gt=0).values_list("model", flat=True).distinct().order_by() if m})
+        return sorted(
+            {m for m in self._summary().filter(n_gpus__gt=0).values_list("model", flat=True).distinct().order_by() if m}
+        )
 
     def node_gpu_counts(self):
         """(cluster_id, node) -> Counter {"gpus", "gpus_free", "partitions", "other"}."""
@@ -383,7 +439,9 @@ def unpublished_devices(cluster_ids=None, nodes=None):
     if nodes is not None:
         rows = rows.filter(node_name__in={n for _, n in nodes})
     out = {"devices": 0, "nodes": 0, "rows": {}}
-    for cid, node, driver, since, n in rows.values_list("cluster_id", "node_name", "driver", "unpublished_since", "n_unpublished"):
+    for cid, node, driver, since, n in rows.values_list(
+        "cluster_id", "node_name", "driver", "unpublished_since", "n_unpublished"
+    ):
         if nodes is not None and (cid, node) not in nodes:
             continue
         r = out["rows"].setdefault((cid, node), {"since": since, "devices": 0, "drivers": set()})
@@ -416,7 +474,13 @@ class FleetMap:
         if unpublished:  # nodes whose driver publishes nothing now
             self.rows = self.rows.filter(unpublished__gt=0)
         if gpu:  # "nodes with ≥ N free GPUs of model X" (gpu_filter): node rows only
-            self.rows = self.rows.filter(Exists(Node.objects.filter(cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("map_key")).filter(node_gpu_q(gpu))))
+            self.rows = self.rows.filter(
+                Exists(
+                    Node.objects.filter(
+                        cluster_id=OuterRef("cluster_id"), namespace="", name=OuterRef("map_key")
+                    ).filter(node_gpu_q(gpu))
+                )
+            )
 
     def _grouped(self):
         rows = NodeDeviceSummary.objects.all()
@@ -426,9 +490,16 @@ class FleetMap:
             rows.annotate(unhealthy=self.not_ready, node_exists=_node_exists())
             .values("cluster_id", "map_key", "sort_key", "unhealthy", "node_exists")
             .annotate(
-                total=Sum("n_total"), free=Sum("n_free"), tainted_unheld=Sum("n_tainted_unheld"),
-                allocated=Sum("n_allocated"), admin=Sum("n_admin"), partial=Sum("n_partial"),
-                gpus=Sum("n_gpus"), gpus_free=Sum("n_gpus_free"), unpublished=Sum("n_unpublished"), unpublished_since=Min("unpublished_since"),
+                total=Sum("n_total"),
+                free=Sum("n_free"),
+                tainted_unheld=Sum("n_tainted_unheld"),
+                allocated=Sum("n_allocated"),
+                admin=Sum("n_admin"),
+                partial=Sum("n_partial"),
+                gpus=Sum("n_gpus"),
+                gpus_free=Sum("n_gpus_free"),
+                unpublished=Sum("n_unpublished"),
+                unpublished_since=Min("unpublished_since"),
             )
             # A node whose driver stopped publishing keeps its row (summary placeholders) while it exists.
             .filter(Q(total__gt=0) | Q(node_exists=True))
@@ -445,7 +516,7 @@ class FleetMap:
         return q
 
     def _filtered(self, rows, state, search):
-        """"Nodes with a device in state X" and a node name search, both in SQL."""
+        """ "Nodes with a device in state X" and a node name search, both in SQL."""
         if search:
             rows = rows.filter(map_key__contains=search)
         if not state:
@@ -461,7 +532,11 @@ class FleetMap:
         if state in (ALLOCATED, ADMIN, PARTIAL):
             # Rows whose devices in this stored state are all held by stuck claims show as stuck only.
             maybe_all_stuck = {k for k, c in self.stuck.items() if c[state]}
-            all_stuck = {(r["cluster_id"], r["map_key"]) for r in rows.filter(self._keys_q(maybe_all_stuck)) if r[state] == self.stuck[(r["cluster_id"], r["map_key"])][state]}
+            all_stuck = {
+                (r["cluster_id"], r["map_key"])
+                for r in rows.filter(self._keys_q(maybe_all_stuck))
+                if r[state] == self.stuck[(r["cluster_id"], r["map_key"])][state]
+            }
             return rows.filter(**{f"{state}__gt": 0}).exclude(self._keys_q(all_stuck))
         raise ValueError(f"unknown device state {state!r}; expected one of {', '.join(STATES)}")
 
@@ -471,12 +546,19 @@ class FleetMap:
         for r in rows:
             unready = r["unhealthy"]
             r = r | {"free": 0 if unready else r["free"], "unready_free": r["free"] if unready else 0}
-            out.append({
-                "cluster_id": r["cluster_id"], "node": r["map_key"], "unhealthy": unready, "devices": [],
-                "states": _decide(r, self.stuck.get((r["cluster_id"], r["map_key"]))),
-                "gpus": r["gpus"] or 0, "gpus_free": 0 if unready else (r["gpus_free"] or 0),
-                "unpublished": r["unpublished"] or 0, "unpublished_since": r["unpublished_since"],
-            })
+            out.append(
+                {
+                    "cluster_id": r["cluster_id"],
+                    "node": r["map_key"],
+                    "unhealthy": unready,
+                    "devices": [],
+                    "states": _decide(r, self.stuck.get((r["cluster_id"], r["map_key"]))),
+                    "gpus": r["gpus"] or 0,
+                    "gpus_free": 0 if unready else (r["gpus_free"] or 0),
+                    "unpublished": r["unpublished"] or 0,
+                    "unpublished_since": r["unpublished_since"],
+                }
+            )
         return self.attach_devices(out)
 
     def attach_devices(self, rows):
@@ -491,21 +573,53 @@ class FleetMap:
         for cid, (nodes, pools) in by_cluster.items():
             where |= Q(cluster_id=cid, node_name__in=nodes) | Q(cluster_id=cid, node_name="", pool__in=pools)
         scope = roles.visible_namespaces(self.user) if self.user is not None else None
-        fields = ("id", "cluster_id", "driver", "pool", "name", "node_name", "tainted", "admin_watched", "allocation_state", "held_by_namespace", "held_by_name", "st", "unhealthy", "model", "kind", "parent")
+        fields = (
+            "id",
+            "cluster_id",
+            "driver",
+            "pool",
+            "name",
+            "node_name",
+            "tainted",
+            "admin_watched",
+            "allocation_state",
+            "held_by_namespace",
+            "held_by_name",
+            "st",
+            "unhealthy",
+            "model",
+            "kind",
+            "parent",
+        )
         index = {(r["cluster_id"], r["node"]): r for r in rows}
-        for values in _with_state(Device.objects.filter(where).order_by(), self.not_ready).annotate(model=summary.MODEL).values_list(*fields):
+        for values in (
+            _with_state(Device.objects.filter(where).order_by(), self.not_ready)
+            .annotate(model=summary.MODEL)
+            .values_list(*fields)
+        ):
             d = dict(zip(fields, values))
             holders = []
             if d["held_by_name"]:
                 ns = d["held_by_namespace"]
-                holders.append(Holder(ns, d["held_by_name"], "", d["allocation_state"] == ADMIN, d["st"] == STUCK,
-                                      shared=d["allocation_state"] == PARTIAL, visible=scope is None or ns in scope))
+                holders.append(
+                    Holder(
+                        ns,
+                        d["held_by_name"],
+                        "",
+                        d["allocation_state"] == ADMIN,
+                        d["st"] == STUCK,
+                        shared=d["allocation_state"] == PARTIAL,
+                        visible=scope is None or ns in scope,
+                    )
+                )
             d["st"] = DeviceState(d["st"], _flags(d["tainted"], d["unhealthy"], d["admin_watched"]), holders)
             row = index.get((d["cluster_id"], d["node_name"] or f"pool:{d['pool']}"))
             if row is not None:
                 row["devices"].append(d)
         for r in rows:
-            r["devices"] = under_parents(r["devices"], lambda d: d["driver"], lambda d: d["name"], lambda d: d["kind"], lambda d: d["parent"])
+            r["devices"] = under_parents(
+                r["devices"], lambda d: d["driver"], lambda d: d["name"], lambda d: d["kind"], lambda d: d["parent"]
+            )
         return rows
 
 
@@ -553,18 +667,45 @@ def states_for(devices, cluster_ids=None, user=None):
     if not devices:
         return devices
     ids = [d.id for d in devices]
-    state = {pk: (st, unhealthy, admin) for pk, st, unhealthy, admin in _with_state(Device.objects.filter(id__in=ids)).values_list("id", "st", "unhealthy", "admin_watched")}
+    state = {
+        pk: (st, unhealthy, admin)
+        for pk, st, unhealthy, admin in _with_state(Device.objects.filter(id__in=ids)).values_list(
+            "id", "st", "unhealthy", "admin_watched"
+        )
+    }
     keys = {(d.cluster_id, d.driver, d.pool, d.name) for d in devices}
     results = AllocationResult.objects.filter(cluster_id__in={k[0] for k in keys}, pool__in={k[2] for k in keys})
-    rows = [r for r in results.values_list("cluster_id", "driver", "pool", "device", "admin_access", "share_id", "claim__namespace", "claim__name", "claim__uid") if r[:4] in keys]
-    stuck = set(Finding.objects.stuck().filter(claim_uid__in={r[8] for r in rows}).values_list("claim_uid", flat=True)) if rows else set()
+    rows = [
+        r
+        for r in results.values_list(
+            "cluster_id",
+            "driver",
+            "pool",
+            "device",
+            "admin_access",
+            "share_id",
+            "claim__namespace",
+            "claim__name",
+            "claim__uid",
+        )
+        if r[:4] in keys
+    ]
+    stuck = (
+        set(Finding.objects.stuck().filter(claim_uid__in={r[8] for r in rows}).values_list("claim_uid", flat=True))
+        if rows
+        else set()
+    )
     scope = roles.visible_namespaces(user) if user is not None else None
     holders = defaultdict(list)
     for cid, driver, pool, device, admin, share, ns, name, uid in rows:
-        holders[(cid, driver, pool, device)].append(Holder(ns, name, uid, admin, uid in stuck, shared=bool(share), visible=scope is None or ns in scope))
+        holders[(cid, driver, pool, device)].append(
+            Holder(ns, name, uid, admin, uid in stuck, shared=bool(share), visible=scope is None or ns in scope)
+        )
     for dev in devices:
         st, unhealthy, admin = state.get(dev.id, (FREE, False, False))
-        dev.st = DeviceState(st, _flags(dev.tainted, unhealthy, admin), holders.get((dev.cluster_id, dev.driver, dev.pool, dev.name), []))
+        dev.st = DeviceState(
+            st, _flags(dev.tainted, unhealthy, admin), holders.get((dev.cluster_id, dev.driver, dev.pool, dev.name), [])
+        )
     return devices
 
 
@@ -573,7 +714,11 @@ def template_sources(snap):
     from . import accelerators
 
     sources = accelerators.source_totals(snapshot=snap)
-    return {"dra": sources["dra"], "device_plugin": sources[accelerators.DEVICE_PLUGIN], "hami": sources[accelerators.HAMI]}
+    return {
+        "dra": sources["dra"],
+        "device_plugin": sources[accelerators.DEVICE_PLUGIN],
+        "hami": sources[accelerators.HAMI],
+    }
 
 
 def kinds_context(snap):
@@ -582,7 +727,11 @@ def kinds_context(snap):
     from . import accelerators
 
     sources = accelerators.source_totals(snapshot=snap)
-    models = sorted(set(sources["dra"]["models"]) | set(sources[accelerators.DEVICE_PLUGIN]["models"]) | set(sources[accelerators.HAMI]["models"]))
+    models = sorted(
+        set(sources["dra"]["models"])
+        | set(sources[accelerators.DEVICE_PLUGIN]["models"])
+        | set(sources[accelerators.HAMI]["models"])
+    )
     # Template-friendly keys (device_plugin): templates cannot read "device-plugin".
     keys = {"dra": "dra", "device_plugin": accelerators.DEVICE_PLUGIN, "hami": accelerators.HAMI}
     by_model = [{"model": m, **{k: sources[key]["models"].get(m) for k, key in keys.items()}} for m in models]
@@ -624,16 +773,28 @@ def node_gpu_q(flt):
 
     q = Q(pk__in=[])
     if flt["source"] in ("any", "dra"):
-        dra = NodeDeviceSummary.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name")).exclude(n_total=0)
+        dra = NodeDeviceSummary.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name")).exclude(
+            n_total=0
+        )
         if flt["model"]:
             dra = dra.filter(model=flt["model"])
-        dra = dra.values("cluster_id", "node_name").annotate(gpus=Sum("n_gpus"), free=Sum("n_gpus_free")).filter(gpus__gt=0, free__gte=flt["min_free"])
+        dra = (
+            dra.values("cluster_id", "node_name")
+            .annotate(gpus=Sum("n_gpus"), free=Sum("n_gpus_free"))
+            .filter(gpus__gt=0, free__gte=flt["min_free"])
+        )
         q |= Exists(dra) & (Q(ready=True) | Q(ready__isnull=True) if flt["min_free"] else Q())
     if flt["source"] in ("any", "device-plugin"):
-        dp = NodeAccelerator.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name"), source="device-plugin", kind="gpu")
+        dp = NodeAccelerator.objects.filter(
+            cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name"), source="device-plugin", kind="gpu"
+        )
         if flt["model"]:
             dp = dp.filter(model__iexact=flt["model"])
-        dp = dp.values("cluster_id", "node_name").annotate(gpus=Sum("allocatable"), free=Sum(F("allocatable") - F("requested"))).filter(gpus__gt=0, free__gte=flt["min_free"])
+        dp = (
+            dp.values("cluster_id", "node_name")
+            .annotate(gpus=Sum("allocatable"), free=Sum(F("allocatable") - F("requested")))
+            .filter(gpus__gt=0, free__gte=flt["min_free"])
+        )
         q |= Exists(dp)
     return q
 
@@ -646,7 +807,9 @@ def gpu_filter_models(cluster_ids=None):
     dp = NodeAccelerator.objects.filter(source="device-plugin", kind="gpu", allocatable__gt=0)
     if cluster_ids is not None:
         dra, dp = dra.filter(cluster_id__in=cluster_ids), dp.filter(cluster_id__in=cluster_ids)
-    models = set(dra.values_list("model", flat=True).distinct().order_by()) | set(dp.values_list("model", flat=True).distinct().order_by())
+    models = set(dra.values_list("model", flat=True).distinct().order_by()) | set(
+        dp.values_list("model", flat=True).distinct().order_by()
+    )
     return sorted(m for m in models if m)
 
 

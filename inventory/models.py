@@ -1,10 +1,9 @@
 """Clusters, their sync state, and the inventory side of DRA: nodes, classes, slices, devices."""
 
 from django.db import models
-from django.utils import timezone
 
-from claims.allocator.errors import InputError
-from claims.allocator.model import check_devices_shape
+from dra.errors import InputError
+from dra.model import check_devices_shape
 from gpudash.models import KubeObject, parse_k8s_time, text_indexes
 
 from . import devicekinds, normalize
@@ -91,7 +90,9 @@ class SyncState(models.Model):
 
     class Meta:
         ordering = ("cluster__name", "kind")
-        constraints = [models.UniqueConstraint(fields=("cluster", "kind"), name="inventory_syncstate_unique_cluster_kind")]
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "kind"), name="inventory_syncstate_unique_cluster_kind")
+        ]
 
     def __str__(self):
         return f"{self.cluster} {self.kind}: {self.status}"
@@ -104,13 +105,21 @@ class Node(KubeObject):
     taints = models.JSONField(default=list, blank=True)
 
     class Meta(KubeObject.Meta):
-        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_node_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_node_unique_name")
+        ]
         # devicestate.not_ready_nodes() runs on every state read: with this it is an index scan of the
         # (usually few) NotReady nodes instead of a scan of every node.
         indexes = [
             *text_indexes("inventory_node", "uid", "namespace"),
-            models.Index(fields=("cluster", "name"), condition=models.Q(namespace="", ready=False), name="inventory_node_not_ready_idx"),
-            models.Index(fields=("cluster", "ready"), name="inventory_node_ready_idx"),  # the overview's node counts, index-only
+            models.Index(
+                fields=("cluster", "name"),
+                condition=models.Q(namespace="", ready=False),
+                name="inventory_node_not_ready_idx",
+            ),
+            models.Index(
+                fields=("cluster", "ready"), name="inventory_node_ready_idx"
+            ),  # the overview's node counts, index-only
         ]
 
     @classmethod
@@ -122,7 +131,12 @@ class Node(KubeObject):
                 ready = cond.get("status") == "True"
                 changed = parse_k8s_time(cond.get("lastTransitionTime"))
         spec = raw.get("spec") or {}
-        fields.update(ready=ready, ready_changed_at=changed, unschedulable=bool(spec.get("unschedulable")), taints=spec.get("taints") or [])
+        fields.update(
+            ready=ready,
+            ready_changed_at=changed,
+            unschedulable=bool(spec.get("unschedulable")),
+            taints=spec.get("taints") or [],
+        )
         return fields
 
 
@@ -139,7 +153,9 @@ class DeviceClass(KubeObject):
 
     class Meta(KubeObject.Meta):
         verbose_name_plural = "device classes"
-        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_deviceclass_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_deviceclass_unique_name")
+        ]
         indexes = text_indexes("inventory_class", "uid", "namespace")
 
     @property
@@ -167,7 +183,9 @@ class ResourceSlice(KubeObject):
     device_count = models.IntegerField(default=0)
 
     class Meta(KubeObject.Meta):
-        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_resourceslice_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_resourceslice_unique_name")
+        ]
         indexes = [
             *text_indexes("inventory_rs", "uid", "namespace", "driver", "pool", "node_name"),
             models.Index(fields=("cluster", "driver", "pool"), name="inventory_slice_pool_idx"),
@@ -204,7 +222,9 @@ class ResourceSlice(KubeObject):
         spec = self.spec
         rows = list(Device.rows_for_slice(self, spec))
         rows += [
-            SharedCounterSet(slice=self, cluster_id=self.cluster_id, name=cs.get("name") or "", counters=cs.get("counters") or {})
+            SharedCounterSet(
+                slice=self, cluster_id=self.cluster_id, name=cs.get("name") or "", counters=cs.get("counters") or {}
+            )
             for cs in spec.get("sharedCounters") or []
         ]
         return rows
@@ -280,7 +300,9 @@ class Device(models.Model):
             models.Index(fields=("cluster", "driver", "pool", "name"), name="inventory_device_identity_idx"),
             # The default order of the device lists (API and page) with the id tiebreak: a page, or a
             # keyset page (?cursor=), is an index range scan that stops after the page's rows.
-            models.Index(fields=("cluster", "node_name", "driver", "pool", "name", "id"), name="inventory_device_order_idx"),
+            models.Index(
+                fields=("cluster", "node_name", "driver", "pool", "name", "id"), name="inventory_device_order_idx"
+            ),
         ]
 
     def __str__(self):
@@ -311,7 +333,10 @@ class Device(models.Model):
                 raw=dev,
                 attribute_values=normalize.plain_attributes(dev.get("attributes"), slice_obj.driver),
                 capacity_values=normalize.capacity_values(dev.get("capacity"), slice_obj.driver),
-                tainted=any(isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute") for t in dev.get("taints") or []),
+                tainted=any(
+                    isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute")
+                    for t in dev.get("taints") or []
+                ),
             )
 
     def attribute_value(self, qualified_name):
@@ -331,10 +356,12 @@ class Device(models.Model):
 
 class DeviceTaintRule(KubeObject):
     class Meta(KubeObject.Meta):
-        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_devicetaintrule_unique_name")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=("cluster", "namespace", "name"), name="inventory_devicetaintrule_unique_name"
+            )
+        ]
         indexes = text_indexes("inventory_dtr", "uid", "namespace")
-
-
 
 
 class Namespace(KubeObject):
@@ -345,7 +372,9 @@ class Namespace(KubeObject):
     admin_access = models.BooleanField(default=False)
 
     class Meta(KubeObject.Meta):
-        constraints = [models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_namespace_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_namespace_unique_name")
+        ]
         indexes = text_indexes("inventory_ns", "uid", "namespace")
 
     @classmethod
@@ -393,7 +422,9 @@ class NodeDeviceSummary(models.Model):
     class Meta:
         # The key also serves the refresh's lookups by (cluster, driver, pool).
         constraints = [
-            models.UniqueConstraint(fields=("cluster", "driver", "pool", "node_name", "model", "kind"), name="inventory_summary_unique_key"),
+            models.UniqueConstraint(
+                fields=("cluster", "driver", "pool", "node_name", "model", "kind"), name="inventory_summary_unique_key"
+            ),
         ]
         indexes = [
             models.Index(fields=("cluster", "sort_key"), name="inventory_summary_order_idx"),
@@ -455,7 +486,11 @@ class Vanished(models.Model):
     vanished_at = models.DateTimeField(db_index=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=("cluster", "kind", "driver", "pool", "name"), name="inventory_vanished_unique_key")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=("cluster", "kind", "driver", "pool", "name"), name="inventory_vanished_unique_key"
+            )
+        ]
 
     def __str__(self):
         return f"{self.kind} {self.driver}/{self.pool}/{self.name}"

@@ -36,7 +36,7 @@ def plain_attributes(attributes, driver):
 @functools.lru_cache(maxsize=4096)  # a fleet repeats a few capacity texts ("80Gi", "132") on every device
 def quantity_number(text):
     """A Kubernetes quantity string as a JSON-ready number; ValueError when it is not a quantity."""
-    from claims.allocator.quantity import parse_quantity
+    from dra.quantity import parse_quantity
 
     value = Fraction(parse_quantity(text))
     if value.denominator == 1 and abs(value.numerator) < _INT_LIMIT:

@@ -8,8 +8,21 @@ from django.utils.translation import gettext as _
 # Top-level keys in the order `kubectl get -o yaml` users read them; nested maps keep the order the
 # API server wrote them in (Go struct order), which the mirror stores unchanged.
 TOP_LEVEL_ORDER = ("apiVersion", "kind", "metadata", "spec", "status")
-METADATA_ORDER = ("name", "generateName", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
-                  "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences", "finalizers")
+METADATA_ORDER = (
+    "name",
+    "generateName",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+)
 
 # kubectl resource names per kind (the full resource.group form: unambiguous next to CRDs of the same name).
 KUBECTL_RESOURCE = {
@@ -41,7 +54,9 @@ def to_yaml(raw):
 
     PyYAML's safe dumper: quotes what would otherwise read back as another type ("true", "1.0",
     timestamps stay strings), never folds long lines (width: the page wraps them), keeps unicode."""
-    return yaml.safe_dump(k8s_ordered(raw), sort_keys=False, default_flow_style=False, allow_unicode=True, width=1 << 20)
+    return yaml.safe_dump(
+        k8s_ordered(raw), sort_keys=False, default_flow_style=False, allow_unicode=True, width=1 << 20
+    )
 
 
 def _context_flag(cluster):
@@ -66,7 +81,10 @@ def device_kubectl_commands(cluster, slice_name, device_name):
     ctx = _context_flag(cluster)
     return [
         (_("YAML of the slice"), f"kubectl{ctx} get resourceslices.resource.k8s.io {slice_name} -o yaml"),
-        (_("This device"), f"kubectl{ctx} get resourceslices.resource.k8s.io {slice_name} -o jsonpath='{{.spec.devices[?(@.name==\"{device_name}\")]}}'"),
+        (
+            _("This device"),
+            f"kubectl{ctx} get resourceslices.resource.k8s.io {slice_name} -o jsonpath='{{.spec.devices[?(@.name==\"{device_name}\")]}}'",
+        ),
     ]
 
 

@@ -6,7 +6,7 @@ slices of an older generation are stale (the allocator ignores them once the new
 
 from collections import defaultdict
 
-from claims.allocator.gcpause import collector_paused
+from dra.gcpause import collector_paused
 
 
 def pool_summaries(slices_qs):
@@ -20,7 +20,17 @@ def pool_summaries(slices_qs):
 def _pool_summaries(slices_qs):
     # Device counts are stored on each slice by the sync (ResourceSlice.device_count): the page
     # reads the slices alone, not the device table.
-    rows = slices_qs.order_by().values("id", "cluster_id", "cluster__name", "driver", "pool", "pool_generation", "resource_slice_count", "node_name", "device_count")
+    rows = slices_qs.order_by().values(
+        "id",
+        "cluster_id",
+        "cluster__name",
+        "driver",
+        "pool",
+        "pool_generation",
+        "resource_slice_count",
+        "node_name",
+        "device_count",
+    )
     pools = defaultdict(lambda: {"generations": {}, "nodes": set()})
     for r in rows:
         p = pools[(r["cluster_id"], r["cluster__name"], r["driver"], r["pool"])]

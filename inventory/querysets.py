@@ -66,7 +66,12 @@ class DeviceQuerySet(models.QuerySet):
         from . import devicestate
 
         not_ready = self._read_not_ready()
-        return self._keeping(self.annotate(fleet_state=devicestate.state_expression(not_ready), state=devicestate.api_state_expression(not_ready)), not_ready)
+        return self._keeping(
+            self.annotate(
+                fleet_state=devicestate.state_expression(not_ready), state=devicestate.api_state_expression(not_ready)
+            ),
+            not_ready,
+        )
 
     def in_state(self, state):
         """Filter on an API v1 state (free, allocated, shared, admin, tainted)."""

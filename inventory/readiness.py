@@ -13,12 +13,11 @@ from datetime import timedelta
 from statistics import median
 
 from django.utils import timezone
-from django.utils.translation import gettext
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy
 
-from claims.allocator.model import label_selector_matches
 from claims.models import AllocationResult, ClaimStateChange, Finding, Pod, ResourceClaim
 from claims.pending import ClusterReader, ops_setting
+from dra.model import label_selector_matches
 from gpudash.kube import KubeError
 from gpudash.messages import grouped
 from gpudash.sync.kinds import KINDS
@@ -53,20 +52,39 @@ def check_versions(cluster, reader):
             group = reader.get("/apis/resource.k8s.io") or {}
             versions = [v.get("version") for v in group.get("versions") or []]
         except KubeError as exc:
-            items.append(item(WARN, gettext("API server not reachable, using what discovery recorded: %(error)s") % {"error": exc}))
+            items.append(
+                item(
+                    WARN, gettext("API server not reachable, using what discovery recorded: %(error)s") % {"error": exc}
+                )
+            )
     data.update(server_version=version, resource_versions=versions)
-    items.append(item(PASS if version else WARN, f"Kubernetes {version}" if version else gettext("Server version unknown.")))
+    items.append(
+        item(PASS if version else WARN, f"Kubernetes {version}" if version else gettext("Server version unknown."))
+    )
     if "v1" in versions:
         items.append(item(PASS, gettext("resource.k8s.io served: %(versions)s.") % {"versions": ", ".join(versions)}))
     elif versions:
-        items.append(item(WARN, gettext("resource.k8s.io only as %(versions)s: v1 (Kubernetes 1.34+) is what gpudash expects.")
-                          % {"versions": ", ".join(versions)}))
+        items.append(
+            item(
+                WARN,
+                gettext("resource.k8s.io only as %(versions)s: v1 (Kubernetes 1.34+) is what gpudash expects.")
+                % {"versions": ", ".join(versions)},
+            )
+        )
     else:
         items.append(item(FAIL, gettext("resource.k8s.io is not served: DRA is off on this cluster.")))
     features = features_in_use(cluster)
     data["features"] = features
-    items.append(item(PASS, gettext("DRA features in use: %(features)s.") % {
-        "features": ", ".join(f"{FEATURE_NAMES.get(k, k)} ({v})" for k, v in features.items()) or gettext("none beyond basic allocation")}))
+    items.append(
+        item(
+            PASS,
+            gettext("DRA features in use: %(features)s.")
+            % {
+                "features": ", ".join(f"{FEATURE_NAMES.get(k, k)} ({v})" for k, v in features.items())
+                or gettext("none beyond basic allocation")
+            },
+        )
+    )
     return check("versions", gettext("API server and DRA versions"), items, f"Kubernetes {version or '?'}", data)
 
 
@@ -94,13 +112,17 @@ def features_in_use(cluster):
         "device taints": devices.exclude(taints=[]).count(),
         "DeviceTaintRules": DeviceTaintRule.objects.filter(cluster=cluster).count(),
         "admin access": AllocationResult.objects.filter(cluster=cluster, admin_access=True).count(),
-        "per-device node selection": ResourceSlice.objects.filter(cluster=cluster, per_device_node_selection=True).count(),
+        "per-device node selection": ResourceSlice.objects.filter(
+            cluster=cluster, per_device_node_selection=True
+        ).count(),
     }
     prioritized = extended = 0
     for raw in ResourceClaim.objects.filter(cluster=cluster).values_list("raw", flat=True):
         reqs = ((raw.get("spec") or {}).get("devices") or {}).get("requests") or []
         prioritized += any(r.get("firstAvailable") for r in reqs)
-        extended += "resource.kubernetes.io/extended-resource-claim" in ((raw.get("metadata") or {}).get("annotations") or {})
+        extended += "resource.kubernetes.io/extended-resource-claim" in (
+            (raw.get("metadata") or {}).get("annotations") or {}
+        )
     counts["prioritized list (firstAvailable)"] = prioritized
     counts["extended resources backed by DRA"] = extended
     for name, n in counts.items():
@@ -120,44 +142,102 @@ def _node_label_matches(labels, spec):
 def check_drivers(cluster, reader):
     items = []
     slice_nodes = defaultdict(set)
-    for driver, node in ResourceSlice.objects.filter(cluster=cluster).exclude(node_name="").values_list("driver", "node_name"):
+    for driver, node in (
+        ResourceSlice.objects.filter(cluster=cluster).exclude(node_name="").values_list("driver", "node_name")
+    ):
         slice_nodes[driver].add(node)
-    for driver, node in Device.objects.filter(cluster=cluster, slice__node_name="").exclude(node_name="").values_list("driver", "node_name"):
+    for driver, node in (
+        Device.objects.filter(cluster=cluster, slice__node_name="")
+        .exclude(node_name="")
+        .values_list("driver", "node_name")
+    ):
         slice_nodes[driver].add(node)
     data = {}
     for driver in sorted(slice_nodes):
         pod_nodes, selectors = _driver_pod_nodes(cluster, reader, driver)
         publishing = slice_nodes[driver]
-        data[driver] = {"nodes_with_slices": sorted(publishing), "nodes_with_driver_pods": sorted(pod_nodes) if pod_nodes is not None else None}
+        data[driver] = {
+            "nodes_with_slices": sorted(publishing),
+            "nodes_with_driver_pods": sorted(pod_nodes) if pod_nodes is not None else None,
+        }
         if pod_nodes is None:
-            items.append(item(WARN, gettext("%(driver)s: slices from %(count)s node(s); its pods cannot be found "
-                                            "(set GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS).") % {"driver": driver, "count": grouped(len(publishing))}))
+            items.append(
+                item(
+                    WARN,
+                    gettext(
+                        "%(driver)s: slices from %(count)s node(s); its pods cannot be found "
+                        "(set GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS)."
+                    )
+                    % {"driver": driver, "count": grouped(len(publishing))},
+                )
+            )
             continue
         silent = sorted(pod_nodes - publishing)
         orphan = sorted(publishing - pod_nodes)
         if silent:
-            items.append(item(FAIL, gettext("%(driver)s: driver pods run on %(nodes)s but no slices are published there "
-                                            "(kubelet plugin not registered?).") % {"driver": driver, "nodes": ", ".join(silent)}, nodes=silent))
+            items.append(
+                item(
+                    FAIL,
+                    gettext(
+                        "%(driver)s: driver pods run on %(nodes)s but no slices are published there "
+                        "(kubelet plugin not registered?)."
+                    )
+                    % {"driver": driver, "nodes": ", ".join(silent)},
+                    nodes=silent,
+                )
+            )
         if orphan:
-            items.append(item(WARN, gettext("%(driver)s: slices published for %(nodes)s where no driver pod runs "
-                                            "(stale slices, or the pods' labels differ).") % {"driver": driver, "nodes": ", ".join(orphan[:20])},
-                              nodes=orphan))
+            items.append(
+                item(
+                    WARN,
+                    gettext(
+                        "%(driver)s: slices published for %(nodes)s where no driver pod runs "
+                        "(stale slices, or the pods' labels differ)."
+                    )
+                    % {"driver": driver, "nodes": ", ".join(orphan[:20])},
+                    nodes=orphan,
+                )
+            )
         if not silent and not orphan:
-            items.append(item(PASS, gettext("%(driver)s: driver pods and slices on the same %(count)s node(s).")
-                              % {"driver": driver, "count": grouped(len(publishing))}))
+            items.append(
+                item(
+                    PASS,
+                    gettext("%(driver)s: driver pods and slices on the same %(count)s node(s).")
+                    % {"driver": driver, "count": grouped(len(publishing))},
+                )
+            )
     gpu_labels = ops_setting("GPU_NODE_LABELS") or []
     publishing_any = set().union(*slice_nodes.values()) if slice_nodes else set()
     from .accelerators import accelerator_rows
 
-    served_otherwise = set(accelerator_rows([cluster.id]).values_list("node_name", flat=True))  # device plugin, HAMi: check 7
-    unpublished = sorted(n.name for n in Node.objects.filter(cluster=cluster)
-                         if any(_node_label_matches(n.labels, s) for s in gpu_labels) and n.name not in publishing_any and n.name not in served_otherwise)
+    served_otherwise = set(
+        accelerator_rows([cluster.id]).values_list("node_name", flat=True)
+    )  # device plugin, HAMi: check 7
+    unpublished = sorted(
+        n.name
+        for n in Node.objects.filter(cluster=cluster)
+        if any(_node_label_matches(n.labels, s) for s in gpu_labels)
+        and n.name not in publishing_any
+        and n.name not in served_otherwise
+    )
     if unpublished:
-        items.append(item(WARN, gettext("%(count)s node(s) look like GPU nodes but publish no slices: %(nodes)s.")
-                          % {"count": grouped(len(unpublished)), "nodes": ", ".join(unpublished[:20])}, nodes=unpublished))
+        items.append(
+            item(
+                WARN,
+                gettext("%(count)s node(s) look like GPU nodes but publish no slices: %(nodes)s.")
+                % {"count": grouped(len(unpublished)), "nodes": ", ".join(unpublished[:20])},
+                nodes=unpublished,
+            )
+        )
     if not slice_nodes:
         items.append(item(WARN, gettext("No DRA driver publishes node-local slices.")))
-    return check("drivers", gettext("DRA drivers deployed"), items, gettext("%(count)s driver(s)") % {"count": grouped(len(slice_nodes))}, data)
+    return check(
+        "drivers",
+        gettext("DRA drivers deployed"),
+        items,
+        gettext("%(count)s driver(s)") % {"count": grouped(len(slice_nodes))},
+        data,
+    )
 
 
 def _driver_pod_nodes(cluster, reader, driver):
@@ -171,7 +251,11 @@ def _driver_pod_nodes(cluster, reader, driver):
         try:
             for selector in selectors:
                 doc = reader.get("/api/v1/pods", {"labelSelector": selector}) or {}
-                nodes |= {(p.get("spec") or {}).get("nodeName") for p in doc.get("items") or [] if (p.get("status") or {}).get("phase") == "Running"}
+                nodes |= {
+                    (p.get("spec") or {}).get("nodeName")
+                    for p in doc.get("items") or []
+                    if (p.get("status") or {}).get("phase") == "Running"
+                }
             nodes.discard(None)
             return (nodes if nodes or selectors else None), selectors
         except KubeError:
@@ -186,47 +270,94 @@ def _driver_pod_nodes(cluster, reader, driver):
 
 # (verb, group, resource, subresource, namespaced, why it matters)
 RISKY = (
-    ("create", "resource.k8s.io", "resourceslices", "", False, gettext_lazy("publish devices (ResourceSlices are for drivers and admins)")),
+    (
+        "create",
+        "resource.k8s.io",
+        "resourceslices",
+        "",
+        False,
+        gettext_lazy("publish devices (ResourceSlices are for drivers and admins)"),
+    ),
     ("update", "resource.k8s.io", "resourceslices", "", False, gettext_lazy("rewrite published devices")),
     ("patch", "resource.k8s.io", "resourceclaims", "status", True, gettext_lazy("write claim status")),
-    ("patch", "resource.k8s.io", "resourceclaims", "binding", True, gettext_lazy("change allocation / reservedFor (1.36 binding)")),
+    (
+        "patch",
+        "resource.k8s.io",
+        "resourceclaims",
+        "binding",
+        True,
+        gettext_lazy("change allocation / reservedFor (1.36 binding)"),
+    ),
     ("create", "resource.k8s.io", "deviceclasses", "", False, gettext_lazy("define device classes")),
     ("patch", "", "namespaces", "", False, gettext_lazy("label their namespace for admin access")),
 )
 # Every mirrored kind (DeviceTaintRules only where served, so not required).
-NEEDED_READ = [(verb, kind.group, kind.plural) for kind in KINDS if kind.kind not in ("DeviceTaintRule", "Event") for verb in ("get", "list", "watch")]
+NEEDED_READ = [
+    (verb, kind.group, kind.plural)
+    for kind in KINDS
+    if kind.kind not in ("DeviceTaintRule", "Event")
+    for verb in ("get", "list", "watch")
+]
 # Optional rights: without them a part of the UI says it cannot show something, nothing else breaks.
 OPTIONAL_READ = [
     ("list", "", "events", gettext_lazy("the object pages show no mirrored Events")),
     ("watch", "", "events", gettext_lazy("the object pages show no mirrored Events")),
     ("get", "", "pods/log", gettext_lazy("no DRA driver log tail on the Pending, claim and node pages")),
 ]
-NEEDED_RELEASE = [("patch", "resource.k8s.io", "resourceclaims/status"), ("patch", "resource.k8s.io", "resourceclaims/binding"),
-                  ("patch", "resource.k8s.io", "resourceclaims"), ("delete", "resource.k8s.io", "resourceclaims")]
+NEEDED_RELEASE = [
+    ("patch", "resource.k8s.io", "resourceclaims/status"),
+    ("patch", "resource.k8s.io", "resourceclaims/binding"),
+    ("patch", "resource.k8s.io", "resourceclaims"),
+    ("delete", "resource.k8s.io", "resourceclaims"),
+]
 
 
 def _rules_allow(rules, verb, group, resource):
     def has(values, value):
         return "*" in (values or []) or value in (values or [])
 
-    return any(has(r.get("verbs"), verb) and has(r.get("apiGroups"), group) and has(r.get("resources"), resource)
-               and not r.get("resourceNames") for r in rules)
+    return any(
+        has(r.get("verbs"), verb)
+        and has(r.get("apiGroups"), group)
+        and has(r.get("resources"), resource)
+        and not r.get("resourceNames")
+        for r in rules
+    )
 
 
 def check_rbac(cluster, reader):
     if not reader.live:
-        return check("rbac", gettext("RBAC"), [item(SKIP, gettext("Needs the API server: %(why)s.")
-                                                    % {"why": reader.error or gettext("snapshot cluster")})])
+        return check(
+            "rbac",
+            gettext("RBAC"),
+            [
+                item(
+                    SKIP,
+                    gettext("Needs the API server: %(why)s.") % {"why": reader.error or gettext("snapshot cluster")},
+                )
+            ],
+        )
     items = []
     probe_ns = "default"
     for subject in ops_setting("RBAC_SUBJECTS") or []:
         who = subject.get("user") or ",".join(subject.get("groups") or [])
         allowed = []
         for verb, group, resource, sub, namespaced, why in RISKY:
-            body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                    "spec": {"user": subject.get("user"), "groups": subject.get("groups") or [],
-                             "resourceAttributes": {"verb": verb, "group": group, "resource": resource, "subresource": sub,
-                                                    **({"namespace": probe_ns} if namespaced else {})}}}
+            body = {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": {
+                    "user": subject.get("user"),
+                    "groups": subject.get("groups") or [],
+                    "resourceAttributes": {
+                        "verb": verb,
+                        "group": group,
+                        "resource": resource,
+                        "subresource": sub,
+                        **({"namespace": probe_ns} if namespaced else {}),
+                    },
+                },
+            }
             try:
                 answer = _post(reader, "/apis/authorization.k8s.io/v1/subjectaccessreviews", body)
             except KubeError as exc:
@@ -235,35 +366,84 @@ def check_rbac(cluster, reader):
             if (answer.get("status") or {}).get("allowed"):
                 allowed.append(f"{verb} {resource}{'/' + sub if sub else ''} ({why})")
         if allowed:
-            items.append(item(FAIL, gettext("%(subject)s may %(rights)s.") % {"subject": who, "rights": "; ".join(allowed)}, subject=who, allowed=allowed))
+            items.append(
+                item(
+                    FAIL,
+                    gettext("%(subject)s may %(rights)s.") % {"subject": who, "rights": "; ".join(allowed)},
+                    subject=who,
+                    allowed=allowed,
+                )
+            )
         else:
-            items.append(item(PASS, gettext("%(subject)s cannot write slices, claim status or binding, classes, or namespace labels.")
-                              % {"subject": who}, subject=who))
+            items.append(
+                item(
+                    PASS,
+                    gettext("%(subject)s cannot write slices, claim status or binding, classes, or namespace labels.")
+                    % {"subject": who},
+                    subject=who,
+                )
+            )
     try:
-        review = _post(reader, "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
-                       {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": probe_ns}})
+        review = _post(
+            reader,
+            "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectRulesReview",
+                "spec": {"namespace": probe_ns},
+            },
+        )
     except KubeError as exc:
         items.append(item(SKIP, gettext("SelfSubjectRulesReview failed: %(error)s") % {"error": exc}))
         return check("rbac", gettext("RBAC"), items)
     rules = (review.get("status") or {}).get("resourceRules") or []
     missing = [f"{v} {r}" for v, g, r in NEEDED_READ if not _rules_allow(rules, v, g, r)]
-    items.append(item(FAIL if missing else PASS, gettext("The dashboard lacks %(rights)s (deploy/rbac-readonly.yaml).") % {"rights": ", ".join(missing)}
-                      if missing else gettext("The dashboard can get/list/watch every mirrored kind.")))
+    items.append(
+        item(
+            FAIL if missing else PASS,
+            gettext("The dashboard lacks %(rights)s (deploy/rbac-readonly.yaml).") % {"rights": ", ".join(missing)}
+            if missing
+            else gettext("The dashboard can get/list/watch every mirrored kind."),
+        )
+    )
     optional_missing = [(f"{v} {r}", why) for v, g, r, why in OPTIONAL_READ if not _rules_allow(rules, v, g, r)]
     for right, why in optional_missing:
-        items.append(item(WARN, gettext("Optional: the dashboard lacks %(right)s: %(why)s (the optional rules in deploy/rbac-readonly.yaml).")
-                          % {"right": right, "why": why}, right=right))
+        items.append(
+            item(
+                WARN,
+                gettext(
+                    "Optional: the dashboard lacks %(right)s: %(why)s (the optional rules in deploy/rbac-readonly.yaml)."
+                )
+                % {"right": right, "why": why},
+                right=right,
+            )
+        )
     if not optional_missing:
         items.append(item(PASS, gettext("The dashboard may read Events and DRA driver logs (optional rights).")))
     release_missing = [f"{v} {r}" for v, g, r in NEEDED_RELEASE if not _rules_allow(rules, v, g, r)]
     if cluster.writable and _impersonates(cluster):
         items += _impersonation_items(rules, release_missing)
     elif cluster.writable and release_missing:
-        items.append(item(WARN, gettext("Release actions are enabled but the dashboard lacks %(rights)s (deploy/rbac-release.yaml), "
-                                        "or set the cluster read-only.") % {"rights": ", ".join(release_missing)}))
+        items.append(
+            item(
+                WARN,
+                gettext(
+                    "Release actions are enabled but the dashboard lacks %(rights)s (deploy/rbac-release.yaml), "
+                    "or set the cluster read-only."
+                )
+                % {"rights": ", ".join(release_missing)},
+            )
+        )
     elif not cluster.writable and len(release_missing) < len(NEEDED_RELEASE):
-        items.append(item(WARN, gettext("The cluster is read-only in gpudash but its service account may still write claims: "
-                                        "use deploy/rbac-readonly.yaml.")))
+        items.append(
+            item(
+                WARN,
+                gettext(
+                    "The cluster is read-only in gpudash but its service account may still write claims: "
+                    "use deploy/rbac-readonly.yaml."
+                ),
+            )
+        )
     elif cluster.writable:
         items.append(item(PASS, gettext("The dashboard has exactly what release actions need.")))
     return check("rbac", gettext("RBAC"), items, data={"dashboard_rules": rules})
@@ -279,8 +459,11 @@ def _impersonates(cluster):
 
 def _rules_allow_name(rules, verb, group, resource, name):
     """Like _rules_allow, but a rule limited to resourceNames counts when it lists `name`."""
-    return any(_rules_allow([{**r, "resourceNames": None}], verb, group, resource)
-               and (not r.get("resourceNames") or name in r["resourceNames"]) for r in rules)
+    return any(
+        _rules_allow([{**r, "resourceNames": None}], verb, group, resource)
+        and (not r.get("resourceNames") or name in r["resourceNames"])
+        for r in rules
+    )
 
 
 def _impersonation_items(rules, release_missing):
@@ -301,27 +484,60 @@ def _impersonation_items(rules, release_missing):
             missing.append("impersonate groups " + ", ".join(lacking))
     elif not _rules_allow(rules, "impersonate", "", "groups"):
         missing.append("impersonate groups (any name: GPUDASH_KUBE_IMPERSONATE_GROUPS=all)")
-    out = [item(FAIL, gettext("Writes run as the signed-in user (impersonation): the dashboard lacks %(rights)s (deploy/rbac-impersonate.yaml).")
-                % {"rights": "; ".join(missing)}, missing=missing)
-           if missing else item(PASS, gettext("Writes run as the signed-in user (impersonation): the dashboard may review and impersonate "
-                                              "them; the cluster's RBAC decides each write."))]
+    out = [
+        item(
+            FAIL,
+            gettext(
+                "Writes run as the signed-in user (impersonation): the dashboard lacks %(rights)s (deploy/rbac-impersonate.yaml)."
+            )
+            % {"rights": "; ".join(missing)},
+            missing=missing,
+        )
+        if missing
+        else item(
+            PASS,
+            gettext(
+                "Writes run as the signed-in user (impersonation): the dashboard may review and impersonate "
+                "them; the cluster's RBAC decides each write."
+            ),
+        )
+    ]
     if any_user:
-        out.append(item(WARN, gettext("The dashboard may impersonate ANY user name, system users included: list the people "
-                                      "in resourceNames (deploy/rbac-impersonate.yaml).")))
+        out.append(
+            item(
+                WARN,
+                gettext(
+                    "The dashboard may impersonate ANY user name, system users included: list the people "
+                    "in resourceNames (deploy/rbac-impersonate.yaml)."
+                ),
+            )
+        )
     if len(release_missing) < len(NEEDED_RELEASE):
         local = getattr(settings, "GPUDASH_PASSWORD_LOGIN", True)
-        out.append(item(PASS if local else WARN, gettext("The dashboard's own account may also write claims: local (password) accounts "
-                                                         "release with it.") if local else
-                        gettext("The dashboard's own account may also write claims: with password sign-in off nobody needs that; "
-                                "drop deploy/rbac-release.yaml.")))
+        out.append(
+            item(
+                PASS if local else WARN,
+                gettext("The dashboard's own account may also write claims: local (password) accounts release with it.")
+                if local
+                else gettext(
+                    "The dashboard's own account may also write claims: with password sign-in off nobody needs that; "
+                    "drop deploy/rbac-release.yaml."
+                ),
+            )
+        )
     return out
 
 
 def _post(reader, path, body):
     """POST a review (authorization reviews are create-only, answered synchronously)."""
     client = reader.client.api_client
-    prepared = client.param_serialize("POST", path, header_params={"Content-Type": "application/json", "Accept": "application/json"},
-                                      body=body, auth_settings=["BearerToken"])
+    prepared = client.param_serialize(
+        "POST",
+        path,
+        header_params={"Content-Type": "application/json", "Accept": "application/json"},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
     try:
         response = client.call_api(*prepared, _request_timeout=reader.timeout).response
     except Exception as exc:  # connection errors of any layer become a check result, never a 500
@@ -343,7 +559,9 @@ def _post(reader, path, body):
 def check_reporting(cluster):
     items = []
     pools = defaultdict(list)
-    for s in ResourceSlice.objects.filter(cluster=cluster).only("id", "name", "driver", "pool", "pool_generation", "resource_slice_count", "node_name"):
+    for s in ResourceSlice.objects.filter(cluster=cluster).only(
+        "id", "name", "driver", "pool", "pool_generation", "resource_slice_count", "node_name"
+    ):
         pools[(s.driver, s.pool)].append(s)
     incomplete, mixed = [], []
     newest_ids = set()
@@ -355,26 +573,67 @@ def check_reporting(cluster):
             incomplete.append(f"{driver}/{pool} ({len(current)}/{max(s.resource_slice_count for s in current)})")
         if len({s.pool_generation for s in slices}) > 1:
             mixed.append(f"{driver}/{pool}")
-    items.append(item(FAIL if incomplete else PASS, gettext("Incomplete pools: %(pools)s.") % {"pools": ", ".join(incomplete[:20])}
-                      if incomplete else gettext("Every pool is complete.")))
+    items.append(
+        item(
+            FAIL if incomplete else PASS,
+            gettext("Incomplete pools: %(pools)s.") % {"pools": ", ".join(incomplete[:20])}
+            if incomplete
+            else gettext("Every pool is complete."),
+        )
+    )
     if mixed:
-        items.append(item(WARN, gettext("Pools with slices of several generations (an update in progress, or a stuck driver): %(pools)s.")
-                          % {"pools": ", ".join(mixed[:20])}))
+        items.append(
+            item(
+                WARN,
+                gettext(
+                    "Pools with slices of several generations (an update in progress, or a stuck driver): %(pools)s."
+                )
+                % {"pools": ", ".join(mixed[:20])},
+            )
+        )
     nodes = {n.name: n for n in Node.objects.filter(cluster=cluster)}
-    ghost = sorted({s.node_name for slices in pools.values() for s in slices if s.node_name and s.node_name not in nodes})
-    items.append(item(FAIL if ghost else PASS, gettext("Slices for nodes that don't exist: %(nodes)s.") % {"nodes": ", ".join(ghost[:20])}
-                      if ghost else gettext("Every node-local slice has its node.")))
-    dupes = [f"{d}/{p}/{n}" for (d, p, n), c in Counter(
-        Device.objects.filter(cluster=cluster, slice_id__in=newest_ids).values_list("driver", "pool", "name")).items() if c > 1]
-    items.append(item(FAIL if dupes else PASS, gettext("Duplicate device names: %(devices)s.") % {"devices": ", ".join(dupes[:20])}
-                      if dupes else gettext("No duplicate device names.")))
+    ghost = sorted(
+        {s.node_name for slices in pools.values() for s in slices if s.node_name and s.node_name not in nodes}
+    )
+    items.append(
+        item(
+            FAIL if ghost else PASS,
+            gettext("Slices for nodes that don't exist: %(nodes)s.") % {"nodes": ", ".join(ghost[:20])}
+            if ghost
+            else gettext("Every node-local slice has its node."),
+        )
+    )
+    dupes = [
+        f"{d}/{p}/{n}"
+        for (d, p, n), c in Counter(
+            Device.objects.filter(cluster=cluster, slice_id__in=newest_ids).values_list("driver", "pool", "name")
+        ).items()
+        if c > 1
+    ]
+    items.append(
+        item(
+            FAIL if dupes else PASS,
+            gettext("Duplicate device names: %(devices)s.") % {"devices": ", ".join(dupes[:20])}
+            if dupes
+            else gettext("No duplicate device names."),
+        )
+    )
     count_label = ops_setting("GPU_COUNT_LABEL")
     if count_label:
         labelled = [name for name, node in nodes.items() if count_label in node.labels]
         per_node = Counter()
         # Whole devices only: partitions (e.g. MIG devices, type "mig") are not what a GPU-count label counts.
-        for name, attrs in Device.objects.filter(cluster=cluster, slice_id__in=newest_ids, node_name__in=labelled).values_list("node_name", "attributes"):
-            kind = next((v.get("string") for k, v in (attrs or {}).items() if k.rsplit("/", 1)[-1] == "type" and isinstance(v, dict)), None)
+        for name, attrs in Device.objects.filter(
+            cluster=cluster, slice_id__in=newest_ids, node_name__in=labelled
+        ).values_list("node_name", "attributes"):
+            kind = next(
+                (
+                    v.get("string")
+                    for k, v in (attrs or {}).items()
+                    if k.rsplit("/", 1)[-1] == "type" and isinstance(v, dict)
+                ),
+                None,
+            )
             if kind in (None, "gpu"):
                 per_node[name] += 1
         wrong = []
@@ -385,14 +644,31 @@ def check_reporting(cluster):
             try:
                 want = int(want)
             except ValueError:
-                wrong.append(gettext("%(node)s (label %(label)s=%(value)s is not a number)") % {"node": name, "label": count_label, "value": repr(want)})
+                wrong.append(
+                    gettext("%(node)s (label %(label)s=%(value)s is not a number)")
+                    % {"node": name, "label": count_label, "value": repr(want)}
+                )
                 continue
             if per_node.get(name, 0) != want:
-                wrong.append(gettext("%(node)s (%(count)s devices, label says %(value)s)") % {"node": name, "count": grouped(per_node.get(name, 0)), "value": want})
+                wrong.append(
+                    gettext("%(node)s (%(count)s devices, label says %(value)s)")
+                    % {"node": name, "count": grouped(per_node.get(name, 0)), "value": want}
+                )
         if wrong:
-            items.append(item(WARN, gettext("Devices per node differ from %(label)s: %(nodes)s.") % {"label": count_label, "nodes": ", ".join(wrong[:20])},
-                              nodes=wrong))
-    return check("reporting", gettext("Device reporting accuracy"), items, gettext("%(count)s pool(s)") % {"count": grouped(len(pools))})
+            items.append(
+                item(
+                    WARN,
+                    gettext("Devices per node differ from %(label)s: %(nodes)s.")
+                    % {"label": count_label, "nodes": ", ".join(wrong[:20])},
+                    nodes=wrong,
+                )
+            )
+    return check(
+        "reporting",
+        gettext("Device reporting accuracy"),
+        items,
+        gettext("%(count)s pool(s)") % {"count": grouped(len(pools))},
+    )
 
 
 # --- 5. failure recovery --------------------------------------------------------------------------------
@@ -423,23 +699,52 @@ def check_recovery(cluster, now=None):
     items = []
     active = Counter(Finding.objects.filter(cluster=cluster).active().values_list("rule", flat=True))
     held = active.get("stale_reservation", 0) + active.get("orphaned_allocation", 0)
-    items.append(item(FAIL if held else PASS, gettext("%(count)s claim finding(s) still allocated after their pod went away.") % {"count": grouped(held)}
-                      if held else gettext("No claim is held after its pod went away.")))
+    items.append(
+        item(
+            FAIL if held else PASS,
+            gettext("%(count)s claim finding(s) still allocated after their pod went away.") % {"count": grouped(held)}
+            if held
+            else gettext("No claim is held after its pod went away."),
+        )
+    )
     deleting = active.get("deletion_blocked", 0)
-    items.append(item(WARN if deleting else PASS, gettext("%(count)s claim(s) stuck deleting.") % {"count": grouped(deleting)}
-                      if deleting else gettext("No claim stuck deleting.")))
+    items.append(
+        item(
+            WARN if deleting else PASS,
+            gettext("%(count)s claim(s) stuck deleting.") % {"count": grouped(deleting)}
+            if deleting
+            else gettext("No claim stuck deleting."),
+        )
+    )
     durations, still_open = release_durations(cluster, now - timedelta(days=1))
     data = {"releases": len(durations), "open": still_open}
     if durations:
         data.update(p50_seconds=median(durations), max_seconds=max(durations))
         slow = max(durations) > 300
-        items.append(item(WARN if slow else PASS, gettext("%(count)s release(s) in the last day: median %(median)s s, slowest %(slowest)s s "
-                                                          "(pod gone → claim deallocated).")
-                          % {"count": grouped(len(durations)), "median": f"{median(durations):.1f}", "slowest": f"{max(durations):.1f}"}))
+        items.append(
+            item(
+                WARN if slow else PASS,
+                gettext(
+                    "%(count)s release(s) in the last day: median %(median)s s, slowest %(slowest)s s "
+                    "(pod gone → claim deallocated)."
+                )
+                % {
+                    "count": grouped(len(durations)),
+                    "median": f"{median(durations):.1f}",
+                    "slowest": f"{max(durations):.1f}",
+                },
+            )
+        )
     else:
         items.append(item(PASS, gettext("No release observed in the last day.")))
     if still_open:
-        items.append(item(WARN, gettext("%(count)s claim(s) lost their reservation but are not deallocated yet.") % {"count": grouped(still_open)}))
+        items.append(
+            item(
+                WARN,
+                gettext("%(count)s claim(s) lost their reservation but are not deallocated yet.")
+                % {"count": grouped(still_open)},
+            )
+        )
     return check("recovery", gettext("Failure recovery path"), items, data=data)
 
 
@@ -451,16 +756,39 @@ def check_mirror(cluster):
     each is isolated (the rest of the cluster works), and shown here with its reason."""
     items = []
     for state in SyncState.objects.filter(cluster=cluster, malformed_count__gt=0).order_by("kind"):
-        last = " " + gettext("Last: %(reason)s") % {"reason": state.last_malformed[:500]} if state.last_malformed else ""
-        items.append(item(WARN, gettext("%(count)s malformed %(kind)s object(s) skipped by the watcher.") % {"count": grouped(state.malformed_count), "kind": state.kind}
-                          + last,
-                          kind=state.kind, count=state.malformed_count, last=state.last_malformed[:2000],
-                          at=state.last_malformed_at.isoformat() if state.last_malformed_at else None))
-    broken = list(DeviceClass.objects.filter(cluster=cluster).exclude(match_error="").order_by("name").values_list("name", "match_error")[:20])
+        last = (
+            " " + gettext("Last: %(reason)s") % {"reason": state.last_malformed[:500]} if state.last_malformed else ""
+        )
+        items.append(
+            item(
+                WARN,
+                gettext("%(count)s malformed %(kind)s object(s) skipped by the watcher.")
+                % {"count": grouped(state.malformed_count), "kind": state.kind}
+                + last,
+                kind=state.kind,
+                count=state.malformed_count,
+                last=state.last_malformed[:2000],
+                at=state.last_malformed_at.isoformat() if state.last_malformed_at else None,
+            )
+        )
+    broken = list(
+        DeviceClass.objects.filter(cluster=cluster)
+        .exclude(match_error="")
+        .order_by("name")
+        .values_list("name", "match_error")[:20]
+    )
     for name, error in broken:
-        items.append(item(WARN, gettext("DeviceClass %(class)s: %(error)s") % {"class": name, "error": error[:500]}, device_class=name))
+        items.append(
+            item(
+                WARN,
+                gettext("DeviceClass %(class)s: %(error)s") % {"class": name, "error": error[:500]},
+                device_class=name,
+            )
+        )
     if not items:
-        items.append(item(PASS, gettext("Every mirrored object was stored and every DeviceClass selector could be counted.")))
+        items.append(
+            item(PASS, gettext("Every mirrored object was stored and every DeviceClass selector could be counted."))
+        )
     return check("mirror", gettext("Mirrored objects"), items)
 
 
@@ -476,76 +804,160 @@ def _vendor_domain(driver):
 def check_transition(cluster):
     """Nodes and pods where DRA meets device plugins or HAMi (inventory/accelerators.py), each with
     what to do. Reads the mirror only."""
-    from . import accelerators, devicekinds
     from claims.models import PodFootprint
+
+    from . import accelerators, devicekinds
 
     items = []
     dra = defaultdict(set)  # node -> vendor domains of the DRA drivers publishing GPUs there
-    for driver, node in (Device.objects.filter(cluster=cluster, kind__in=(devicekinds.GPU, devicekinds.PARTITION))
-                         .exclude(node_name="").values_list("driver", "node_name").distinct().order_by()):
+    for driver, node in (
+        Device.objects.filter(cluster=cluster, kind__in=(devicekinds.GPU, devicekinds.PARTITION))
+        .exclude(node_name="")
+        .values_list("driver", "node_name")
+        .distinct()
+        .order_by()
+    ):
         dra[node].add(_vendor_domain(driver))
     offered = defaultdict(dict)  # node -> {resource: (source, kind)}
-    for node, source, resource, kind, alloc in accelerators.accelerator_rows([cluster.id]).values_list("node_name", "source", "resource", "kind", "allocatable"):
+    for node, source, resource, kind, alloc in accelerators.accelerator_rows([cluster.id]).values_list(
+        "node_name", "source", "resource", "kind", "allocatable"
+    ):
         if alloc > 0:
             offered[node][resource] = (source, kind)
     # 1. the same GPUs through DRA and a device plugin (or HAMi)
-    both = sorted(n for n, res in offered.items() if n in dra and any(r.split("/", 1)[0] in dra[n] and k in ("gpu", "partition", "share") for r, (_s, k) in res.items()))
+    both = sorted(
+        n
+        for n, res in offered.items()
+        if n in dra
+        and any(r.split("/", 1)[0] in dra[n] and k in ("gpu", "partition", "share") for r, (_s, k) in res.items())
+    )
     if both:
-        items.append(item(WARN, gettext("%(count)s node(s) publish GPUs in DRA ResourceSlices and advertise them through a device plugin too: "
-                                        "%(nodes)s. The same GPUs can be handed out twice (once to a claim, once to an nvidia.com/gpu request). "
-                                        "Run one of the two per node: label the node so the device-plugin DaemonSet skips it, or keep the DRA "
-                                        "kubelet plugin off it.") % {"count": grouped(len(both)), "nodes": ", ".join(both[:20])},
-                          nodes=both, finding="dra_and_device_plugin"))
+        items.append(
+            item(
+                WARN,
+                gettext(
+                    "%(count)s node(s) publish GPUs in DRA ResourceSlices and advertise them through a device plugin too: "
+                    "%(nodes)s. The same GPUs can be handed out twice (once to a claim, once to an nvidia.com/gpu request). "
+                    "Run one of the two per node: label the node so the device-plugin DaemonSet skips it, or keep the DRA "
+                    "kubelet plugin off it."
+                )
+                % {"count": grouped(len(both)), "nodes": ", ".join(both[:20])},
+                nodes=both,
+                finding="dra_and_device_plugin",
+            )
+        )
     # 2. a DeviceClass's extendedResourceName that a device plugin also advertises
-    for name, ext in DeviceClass.objects.filter(cluster=cluster).exclude(extended_resource_name="").values_list("name", "extended_resource_name").order_by("name"):
+    for name, ext in (
+        DeviceClass.objects.filter(cluster=cluster)
+        .exclude(extended_resource_name="")
+        .values_list("name", "extended_resource_name")
+        .order_by("name")
+    ):
         nodes = sorted(n for n, res in offered.items() if ext in res)
         if nodes:
-            items.append(item(WARN, gettext("DeviceClass %(class)s serves %(resource)s through DRA, and a device plugin advertises %(resource)s "
-                                            "on %(count)s node(s): %(nodes)s. There the scheduler gives %(resource)s requests the device "
-                                            "plugin's GPUs (it prefers a node's own allocatable), elsewhere DRA's. Remove the device plugin "
-                                            "from those nodes once they publish ResourceSlices, or drop extendedResourceName until the move "
-                                            "is done.") % {"class": name, "resource": ext, "count": grouped(len(nodes)), "nodes": ", ".join(nodes[:20])},
-                              nodes=nodes, device_class=name, resource=ext, finding="extended_resource_name_shadowed"))
+            items.append(
+                item(
+                    WARN,
+                    gettext(
+                        "DeviceClass %(class)s serves %(resource)s through DRA, and a device plugin advertises %(resource)s "
+                        "on %(count)s node(s): %(nodes)s. There the scheduler gives %(resource)s requests the device "
+                        "plugin's GPUs (it prefers a node's own allocatable), elsewhere DRA's. Remove the device plugin "
+                        "from those nodes once they publish ResourceSlices, or drop extendedResourceName until the move "
+                        "is done."
+                    )
+                    % {"class": name, "resource": ext, "count": grouped(len(nodes)), "nodes": ", ".join(nodes[:20])},
+                    nodes=nodes,
+                    device_class=name,
+                    resource=ext,
+                    finding="extended_resource_name_shadowed",
+                )
+            )
     # 3. pods asking for a device-plugin resource on nodes that only DRA serves
-    classes = dict(DeviceClass.objects.filter(cluster=cluster).exclude(extended_resource_name="").values_list("extended_resource_name", "name"))
+    classes = dict(
+        DeviceClass.objects.filter(cluster=cluster)
+        .exclude(extended_resource_name="")
+        .values_list("extended_resource_name", "name")
+    )
     cfg = accelerators.config()
     legacy = defaultdict(list)
     dra_only = sorted(n for n in dra if not offered.get(n))
     for start in range(0, len(dra_only), 500):
         rows = PodFootprint.objects.on_nodes().filter(cluster=cluster, node_name__in=dra_only[start : start + 500])
         for ns, pod, node, raw in rows.values_list("namespace", "name", "node_name", "raw").iterator(chunk_size=2000):
-            wanted = sorted(r for r in ((raw or {}).get("requests") or {}) if accelerators.resource_kind(r, cfg) and r not in offered.get(node, {}))
+            wanted = sorted(
+                r
+                for r in ((raw or {}).get("requests") or {})
+                if accelerators.resource_kind(r, cfg) and r not in offered.get(node, {})
+            )
             for resource in wanted:
                 legacy[(node, resource)].append(f"{ns}/{pod}")
     for (node, resource), pods in sorted(legacy.items()):
         via = classes.get(resource)
         if via:
-            text = gettext("%(count)s pod(s) on %(node)s ask for %(resource)s, which only DRA serves there (DeviceClass %(class)s, "
-                           "extendedResourceName): %(pods)s. Fine with the DRAExtendedResource feature; move them to a ResourceClaim "
-                           "when convenient.") % {"count": grouped(len(pods)), "node": node, "resource": resource, "class": via, "pods": ", ".join(pods[:10])}
+            text = gettext(
+                "%(count)s pod(s) on %(node)s ask for %(resource)s, which only DRA serves there (DeviceClass %(class)s, "
+                "extendedResourceName): %(pods)s. Fine with the DRAExtendedResource feature; move them to a ResourceClaim "
+                "when convenient."
+            ) % {
+                "count": grouped(len(pods)),
+                "node": node,
+                "resource": resource,
+                "class": via,
+                "pods": ", ".join(pods[:10]),
+            }
             status = PASS
         else:
-            text = gettext("%(count)s pod(s) on %(node)s ask for %(resource)s, which no device plugin advertises there and no DeviceClass "
-                           "serves: %(pods)s. They were bound before the device plugin went away; pods like them now stay Pending. Ask "
-                           "through a ResourceClaim, or give a DeviceClass extendedResourceName: %(resource)s.") % {
-                               "count": grouped(len(pods)), "node": node, "resource": resource, "pods": ", ".join(pods[:10])}
+            text = gettext(
+                "%(count)s pod(s) on %(node)s ask for %(resource)s, which no device plugin advertises there and no DeviceClass "
+                "serves: %(pods)s. They were bound before the device plugin went away; pods like them now stay Pending. Ask "
+                "through a ResourceClaim, or give a DeviceClass extendedResourceName: %(resource)s."
+            ) % {"count": grouped(len(pods)), "node": node, "resource": resource, "pods": ", ".join(pods[:10])}
             status = WARN
-        items.append(item(status, text, node=node, resource=resource, pods=pods, finding="device_plugin_request_on_dra_node"))
+        items.append(
+            item(status, text, node=node, resource=resource, pods=pods, finding="device_plugin_request_on_dra_node")
+        )
     if not items:
-        items.append(item(PASS, gettext("No node mixes DRA with device plugins or HAMi, and no pod asks for a device-plugin GPU on a DRA-only node.")))
+        items.append(
+            item(
+                PASS,
+                gettext(
+                    "No node mixes DRA with device plugins or HAMi, and no pod asks for a device-plugin GPU on a DRA-only node."
+                ),
+            )
+        )
     totals = accelerators.source_totals([cluster.id])
-    summary = gettext("DRA %(dra_gpus)s GPUs on %(dra_nodes)s node(s) · device plugin %(dp_gpus)s GPUs on %(dp_nodes)s · HAMi %(shares)s vGPU "
-                      "shares of %(hami_gpus)s GPUs on %(hami_nodes)s") % {
-        "dra_gpus": totals["dra"]["gpus"], "dra_nodes": totals["dra"]["nodes"], "dp_gpus": totals["device-plugin"]["gpus"],
-        "dp_nodes": totals["device-plugin"]["nodes"], "shares": totals["hami"]["shares"], "hami_gpus": totals["hami"]["gpus"],
-        "hami_nodes": totals["hami"]["nodes"]}
+    summary = gettext(
+        "DRA %(dra_gpus)s GPUs on %(dra_nodes)s node(s) · device plugin %(dp_gpus)s GPUs on %(dp_nodes)s · HAMi %(shares)s vGPU "
+        "shares of %(hami_gpus)s GPUs on %(hami_nodes)s"
+    ) % {
+        "dra_gpus": totals["dra"]["gpus"],
+        "dra_nodes": totals["dra"]["nodes"],
+        "dp_gpus": totals["device-plugin"]["gpus"],
+        "dp_nodes": totals["device-plugin"]["nodes"],
+        "shares": totals["hami"]["shares"],
+        "hami_gpus": totals["hami"]["gpus"],
+        "hami_nodes": totals["hami"]["nodes"],
+    }
     return check("transition", gettext("DRA beside device plugins and HAMi"), items, summary, {"sources": totals})
 
 
 def run_checks(cluster, live=True):
     with ClusterReader(cluster, live=live) as reader:
-        checks = [check_versions(cluster, reader), check_drivers(cluster, reader), check_rbac(cluster, reader),
-                  check_reporting(cluster), check_recovery(cluster), check_mirror(cluster), check_transition(cluster)]
+        checks = [
+            check_versions(cluster, reader),
+            check_drivers(cluster, reader),
+            check_rbac(cluster, reader),
+            check_reporting(cluster),
+            check_recovery(cluster),
+            check_mirror(cluster),
+            check_transition(cluster),
+        ]
         status = max((c["status"] for c in checks), key=_RANK.get)
-        return {"cluster": cluster.name, "status": status, "live": reader.live, "checked_at": timezone.now().isoformat(),
-                "checks": checks, "error": reader.error}
+        return {
+            "cluster": cluster.name,
+            "status": status,
+            "live": reader.live,
+            "checked_at": timezone.now().isoformat(),
+            "checks": checks,
+            "error": reader.error,
+        }

@@ -72,36 +72,103 @@ def search(text, user, cluster=None, namespace=""):
             groups.append(Group(kind, label, [hit(r) for r in rows], more, list_url))
 
     by_name_or_uid = Q(name__icontains=text) | Q(uid=text)
-    rows, more = _bounded(scoped(Node.objects.filter(by_name_or_uid)).order_by("name", "cluster_id").only("cluster_id", "name", "ready"))
-    add("node", _("Nodes"), rows, more,
-        lambda n: Hit(n.name, f"{names.get(n.cluster_id)} · {'Ready' if n.ready else 'NotReady' if n.ready is False else _('unknown')}", _url("inventory:node-detail", names.get(n.cluster_id), n.name)),
-        f"{reverse('inventory:node-list')}?{urlencode({'q': text})}")
+    rows, more = _bounded(
+        scoped(Node.objects.filter(by_name_or_uid)).order_by("name", "cluster_id").only("cluster_id", "name", "ready")
+    )
+    add(
+        "node",
+        _("Nodes"),
+        rows,
+        more,
+        lambda n: Hit(
+            n.name,
+            f"{names.get(n.cluster_id)} · {'Ready' if n.ready else 'NotReady' if n.ready is False else _('unknown')}",
+            _url("inventory:node-detail", names.get(n.cluster_id), n.name),
+        ),
+        f"{reverse('inventory:node-list')}?{urlencode({'q': text})}",
+    )
 
     claims = scoped(ResourceClaim.objects.filter(by_name_or_uid | Q(owner_pod_name__icontains=text)), namespaced=True)
-    rows, more = _bounded(claims.order_by("namespace", "name", "cluster_id").only("cluster_id", "namespace", "name", "state", "owner_pod_name"))
-    add("claim", _("Claims"), rows, more,
-        lambda c: Hit(f"{c.namespace}/{c.name}", f"{names.get(c.cluster_id)} · {c.state}" + (f" · pod {c.owner_pod_name}" if c.owner_pod_name else ""),
-                      _url("claims:claim-detail", names.get(c.cluster_id), c.namespace, c.name)),
-        f"{reverse('claims:claim-list')}?{urlencode({'q': text, **({'namespace': namespace} if namespace else {})})}")
+    rows, more = _bounded(
+        claims.order_by("namespace", "name", "cluster_id").only(
+            "cluster_id", "namespace", "name", "state", "owner_pod_name"
+        )
+    )
+    add(
+        "claim",
+        _("Claims"),
+        rows,
+        more,
+        lambda c: Hit(
+            f"{c.namespace}/{c.name}",
+            f"{names.get(c.cluster_id)} · {c.state}" + (f" · pod {c.owner_pod_name}" if c.owner_pod_name else ""),
+            _url("claims:claim-detail", names.get(c.cluster_id), c.namespace, c.name),
+        ),
+        f"{reverse('claims:claim-list')}?{urlencode({'q': text, **({'namespace': namespace} if namespace else {})})}",
+    )
 
     pods = scoped(Pod.objects.filter(by_name_or_uid), namespaced=True)
-    rows, more = _bounded(pods.order_by("namespace", "name", "cluster_id").only("cluster_id", "namespace", "name", "phase", "node_name"))
-    add("pod", _("Pods"), rows, more,
-        lambda p: Hit(f"{p.namespace}/{p.name}", f"{names.get(p.cluster_id)} · {p.phase or '?'}" + (f" · {p.node_name}" if p.node_name else ""),
-                      _url("claims:pod-detail", names.get(p.cluster_id), p.namespace, p.name)),
-        f"{reverse('claims:pod-list')}?{urlencode({'q': text, **({'namespace': namespace} if namespace else {})})}")
+    rows, more = _bounded(
+        pods.order_by("namespace", "name", "cluster_id").only("cluster_id", "namespace", "name", "phase", "node_name")
+    )
+    add(
+        "pod",
+        _("Pods"),
+        rows,
+        more,
+        lambda p: Hit(
+            f"{p.namespace}/{p.name}",
+            f"{names.get(p.cluster_id)} · {p.phase or '?'}" + (f" · {p.node_name}" if p.node_name else ""),
+            _url("claims:pod-detail", names.get(p.cluster_id), p.namespace, p.name),
+        ),
+        f"{reverse('claims:pod-list')}?{urlencode({'q': text, **({'namespace': namespace} if namespace else {})})}",
+    )
 
     # Devices: by name, or by the uuid attribute a GPU publishes (what nvidia-smi and the logs show).
     devices = scoped(Device.objects.filter(Q(name__icontains=text) | Q(attribute_values__uuid=text)))
-    rows, more = _bounded(devices.order_by("node_name", "driver", "pool", "name").only("cluster_id", "driver", "pool", "name", "node_name"))
-    add("device", _("Devices"), rows, more,
-        lambda d: Hit(d.name, f"{names.get(d.cluster_id)} · {d.node_name or d.pool} · {d.driver}", _url("inventory:device-detail", names.get(d.cluster_id), d.driver, d.pool, d.name)),
-        f"{reverse('inventory:device-list')}?{urlencode({'q': f'device ~ {text}'})}")
+    rows, more = _bounded(
+        devices.order_by("node_name", "driver", "pool", "name").only(
+            "cluster_id", "driver", "pool", "name", "node_name"
+        )
+    )
+    add(
+        "device",
+        _("Devices"),
+        rows,
+        more,
+        lambda d: Hit(
+            d.name,
+            f"{names.get(d.cluster_id)} · {d.node_name or d.pool} · {d.driver}",
+            _url("inventory:device-detail", names.get(d.cluster_id), d.driver, d.pool, d.name),
+        ),
+        f"{reverse('inventory:device-list')}?{urlencode({'q': f'device ~ {text}'})}",
+    )
 
-    rows, more = _bounded(scoped(DeviceClass.objects.filter(by_name_or_uid)).order_by("name", "cluster_id").only("cluster_id", "name"))
-    add("class", _("Device classes"), rows, more, lambda c: Hit(c.name, names.get(c.cluster_id), _url("inventory:class-detail", names.get(c.cluster_id), c.name)))
+    rows, more = _bounded(
+        scoped(DeviceClass.objects.filter(by_name_or_uid)).order_by("name", "cluster_id").only("cluster_id", "name")
+    )
+    add(
+        "class",
+        _("Device classes"),
+        rows,
+        more,
+        lambda c: Hit(c.name, names.get(c.cluster_id), _url("inventory:class-detail", names.get(c.cluster_id), c.name)),
+    )
 
-    rows, more = _bounded(scoped(ResourceSlice.objects.filter(by_name_or_uid)).order_by("name", "cluster_id").only("cluster_id", "name", "driver", "node_name"))
-    add("slice", "ResourceSlices", rows, more,
-        lambda s: Hit(s.name, f"{names.get(s.cluster_id)} · {s.driver}" + (f" · {s.node_name}" if s.node_name else ""), _url("inventory:slice-detail", names.get(s.cluster_id), s.name)))
+    rows, more = _bounded(
+        scoped(ResourceSlice.objects.filter(by_name_or_uid))
+        .order_by("name", "cluster_id")
+        .only("cluster_id", "name", "driver", "node_name")
+    )
+    add(
+        "slice",
+        "ResourceSlices",
+        rows,
+        more,
+        lambda s: Hit(
+            s.name,
+            f"{names.get(s.cluster_id)} · {s.driver}" + (f" · {s.node_name}" if s.node_name else ""),
+            _url("inventory:slice-detail", names.get(s.cluster_id), s.name),
+        ),
+    )
     return groups

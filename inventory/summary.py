@@ -16,15 +16,30 @@ from django.utils import timezone
 from . import devicekinds
 
 # The model the overview groups by: productName, else the model attribute.
-MODEL = Coalesce(KT("attribute_values__productName"), KT("attribute_values__model"), Value(""), output_field=TextField())
+MODEL = Coalesce(
+    KT("attribute_values__productName"), KT("attribute_values__model"), Value(""), output_field=TextField()
+)
 # The device kind (inventory/devicekinds.py): stored on the device row when its slice is written.
 KINDS = devicekinds.KINDS
 # A fleet-map row: the node, or the pool for devices without one (no node name contains ":").
-MAP_KEY = Case(When(node_name="", then=Concat(Value("pool:"), F("pool"))), default=F("node_name"), output_field=TextField())
+MAP_KEY = Case(
+    When(node_name="", then=Concat(Value("pool:"), F("pool"))), default=F("node_name"), output_field=TextField()
+)
 
 # A summary row's key, and what it counts (see NodeDeviceSummary).
 KEY = ("cluster_id", "driver", "pool", "node_name", "model", "kind")
-COUNTS = ("n_total", "n_free", "n_tainted_unheld", "n_allocated", "n_admin", "n_partial", "n_tainted", "n_admin_watched", "n_gpus", "n_gpus_free")
+COUNTS = (
+    "n_total",
+    "n_free",
+    "n_tainted_unheld",
+    "n_allocated",
+    "n_admin",
+    "n_partial",
+    "n_tainted",
+    "n_admin_watched",
+    "n_gpus",
+    "n_gpus_free",
+)
 _DEVICE_COUNTS = COUNTS[:-2]
 _DIGITS = re.compile(r"(\d+)")
 _WRITE_BATCH = 1000
@@ -89,7 +104,9 @@ def rebuild(scope, device_model=None, summary_model=None):
     # the claim watchers may refresh the same pool at once, and a DELETE does not see rows another
     # transaction inserts meanwhile, so two rebuilds would leave both sets of rows. Sorted, so two
     # writers take the key locks in the same order.
-    old = list(summary_model.objects.filter(scope).values_list("id", *KEY, "n_total", "n_unpublished", "unpublished_since"))
+    old = list(
+        summary_model.objects.filter(scope).values_list("id", *KEY, "n_total", "n_unpublished", "unpublished_since")
+    )
     publishing = {key[:3] for key in new}
     now = timezone.now()
     for _pk, *key, total, unpublished, since in old:
@@ -104,8 +121,11 @@ def rebuild(scope, device_model=None, summary_model=None):
     for start in range(0, len(gone), _WRITE_BATCH):
         summary_model.objects.filter(id__in=gone[start : start + _WRITE_BATCH]).delete()
     summary_model.objects.bulk_create(
-        [new[key] for key in sorted(new)], batch_size=_WRITE_BATCH,
-        update_conflicts=True, unique_fields=KEY, update_fields=COUNTS + ("map_key", "sort_key", "n_unpublished", "unpublished_since"),
+        [new[key] for key in sorted(new)],
+        batch_size=_WRITE_BATCH,
+        update_conflicts=True,
+        unique_fields=KEY,
+        update_fields=COUNTS + ("map_key", "sort_key", "n_unpublished", "unpublished_since"),
     )
 
 
@@ -115,11 +135,14 @@ def _count_gpus(devices, new):
     access excepted) or tainted."""
     busy = (Q(held_by_claim_id__isnull=False) & ~Q(allocation_state="admin")) | Q(tainted=True)
     groups = (
-        devices.filter(kind__in=(devicekinds.GPU, devicekinds.PARTITION)).order_by()
+        devices.filter(kind__in=(devicekinds.GPU, devicekinds.PARTITION))
+        .order_by()
         .values_list("cluster_id", "driver", "pool", "node_name", "parent")
         .annotate(
-            whole=Count("id", filter=Q(kind=devicekinds.GPU)), busy=Count("id", filter=busy),
-            gpu_model=Max(MODEL, filter=Q(kind=devicekinds.GPU)), any_model=Max(MODEL),
+            whole=Count("id", filter=Q(kind=devicekinds.GPU)),
+            busy=Count("id", filter=busy),
+            gpu_model=Max(MODEL, filter=Q(kind=devicekinds.GPU)),
+            any_model=Max(MODEL),
         )
     )
     by_node_kind = {}

@@ -22,7 +22,6 @@ RELEVANT_KINDS = frozenset({"DeviceClass", "ResourceSlice"})
 DEFAULT_DEBOUNCE_SECONDS = 10
 
 
-
 def debounce_seconds():
     return float(getattr(settings, "GPUDASH_CLASS_COUNT_DEBOUNCE_SECONDS", DEFAULT_DEBOUNCE_SECONDS))
 
@@ -39,7 +38,12 @@ def count_class_matches(cluster_id):
     classes = refresh_cluster(cluster_id)
     if classes:
         _publish(classes)
-    log.info("cluster %s: counted the devices of %d device classes in %.1f s", cluster_id, len(classes), time.monotonic() - started)
+    log.info(
+        "cluster %s: counted the devices of %d device classes in %.1f s",
+        cluster_id,
+        len(classes),
+        time.monotonic() - started,
+    )
     return len(classes)
 
 
@@ -50,7 +54,12 @@ def _publish(classes):
     from .models import Cluster
 
     names = dict(Cluster.objects.filter(id__in={c.cluster_id for c in classes}).values_list("id", "name"))
-    publish_on_commit([Change(c.cluster_id, names.get(c.cluster_id, ""), "DeviceClass", "MODIFIED", c.namespace, c.name, c.uid) for c in classes])
+    publish_on_commit(
+        [
+            Change(c.cluster_id, names.get(c.cluster_id, ""), "DeviceClass", "MODIFIED", c.namespace, c.name, c.uid)
+            for c in classes
+        ]
+    )
 
 
 def request_class_counts(cluster, kinds=None):
@@ -73,7 +82,9 @@ def _request_quietly(cluster, kinds):
     try:
         request_class_counts(cluster, kinds)
     except Exception:  # a broker hiccup must not fail the write that asked; the next change asks again
-        log.warning("could not request a device class recount for cluster %s", getattr(cluster, "id", cluster), exc_info=True)
+        log.warning(
+            "could not request a device class recount for cluster %s", getattr(cluster, "id", cluster), exc_info=True
+        )
 
 
 _debounce = ClusterDebounce("class-count", count_class_matches)

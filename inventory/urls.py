@@ -11,7 +11,11 @@ urlpatterns = [
     path("nodes/<slug:cluster>/<str:name>/", views.NodeDetailView.as_view(), name="node-detail"),
     path("devices/", views.DeviceListView.as_view(), name="device-list"),
     # Pool names may contain slashes; driver and device names never do.
-    path("devices/<slug:cluster>/<str:driver>/<path:pool>/<str:device>/", views.DeviceDetailView.as_view(), name="device-detail"),
+    path(
+        "devices/<slug:cluster>/<str:driver>/<path:pool>/<str:device>/",
+        views.DeviceDetailView.as_view(),
+        name="device-detail",
+    ),
     path("classes/", views.DeviceClassListView.as_view(), name="class-list"),
     path("classes/<slug:cluster>/<path:name>/", views_objects.DeviceClassDetailView.as_view(), name="class-detail"),
     path("slices/", views.SliceListView.as_view(), name="slice-list"),

@@ -12,8 +12,18 @@ from django.utils import timezone
 
 from .models import Device, ResourceSlice, Vanished
 
-DEVICE_FIELDS = ("driver", "pool", "name", "slice__name", "node_name", "kind", "attributes", "capacity",
-                 "held_by_namespace", "held_by_name")
+DEVICE_FIELDS = (
+    "driver",
+    "pool",
+    "name",
+    "slice__name",
+    "node_name",
+    "kind",
+    "attributes",
+    "capacity",
+    "held_by_namespace",
+    "held_by_name",
+)
 
 
 def snapshot(slice_ids):
@@ -36,33 +46,85 @@ def record(cluster, before, now=None):
     if not devices and not slices:
         return 0
     now = now or timezone.now()
-    live_devices = set(Device.objects.filter(cluster=cluster, pool__in={d["pool"] for d in devices},
-                                             name__in={d["name"] for d in devices}).values_list("driver", "pool", "name"))
-    live_slices = set(ResourceSlice.objects.filter(cluster=cluster, name__in=[s["name"] for s in slices]).values_list("name", flat=True))
-    rows = [Vanished(cluster=cluster, kind=Vanished.DEVICE, driver=d["driver"], pool=d["pool"], name=d["name"],
-                     slice_name=d["slice__name"], node_name=d["node_name"], device_kind=d["kind"],
-                     attributes=d["attributes"], capacity=d["capacity"], held_by_namespace=d["held_by_namespace"],
-                     held_by_name=d["held_by_name"], vanished_at=now)
-            for d in devices if (d["driver"], d["pool"], d["name"]) not in live_devices]
-    rows += [Vanished(cluster=cluster, kind=Vanished.SLICE, driver=s["driver"], pool=s["pool"], name=s["name"],
-                      node_name=s["node_name"], devices=s["devices"], vanished_at=now)
-             for s in slices if s["name"] not in live_slices]
+    live_devices = set(
+        Device.objects.filter(
+            cluster=cluster, pool__in={d["pool"] for d in devices}, name__in={d["name"] for d in devices}
+        ).values_list("driver", "pool", "name")
+    )
+    live_slices = set(
+        ResourceSlice.objects.filter(cluster=cluster, name__in=[s["name"] for s in slices]).values_list(
+            "name", flat=True
+        )
+    )
+    rows = [
+        Vanished(
+            cluster=cluster,
+            kind=Vanished.DEVICE,
+            driver=d["driver"],
+            pool=d["pool"],
+            name=d["name"],
+            slice_name=d["slice__name"],
+            node_name=d["node_name"],
+            device_kind=d["kind"],
+            attributes=d["attributes"],
+            capacity=d["capacity"],
+            held_by_namespace=d["held_by_namespace"],
+            held_by_name=d["held_by_name"],
+            vanished_at=now,
+        )
+        for d in devices
+        if (d["driver"], d["pool"], d["name"]) not in live_devices
+    ]
+    rows += [
+        Vanished(
+            cluster=cluster,
+            kind=Vanished.SLICE,
+            driver=s["driver"],
+            pool=s["pool"],
+            name=s["name"],
+            node_name=s["node_name"],
+            devices=s["devices"],
+            vanished_at=now,
+        )
+        for s in slices
+        if s["name"] not in live_slices
+    ]
     # A key that vanishes again (a driver that keeps restarting) keeps one row, with the latest facts.
-    Vanished.objects.bulk_create(rows, batch_size=1000, update_conflicts=True,
-                                 unique_fields=("cluster", "kind", "driver", "pool", "name"),
-                                 update_fields=("slice_name", "node_name", "device_kind", "attributes", "capacity",
-                                                "devices", "held_by_namespace", "held_by_name", "vanished_at"))
+    Vanished.objects.bulk_create(
+        rows,
+        batch_size=1000,
+        update_conflicts=True,
+        unique_fields=("cluster", "kind", "driver", "pool", "name"),
+        update_fields=(
+            "slice_name",
+            "node_name",
+            "device_kind",
+            "attributes",
+            "capacity",
+            "devices",
+            "held_by_namespace",
+            "held_by_name",
+            "vanished_at",
+        ),
+    )
     return len(rows)
 
 
 def last_device(cluster_name, driver, pool, name):
-    return Vanished.objects.select_related("cluster").filter(
-        cluster__name=cluster_name, kind=Vanished.DEVICE, driver=driver, pool=pool, name=name).first()
+    return (
+        Vanished.objects.select_related("cluster")
+        .filter(cluster__name=cluster_name, kind=Vanished.DEVICE, driver=driver, pool=pool, name=name)
+        .first()
+    )
 
 
 def last_slice(cluster_name, name):
-    return Vanished.objects.select_related("cluster").filter(
-        cluster__name=cluster_name, kind=Vanished.SLICE, name=name).order_by("-vanished_at").first()
+    return (
+        Vanished.objects.select_related("cluster")
+        .filter(cluster__name=cluster_name, kind=Vanished.SLICE, name=name)
+        .order_by("-vanished_at")
+        .first()
+    )
 
 
 def prune(now=None):

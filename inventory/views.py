@@ -3,7 +3,20 @@
 from collections import Counter, defaultdict
 
 from django.core.paginator import Paginator
-from django.db.models import Case, Count, F, FloatField, IntegerField, OuterRef, Q, Subquery, Sum, TextField, Value, When
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    FloatField,
+    IntegerField,
+    OuterRef,
+    Q,
+    Subquery,
+    Sum,
+    TextField,
+    Value,
+    When,
+)
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, Concat
 from django.http import Http404
@@ -18,7 +31,18 @@ from . import accelerators, devicefilter, devicestate, fleet, pools, summary, va
 from .models import Cluster, Device, DeviceClass, Node, NodeDeviceSummary, ResourceSlice
 
 # What a devices-list row shows (the raw JSON and the API's search copies stay in the database).
-PAGE_DEVICE_FIELDS = ("id", "cluster_id", "driver", "pool", "name", "node_name", "attributes", "capacity", "tainted", "consumes_counters")
+PAGE_DEVICE_FIELDS = (
+    "id",
+    "cluster_id",
+    "driver",
+    "pool",
+    "name",
+    "node_name",
+    "attributes",
+    "capacity",
+    "tainted",
+    "consumes_counters",
+)
 INVENTORY_KINDS = ("ResourceSlice", "ResourceClaim", "Node", "DeviceTaintRule", "Finding")  # Finding: stuck devices
 
 
@@ -40,7 +64,11 @@ class OverviewView(DashboardView):
             # COUNT(*) over the (cluster, ready) and (cluster, state) indexes: index-only scans, not a
             # scan of every row's raw JSON (64 -> 14 ms for 80,000 claims, 14 -> 2 ms for 20,000 nodes).
             node_counts=nodes.aggregate(total=Count("*"), not_ready=Count("ready", filter=Q(ready=False))),
-            claim_counts=dict(roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user).values_list("state").annotate(n=Count("*"))),
+            claim_counts=dict(
+                roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user)
+                .values_list("state")
+                .annotate(n=Count("*"))
+            ),
             states=fleet.STATES,
             state_labels=fleet.STATE_LABELS,
             display_states=fleet.DISPLAY_STATES,
@@ -82,28 +110,59 @@ class FleetMapView(DashboardView):
         # Totals over the whole fleet; rows filtered, ordered and paged in SQL, cells for the page only.
         snap = fleet.FleetSnapshot(self.cluster_ids, user=self.request.user)
         unpublished_only = self.request.GET.get("unpublished") == "1"
-        fleet_map = fleet.FleetMap(snap, state="" if error else state, search=search, gpu=None if error else gpu, unpublished=unpublished_only)
-        sort = tables.sorting(self.request, NodeDeviceSummary, MAP_SORT, default=("cluster_id", "sort_key"), constant={"cluster": self.one_cluster})
+        fleet_map = fleet.FleetMap(
+            snap, state="" if error else state, search=search, gpu=None if error else gpu, unpublished=unpublished_only
+        )
+        sort = tables.sorting(
+            self.request,
+            NodeDeviceSummary,
+            MAP_SORT,
+            default=("cluster_id", "sort_key"),
+            constant={"cluster": self.one_cluster},
+        )
         rows = sort.apply(fleet_map.rows, tiebreak=("map_key",))  # grouped rows: (cluster, map_key) is their key
         ctx.update(self.paginate(rows.none() if error else rows, self.nodes_per_page))
         page = ctx["page_obj"]
         page.object_list = fleet_map.decide(page.object_list)
         names = {c.id: c.name for c in Cluster.objects.all()}
-        page_sources = accelerators.node_sources(nodes={(r["cluster_id"], r["node"]) for r in page.object_list}) if page.object_list else {}
+        page_sources = (
+            accelerators.node_sources(nodes={(r["cluster_id"], r["node"]) for r in page.object_list})
+            if page.object_list
+            else {}
+        )
         for r in page.object_list:
             r["cluster_name"] = names.get(r["cluster_id"], "?")
             r["sources"] = page_sources.get((r["cluster_id"], r["node"]), {})  # device plugin, HAMi beside DRA
         sources = fleet.template_sources(snap)
-        ctx["outside_dra"] = self._outside_dra(sources, names, search) if not (state or gpu or unpublished_only or error) else None
+        ctx["outside_dra"] = (
+            self._outside_dra(sources, names, search) if not (state or gpu or unpublished_only or error) else None
+        )
         colour = "utilization" if self.request.GET.get("colour") == "utilization" else "state"
         if colour == "utilization":
             from monitoring.utilization import attach_latest
 
             attach_latest([d for r in page.object_list for d in r["devices"]])
-        ctx.update(sorting=sort, colour=colour, totals=snap.totals(), states=fleet.STATES, state_labels=fleet.STATE_LABELS, display_states=fleet.DISPLAY_STATES,
-                   flag_labels=fleet.FLAG_LABELS, state=state, q=search, row_count=page.paginator.count, error=error,
-                   kinds=snap.kind_totals(), unpublished=snap.unpublished(), sources=sources, gpu=gpu, gpu_models=fleet.gpu_filter_models(self.cluster_ids),
-                   gpu_query=fleet.gpu_query(self.request.GET), gpu_sources=fleet.GPU_SOURCES, unpublished_only=unpublished_only)
+        ctx.update(
+            sorting=sort,
+            colour=colour,
+            totals=snap.totals(),
+            states=fleet.STATES,
+            state_labels=fleet.STATE_LABELS,
+            display_states=fleet.DISPLAY_STATES,
+            flag_labels=fleet.FLAG_LABELS,
+            state=state,
+            q=search,
+            row_count=page.paginator.count,
+            error=error,
+            kinds=snap.kind_totals(),
+            unpublished=snap.unpublished(),
+            sources=sources,
+            gpu=gpu,
+            gpu_models=fleet.gpu_filter_models(self.cluster_ids),
+            gpu_query=fleet.gpu_query(self.request.GET),
+            gpu_sources=fleet.GPU_SOURCES,
+            unpublished_only=unpublished_only,
+        )
         return ctx
 
     def _outside_dra(self, sources, names, search):
@@ -112,10 +171,20 @@ class FleetMapView(DashboardView):
         devices and leave them out."""
         if not (sources["device_plugin"]["nodes"] or sources["hami"]["nodes"]):
             return None  # nothing served outside DRA: no query
-        page = Paginator(accelerators.nodes_outside_dra(self.cluster_ids, search), self.nodes_per_page).get_page(self.request.GET.get("other_page"))
+        page = Paginator(accelerators.nodes_outside_dra(self.cluster_ids, search), self.nodes_per_page).get_page(
+            self.request.GET.get("other_page")
+        )
         keys = list(page.object_list)
         per_node = accelerators.node_sources(nodes=set(keys)) if keys else {}
-        page.rows = [{"cluster_id": cid, "node": node, "cluster_name": names.get(cid, "?"), "sources": per_node.get((cid, node), {})} for cid, node in keys]
+        page.rows = [
+            {
+                "cluster_id": cid,
+                "node": node,
+                "cluster_name": names.get(cid, "?"),
+                "sources": per_node.get((cid, node), {}),
+            }
+            for cid, node in keys
+        ]
         return page
 
 
@@ -125,10 +194,16 @@ def node_sort_columns(stuck=None):
     index, evaluated for the sort only), with what the page shows applied as FleetSnapshot does:
     nothing free on a NotReady node, and allocated devices held by stuck claims not counted as
     allocated (`stuck`: FleetSnapshot.stuck, the few devices of stuck claims)."""
-    per_node = NodeDeviceSummary.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name")).order_by().values("cluster_id", "node_name")
+    per_node = (
+        NodeDeviceSummary.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name"))
+        .order_by()
+        .values("cluster_id", "node_name")
+    )
 
     def summed(column):
-        return Coalesce(Subquery(per_node.annotate(s=Sum(column)).values("s")[:1], output_field=IntegerField()), Value(0))
+        return Coalesce(
+            Subquery(per_node.annotate(s=Sum(column)).values("s")[:1], output_field=IntegerField()), Value(0)
+        )
 
     def on_ready(expr):
         return Case(When(ready=False, then=Value(0)), default=expr, output_field=IntegerField())
@@ -137,14 +212,31 @@ def node_sort_columns(stuck=None):
     for (cluster_id, _driver, _pool, node_name, *_rest), counts in (stuck or {}).items():
         if node_name and counts.get(fleet.ALLOCATED):
             stuck_allocated[(cluster_id, node_name)] += counts[fleet.ALLOCATED]
-    by_count = defaultdict(lambda: defaultdict(list))  # k -> cluster -> nodes with k such devices: a few IN lists, not a WHEN per node
+    by_count = defaultdict(
+        lambda: defaultdict(list)
+    )  # k -> cluster -> nodes with k such devices: a few IN lists, not a WHEN per node
     for (c, n), k in sorted(stuck_allocated.items()):
         by_count[k][c].append(n)
-    held_stuck = Case(*[When(cluster_id=c, name__in=names, then=Value(k)) for k, clusters in sorted(by_count.items()) for c, names in sorted(clusters.items())],
-                      default=Value(0), output_field=IntegerField())
-    return {"cluster": "cluster__name", "name": "name", "ready": "ready", "since": "ready_changed_at",
-            "devices": summed("n_total"), "free": on_ready(summed("n_free")), "allocated": summed("n_allocated") - held_stuck,
-            "gpus": summed("n_gpus"), "free_gpus": on_ready(summed("n_gpus_free"))}
+    held_stuck = Case(
+        *[
+            When(cluster_id=c, name__in=names, then=Value(k))
+            for k, clusters in sorted(by_count.items())
+            for c, names in sorted(clusters.items())
+        ],
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+    return {
+        "cluster": "cluster__name",
+        "name": "name",
+        "ready": "ready",
+        "since": "ready_changed_at",
+        "devices": summed("n_total"),
+        "free": on_ready(summed("n_free")),
+        "allocated": summed("n_allocated") - held_stuck,
+        "gpus": summed("n_gpus"),
+        "free_gpus": on_ready(summed("n_gpus_free")),
+    }
 
 
 NODE_SORT = node_sort_columns()  # the column names (bench/bench_ui.py); the view builds them per request
@@ -172,14 +264,22 @@ class NodeListView(DashboardView):
             nodes = nodes.filter(fleet.node_gpu_q(gpu))
         counted = {"allocated"} & {c for c, _desc in tables.sorting(self.request, Node, NODE_SORT).order}
         stuck = fleet.FleetSnapshot(self.cluster_ids).stuck if counted else None  # only a sort by allocated needs them
-        sort = tables.sorting(self.request, Node, node_sort_columns(stuck), default=("cluster_id", "name"), constant={"cluster": self.one_cluster})
+        sort = tables.sorting(
+            self.request,
+            Node,
+            node_sort_columns(stuck),
+            default=("cluster_id", "name"),
+            constant={"cluster": self.one_cluster},
+        )
         nodes = sort.apply(nodes)
         fields = ("id", "cluster_id", "name", "ready", "ready_changed_at", "unschedulable", "taints", "labels")
         ctx.update(self.paginate(nodes.only(*fields), 100))
         page_nodes = list(ctx["page_obj"].object_list)
         # Device counts per node for the page only: one grouped query, one allocation lookup.
         keys = {(n.cluster_id, n.name) for n in page_nodes}
-        page_snap = fleet.FleetSnapshot(list({k[0] for k in keys}), user=self.request.user, nodes=keys) if keys else None
+        page_snap = (
+            fleet.FleetSnapshot(list({k[0] for k in keys}), user=self.request.user, nodes=keys) if keys else None
+        )
         per_node = page_snap.node_counts() if keys else {}
         kinds = page_snap.node_gpu_counts() if keys else {}  # whole GPUs, partitions, other devices
         sources = accelerators.node_sources(nodes=keys) if keys else {}  # device plugin, HAMi
@@ -191,8 +291,17 @@ class NodeListView(DashboardView):
             n.kinds = kinds.get((n.cluster_id, n.name), {})
             n.sources = sources.get((n.cluster_id, n.name), {})
             n.unpublished = unpublished.get((n.cluster_id, n.name))
-        ctx.update(nodes=page_nodes, q=q, ready=ready, sorting=sort, gpu=gpu, gpu_error=gpu_error,
-                   gpu_models=fleet.gpu_filter_models(self.cluster_ids), gpu_query=fleet.gpu_query(self.request.GET), gpu_sources=fleet.GPU_SOURCES)
+        ctx.update(
+            nodes=page_nodes,
+            q=q,
+            ready=ready,
+            sorting=sort,
+            gpu=gpu,
+            gpu_error=gpu_error,
+            gpu_models=fleet.gpu_filter_models(self.cluster_ids),
+            gpu_query=fleet.gpu_query(self.request.GET),
+            gpu_sources=fleet.GPU_SOURCES,
+        )
         return ctx
 
 
@@ -210,10 +319,17 @@ class NodeDetailView(DashboardView):
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
         node = self.node
-        slices = ResourceSlice.objects.filter(cluster_id=node.cluster_id, node_name=node.name).order_by("driver", "pool", "name")
-        devices = fleet.states_for(Device.objects.filter(cluster_id=node.cluster_id, node_name=node.name).order_by("driver", "pool", "name"), user=self.request.user)
+        slices = ResourceSlice.objects.filter(cluster_id=node.cluster_id, node_name=node.name).order_by(
+            "driver", "pool", "name"
+        )
+        devices = fleet.states_for(
+            Device.objects.filter(cluster_id=node.cluster_id, node_name=node.name).order_by("driver", "pool", "name"),
+            user=self.request.user,
+        )
         devices.sort(key=lambda d: (d.driver, d.pool, fleet.natural_key(d.name)))
-        devices = fleet.under_parents(devices, lambda d: (d.driver, d.pool), lambda d: d.name, lambda d: d.kind, lambda d: d.parent)  # partitions under their GPU
+        devices = fleet.under_parents(
+            devices, lambda d: (d.driver, d.pool), lambda d: d.name, lambda d: d.kind, lambda d: d.parent
+        )  # partitions under their GPU
         pods = _pods_by_claim(node.cluster_id, [h for d in devices for h in d.st.holders if h.visible])
         for d in devices:
             d.holder_rows = [(h, pods.get((h.namespace, h.name), [])) for h in d.st.holders]
@@ -224,17 +340,30 @@ class NodeDetailView(DashboardView):
         node_snap = fleet.FleetSnapshot([node.cluster_id], nodes=keys)
         node_sources = dict(accelerators.node_sources(nodes=keys).get((node.cluster_id, node.name), {}))
         if node_sources.get("hami"):  # HAMi's pods, as the device holders
-            node_sources["hami"] = accelerators.scoped_hami(node_sources["hami"], roles.visible_namespaces(self.request.user))
-        ctx.update(node_kinds=node_snap.node_gpu_counts().get((node.cluster_id, node.name), {}),
-                   node_sources=node_sources,
-                   node_unpublished=node_snap.unpublished()["rows"].get((node.cluster_id, node.name)))
-        ctx.update(node=node, slices=slices, devices=devices, state_labels=fleet.STATE_LABELS,
-                   pods=roles.scope_queryset(Pod.objects.filter(cluster_id=node.cluster_id, node_name=node.name), self.request.user).order_by("namespace", "name"),
-                   **object_page(node.cluster, "Node", node.raw, node.name, uid=node.uid, crumbs=crumbs))
+            node_sources["hami"] = accelerators.scoped_hami(
+                node_sources["hami"], roles.visible_namespaces(self.request.user)
+            )
+        ctx.update(
+            node_kinds=node_snap.node_gpu_counts().get((node.cluster_id, node.name), {}),
+            node_sources=node_sources,
+            node_unpublished=node_snap.unpublished()["rows"].get((node.cluster_id, node.name)),
+        )
+        ctx.update(
+            node=node,
+            slices=slices,
+            devices=devices,
+            state_labels=fleet.STATE_LABELS,
+            pods=roles.scope_queryset(
+                Pod.objects.filter(cluster_id=node.cluster_id, node_name=node.name), self.request.user
+            ).order_by("namespace", "name"),
+            **object_page(node.cluster, "Node", node.raw, node.name, uid=node.uid, crumbs=crumbs),
+        )
         if not self.request.GET.get("fragment"):  # live region refreshes do not go to the API server
             from claims import driverlogs
 
-            ctx.update(driverlogs.page_context(node.cluster, node.name, namespaces=roles.driver_namespaces(self.request.user)))
+            ctx.update(
+                driverlogs.page_context(node.cluster, node.name, namespaces=roles.driver_namespaces(self.request.user))
+            )
         return ctx
 
 
@@ -244,7 +373,9 @@ def _pods_by_claim(cluster_id, holders):
 
     uids = {h.uid for h in holders}
     out = defaultdict(list)
-    for ns, claim, pod in ClaimConsumer.objects.filter(cluster_id=cluster_id, claim__uid__in=uids).values_list("claim__namespace", "claim__name", "name"):
+    for ns, claim, pod in ClaimConsumer.objects.filter(cluster_id=cluster_id, claim__uid__in=uids).values_list(
+        "claim__namespace", "claim__name", "name"
+    ):
         out[(ns, claim)].append(pod)
     return out
 
@@ -254,14 +385,27 @@ def device_sort_columns(user, not_ready=None):
     memory capacity as a number (the searchable copy in base units), the state by its label (the
     badge the page shows), the holder by the stored deciding claim."""
     # devicestate.state_q's conditions are exclusive (one primary state per device): each gives its label.
-    state_label = Case(*[When(devicestate.state_q(s, not_ready), then=Value(fleet.state_label(s))) for s in fleet.STATES], output_field=TextField())
+    state_label = Case(
+        *[When(devicestate.state_q(s, not_ready), then=Value(fleet.state_label(s))) for s in fleet.STATES],
+        output_field=TextField(),
+    )
     holder = Concat("held_by_namespace", Value("/"), "held_by_name", output_field=TextField())
     scope = roles.visible_namespaces(user)
     if scope is not None:  # holders the user may not see sort together, not by their hidden names
-        holder = Case(When(held_by_namespace__in=scope, then=holder), When(held_by_name="", then=Value("")), default=Value("\uffff"), output_field=TextField())
+        holder = Case(
+            When(held_by_namespace__in=scope, then=holder),
+            When(held_by_name="", then=Value("")),
+            default=Value("\uffff"),
+            output_field=TextField(),
+        )
     return {
-        "cluster": "cluster__name", "node": "node_name", "name": "name", "driver": "driver", "pool": "pool",
-        "model": summary.MODEL, "memory": Cast(KT("capacity_values__memory"), FloatField()),
+        "cluster": "cluster__name",
+        "node": "node_name",
+        "name": "name",
+        "driver": "driver",
+        "pool": "pool",
+        "model": summary.MODEL,
+        "memory": Cast(KT("capacity_values__memory"), FloatField()),
         "state": state_label,
         "holder": holder,
     }
@@ -277,7 +421,12 @@ class DeviceListView(DashboardView):
         ctx = super().get_context_data(**kwargs)
         get = self.request.GET
         qs = self.in_cluster(Device.objects.all())
-        for param, column in (("driver", "driver"), ("pool", "pool"), ("node", "node_name"), ("kind", "kind")):  # kind: devicekinds
+        for param, column in (
+            ("driver", "driver"),
+            ("pool", "pool"),
+            ("node", "node_name"),
+            ("kind", "kind"),
+        ):  # kind: devicekinds
             if get.get(param):
                 qs = qs.filter(**{column: get[param]})
         error, residual = "", []
@@ -297,11 +446,19 @@ class DeviceListView(DashboardView):
             error, qs = f"Unknown flag {flag!r}: use one of {', '.join(fleet.FLAGS)}.", qs.none()
         elif flag:
             qs = qs.filter(devicestate.flag_q(flag, not_ready))
-        sort = tables.sorting(self.request, Device, device_sort_columns(self.request.user, not_ready), default=("cluster_id", "node_name", "driver", "pool", "name"), constant={"cluster": self.one_cluster})
+        sort = tables.sorting(
+            self.request,
+            Device,
+            device_sort_columns(self.request.user, not_ready),
+            default=("cluster_id", "node_name", "driver", "pool", "name"),
+            constant={"cluster": self.one_cluster},
+        )
         qs = sort.apply(qs)
         if residual:
             # Clauses SQL cannot answer exactly: checked in Python on what SQL left, then paged by id.
-            rows = qs.only("id", "driver", "pool", "name", "node_name", "attributes", "capacity").iterator(chunk_size=2000)
+            rows = qs.only("id", "driver", "pool", "name", "node_name", "attributes", "capacity").iterator(
+                chunk_size=2000
+            )
             try:
                 ids = [d.id for d in devicefilter.filter_devices(rows, residual)]
             except devicefilter.FilterError as exc:
@@ -309,7 +466,9 @@ class DeviceListView(DashboardView):
             order = {pk: i for i, pk in enumerate(ids)}
             ctx.update(self.paginate(ids, 200))
             page_ids = list(ctx["page_obj"].object_list)
-            page_devices = sorted(Device.objects.filter(id__in=page_ids).only(*PAGE_DEVICE_FIELDS), key=lambda d: order[d.id])
+            page_devices = sorted(
+                Device.objects.filter(id__in=page_ids).only(*PAGE_DEVICE_FIELDS), key=lambda d: order[d.id]
+            )
         else:
             ctx.update(self.paginate(qs.only(*PAGE_DEVICE_FIELDS), 200))
             page_devices = list(ctx["page_obj"].object_list)
@@ -320,10 +479,26 @@ class DeviceListView(DashboardView):
             d.model = d.attribute_value("productName") or d.attribute_value("model") or ""
         ctx["devices"] = page_devices
         # The driver choices from the per-node summary (a few thousand rows), not a DISTINCT over every device.
-        drivers = self.in_cluster(NodeDeviceSummary.objects.exclude(n_total=0)).values_list("driver", flat=True).distinct().order_by("driver")
+        drivers = (
+            self.in_cluster(NodeDeviceSummary.objects.exclude(n_total=0))
+            .values_list("driver", flat=True)
+            .distinct()
+            .order_by("driver")
+        )
         ctx.update(
-            q=get.get("q", ""), error=error, state=state, flag=flag, flags=fleet.FLAGS, flag_labels=fleet.FLAG_LABELS, driver=get.get("driver", ""), pool=get.get("pool", ""), node=get.get("node", ""),
-            drivers=list(drivers), states=fleet.STATES, state_labels=fleet.STATE_LABELS, match_count=ctx["page_obj"].paginator.count,
+            q=get.get("q", ""),
+            error=error,
+            state=state,
+            flag=flag,
+            flags=fleet.FLAGS,
+            flag_labels=fleet.FLAG_LABELS,
+            driver=get.get("driver", ""),
+            pool=get.get("pool", ""),
+            node=get.get("node", ""),
+            drivers=list(drivers),
+            states=fleet.STATES,
+            state_labels=fleet.STATE_LABELS,
+            match_count=ctx["page_obj"].paginator.count,
             sorting=sort,
         )
         return ctx
@@ -338,7 +513,9 @@ class DeviceDetailView(DashboardView):
     def look_up(self, request, **kwargs):
         self.device = (
             Device.objects.select_related("slice")
-            .filter(cluster__name=kwargs["cluster"], driver=kwargs["driver"], pool=kwargs["pool"], name=kwargs["device"])
+            .filter(
+                cluster__name=kwargs["cluster"], driver=kwargs["driver"], pool=kwargs["pool"], name=kwargs["device"]
+            )
             .first()
         )
         if self.device is None:
@@ -358,14 +535,25 @@ class DeviceDetailView(DashboardView):
             from .models import SharedCounterSet
 
             counter_sets = dict(
-                SharedCounterSet.objects.filter(cluster_id=device.cluster_id, slice__driver=device.driver, slice__pool=device.pool).values_list("name", "counters")
+                SharedCounterSet.objects.filter(
+                    cluster_id=device.cluster_id, slice__driver=device.driver, slice__pool=device.pool
+                ).values_list("name", "counters")
             )
-        results = AllocationResult.objects.filter(cluster_id=device.cluster_id, driver=device.driver, pool=device.pool, device=device.name).select_related("claim")
+        results = AllocationResult.objects.filter(
+            cluster_id=device.cluster_id, driver=device.driver, pool=device.pool, device=device.name
+        ).select_related("claim")
         results = [r for r in results if roles.can_see_namespace(self.request.user, r.claim.namespace)]
         # Past claims: state changes of claims that once held this device (node-level history, best effort).
-        past = roles.scope_queryset(
-            ClaimStateChange.objects.filter(cluster_id=device.cluster_id, node_name=device.node_name, new_state="deleted").order_by("-at"), self.request.user
-        )[:20] if device.node_name else []
+        past = (
+            roles.scope_queryset(
+                ClaimStateChange.objects.filter(
+                    cluster_id=device.cluster_id, node_name=device.node_name, new_state="deleted"
+                ).order_by("-at"),
+                self.request.user,
+            )[:20]
+            if device.node_name
+            else []
+        )
         from . import classmatch
         from .objectpage import crumb, device_kubectl_commands, object_page
 
@@ -373,14 +561,31 @@ class DeviceDetailView(DashboardView):
         crumbs = [crumb(_("Devices"), "inventory:device-list", query=f"cluster={cluster.name}")]
         if device.node_name:
             crumbs.append(crumb(device.node_name, "inventory:node-detail", cluster.name, device.node_name))
-        crumbs += [crumb(device.slice.name, "inventory:slice-detail", cluster.name, device.slice.name), crumb(device.name)]
+        crumbs += [
+            crumb(device.slice.name, "inventory:slice-detail", cluster.name, device.slice.name),
+            crumb(device.name),
+        ]
         # The pods holding the device: the consumers of the claims allocated to it.
-        holding = Pod.objects.filter(cluster_id=device.cluster_id, uid__in=ClaimConsumer.objects.filter(claim__in=[r.claim for r in results]).values("uid"))
-        ctx.update(object_page(cluster, "ResourceSlice", device.raw, device.slice.name, events=False, crumbs=crumbs,
-                               kubectl=device_kubectl_commands(cluster, device.slice.name, device.name)))
+        holding = Pod.objects.filter(
+            cluster_id=device.cluster_id,
+            uid__in=ClaimConsumer.objects.filter(claim__in=[r.claim for r in results]).values("uid"),
+        )
+        ctx.update(
+            object_page(
+                cluster,
+                "ResourceSlice",
+                device.raw,
+                device.slice.name,
+                events=False,
+                crumbs=crumbs,
+                kubectl=device_kubectl_commands(cluster, device.slice.name, device.name),
+            )
+        )
         ctx.update(
             device=device,
-            holding_pods=list(holding.order_by("namespace", "name").only("cluster_id", "namespace", "name", "phase", "node_name")),
+            holding_pods=list(
+                holding.order_by("namespace", "name").only("cluster_id", "namespace", "name", "phase", "node_name")
+            ),
             matching_classes=classmatch.classes_matching(device),
             attributes=sorted(device.attributes.items()),
             capacity=sorted(device.capacity.items()),
@@ -392,13 +597,23 @@ class DeviceDetailView(DashboardView):
         return ctx
 
 
-CLASS_SORT = {"cluster": "cluster__name", "name": "name", "extended": "extended_resource_name", "matching": "match_count"}
+CLASS_SORT = {
+    "cluster": "cluster__name",
+    "name": "name",
+    "extended": "extended_resource_name",
+    "matching": "match_count",
+}
 # The pools list is built in Python (pools.pool_summaries): every column sorts there.
 POOL_SORT = dict.fromkeys(("cluster", "driver", "pool", "generation", "slices", "devices", "nodes", "problems"))
 POOL_SORT_KEYS = {
-    "cluster": lambda p: p["cluster_name"], "driver": lambda p: p["driver"], "pool": lambda p: p["pool"],
-    "generation": lambda p: p["generation"], "slices": lambda p: p["slices"], "devices": lambda p: p["devices"],
-    "nodes": lambda p: " ".join(p["nodes"]) or None, "problems": lambda p: len(p["problems"]),
+    "cluster": lambda p: p["cluster_name"],
+    "driver": lambda p: p["driver"],
+    "pool": lambda p: p["pool"],
+    "generation": lambda p: p["generation"],
+    "slices": lambda p: p["slices"],
+    "devices": lambda p: p["devices"],
+    "nodes": lambda p: " ".join(p["nodes"]) or None,
+    "problems": lambda p: len(p["problems"]),
 }
 
 
@@ -427,8 +642,16 @@ class DeviceClassListView(DashboardView):
         return ctx
 
 
-SLICE_SORT = {"cluster": "cluster__name", "name": "name", "driver": "driver", "pool": "pool", "generation": "pool_generation",
-              "node": "node_name", "devices": "device_count", "created": "creation_timestamp"}
+SLICE_SORT = {
+    "cluster": "cluster__name",
+    "name": "name",
+    "driver": "driver",
+    "pool": "pool",
+    "generation": "pool_generation",
+    "node": "node_name",
+    "devices": "device_count",
+    "created": "creation_timestamp",
+}
 
 
 class SliceListView(DashboardView):
@@ -445,10 +668,20 @@ class SliceListView(DashboardView):
         ctx = super().get_context_data(**kwargs)
         listed = self.in_cluster(ResourceSlice.objects.select_related("cluster").defer("raw"))
         slices, filterset = self.filter_with(ResourceSliceFilterSet, listed)
-        sort = tables.sorting(self.request, ResourceSlice, SLICE_SORT, default=("cluster_id", "driver", "pool", "name"), constant={"cluster": self.one_cluster})
+        sort = tables.sorting(
+            self.request,
+            ResourceSlice,
+            SLICE_SORT,
+            default=("cluster_id", "driver", "pool", "name"),
+            constant={"cluster": self.one_cluster},
+        )
         ctx.update(self.paginate(sort.apply(slices), 200))
-        ctx.update(sorting=sort, filter_errors=filterset.errors, filters={k: self.request.GET.get(k, "") for k in ("driver", "pool", "node", "name")},
-                   drivers=listed.order_by("driver").values_list("driver", flat=True).distinct())
+        ctx.update(
+            sorting=sort,
+            filter_errors=filterset.errors,
+            filters={k: self.request.GET.get(k, "") for k in ("driver", "pool", "node", "name")},
+            drivers=listed.order_by("driver").values_list("driver", flat=True).distinct(),
+        )
         return ctx
 
 

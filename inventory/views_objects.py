@@ -11,8 +11,8 @@ from gpudash import roles
 from gpudash.views import DashboardView, ObjectGone
 
 from . import fleet, vanished
-from .objectpage import crumb, object_page
 from .models import Device, DeviceClass, ResourceSlice
+from .objectpage import crumb, object_page
 
 
 class SliceDetailView(DashboardView):
@@ -21,7 +21,11 @@ class SliceDetailView(DashboardView):
     nav = "pools"
 
     def look_up(self, request, **kwargs):
-        self.slice = ResourceSlice.objects.select_related("cluster").filter(cluster__name=kwargs["cluster"], name=kwargs["name"]).first()
+        self.slice = (
+            ResourceSlice.objects.select_related("cluster")
+            .filter(cluster__name=kwargs["cluster"], name=kwargs["name"])
+            .first()
+        )
         if self.slice is None:
             record = vanished.last_slice(kwargs["cluster"], kwargs["name"])
             if record is None:
@@ -36,13 +40,25 @@ class SliceDetailView(DashboardView):
         s = self.slice
         devices = fleet.states_for(Device.objects.filter(slice=s), user=self.request.user)
         devices.sort(key=lambda d: fleet.natural_key(d.name))
-        siblings = ResourceSlice.objects.filter(cluster_id=s.cluster_id, driver=s.driver, pool=s.pool).exclude(pk=s.pk).order_by("name")
-        crumbs = [crumb(_("Pools"), "inventory:pool-list", query=f"cluster={s.cluster.name}"), crumb(f"{s.driver} / {s.pool}")]
+        siblings = (
+            ResourceSlice.objects.filter(cluster_id=s.cluster_id, driver=s.driver, pool=s.pool)
+            .exclude(pk=s.pk)
+            .order_by("name")
+        )
+        crumbs = [
+            crumb(_("Pools"), "inventory:pool-list", query=f"cluster={s.cluster.name}"),
+            crumb(f"{s.driver} / {s.pool}"),
+        ]
         if s.node_name:
             crumbs.insert(1, crumb(s.node_name, "inventory:node-detail", s.cluster.name, s.node_name))
         crumbs.append(crumb(s.name))
-        ctx.update(slice=s, devices=devices, siblings=siblings, counter_sets=list(s.counter_sets.all()),
-                   **object_page(s.cluster, "ResourceSlice", s.raw, s.name, uid=s.uid, crumbs=crumbs))
+        ctx.update(
+            slice=s,
+            devices=devices,
+            siblings=siblings,
+            counter_sets=list(s.counter_sets.all()),
+            **object_page(s.cluster, "ResourceSlice", s.raw, s.name, uid=s.uid, crumbs=crumbs),
+        )
         return ctx
 
 
@@ -52,7 +68,9 @@ class DeviceClassDetailView(DashboardView):
     nav = "classes"
 
     def look_up(self, request, **kwargs):
-        self.device_class = get_object_or_404(DeviceClass.objects.select_related("cluster"), cluster__name=kwargs["cluster"], name=kwargs["name"])
+        self.device_class = get_object_or_404(
+            DeviceClass.objects.select_related("cluster"), cluster__name=kwargs["cluster"], name=kwargs["name"]
+        )
 
     def live_scope(self):
         return {"cluster": self.device_class.cluster_id, "kind": list(self.live_kinds)}
@@ -62,11 +80,23 @@ class DeviceClassDetailView(DashboardView):
         c = self.device_class
         # device_classes is a JSON list; icontains on its text works on PostgreSQL and SQLite alike.
         needle = f'"{c.name}"'
-        claims = roles.scope_queryset(ResourceClaim.objects.filter(cluster_id=c.cluster_id, device_classes__icontains=needle), self.request.user)
-        templates = roles.scope_queryset(ResourceClaimTemplate.objects.filter(cluster_id=c.cluster_id, device_classes__icontains=needle), self.request.user)
+        claims = roles.scope_queryset(
+            ResourceClaim.objects.filter(cluster_id=c.cluster_id, device_classes__icontains=needle), self.request.user
+        )
+        templates = roles.scope_queryset(
+            ResourceClaimTemplate.objects.filter(cluster_id=c.cluster_id, device_classes__icontains=needle),
+            self.request.user,
+        )
         crumbs = [crumb(_("Classes"), "inventory:class-list", query=f"cluster={c.cluster.name}"), crumb(c.name)]
-        ctx.update(device_class=c, selectors=c.selectors, config=c.spec.get("config") or [],
-                   claims=claims.order_by("namespace", "name").only("cluster_id", "namespace", "name", "state", "node_name", "device_classes")[:200],
-                   claim_count=claims.count(), templates=templates.order_by("namespace", "name")[:200],
-                   **object_page(c.cluster, "DeviceClass", c.raw, c.name, uid=c.uid, crumbs=crumbs))
+        ctx.update(
+            device_class=c,
+            selectors=c.selectors,
+            config=c.spec.get("config") or [],
+            claims=claims.order_by("namespace", "name").only(
+                "cluster_id", "namespace", "name", "state", "node_name", "device_classes"
+            )[:200],
+            claim_count=claims.count(),
+            templates=templates.order_by("namespace", "name")[:200],
+            **object_page(c.cluster, "DeviceClass", c.raw, c.name, uid=c.uid, crumbs=crumbs),
+        )
         return ctx

@@ -22,19 +22,35 @@ MAX_LIMIT = 10000
 def sample_json(sample, cluster_name, scope):
     visible = scope is None or sample.held_by_namespace in scope
     return {
-        "cluster": cluster_name, "driver": sample.driver, "pool": sample.pool, "device": sample.device,
-        "minute": sample.minute, "gpu_utilization_percent": sample.gpu_util, "memory_used_bytes": sample.fb_used_bytes,
-        "power_watts": sample.power_watts, "graphics_engine_active_ratio": sample.gr_engine_active,
+        "cluster": cluster_name,
+        "driver": sample.driver,
+        "pool": sample.pool,
+        "device": sample.device,
+        "minute": sample.minute,
+        "gpu_utilization_percent": sample.gpu_util,
+        "memory_used_bytes": sample.fb_used_bytes,
+        "power_watts": sample.power_watts,
+        "graphics_engine_active_ratio": sample.gr_engine_active,
         # Claims of namespaces outside the user's scope are not named (like everywhere else).
-        "held_by": ({"namespace": sample.held_by_namespace, "name": sample.held_by_name} if visible else {"hidden": True}) if sample.allocated else None,
+        "held_by": (
+            {"namespace": sample.held_by_namespace, "name": sample.held_by_name} if visible else {"hidden": True}
+        )
+        if sample.allocated
+        else None,
     }
 
 
 def source_json(source):
     return {
-        "cluster": source.cluster.name, "enabled": source.enabled, "last_poll_at": source.last_poll_at,
-        "last_success_at": source.last_success_at, "minute": source.last_minute, "devices_matched": source.devices_matched,
-        "series_unmatched": source.series_unmatched, "error": source.last_error, "error_at": source.last_error_at,
+        "cluster": source.cluster.name,
+        "enabled": source.enabled,
+        "last_poll_at": source.last_poll_at,
+        "last_success_at": source.last_success_at,
+        "minute": source.last_minute,
+        "devices_matched": source.devices_matched,
+        "series_unmatched": source.series_unmatched,
+        "error": source.last_error,
+        "error_at": source.last_error_at,
     }
 
 
@@ -45,17 +61,24 @@ class UtilizationView(APIView):
         parameters=[
             OpenApiParameter("cluster", OpenApiTypes.STR, description="Cluster name."),
             OpenApiParameter("pool", OpenApiTypes.STR, description="Pool (the node's name for node-local drivers)."),
-            OpenApiParameter("namespace", OpenApiTypes.STR, description="Only devices held by claims of this namespace."),
-            OpenApiParameter("limit", OpenApiTypes.INT, description=f"At most this many devices (default 1000, up to {MAX_LIMIT})."),
+            OpenApiParameter(
+                "namespace", OpenApiTypes.STR, description="Only devices held by claims of this namespace."
+            ),
+            OpenApiParameter(
+                "limit", OpenApiTypes.INT, description=f"At most this many devices (default 1000, up to {MAX_LIMIT})."
+            ),
             OpenApiParameter("offset", OpenApiTypes.INT),
         ],
         filters=False,
-        responses=inline_serializer("Utilization", {
-            "sources": serializers.ListField(child=serializers.DictField()),
-            "count": serializers.IntegerField(),
-            "results": serializers.ListField(child=serializers.DictField()),
-            "idle_gpu_hours_by_namespace": serializers.ListField(child=serializers.DictField()),
-        }),
+        responses=inline_serializer(
+            "Utilization",
+            {
+                "sources": serializers.ListField(child=serializers.DictField()),
+                "count": serializers.IntegerField(),
+                "results": serializers.ListField(child=serializers.DictField()),
+                "idle_gpu_hours_by_namespace": serializers.ListField(child=serializers.DictField()),
+            },
+        ),
     )
     def get(self, request):
         params = request.query_params
@@ -78,11 +101,15 @@ class UtilizationView(APIView):
             samples = samples.filter(allocated=True, held_by_namespace=params["namespace"])
         samples = samples.order_by("cluster_id", "pool", "device")
         names = {s.cluster_id: s.cluster.name for s in sources}
-        page = [sample_json(x, names[x.cluster_id], scope) for x in samples[offset: offset + limit]]
+        page = [sample_json(x, names[x.cluster_id], scope) for x in samples[offset : offset + limit]]
         idle = idle_gpu_hours_by_namespace([s.cluster_id for s in sources])
         if scope is not None:
             idle = [(ns, h) for ns, h in idle if ns in scope]
-        return Response({
-            "sources": [source_json(s) for s in sources], "count": samples.count(), "results": page,
-            "idle_gpu_hours_by_namespace": [{"namespace": ns, "gpu_hours": h} for ns, h in idle],
-        })
+        return Response(
+            {
+                "sources": [source_json(s) for s in sources],
+                "count": samples.count(),
+                "results": page,
+                "idle_gpu_hours_by_namespace": [{"namespace": ns, "gpu_hours": h} for ns, h in idle],
+            }
+        )

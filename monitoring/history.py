@@ -18,7 +18,7 @@ step is what a chart needs; a minute the sampler missed is a gap (null) in the s
 import logging
 import math
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
 from django.db.models import BigIntegerField, Count, F, Func, Max, Sum
@@ -29,7 +29,15 @@ from .utilization import setting
 
 log = logging.getLogger(__name__)
 
-STATE_FIELDS = ("free", "allocated", "admin", "partial", "tainted", "unhealthy", "stuck")  # = inventory.devicestate.STATES
+STATE_FIELDS = (
+    "free",
+    "allocated",
+    "admin",
+    "partial",
+    "tainted",
+    "unhealthy",
+    "stuck",
+)  # = inventory.devicestate.STATES
 KIND_FIELDS = ("gpu", "partition", "other")  # = inventory.devicekinds.KINDS
 CLAIM_FIELDS = {"pending": "pending", "allocated": "claims_allocated", "reserved": "reserved", "deleting": "deleting"}
 NAMESPACE_FIELDS = KIND_FIELDS + tuple(CLAIM_FIELDS.values()) + ("idle",)
@@ -64,7 +72,10 @@ def fleet_counts(cluster_ids=None):
     out = {}
     for row in FleetSnapshot(cluster_ids).grouped("cluster_id", "model", "kind"):
         counts = {s: row["states"].get(s, 0) for s in STATE_FIELDS}
-        out[(row["cluster_id"], row["model"], row["kind"])] = counts | {"gpus": row["gpus"] or 0, "gpus_free": row["gpus_free"] or 0}
+        out[(row["cluster_id"], row["model"], row["kind"])] = counts | {
+            "gpus": row["gpus"] or 0,
+            "gpus_free": row["gpus_free"] or 0,
+        }
     return out
 
 
@@ -79,7 +90,9 @@ def namespace_counts(cluster_ids=None):
     claims = ResourceClaim.objects.all()
     if cluster_ids is not None:
         devices, claims = devices.filter(cluster_id__in=cluster_ids), claims.filter(cluster_id__in=cluster_ids)
-    for cid, ns, kind, n in devices.order_by().values_list("cluster_id", "held_by_namespace", "kind").annotate(n=Count("id")):
+    for cid, ns, kind, n in (
+        devices.order_by().values_list("cluster_id", "held_by_namespace", "kind").annotate(n=Count("id"))
+    ):
         out[(cid, ns)][kind] += n
     for cid, ns, state, n in claims.order_by().values_list("cluster_id", "namespace", "state").annotate(n=Count("id")):
         if state in CLAIM_FIELDS:  # the four ResourceClaim.State values
@@ -91,27 +104,45 @@ def sample(now=None):
     """Store this minute's sample of every cluster (a second run in the same minute replaces it).
     Returns the number of rows written."""
     minute = minute_of(now or timezone.now())
-    fleet = [FleetSample(cluster_id=cid, minute=minute, model=model, kind=kind, **counts)
-             for (cid, model, kind), counts in sorted(fleet_counts().items())]
-    spaces = [NamespaceSample(cluster_id=cid, minute=minute, namespace=ns, **counts)
-              for (cid, ns), counts in sorted(namespace_counts().items())]
+    fleet = [
+        FleetSample(cluster_id=cid, minute=minute, model=model, kind=kind, **counts)
+        for (cid, model, kind), counts in sorted(fleet_counts().items())
+    ]
+    spaces = [
+        NamespaceSample(cluster_id=cid, minute=minute, namespace=ns, **counts)
+        for (cid, ns), counts in sorted(namespace_counts().items())
+    ]
     counted = tuple(f for f in NAMESPACE_FIELDS if f != "idle")
     with transaction.atomic():
         FleetSample.objects.filter(minute=minute).delete()
         FleetSample.objects.bulk_create(fleet, batch_size=1000)
         # Upserted, not replaced: the utilization poll's `idle` of this minute stays.
         NamespaceSample.objects.filter(minute=minute).update(**dict.fromkeys(counted, 0))
-        NamespaceSample.objects.bulk_create(spaces, batch_size=1000, update_conflicts=True,
-                                            unique_fields=("minute", "cluster", "namespace"), update_fields=counted)
+        NamespaceSample.objects.bulk_create(
+            spaces,
+            batch_size=1000,
+            update_conflicts=True,
+            unique_fields=("minute", "cluster", "namespace"),
+            update_fields=counted,
+        )
     return len(fleet) + len(spaces)
 
 
 def record_idle(cluster_id, minute, idle_by_namespace):
     """The utilization poll's count of idle held devices per namespace for its minute."""
-    rows = [NamespaceSample(cluster_id=cluster_id, minute=minute, namespace=ns, idle=n) for ns, n in sorted(idle_by_namespace.items()) if n]
+    rows = [
+        NamespaceSample(cluster_id=cluster_id, minute=minute, namespace=ns, idle=n)
+        for ns, n in sorted(idle_by_namespace.items())
+        if n
+    ]
     NamespaceSample.objects.filter(cluster_id=cluster_id, minute=minute).exclude(idle=0).update(idle=0)
-    NamespaceSample.objects.bulk_create(rows, batch_size=1000, update_conflicts=True,
-                                        unique_fields=("minute", "cluster", "namespace"), update_fields=("idle",))
+    NamespaceSample.objects.bulk_create(
+        rows,
+        batch_size=1000,
+        update_conflicts=True,
+        unique_fields=("minute", "cluster", "namespace"),
+        update_fields=("idle",),
+    )
 
 
 def prune(now=None):
@@ -133,7 +164,7 @@ def points(hours, now=None):
     epoch_minutes = int(end.timestamp() // 60)
     last = epoch_minutes - epoch_minutes % step
     count = span // step + 1
-    return step, [datetime.fromtimestamp((last - i * step) * 60, tz=dt_timezone.utc) for i in range(count - 1, -1, -1)]
+    return step, [datetime.fromtimestamp((last - i * step) * 60, tz=UTC) for i in range(count - 1, -1, -1)]
 
 
 class EpochSeconds(Func):
@@ -144,7 +175,9 @@ class EpochSeconds(Func):
     template = "CAST(EXTRACT(EPOCH FROM %(expressions)s) AS bigint)"
 
     def as_sqlite(self, compiler, connection, **extra):
-        return self.as_sql(compiler, connection, template="CAST(strftime('%%%%s', %(expressions)s) AS integer)", **extra)
+        return self.as_sql(
+            compiler, connection, template="CAST(strftime('%%%%s', %(expressions)s) AS integer)", **extra
+        )
 
 
 def _columns(minutes, rows):
@@ -186,7 +219,13 @@ def top_namespaces(minutes, cluster_ids=None, candidates=None, column="gpu", top
         rows = rows.filter(cluster_id__in=cluster_ids)
     if candidates is not None:
         rows = rows.filter(namespace__in=candidates)
-    ranked = rows.order_by().values_list("namespace").annotate(m=Max(column)).filter(m__gt=0).order_by("-m", "namespace")[:top]
+    ranked = (
+        rows.order_by()
+        .values_list("namespace")
+        .annotate(m=Max(column))
+        .filter(m__gt=0)
+        .order_by("-m", "namespace")[:top]
+    )
     return [ns for ns, _ in ranked]
 
 
@@ -198,12 +237,19 @@ def namespace_series(minutes, namespaces, cluster_ids=None, fields=None):
     rows = NamespaceSample.objects.filter(minute__in=minutes, namespace__in=namespaces)
     if cluster_ids is not None:
         rows = rows.filter(cluster_id__in=cluster_ids)
-    sums = rows.order_by().annotate(t=EpochSeconds("minute")).values("t", "namespace").annotate(**{f"v_{label}": Sum(column) for label, column in fields.items()})
+    sums = (
+        rows.order_by()
+        .annotate(t=EpochSeconds("minute"))
+        .values("t", "namespace")
+        .annotate(**{f"v_{label}": Sum(column) for label, column in fields.items()})
+    )
 
     def name(ns, label):
         return ns if len(fields) == 1 else label if len(namespaces) == 1 else f"{ns} {label}"
 
-    columns = _columns(minutes, ((r["t"], name(r["namespace"], label), r[f"v_{label}"]) for r in sums for label in fields))
+    columns = _columns(
+        minutes, ((r["t"], name(r["namespace"], label), r[f"v_{label}"]) for r in sums for label in fields)
+    )
     return {name(ns, label): columns[name(ns, label)] for ns in sorted(namespaces) for label in fields}
 
 
@@ -212,4 +258,3 @@ def has_samples(cluster_ids=None):
     if cluster_ids is not None:
         rows = rows.filter(cluster_id__in=cluster_ids)
     return rows.exists()
-

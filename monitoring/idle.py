@@ -30,14 +30,19 @@ def idle_devices(cluster, now):
     window_start = now - period
     covered_by = window_start + timedelta(minutes=1)
     groups = (
-        UtilizationSample.objects.filter(cluster=cluster, minute__gte=window_start - timedelta(minutes=1), minute__lte=now, allocated=True)
+        UtilizationSample.objects.filter(
+            cluster=cluster, minute__gte=window_start - timedelta(minutes=1), minute__lte=now, allocated=True
+        )
         .exclude(gpu_util=None)
         .values("driver", "pool", "device", "held_by_namespace", "held_by_name")
         .annotate(top=Max("gpu_util"), first=Min("minute"), last=Max("minute"), n=Count("id"))
         .filter(top__lt=threshold, first__lte=covered_by, last=source.last_minute)
         .order_by()
     )
-    return [(g["driver"], g["pool"], g["device"], g["held_by_namespace"], g["held_by_name"], g["top"], g["first"], g["n"]) for g in groups]
+    return [
+        (g["driver"], g["pool"], g["device"], g["held_by_namespace"], g["held_by_name"], g["top"], g["first"], g["n"])
+        for g in groups
+    ]
 
 
 def idle_candidates(mirror, cfg, now):
@@ -49,20 +54,55 @@ def idle_candidates(mirror, cfg, now):
     for driver, pool, device, namespace, name, top, since, n in idle_devices(mirror.cluster, now):
         claim = claims.get((namespace, name))
         # Still held by that claim now (the sample's holder is the one of its minute).
-        if claim is None or not any((r.driver, r.pool, r.device) == (driver, pool, device) for r in mirror.results.get(claim.id, [])):
+        if claim is None or not any(
+            (r.driver, r.pool, r.device) == (driver, pool, device) for r in mirror.results.get(claim.id, [])
+        ):
             continue
         pods = sorted(f"{p.namespace}/{p.name}" for p in mirror.referencing_pods.get((namespace, name), []))
         minutes = max(int((now - since).total_seconds() // 60), 1)
-        params = {"device": device, "pool": pool, "threshold": f"{threshold:g}", "minutes": minutes, "top": f"{top:g}", "claim": f"{namespace}/{name}"}
-        summary = message(gettext_noop("%(device)s on %(pool)s has been under %(threshold)s%% utilization for at least %(minutes)s min (at most "
-                             "%(top)s%%) while held by %(claim)s for pod %(pods)s."), pods=", ".join(pods), **params) if pods else \
-            message(gettext_noop("%(device)s on %(pool)s has been under %(threshold)s%% utilization for at least %(minutes)s min (at most "
-                       "%(top)s%%) while held by %(claim)s."), **params)
+        params = {
+            "device": device,
+            "pool": pool,
+            "threshold": f"{threshold:g}",
+            "minutes": minutes,
+            "top": f"{top:g}",
+            "claim": f"{namespace}/{name}",
+        }
+        summary = (
+            message(
+                gettext_noop(
+                    "%(device)s on %(pool)s has been under %(threshold)s%% utilization for at least %(minutes)s min (at most "
+                    "%(top)s%%) while held by %(claim)s for pod %(pods)s."
+                ),
+                pods=", ".join(pods),
+                **params,
+            )
+            if pods
+            else message(
+                gettext_noop(
+                    "%(device)s on %(pool)s has been under %(threshold)s%% utilization for at least %(minutes)s min (at most "
+                    "%(top)s%%) while held by %(claim)s."
+                ),
+                **params,
+            )
+        )
         yield Candidate(
-            IDLE_GPU, claim, subject=f"{driver}/{pool}/{device}", summary=summary, severity=Finding.Severity.INFO,
-            evidence={"claim": claim_ref(claim), "device": f"{driver}/{pool}/{device}", "pods": pods, "max_utilization_percent": top,
-                      "threshold_percent": threshold, "samples": n, "idle_since": since.isoformat()},
-            since=since, grace=0,
+            IDLE_GPU,
+            claim,
+            subject=f"{driver}/{pool}/{device}",
+            summary=summary,
+            severity=Finding.Severity.INFO,
+            evidence={
+                "claim": claim_ref(claim),
+                "device": f"{driver}/{pool}/{device}",
+                "pods": pods,
+                "max_utilization_percent": top,
+                "threshold_percent": threshold,
+                "samples": n,
+                "idle_since": since.isoformat(),
+            },
+            since=since,
+            grace=0,
         )
 
 

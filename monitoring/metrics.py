@@ -42,7 +42,12 @@ def _node_pools():
     for label in labels:
         carrying |= Q(labels__has_key=label)
     pool = Coalesce(*[KT(f"labels__{label}") for label in labels], Value(""), output_field=TextField())
-    return {(cid, name): p for cid, name, p in Node.objects.filter(carrying, namespace="").annotate(node_pool=pool).values_list("cluster_id", "name", "node_pool")}
+    return {
+        (cid, name): p
+        for cid, name, p in Node.objects.filter(carrying, namespace="")
+        .annotate(node_pool=pool)
+        .values_list("cluster_id", "name", "node_pool")
+    }
 
 
 _COUNTS = ("n_free", "n_tainted_unheld", "n_allocated", "n_admin", "n_partial")
@@ -60,10 +65,15 @@ def _summary_groups():
     unready = set(Node.objects.filter(ready=False, namespace="").values_list("cluster_id", "name"))
     pools = _node_pools()
     groups, free = {}, {}
-    for cid, driver, model, kind, node, *counts in NodeDeviceSummary.objects.values_list("cluster_id", "driver", "model", "kind", "node_name", *_COUNTS).iterator(chunk_size=5000):
+    for cid, driver, model, kind, node, *counts in NodeDeviceSummary.objects.values_list(
+        "cluster_id", "driver", "model", "kind", "node_name", *_COUNTS
+    ).iterator(chunk_size=5000):
         n_free, tainted_unheld, allocated, admin, partial = counts
         is_unready = bool(node) and (cid, node) in unready
-        g = groups.setdefault((cid, driver, model, kind), {"free": 0, "unready_free": 0, "tainted_unheld": 0, "allocated": 0, "admin": 0, "partial": 0})
+        g = groups.setdefault(
+            (cid, driver, model, kind),
+            {"free": 0, "unready_free": 0, "tainted_unheld": 0, "allocated": 0, "admin": 0, "partial": 0},
+        )
         g["unready_free" if is_unready else "free"] += n_free
         g["tainted_unheld"] += tainted_unheld
         g["allocated"] += allocated
@@ -85,8 +95,11 @@ class FleetCollector:
         from inventory import fleet, summary
 
         names = _cluster_names()
-        devices = GaugeMetricFamily("gpudash_devices", "Devices by cluster, driver, model, kind (gpu, partition, other) and state.",
-                                    labels=["cluster", "driver", "model", "kind", "state"])
+        devices = GaugeMetricFamily(
+            "gpudash_devices",
+            "Devices by cluster, driver, model, kind (gpu, partition, other) and state.",
+            labels=["cluster", "driver", "model", "kind", "state"],
+        )
         groups, free_gpus = _summary_groups()
         # Devices held by stuck claims: the short list fleet.py applies when reading (keyed like the summary).
         where = [summary.KEY.index(k) for k in ("cluster_id", "driver", "model", "kind")]
@@ -98,16 +111,25 @@ class FleetCollector:
                 devices.add_metric([names.get(cid, ""), driver, model, kind, state], n)
         yield devices
 
-        free = GaugeMetricFamily("gpudash_free_whole_gpus", "Whole GPUs that are free (unheld, untainted, on a Ready node), by node pool and model.",
-                                 labels=["cluster", "node_pool", "model"])
+        free = GaugeMetricFamily(
+            "gpudash_free_whole_gpus",
+            "Whole GPUs that are free (unheld, untainted, on a Ready node), by node pool and model.",
+            labels=["cluster", "node_pool", "model"],
+        )
         for (cid, pool, model), n in free_gpus.items():
             free.add_metric([names.get(cid, ""), pool, model], n)
         yield free
 
-        claims = GaugeMetricFamily("gpudash_claims", "ResourceClaims by state and namespace.", labels=["cluster", "namespace", "state"])
-        pending = GaugeMetricFamily("gpudash_pending_claims", "ResourceClaims waiting for an allocation.", labels=["cluster"])
-        pending_by_cluster = {cid: 0 for cid in names}
-        for cid, namespace, state, n in ResourceClaim.objects.values_list("cluster_id", "namespace", "state").annotate(n=Count("id")).order_by():
+        claims = GaugeMetricFamily(
+            "gpudash_claims", "ResourceClaims by state and namespace.", labels=["cluster", "namespace", "state"]
+        )
+        pending = GaugeMetricFamily(
+            "gpudash_pending_claims", "ResourceClaims waiting for an allocation.", labels=["cluster"]
+        )
+        pending_by_cluster = dict.fromkeys(names, 0)
+        for cid, namespace, state, n in (
+            ResourceClaim.objects.values_list("cluster_id", "namespace", "state").annotate(n=Count("id")).order_by()
+        ):
             claims.add_metric([names.get(cid, ""), namespace, state], n)
             if state == ResourceClaim.State.PENDING:
                 pending_by_cluster[cid] = pending_by_cluster.get(cid, 0) + n
@@ -116,9 +138,14 @@ class FleetCollector:
         yield claims
         yield pending
 
-        findings = GaugeMetricFamily("gpudash_active_findings", "Active findings (stuck claims, idle GPUs) by rule and severity.",
-                                     labels=["cluster", "rule", "severity"])
-        for cid, rule, severity, n in Finding.objects.active().values_list("cluster_id", "rule", "severity").annotate(n=Count("id")).order_by():
+        findings = GaugeMetricFamily(
+            "gpudash_active_findings",
+            "Active findings (stuck claims, idle GPUs) by rule and severity.",
+            labels=["cluster", "rule", "severity"],
+        )
+        for cid, rule, severity, n in (
+            Finding.objects.active().values_list("cluster_id", "rule", "severity").annotate(n=Count("id")).order_by()
+        ):
             findings.add_metric([names.get(cid, ""), rule, severity], n)
         yield findings
 
@@ -130,7 +157,11 @@ class SyncCollector:
         ("events_applied", "gpudash_sync_events_applied", "Watch events applied to the mirror."),
         ("relist_count", "gpudash_sync_relists", "Full re-LISTs after the first one."),
         ("gone_count", "gpudash_sync_gone", "410 Gone answers (resourceVersion expired), each followed by a relist."),
-        ("watch_restarts", "gpudash_sync_watch_restarts", "Watch connections opened (the server ends each after its timeout)."),
+        (
+            "watch_restarts",
+            "gpudash_sync_watch_restarts",
+            "Watch connections opened (the server ends each after its timeout).",
+        ),
         ("malformed_count", "gpudash_sync_malformed_objects", "Objects or watch lines skipped as malformed."),
     )
 
@@ -139,10 +170,20 @@ class SyncCollector:
 
         now = timezone.now()
         labels = ["cluster", "kind"]
-        since = GaugeMetricFamily("gpudash_sync_seconds_since_last_event", "Seconds since the last watch event was applied (or the last list).", labels=labels)
+        since = GaugeMetricFamily(
+            "gpudash_sync_seconds_since_last_event",
+            "Seconds since the last watch event was applied (or the last list).",
+            labels=labels,
+        )
         objects = GaugeMetricFamily("gpudash_sync_objects", "Objects mirrored.", labels=labels)
-        status = GaugeMetricFamily("gpudash_sync_status", "1 for the watcher's current status.", labels=labels + ["status"])
-        lease = GaugeMetricFamily("gpudash_sync_lease_held", "1 while a watcher holds the (cluster, kind) lease, by holder.", labels=labels + ["holder"])
+        status = GaugeMetricFamily(
+            "gpudash_sync_status", "1 for the watcher's current status.", labels=labels + ["status"]
+        )
+        lease = GaugeMetricFamily(
+            "gpudash_sync_lease_held",
+            "1 while a watcher holds the (cluster, kind) lease, by holder.",
+            labels=labels + ["holder"],
+        )
         counters = {field: CounterMetricFamily(name, text, labels=labels) for field, name, text in self.COUNTERS}
         for s in SyncState.objects.select_related("cluster"):
             key = [s.cluster.name, s.kind]
@@ -170,20 +211,41 @@ class OperationsCollector:
 
         from .models import OpsCounter, PrometheusSource
 
-        release = CounterMetricFamily("gpudash_release_actions", "Release actions by action and outcome (dry runs included, outcome dry-run).",
-                                      labels=["cluster", "action", "outcome"])
-        for cluster, action, outcome, n in AuditEntry.objects.values_list("cluster_name", "action", "outcome").annotate(n=Count("id")).order_by():
+        release = CounterMetricFamily(
+            "gpudash_release_actions",
+            "Release actions by action and outcome (dry runs included, outcome dry-run).",
+            labels=["cluster", "action", "outcome"],
+        )
+        for cluster, action, outcome, n in (
+            AuditEntry.objects.values_list("cluster_name", "action", "outcome").annotate(n=Count("id")).order_by()
+        ):
             release.add_metric([cluster, action, outcome], n)
         yield release
         families = {
-            "detector_runs": CounterMetricFamily("gpudash_detector_runs", "Stuck-claim detector runs.", labels=["cluster"]),
-            "utilization_polls": CounterMetricFamily("gpudash_utilization_polls", "Utilization polls of the cluster's Prometheus, by outcome.", labels=["cluster", "outcome"]),
+            "detector_runs": CounterMetricFamily(
+                "gpudash_detector_runs", "Stuck-claim detector runs.", labels=["cluster"]
+            ),
+            "utilization_polls": CounterMetricFamily(
+                "gpudash_utilization_polls",
+                "Utilization polls of the cluster's Prometheus, by outcome.",
+                labels=["cluster", "outcome"],
+            ),
         }
-        for name, cluster, label, value in OpsCounter.objects.filter(name__in=families).values_list("name", "cluster_name", "label", "value"):
+        for name, cluster, label, value in OpsCounter.objects.filter(name__in=families).values_list(
+            "name", "cluster_name", "label", "value"
+        ):
             families[name].add_metric([cluster] + ([label] if name == "utilization_polls" else []), value)
         yield from families.values()
-        success = GaugeMetricFamily("gpudash_utilization_last_success_timestamp_seconds", "When utilization was last read from the cluster's Prometheus.", labels=["cluster"])
-        matched = GaugeMetricFamily("gpudash_utilization_devices_matched", "Devices the last utilization poll found series for.", labels=["cluster"])
+        success = GaugeMetricFamily(
+            "gpudash_utilization_last_success_timestamp_seconds",
+            "When utilization was last read from the cluster's Prometheus.",
+            labels=["cluster"],
+        )
+        matched = GaugeMetricFamily(
+            "gpudash_utilization_devices_matched",
+            "Devices the last utilization poll found series for.",
+            labels=["cluster"],
+        )
         for source in PrometheusSource.objects.select_related("cluster").filter(enabled=True):
             if source.last_success_at:
                 success.add_metric([source.cluster.name], source.last_success_at.timestamp())
@@ -213,7 +275,11 @@ def _authorized(request):
 
 def metrics_view(request):
     if not _authorized(request):
-        response = HttpResponse("a bearer token is required (Authorization: Bearer <GPUDASH_METRICS_TOKEN>)\n", status=401, content_type="text/plain")
+        response = HttpResponse(
+            "a bearer token is required (Authorization: Bearer <GPUDASH_METRICS_TOKEN>)\n",
+            status=401,
+            content_type="text/plain",
+        )
         response["WWW-Authenticate"] = 'Bearer realm="gpudash metrics"'
         return response
     return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)

@@ -9,11 +9,17 @@ class PrometheusSource(models.Model):
     """The Prometheus that scrapes a cluster's dcgm-exporter; gpudash polls it for utilization."""
 
     cluster = models.OneToOneField("inventory.Cluster", on_delete=models.CASCADE, related_name="prometheus")
-    url = models.URLField(max_length=500, help_text="Base URL, e.g. http://prometheus.monitoring:9090 (the API is under /api/v1/).")
-    auth_header = models.CharField(max_length=2000, blank=True, help_text="Sent as the Authorization header, e.g. 'Bearer TOKEN'. Optional.")
+    url = models.URLField(
+        max_length=500, help_text="Base URL, e.g. http://prometheus.monitoring:9090 (the API is under /api/v1/)."
+    )
+    auth_header = models.CharField(
+        max_length=2000, blank=True, help_text="Sent as the Authorization header, e.g. 'Bearer TOKEN'. Optional."
+    )
     series_selector = models.CharField(
-        max_length=500, blank=True,
-        help_text='Label matchers added to every query, for a Prometheus that scrapes several clusters, e.g. cluster="prod".')
+        max_length=500,
+        blank=True,
+        help_text='Label matchers added to every query, for a Prometheus that scrapes several clusters, e.g. cluster="prod".',
+    )
     enabled = models.BooleanField(default=True)
     last_poll_at = models.DateTimeField(null=True, blank=True)
     last_success_at = models.DateTimeField(null=True, blank=True)
@@ -71,7 +77,9 @@ class OpsCounter(models.Model):
     value = models.BigIntegerField(default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=("name", "cluster_name", "label"), name="monitoring_counter_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=("name", "cluster_name", "label"), name="monitoring_counter_unique")
+        ]
 
     @classmethod
     def add(cls, name, cluster_name="", label="", by=1):
@@ -111,7 +119,9 @@ class FleetSample(models.Model):
     gpus_free = models.IntegerField(default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=("minute", "cluster", "model", "kind"), name="monitoring_fleetsample_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=("minute", "cluster", "model", "kind"), name="monitoring_fleetsample_unique")
+        ]
 
     def __str__(self):
         return f"{self.minute:%Y-%m-%d %H:%M} {self.model} ({self.kind})"
@@ -137,7 +147,9 @@ class NamespaceSample(models.Model):
     idle = models.IntegerField(default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=("minute", "cluster", "namespace"), name="monitoring_nssample_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=("minute", "cluster", "namespace"), name="monitoring_nssample_unique")
+        ]
         indexes = [models.Index(fields=("namespace", "minute"), name="monitoring_nssample_ns_idx")]
 
     def __str__(self):

@@ -32,8 +32,13 @@ def instant_query(url, promql, *, auth_header="", timeout=10.0):
         headers["Authorization"] = auth_header
     try:
         response = _http.request(
-            "POST", endpoint, fields={"query": promql, "timeout": f"{timeout:g}s"}, encode_multipart=False,
-            headers=headers, timeout=urllib3.Timeout(connect=min(timeout, 5.0), read=timeout + 2.0), preload_content=False,
+            "POST",
+            endpoint,
+            fields={"query": promql, "timeout": f"{timeout:g}s"},
+            encode_multipart=False,
+            headers=headers,
+            timeout=urllib3.Timeout(connect=min(timeout, 5.0), read=timeout + 2.0),
+            preload_content=False,
         )
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         raise PrometheusError(f"{endpoint}: {type(exc).__name__}: {exc}") from exc
@@ -44,7 +49,9 @@ def instant_query(url, promql, *, auth_header="", timeout=10.0):
     finally:
         response.release_conn()
     if len(body) > MAX_RESPONSE_BYTES:
-        raise PrometheusError(f"{endpoint}: answer to {promql!r} is over {MAX_RESPONSE_BYTES >> 20} MiB; narrow the series selector")
+        raise PrometheusError(
+            f"{endpoint}: answer to {promql!r} is over {MAX_RESPONSE_BYTES >> 20} MiB; narrow the series selector"
+        )
     try:
         envelope = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -52,7 +59,9 @@ def instant_query(url, promql, *, auth_header="", timeout=10.0):
     if not isinstance(envelope, dict) or envelope.get("status") not in ("success", "error"):
         raise PrometheusError(f"{endpoint}: HTTP {response.status}, not a Prometheus API answer: {body[:200]!r}")
     if envelope["status"] == "error" or response.status != 200:
-        raise PrometheusError(f"{endpoint}: HTTP {response.status} {envelope.get('errorType', '')}: {envelope.get('error', '')} (query {promql!r})")
+        raise PrometheusError(
+            f"{endpoint}: HTTP {response.status} {envelope.get('errorType', '')}: {envelope.get('error', '')} (query {promql!r})"
+        )
     data = envelope.get("data")
     if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
         kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
@@ -63,7 +72,9 @@ def instant_query(url, promql, *, auth_header="", timeout=10.0):
             labels, (_, text) = sample["metric"], sample["value"]
             value = float(text)
         except (TypeError, KeyError, ValueError) as exc:
-            raise PrometheusError(f"{endpoint}: result[{i}] of {promql!r} is not a sample: {str(sample)[:200]} ({exc})") from None
+            raise PrometheusError(
+                f"{endpoint}: result[{i}] of {promql!r} is not a sample: {str(sample)[:200]} ({exc})"
+            ) from None
         if not isinstance(labels, dict):
             raise PrometheusError(f"{endpoint}: result[{i}] of {promql!r} has no label set")
         if math.isfinite(value):

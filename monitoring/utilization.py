@@ -39,7 +39,16 @@ FIELDS = {
 }
 # What identifies a GPU or GPU instance in dcgm-exporter's series (both UUID spellings: `uuid` with
 # --use-old-namespace), plus the DRA attribution labels (KUBERNETES_ENABLE_DRA).
-ID_LABELS = ("UUID", "uuid", "GPU_I_ID", "GPU_I_PROFILE", "dra_driver_name", "dra_pool_name", "dra_device_name", "dra_mig_device_uuid")
+ID_LABELS = (
+    "UUID",
+    "uuid",
+    "GPU_I_ID",
+    "GPU_I_PROFILE",
+    "dra_driver_name",
+    "dra_pool_name",
+    "dra_device_name",
+    "dra_mig_device_uuid",
+)
 HELD = "allocated"  # stored allocation state of a device held by an ordinary claim (admin watchers excluded)
 # pg_advisory_xact_lock(class, cluster id) key class of a poll's store ("GDut"): one writer per minute's rows.
 _STORE_LOCK = 0x47447574
@@ -80,15 +89,28 @@ class DeviceIndex:
             with _index_lock:
                 _index_cache[cluster.pk] = index
         index = index[1]
-        held = devices.filter(allocation_state=HELD).values_list("driver", "pool", "name", "held_by_namespace", "held_by_name")
-        return cls(index.by_uuid, index.by_name, index.by_parent_profile, {(d, p, n): (ns, holder) for d, p, n, ns, holder in held.iterator(chunk_size=5000)})
+        held = devices.filter(allocation_state=HELD).values_list(
+            "driver", "pool", "name", "held_by_namespace", "held_by_name"
+        )
+        return cls(
+            index.by_uuid,
+            index.by_name,
+            index.by_parent_profile,
+            {(d, p, n): (ns, holder) for d, p, n, ns, holder in held.iterator(chunk_size=5000)},
+        )
 
     @classmethod
     def _identities(cls, devices):
         index = cls()
-        rows = (devices.filter(Q(attribute_values__has_key="uuid") | Q(attribute_values__has_key="parentUUID"))
-                .annotate(a_uuid=KT("attribute_values__uuid"), a_parent=KT("attribute_values__parentUUID"), a_profile=KT("attribute_values__profile"))
-                .values_list("driver", "pool", "name", "a_uuid", "a_parent", "a_profile"))
+        rows = (
+            devices.filter(Q(attribute_values__has_key="uuid") | Q(attribute_values__has_key="parentUUID"))
+            .annotate(
+                a_uuid=KT("attribute_values__uuid"),
+                a_parent=KT("attribute_values__parentUUID"),
+                a_profile=KT("attribute_values__profile"),
+            )
+            .values_list("driver", "pool", "name", "a_uuid", "a_parent", "a_profile")
+        )
         for driver, pool, name, uuid, parent, profile in rows.iterator(chunk_size=5000):
             key = (driver, pool, name)
             index.by_name[key] = key
@@ -109,7 +131,9 @@ class DeviceIndex:
             if key:
                 return key, None
         if labels.get("dra_pool_name") and labels.get("dra_device_name"):
-            key = self.by_name.get((labels.get("dra_driver_name", ""), labels["dra_pool_name"], labels["dra_device_name"]))
+            key = self.by_name.get(
+                (labels.get("dra_driver_name", ""), labels["dra_pool_name"], labels["dra_device_name"])
+            )
             if key:
                 return key, None
         candidates = self.by_parent_profile.get((gpu_uuid, labels.get("GPU_I_PROFILE", "")), [])
@@ -134,9 +158,12 @@ class PollResult:
 
 def query_fields(source, timeout):
     """{sample field: [(labels, value in base units)]}, the fields queried in parallel."""
+
     def one(item):
         name, (metric, factor, _required) = item
-        found = instant_query(source.url, promql(metric, source.series_selector), auth_header=source.auth_header, timeout=timeout)
+        found = instant_query(
+            source.url, promql(metric, source.series_selector), auth_header=source.auth_header, timeout=timeout
+        )
         return name, [(labels, value * factor) for labels, value in found]
 
     return dict(_queries.map(one, FIELDS.items()))
@@ -155,7 +182,9 @@ def poll(source, now=None):
         series = query_fields(source, timeout)
     except PrometheusError as exc:
         result.error = str(exc)[:4000]
-        PrometheusSource.objects.filter(pk=source.pk).update(last_poll_at=now, last_error=result.error, last_error_at=now)
+        PrometheusSource.objects.filter(pk=source.pk).update(
+            last_poll_at=now, last_error=result.error, last_error_at=now
+        )
         OpsCounter.add("utilization_polls", source.cluster.name, "error")
         log.warning("cluster %s: utilization poll failed: %s", source.cluster.name, exc)
         return result
@@ -185,8 +214,21 @@ def poll(source, now=None):
         util = fields.get("gpu_util")
         if holder and util is not None and util < threshold:
             idle[namespace] += 1
-        rows.append((source.cluster_id, driver, pool, device, util, fields.get("fb_used_bytes"), fields.get("power_watts"),
-                     fields.get("gr_engine_active"), bool(holder), namespace, holder))
+        rows.append(
+            (
+                source.cluster_id,
+                driver,
+                pool,
+                device,
+                util,
+                fields.get("fb_used_bytes"),
+                fields.get("power_watts"),
+                fields.get("gr_engine_active"),
+                bool(holder),
+                namespace,
+                holder,
+            )
+        )
     result.seconds["join"] = time.monotonic() - started
 
     started = time.monotonic()
@@ -195,18 +237,38 @@ def poll(source, now=None):
         result.stored = store(source.cluster_id, minute, rows)
         record_idle(source.cluster_id, minute, idle)
         PrometheusSource.objects.filter(pk=source.pk).update(
-            last_poll_at=now, last_success_at=now, last_minute=minute, last_error="",
-            devices_matched=result.matched, series_unmatched=sum(result.unmatched.values()),
+            last_poll_at=now,
+            last_success_at=now,
+            last_minute=minute,
+            last_error="",
+            devices_matched=result.matched,
+            series_unmatched=sum(result.unmatched.values()),
         )
         OpsCounter.add("utilization_polls", source.cluster.name, "ok")
     result.seconds["store"] = time.monotonic() - started
     if result.unmatched:
-        log.info("cluster %s: %d utilization series matched no device: %s", source.cluster.name, sum(result.unmatched.values()), dict(result.unmatched))
+        log.info(
+            "cluster %s: %d utilization series matched no device: %s",
+            source.cluster.name,
+            sum(result.unmatched.values()),
+            dict(result.unmatched),
+        )
     return result
 
 
-_COLUMNS = ("cluster_id", "driver", "pool", "device", "gpu_util", "fb_used_bytes", "power_watts", "gr_engine_active",
-            "allocated", "held_by_namespace", "held_by_name")
+_COLUMNS = (
+    "cluster_id",
+    "driver",
+    "pool",
+    "device",
+    "gpu_util",
+    "fb_used_bytes",
+    "power_watts",
+    "gr_engine_active",
+    "allocated",
+    "held_by_namespace",
+    "held_by_name",
+)
 
 
 def store(cluster_id, minute, rows):
@@ -214,7 +276,9 @@ def store(cluster_id, minute, rows):
     that minute's. Append-only otherwise: no unique index to check, so PostgreSQL takes them in one COPY."""
     UtilizationSample.objects.filter(cluster_id=cluster_id, minute=minute).delete()
     if connection.vendor != "postgresql":
-        UtilizationSample.objects.bulk_create([UtilizationSample(minute=minute, **dict(zip(_COLUMNS, r))) for r in rows], batch_size=2000)
+        UtilizationSample.objects.bulk_create(
+            [UtilizationSample(minute=minute, **dict(zip(_COLUMNS, r))) for r in rows], batch_size=2000
+        )
         return len(rows)
     table = connection.ops.quote_name(UtilizationSample._meta.db_table)
     cols = ", ".join(connection.ops.quote_name(c) for c in _COLUMNS + ("minute",))
@@ -243,7 +307,9 @@ def prune(now=None):
 
 def poll_all(cluster_names=None):
     """Poll every enabled source of an enabled, live cluster: {cluster name: PollResult}."""
-    sources = PrometheusSource.objects.select_related("cluster").filter(enabled=True, cluster__enabled=True, cluster__is_snapshot=False)
+    sources = PrometheusSource.objects.select_related("cluster").filter(
+        enabled=True, cluster__enabled=True, cluster__is_snapshot=False
+    )
     if cluster_names:
         sources = sources.filter(cluster__name__in=cluster_names)
     return {s.cluster.name: poll(s) for s in sources}
@@ -277,7 +343,9 @@ def attach_latest(devices):
     """Set `util` (percent or None) and `util_bucket` (fleet-map colour class) on device dicts of a map page."""
     from .templatetags.utilization import bucket
 
-    found = latest({d["cluster_id"] for d in devices}, [(d["cluster_id"], d["driver"], d["pool"], d["name"]) for d in devices])
+    found = latest(
+        {d["cluster_id"] for d in devices}, [(d["cluster_id"], d["driver"], d["pool"], d["name"]) for d in devices]
+    )
     for d in devices:
         sample = found.get((d["cluster_id"], d["driver"], d["pool"], d["name"]))
         d["util"] = sample.gpu_util if sample is not None else None

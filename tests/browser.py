@@ -20,7 +20,14 @@ from django.db import connection, connections
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 BROWSER_MARKS = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
@@ -87,8 +94,27 @@ class PreviewWorkers:
         """Start the worker without waiting for it (a server can start meanwhile); wait_ready then."""
         self.log = open(self.log_path, "ab")
         self._log_start = self.log_path.stat().st_size
-        cmd = [sys.executable, "-m", "celery", "-A", "gpudash", "worker", "-Q", "preview", "-c", str(self.concurrency), "-P", "prefork",
-               "--without-mingle", "--without-gossip", "--without-heartbeat", "-n", f"preview-{os.getpid()}-{free_port()}@%h", "-l", "INFO"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gpudash",
+            "worker",
+            "-Q",
+            "preview",
+            "-c",
+            str(self.concurrency),
+            "-P",
+            "prefork",
+            "--without-mingle",
+            "--without-gossip",
+            "--without-heartbeat",
+            "-n",
+            f"preview-{os.getpid()}-{free_port()}@%h",
+            "-l",
+            "INFO",
+        ]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         return self
 
@@ -134,7 +160,18 @@ class AsgiServer:
 
     def start(self):
         # daphne, not uvicorn: the tests do not depend on uvicorn's websocket library.
-        cmd = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "-v", "0", "gpudash.asgi:application"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-v",
+            "0",
+            "gpudash.asgi:application",
+        ]
         self.previews = start_preview_workers(self.env, str(self.log_path) + ".previews")
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)

@@ -6,7 +6,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-pytest_plugins = ["tests.sync_fixtures", "tests.browser"]  # registered here so their asserts are rewritten like the tests'
+pytest_plugins = [
+    "tests.sync_fixtures",
+    "tests.browser",
+]  # registered here so their asserts are rewritten like the tests'
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
 REDIS_DATABASES = 16  # redis-server's default `databases`
@@ -88,6 +91,8 @@ def pytest_xdist_setupnodes(config, specs):
             parts = urlsplit(redis_url)
             db = int(parts.path.strip("/") or 0) + n
             if db >= REDIS_DATABASES:
-                raise pytest.UsageError(f"worker {spec.id} would need Redis database {db}: use a lower one in REDIS_URL or fewer workers")
+                raise pytest.UsageError(
+                    f"worker {spec.id} would need Redis database {db}: use a lower one in REDIS_URL or fewer workers"
+                )
             spec.env["REDIS_URL"] = urlunsplit(parts._replace(path=f"/{db}"))
         spec.env["GPUDASH_DATA_DIR"] = str(data_dir / f"xdist-{spec.id}")

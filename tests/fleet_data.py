@@ -17,14 +17,27 @@ from gpudash.sync.kinds import KINDS
 _resource_versions = itertools.count(100)
 KIND_OF_PLURAL = {k.plural: k.kind for k in KINDS}
 # Referenced objects first, so each apply finds what it points at (as after a watcher's initial lists).
-SCENARIO_ORDER = ("namespaces", "nodes", "deviceclasses", "resourceslices", "devicetaintrules", "resourceclaimtemplates", "resourceclaims", "pods")
+SCENARIO_ORDER = (
+    "namespaces",
+    "nodes",
+    "deviceclasses",
+    "resourceslices",
+    "devicetaintrules",
+    "resourceclaimtemplates",
+    "resourceclaims",
+    "pods",
+)
 NOT_MIRRORED = {"events"}  # read live by the Pending checklist, never stored
 
 
 def meta(name, namespace="", **extra):
     """Object metadata with a deterministic uid and a fresh resourceVersion."""
-    out = {"name": name, "uid": f"uid-{namespace or 'cluster'}-{name}", "resourceVersion": str(next(_resource_versions)),
-           "creationTimestamp": "2026-01-05T10:00:00Z"}
+    out = {
+        "name": name,
+        "uid": f"uid-{namespace or 'cluster'}-{name}",
+        "resourceVersion": str(next(_resource_versions)),
+        "creationTimestamp": "2026-01-05T10:00:00Z",
+    }
     if namespace:
         out["namespace"] = namespace
     out.update(extra)

@@ -28,12 +28,16 @@ def node_raw(name, ready=True, since="2026-01-01T00:00:00Z", labels=None, uid=No
         "kind": "Node",
         "metadata": {"name": name, "uid": uid or new_uid(), "resourceVersion": rv, "labels": labels or {}},
         # A kubelet always reports allocatable; the scheduler counts a node without it as full.
-        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": since}],
-                   "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"}},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": since}],
+            "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+        },
     }
 
 
-def slice_raw(node, devices=("gpu-0", "gpu-1"), driver=DRIVER, pool=None, name=None, generation=0, count=1, rv="1", extra=None):
+def slice_raw(
+    node, devices=("gpu-0", "gpu-1"), driver=DRIVER, pool=None, name=None, generation=0, count=1, rv="1", extra=None
+):
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
@@ -64,8 +68,13 @@ def claim_raw(
     share_id=None,
 ):
     """A ResourceClaim; `devices` = device names on `node` (allocated when non-empty); `reserved` = (pod name, pod uid)."""
-    meta = {"name": name, "namespace": namespace, "uid": uid or new_uid(), "resourceVersion": rv,
-            "creationTimestamp": "2026-01-01T00:00:00Z"}
+    meta = {
+        "name": name,
+        "namespace": namespace,
+        "uid": uid or new_uid(),
+        "resourceVersion": rv,
+        "creationTimestamp": "2026-01-01T00:00:00Z",
+    }
     if finalizers is None:
         finalizers = [FINALIZER] if devices else []
     if finalizers:
@@ -73,7 +82,9 @@ def claim_raw(
     if deleting:
         meta["deletionTimestamp"] = deleting
     if owner:
-        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": owner[0], "uid": owner[1], "controller": True}]
+        meta["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Pod", "name": owner[0], "uid": owner[1], "controller": True}
+        ]
         meta["annotations"] = {"resource.kubernetes.io/pod-claim-name": "gpu"}
     status = {}
     if devices:
@@ -89,7 +100,9 @@ def claim_raw(
             results.append(r)
         status["allocation"] = {
             "devices": {"results": results},
-            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]},
+            "nodeSelector": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+            },
         }
     if reserved:
         status["reservedFor"] = [{"resource": "pods", "name": n, "uid": u} for n, u in reserved]
@@ -104,8 +117,20 @@ def claim_raw(
     }
 
 
-def pod_raw(name, namespace="team-a", uid=None, claim=None, phase="Running", node="node-1", rv="5", created="2026-01-01T00:00:00Z",
-            template=False, finished=None, labels=None, scheduled=None):
+def pod_raw(
+    name,
+    namespace="team-a",
+    uid=None,
+    claim=None,
+    phase="Running",
+    node="node-1",
+    rv="5",
+    created="2026-01-01T00:00:00Z",
+    template=False,
+    finished=None,
+    labels=None,
+    scheduled=None,
+):
     spec = {"containers": [{"name": "main", "image": "busybox"}]}
     if node:
         spec["nodeName"] = node
@@ -123,8 +148,14 @@ def pod_raw(name, namespace="team-a", uid=None, claim=None, phase="Running", nod
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "uid": uid or new_uid(), "resourceVersion": rv,
-                     "creationTimestamp": created, "labels": labels or {}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or new_uid(),
+            "resourceVersion": rv,
+            "creationTimestamp": created,
+            "labels": labels or {},
+        },
         "spec": spec,
         "status": status,
     }

@@ -25,7 +25,7 @@ def server():
 
 @pytest.fixture
 def live_cluster(server, tmp_path, transactional_db, settings):
-    settings.GPUDASH_STUCK = {k: 0 for k in stuck.DEFAULTS}
+    settings.GPUDASH_STUCK = dict.fromkeys(stuck.DEFAULTS, 0)
     path = server.write_kubeconfig(tmp_path / "kubeconfig", context="devcluster")
     return Cluster.objects.create(name="dev", kubeconfig=str(path), context="devcluster")
 

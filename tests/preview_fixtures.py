@@ -19,14 +19,24 @@ GPU_CLASS = "gpu.nvidia.com"
 
 def pool_node(name, pool):
     return {
-        "apiVersion": "v1", "kind": "Node", "metadata": meta(name, labels={"kubernetes.io/hostname": name, "gpudash.io/node-pool": pool}),
-        "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-05T10:00:00Z"}],
-                               "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"}},
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": meta(name, labels={"kubernetes.io/hostname": name, "gpudash.io/node-pool": pool}),
+        "spec": {},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-05T10:00:00Z"}],
+            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"},
+        },
     }
 
 
 def fleet_objects(fit=6, busy=7, small=3, bare=2):
-    yield "DeviceClass", device_class(GPU_CLASS, "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'")
+    yield (
+        "DeviceClass",
+        device_class(
+            GPU_CLASS, "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+        ),
+    )
     for i in range(fit):
         name = f"fit-{i:02d}"
         yield "Node", pool_node(name, "h100-free")

@@ -16,7 +16,9 @@ from tests.browser import free_port, stop_process
 
 PROMETHEUS = shutil.which("prometheus")
 # Skipped only outside CI: in CI a missing package is an install bug, so the test fails instead.
-needs_prometheus = pytest.mark.skipif(PROMETHEUS is None and not os.environ.get("CI"), reason="needs Debian's prometheus package (.ci/run installs it)")
+needs_prometheus = pytest.mark.skipif(
+    PROMETHEUS is None and not os.environ.get("CI"), reason="needs Debian's prometheus package (.ci/run installs it)"
+)
 
 
 class Prometheus:
@@ -25,7 +27,10 @@ class Prometheus:
         self.dir.mkdir()
         self.port = free_port()
         # 1 s scrapes and evaluation: the tests see new samples within seconds.
-        config = {"global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"}, "scrape_configs": scrape_configs}
+        config = {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
+            "scrape_configs": scrape_configs,
+        }
         (self.dir / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.proc = None
         self.log = None
@@ -38,9 +43,15 @@ class Prometheus:
         assert PROMETHEUS, "Debian's prometheus package is not installed (.ci/run installs it)"
         self.log = open(self.dir / "prometheus.log", "wb")
         self.proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={self.dir / 'prometheus.yml'}", f"--storage.tsdb.path={self.dir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-            stdout=self.log, stderr=subprocess.STDOUT,
+            [
+                PROMETHEUS,
+                f"--config.file={self.dir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.dir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -71,7 +82,10 @@ class Prometheus:
         """{frozenset(labels without __name__): float value} of an instant query."""
         body = self.api("query", query=promql)
         assert body["status"] == "success", (promql, body)
-        return {frozenset((k, v) for k, v in s["metric"].items() if k != "__name__"): float(s["value"][1]) for s in body["data"]["result"]}
+        return {
+            frozenset((k, v) for k, v in s["metric"].items() if k != "__name__"): float(s["value"][1])
+            for s in body["data"]["result"]
+        }
 
     def wait_for(self, promql, predicate=bool, timeout=20):
         deadline = time.monotonic() + timeout
@@ -81,7 +95,9 @@ class Prometheus:
             if predicate(last):
                 return last
             time.sleep(0.3)
-        raise AssertionError(f"{promql}: still {last!r} after {timeout}s; log: {(self.dir / 'prometheus.log').read_text()[-2000:]}")
+        raise AssertionError(
+            f"{promql}: still {last!r} after {timeout}s; log: {(self.dir / 'prometheus.log').read_text()[-2000:]}"
+        )
 
 
 def by(result, *labels):

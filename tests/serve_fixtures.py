@@ -30,8 +30,12 @@ def assert_healthz_fast(seconds, bound=HEALTHZ_FAST):
     assert seconds, "no /healthz probe was made while the input was processed"
     ordered = sorted(seconds)
     median = ordered[len(ordered) // 2]
-    assert median < bound, f"/healthz took {median * 1000:.0f} ms (median of {len(ordered)}) while the input was processed"
-    assert ordered[-1] < HEALTHZ_STALL, f"a /healthz probe took {ordered[-1] * 1000:.0f} ms while the input was processed"
+    assert median < bound, (
+        f"/healthz took {median * 1000:.0f} ms (median of {len(ordered)}) while the input was processed"
+    )
+    assert ordered[-1] < HEALTHZ_STALL, (
+        f"a /healthz probe took {ordered[-1] * 1000:.0f} ms while the input was processed"
+    )
 
 
 class ServeProcess:

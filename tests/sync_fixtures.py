@@ -10,8 +10,15 @@ import pytest
 from gpudash.sync.kinds import KINDS_BY_NAME
 from inventory.models import Cluster, SyncState
 
-PLURALS = {"Node": "nodes", "DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices", "ResourceClaim": "resourceclaims",
-           "ResourceClaimTemplate": "resourceclaimtemplates", "Pod": "pods", "DeviceTaintRule": "devicetaintrules"}
+PLURALS = {
+    "Node": "nodes",
+    "DeviceClass": "deviceclasses",
+    "ResourceSlice": "resourceslices",
+    "ResourceClaim": "resourceclaims",
+    "ResourceClaimTemplate": "resourceclaimtemplates",
+    "Pod": "pods",
+    "DeviceTaintRule": "devicetaintrules",
+}
 
 
 @pytest.fixture
@@ -33,8 +40,15 @@ def cluster(devcluster, tmp_path, transactional_db):
 @pytest.fixture
 def fast_sync(settings):
     """Short leases, timeouts and backoff so scenarios finish in seconds."""
-    settings.GPUDASH_SYNC = {**settings.GPUDASH_SYNC, "LIST_PAGE_SIZE": 7, "WATCH_TIMEOUT_SECONDS": 5, "LEASE_SECONDS": 2.0,
-                             "BACKOFF_MAX_SECONDS": 0.5, "DISCOVERY_INTERVAL_SECONDS": 1.0, "PUBLISH_COALESCE_SECONDS": 0.02}
+    settings.GPUDASH_SYNC = {
+        **settings.GPUDASH_SYNC,
+        "LIST_PAGE_SIZE": 7,
+        "WATCH_TIMEOUT_SECONDS": 5,
+        "LEASE_SECONDS": 2.0,
+        "BACKOFF_MAX_SECONDS": 0.5,
+        "DISCOVERY_INTERVAL_SECONDS": 1.0,
+        "PUBLISH_COALESCE_SECONDS": 0.02,
+    }
     return settings.GPUDASH_SYNC
 
 
@@ -91,14 +105,25 @@ def state(cluster, kind):
 
 def db_view(cluster, kind):
     model = KINDS_BY_NAME[kind].model
-    return {(ns, name): (uid, rv) for ns, name, uid, rv in model.objects.filter(cluster=cluster).values_list("namespace", "name", "uid", "resource_version")}
+    return {
+        (ns, name): (uid, rv)
+        for ns, name, uid, rv in model.objects.filter(cluster=cluster).values_list(
+            "namespace", "name", "uid", "resource_version"
+        )
+    }
 
 
 def server_view(server, kind, only=None):
     items = server.store.list(PLURALS[kind])
     if only is not None:
         items = [i for i in items if only(i)]
-    return {(i["metadata"].get("namespace") or "", i["metadata"]["name"]): (i["metadata"]["uid"], i["metadata"]["resourceVersion"]) for i in items}
+    return {
+        (i["metadata"].get("namespace") or "", i["metadata"]["name"]): (
+            i["metadata"]["uid"],
+            i["metadata"]["resourceVersion"],
+        )
+        for i in items
+    }
 
 
 def mirror_matches(cluster, server, kind, only=None):
@@ -109,39 +134,73 @@ def assert_mirror_equals_server(cluster, server, kinds, timeout=20.0, only=None)
     """The database holds exactly the API server's objects: every (namespace, name) with its uid and resourceVersion."""
     for kind in kinds:
         try:
-            wait_for(lambda: mirror_matches(cluster, server, kind, only), timeout=timeout, message=f"{kind} mirror to match")
+            wait_for(
+                lambda: mirror_matches(cluster, server, kind, only), timeout=timeout, message=f"{kind} mirror to match"
+            )
         except AssertionError:
             db, srv = db_view(cluster, kind), server_view(server, kind, only)
             missing = {k: v for k, v in srv.items() if db.get(k) != v}
             extra = {k: v for k, v in db.items() if k not in srv}
-            raise AssertionError(f"{kind}: mirror differs from the API server; missing/outdated {list(missing.items())[:5]} "
-                                 f"({len(missing)}), extra {list(extra.items())[:5]} ({len(extra)})") from None
+            raise AssertionError(
+                f"{kind}: mirror differs from the API server; missing/outdated {list(missing.items())[:5]} "
+                f"({len(missing)}), extra {list(extra.items())[:5]} ({len(extra)})"
+            ) from None
 
 
 # --- objects --------------------------------------------------------------------------------------
 
 
 def make_node(name, ready=True):
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False",
-                                                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {},
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+            ]
+        },
+    }
 
 
 def make_slice(node, gpus=2, driver="gpu.example.com"):
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-{driver}"},
-            "spec": {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": f"gpu-{i}", "attributes": {"model": {"string": "H100"}},
-                                  "capacity": {"memory": {"value": "80Gi"}}} for i in range(gpus)]}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{driver}"},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": f"gpu-{i}",
+                    "attributes": {"model": {"string": "H100"}},
+                    "capacity": {"memory": {"value": "80Gi"}},
+                }
+                for i in range(gpus)
+            ],
+        },
+    }
 
 
 def make_claim(namespace, name, device_class="gpu.example.com"):
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"namespace": namespace, "name": name},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}},
+    }
 
 
 def allocation(node, device="gpu-0", driver="gpu.example.com"):
-    return {"devices": {"results": [{"request": "gpu", "driver": driver, "pool": node, "device": device}]},
-            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}
+    return {
+        "devices": {"results": [{"request": "gpu", "driver": driver, "pool": node, "device": device}]},
+        "nodeSelector": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+        },
+    }
 
 
 def make_pod(namespace, name, claim=None, labels=None, node=""):
@@ -150,13 +209,22 @@ def make_pod(namespace, name, claim=None, labels=None, node=""):
         spec["nodeName"] = node
     if claim:
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": name, "labels": labels or {}},
-            "spec": spec, "status": {"phase": "Pending"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"namespace": namespace, "name": name, "labels": labels or {}},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
 
 
 def make_class(name="gpu.example.com"):
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{name}"'}}]}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{name}"'}}]},
+    }
 
 
 def unique(prefix):

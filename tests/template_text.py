@@ -6,6 +6,7 @@ here: every template is tokenised with Django's own lexer, everything that is no
 tags and text. Text and the attributes people read (title, placeholder, aria-label, alt, button
 values) that still contain words are reported with their line.
 """
+
 import re
 from html import unescape
 from pathlib import Path
@@ -15,15 +16,63 @@ from django.template.base import DebugLexer, TokenType
 # Names and acronyms that read the same in every language of the UI: Kubernetes kinds as Kubernetes
 # writes them, product names and units. A string made only of these needs no translation.
 UNTRANSLATED_TERMS = {
-    "gpudash", "kubectl", "kubernetes", "gpu", "gpus", "mig", "nic", "nics", "cpu", "cel", "yaml", "json",
-    "api", "rest", "openapi", "uuid", "uid", "dra", "rbac", "oidc", "sso", "hami", "dcgm", "prometheus",
-    "grafana", "resourceclaim", "resourceclaims", "resourceclaimtemplate", "resourceclaimtemplates",
-    "resourceslice", "resourceslices", "deviceclass", "deviceclasses", "devicetaintrule", "pod", "pods",
-    "vgpu", "id", "url", "ms", "gi", "mi", "gib", "mib", "w", "s", "x", "utc", "iso",
+    "gpudash",
+    "kubectl",
+    "kubernetes",
+    "gpu",
+    "gpus",
+    "mig",
+    "nic",
+    "nics",
+    "cpu",
+    "cel",
+    "yaml",
+    "json",
+    "api",
+    "rest",
+    "openapi",
+    "uuid",
+    "uid",
+    "dra",
+    "rbac",
+    "oidc",
+    "sso",
+    "hami",
+    "dcgm",
+    "prometheus",
+    "grafana",
+    "resourceclaim",
+    "resourceclaims",
+    "resourceclaimtemplate",
+    "resourceclaimtemplates",
+    "resourceslice",
+    "resourceslices",
+    "deviceclass",
+    "deviceclasses",
+    "devicetaintrule",
+    "pod",
+    "pods",
+    "vgpu",
+    "id",
+    "url",
+    "ms",
+    "gi",
+    "mi",
+    "gib",
+    "mib",
+    "w",
+    "s",
+    "x",
+    "utc",
+    "iso",
 }
 READ_ATTRIBUTES = {"title", "placeholder", "aria-label", "alt", "aria-description", "data-confirm"}
-_SKIP_BLOCKS = {"blocktranslate": "endblocktranslate", "blocktrans": "endblocktrans", "comment": "endcomment",
-                "verbatim": "endverbatim"}
+_SKIP_BLOCKS = {
+    "blocktranslate": "endblocktranslate",
+    "blocktrans": "endblocktrans",
+    "comment": "endcomment",
+    "verbatim": "endverbatim",
+}
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 
 
@@ -91,12 +140,16 @@ def unmarked_text(path):
             continue
         if name in ("script", "style"):
             raw_element = name
-        attrs = {m.group(1).lower(): (m.group(3) if m.group(3) is not None else m.group(4)) for m in ATTR.finditer(tag.group(3))}
+        attrs = {
+            m.group(1).lower(): (m.group(3) if m.group(3) is not None else m.group(4))
+            for m in ATTR.finditer(tag.group(3))
+        }
         if attrs.get("translate") == "no":  # HTML's own mark for content that is not prose (YAML, CEL examples)
             continue
         for attr, value in attrs.items():
             readable = attr in READ_ATTRIBUTES or (
-                attr == "value" and name in ("input", "button") and attrs.get("type") in ("submit", "button", "reset"))
+                attr == "value" and name in ("input", "button") and attrs.get("type") in ("submit", "button", "reset")
+            )
             if readable and value.strip() and needs_translation(value):
                 found.append((_line(blanked, tag.start()), f'{attr}="{" ".join(value.replace(chr(0), "…").split())}"'))
     if raw_element is None:

@@ -71,7 +71,11 @@ DETAIL_ARGS = {
     "monitoring:namespace-history": lambda: ["team-a"],
 }
 DARK_PAGES = ["/", "/fleet/map/", "/claims/", "/stuck/", "/audit/"]
-EXTRA_PAGES = ["/admin/", "/admin/inventory/cluster/", "/accounts/profile/"]  # not DashboardViews, still ours to keep usable
+EXTRA_PAGES = [
+    "/admin/",
+    "/admin/inventory/cluster/",
+    "/accounts/profile/",
+]  # not DashboardViews, still ours to keep usable
 
 
 NOT_PAGES = {"live-regions"}  # DashboardViews that serve only live fragments, never a page
@@ -86,7 +90,13 @@ def _dashboard_routes(resolver=None, prefix=""):
             yield from _dashboard_routes(p, ns)
         elif isinstance(p, URLPattern):
             view = getattr(p.callback, "view_class", None)
-            if view and issubclass(view, DashboardView) and "get" in view.http_method_names and p.name and p.name not in NOT_PAGES:
+            if (
+                view
+                and issubclass(view, DashboardView)
+                and "get" in view.http_method_names
+                and p.name
+                and p.name not in NOT_PAGES
+            ):
                 yield f"{prefix}{p.name}", p
 
 
@@ -126,8 +136,17 @@ SIDEWAYS = r"""() => {
 def server(artifacts_dir):
     load_fleet()
     User.objects.create_superuser("ada", password=PASSWORD)
-    AuditEntry.objects.create(username="ada", cluster_name="alpha", namespace="team-b", claim_name="stuck", action="remove-finalizers",
-                              dry_run=True, outcome="dry-run", reason="dry run", request={"method": "PATCH", "path": "/apis/resource.k8s.io/v1/x"})
+    AuditEntry.objects.create(
+        username="ada",
+        cluster_name="alpha",
+        namespace="team-b",
+        claim_name="stuck",
+        action="remove-finalizers",
+        dry_run=True,
+        outcome="dry-run",
+        reason="dry run",
+        request={"method": "PATCH", "path": "/apis/resource.k8s.io/v1/x"},
+    )
     server = AsgiServer(free_port(), artifacts_dir / "daphne-a11y.log")
     server.start()
     yield server

@@ -31,8 +31,10 @@ from .ops_live import seed
 NODE = shutil.which("node")
 pytestmark = [
     *BROWSER_MARKS,
-    pytest.mark.skipif(not NODE or not (ROOT / "node_modules" / "oidc-provider").is_dir(),
-                       reason="needs node and the npm test tools (`npm ci`; make test runs it)"),
+    pytest.mark.skipif(
+        not NODE or not (ROOT / "node_modules" / "oidc-provider").is_dir(),
+        reason="needs node and the npm test tools (`npm ci`; make test runs it)",
+    ),
 ]
 
 CLIENT_ID = "gpudash-test"
@@ -73,12 +75,25 @@ def site(django_db_setup, tmp_path_factory, artifacts_dir):
     site = Site(tmp_path_factory.mktemp("oidc"))
     app_port = free_port()
     app_url = f"http://127.0.0.1:{app_port}"
-    env = {**os.environ, "PORT": site.idp_url.rsplit(":", 1)[1], "CLIENT_ID": CLIENT_ID, "CLIENT_SECRET": CLIENT_SECRET,
-           "REDIRECT_URI": app_url + "/oidc/callback/", "USERS_FILE": str(site.users_file), "TOKENS_FILE": str(site.tokens_file)}
+    env = {
+        **os.environ,
+        "PORT": site.idp_url.rsplit(":", 1)[1],
+        "CLIENT_ID": CLIENT_ID,
+        "CLIENT_SECRET": CLIENT_SECRET,
+        "REDIRECT_URI": app_url + "/oidc/callback/",
+        "USERS_FILE": str(site.users_file),
+        "TOKENS_FILE": str(site.tokens_file),
+    }
     with open(site.idp_log, "wb") as log:
-        site.idp = subprocess.Popen([NODE, str(ROOT / "tests" / "oidc_provider" / "server.mjs")], cwd=ROOT, env=env,
-                                    stdout=log, stderr=subprocess.STDOUT)
+        site.idp = subprocess.Popen(
+            [NODE, str(ROOT / "tests" / "oidc_provider" / "server.mjs")],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
+
         def answers():
             assert site.idp.poll() is None, site.idp_log.read_text()
             try:
@@ -90,11 +105,17 @@ def site(django_db_setup, tmp_path_factory, artifacts_dir):
         wait_until(answers, 30, "the OpenID provider")
         app = AsgiServer(app_port, artifacts_dir / "daphne-oidc.log")
         app.log_path.write_bytes(b"")
-        app.env.update({
-            **discover(site.idp_url),  # the provider's endpoints, as manage.py oidc_discover prints them
-            "OIDC_RP_CLIENT_ID": CLIENT_ID, "OIDC_RP_CLIENT_SECRET": CLIENT_SECRET, "OIDC_PROVIDER_NAME": "Test IdP",
-            "OIDC_GROUP_MAP": GROUP_MAP, "GPUDASH_PASSWORD_LOGIN": "off", "LOG_LEVEL": "DEBUG",
-        })
+        app.env.update(
+            {
+                **discover(site.idp_url),  # the provider's endpoints, as manage.py oidc_discover prints them
+                "OIDC_RP_CLIENT_ID": CLIENT_ID,
+                "OIDC_RP_CLIENT_SECRET": CLIENT_SECRET,
+                "OIDC_PROVIDER_NAME": "Test IdP",
+                "OIDC_GROUP_MAP": GROUP_MAP,
+                "GPUDASH_PASSWORD_LOGIN": "off",
+                "LOG_LEVEL": "DEBUG",
+            }
+        )
         app.start()
         site.app = app
         yield site
@@ -153,10 +174,22 @@ def assert_no_tokens(site, seen_urls, html):
     assert tokens, "the provider handed out no token: the sign-ins did not happen"
     log = site.app.log_path.read_text(errors="replace")
     sessions = [json.dumps(s.get_decoded()) for s in Session.objects.all()]
-    rows = [json.dumps([i.issuer, i.subject, i.groups, i.sources, i.kube_username, i.kube_groups]) for i in SignInIdentity.objects.all()]
+    rows = [
+        json.dumps([i.issuer, i.subject, i.groups, i.sources, i.kube_username, i.kube_groups])
+        for i in SignInIdentity.objects.all()
+    ]
     for secret in [*tokens, CLIENT_SECRET]:
-        where = [name for name, texts in (("daphne log", [log]), ("browser URLs", seen_urls), ("pages", html),
-                                           ("sessions", sessions), ("identities", rows)) if any(secret in t for t in texts)]
+        where = [
+            name
+            for name, texts in (
+                ("daphne log", [log]),
+                ("browser URLs", seen_urls),
+                ("pages", html),
+                ("sessions", sessions),
+                ("identities", rows),
+            )
+            if any(secret in t for t in texts)
+        ]
         assert where == [], f"a token or the client secret shows up in: {', '.join(where)}"
     assert "oidc" in log.lower()  # the log did capture the sign-ins (at DEBUG)
 
@@ -167,10 +200,21 @@ def test_sign_in_maps_groups_then_sign_out_and_removed_groups(site, browser, tmp
     cluster_api = DevCluster()
     cluster_api.start()
     try:
-        cluster_api.subjects.set_group_rules("oidc:gpu-team-a", [
-            {"verbs": ["patch"], "apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "namespaces": ["team-a"]}])
+        cluster_api.subjects.set_group_rules(
+            "oidc:gpu-team-a",
+            [
+                {
+                    "verbs": ["patch"],
+                    "apiGroups": ["resource.k8s.io"],
+                    "resources": ["resourceclaims/status"],
+                    "namespaces": ["team-a"],
+                }
+            ],
+        )
         seed(cluster_api.store, claim=claim_raw("c1", devices=["gpu-0"], reserved=[("gone", new_uid())]))
-        Cluster.objects.create(name="dev", kubeconfig=str(cluster_api.write_kubeconfig(tmp_path / "kubeconfig")), context="devcluster")
+        Cluster.objects.create(
+            name="dev", kubeconfig=str(cluster_api.write_kubeconfig(tmp_path / "kubeconfig")), context="devcluster"
+        )
         seen_urls, html = [], []
         page = new_page(browser)
         keep = watch(page, seen_urls, html)
@@ -192,8 +236,11 @@ def test_sign_in_maps_groups_then_sign_out_and_removed_groups(site, browser, tmp
 
         # A release as alice: the cluster sees her (the mapped group only), not the dashboard.
         csrf = next(c["value"] for c in page.context.cookies(site.app.url) if c["name"] == "csrftoken")
-        answer = page.request.post(site.app.url + "/api/v1/claims/dev/team-a/c1/release", headers={"X-CSRFToken": csrf},
-                                   data={"action": "remove_reservations", "dry_run": False})
+        answer = page.request.post(
+            site.app.url + "/api/v1/claims/dev/team-a/c1/release",
+            headers={"X-CSRFToken": csrf},
+            data={"action": "remove_reservations", "dry_run": False},
+        )
         assert answer.status == 200, answer.text()
         assert answer.json()["result"]["identity"]["user"] == "oidc:alice"
         assert [s[2:] for s in cluster_api.subjects.seen if s[0] == "PATCH"] == [("oidc:alice", ["oidc:gpu-team-a"])]
@@ -319,11 +366,15 @@ def test_password_sign_in_turned_off(site, browser):
     # The Django admin's own login form still renders, but authenticates through the same (password-less) backends.
     page.goto(site.app.url + "/admin/login/")
     csrf = page.locator("input[name=csrfmiddlewaretoken]").first.get_attribute("value")
-    page.request.post(site.app.url + "/admin/login/", form={"username": "root", "password": "root-pw-1", "csrfmiddlewaretoken": csrf})
+    page.request.post(
+        site.app.url + "/admin/login/", form={"username": "root", "password": "root-pw-1", "csrfmiddlewaretoken": csrf}
+    )
     assert signed_in_user(page, site) is None
     assert "/login/" in page.goto(site.app.url + "/admin/").url
-    refused = page.request.post(site.app.url + "/accounts/login/",
-                                form={"username": "local", "password": "local-pw-1", "csrfmiddlewaretoken": csrf})
+    refused = page.request.post(
+        site.app.url + "/accounts/login/",
+        form={"username": "local", "password": "local-pw-1", "csrfmiddlewaretoken": csrf},
+    )
     assert refused.status == 403 and "Password sign-in is turned off" in refused.text()
     assert signed_in_user(page, site) is None
 
@@ -336,9 +387,13 @@ def test_oidc_discover_prints_the_providers_settings(site):
     out = StringIO()
     call_command("oidc_discover", site.idp_url, stdout=out)
     lines = dict(line.split("=", 1) for line in out.getvalue().splitlines())
-    assert lines == {"OIDC_OP_ISSUER": site.idp_url, "OIDC_OP_AUTHORIZATION_ENDPOINT": site.idp_url + "/auth",
-                     "OIDC_OP_TOKEN_ENDPOINT": site.idp_url + "/token", "OIDC_OP_USER_ENDPOINT": site.idp_url + "/me",
-                     "OIDC_OP_JWKS_ENDPOINT": site.idp_url + "/jwks"}
+    assert lines == {
+        "OIDC_OP_ISSUER": site.idp_url,
+        "OIDC_OP_AUTHORIZATION_ENDPOINT": site.idp_url + "/auth",
+        "OIDC_OP_TOKEN_ENDPOINT": site.idp_url + "/token",
+        "OIDC_OP_USER_ENDPOINT": site.idp_url + "/me",
+        "OIDC_OP_JWKS_ENDPOINT": site.idp_url + "/jwks",
+    }
     with pytest.raises(CommandError, match="names the issuer"):
         call_command("oidc_discover", site.idp_url + "/", stdout=StringIO())
 

@@ -30,8 +30,17 @@ GROUPINGS = [
     ["state"],
     ["node"],
 ]
-FILTERS = [{}, {"cluster": "alpha"}, {"node": "node-a"}, {"kind": "partition"}, {"state": "free"}, {"state": "allocated"}, {"fleet_state": "unhealthy"},
-           {"fleet_state": "stuck", "cluster": "alpha"}, {"driver": "net.example.com"}]
+FILTERS = [
+    {},
+    {"cluster": "alpha"},
+    {"node": "node-a"},
+    {"kind": "partition"},
+    {"state": "free"},
+    {"state": "allocated"},
+    {"fleet_state": "unhealthy"},
+    {"fleet_state": "stuck", "cluster": "alpha"},
+    {"driver": "net.example.com"},
+]
 
 
 @pytest.fixture
@@ -46,7 +55,9 @@ def alpha(db):
     fabric["spec"].pop("nodeName")
     fabric["spec"]["allNodes"] = True
     apply_object(cluster, "ResourceSlice", fabric)
-    apply_batch(cluster, "ResourceClaim", [("ADDED", claim("ops", "watch", results=["gpu-6"], node_name="node-a", admin=True))])  # admin only
+    apply_batch(
+        cluster, "ResourceClaim", [("ADDED", claim("ops", "watch", results=["gpu-6"], node_name="node-a", admin=True))]
+    )  # admin only
     return cluster
 
 
@@ -64,11 +75,19 @@ def devices_with_state():
     names = dict(Cluster.objects.values_list("id", "name"))
     out = []
     for d in fleet.states_for(Device.objects.all()):
-        out.append({
-            "cluster": names[d.cluster_id], "node": d.node_name, "driver": d.driver, "pool": d.pool, "kind": d.kind,
-            "model": d.attribute_value("productName") or d.attribute_value("model") or "",
-            "fleet_state": d.st.state, "state": devicestate.API_STATE_OF[d.st.state], "device": d,
-        })
+        out.append(
+            {
+                "cluster": names[d.cluster_id],
+                "node": d.node_name,
+                "driver": d.driver,
+                "pool": d.pool,
+                "kind": d.kind,
+                "model": d.attribute_value("productName") or d.attribute_value("model") or "",
+                "fleet_state": d.st.state,
+                "state": devicestate.API_STATE_OF[d.st.state],
+                "device": d,
+            }
+        )
     return out
 
 
@@ -94,12 +113,18 @@ def gpu_kinds():
         elif kind == devicekinds.OTHER:
             out["other_free"] += free
         if kind in (devicekinds.GPU, devicekinds.PARTITION):
-            busy = (dev.held_by_claim_id is not None and dev.allocation_state != devicestate.ADMIN) or dev.tainted or fleet.UNHEALTHY in dev.st.flags
+            busy = (
+                (dev.held_by_claim_id is not None and dev.allocation_state != devicestate.ADMIN)
+                or dev.tainted
+                or fleet.UNHEALTHY in dev.st.flags
+            )
             key = (dev.cluster_id, dev.driver, dev.pool, dev.parent)
             gpus[key] = gpus.get(key, False) or busy
     out["gpus"] = len(gpus)
     out["gpus_free"] = sum(1 for busy in gpus.values() if not busy)
-    return {k: out[k] for k in ("gpus", "gpus_free", "gpu_devices", "partitions", "partitions_free", "other", "other_free")}
+    return {
+        k: out[k] for k in ("gpus", "gpus_free", "gpu_devices", "partitions", "partitions_free", "other", "other_free")
+    }
 
 
 def assert_aggregates_match_a_scan(api):
@@ -122,7 +147,10 @@ def test_aggregates_as_loaded(alpha, api):
     assert states == set(devicestate.STATES)  # every state the summary path must decide is there
     assert_aggregates_match_a_scan(api)
     # The model is productName, else the model attribute (as on the overview).
-    by_model = {(r["model"], r["state"]): r["count"] for r in api.get("/api/v1/aggregates/devices?group_by=model&group_by=state").json()["results"]}
+    by_model = {
+        (r["model"], r["state"]): r["count"]
+        for r in api.get("/api/v1/aggregates/devices?group_by=model&group_by=state").json()["results"]
+    }
     assert by_model[("cx7", "free")] == 1 and by_model[(H100, "free")] == 4
 
 
@@ -135,7 +163,12 @@ def test_aggregates_past_the_not_ready_list_limit(alpha, api, monkeypatch):
 
 def test_aggregates_read_the_summary_not_the_devices(alpha, api):
     with CaptureQueriesContext(connection) as ctx:
-        assert api.get("/api/v1/aggregates/devices", {"group_by": ["cluster", "model", "state"], "state": "free"}).status_code == 200
+        assert (
+            api.get(
+                "/api/v1/aggregates/devices", {"group_by": ["cluster", "model", "state"], "state": "free"}
+            ).status_code
+            == 200
+        )
     sql = " ".join(q["sql"] for q in ctx.captured_queries)
     assert "inventory_nodedevicesummary" in sql
     # Device rows are read only for those held by stuck claims (the UNION's second part).
@@ -149,7 +182,11 @@ def test_aggregates_read_the_summary_not_the_devices(alpha, api):
 
 
 def test_aggregates_follow_claims_allocated_and_released(alpha, api):
-    apply_batch(alpha, "ResourceClaim", [("ADDED", claim("team-a", "more", count=2, results=["gpu-2", "gpu-3"], node_name="node-a"))])
+    apply_batch(
+        alpha,
+        "ResourceClaim",
+        [("ADDED", claim("team-a", "more", count=2, results=["gpu-2", "gpu-3"], node_name="node-a"))],
+    )
     assert_aggregates_match_a_scan(api)
     delete_object(alpha, "ResourceClaim", claim("team-a", "train-1"))  # released
     assert_aggregates_match_a_scan(api)
@@ -160,12 +197,16 @@ def test_aggregates_follow_claims_allocated_and_released(alpha, api):
 
 
 def test_aggregates_follow_devices_added_and_removed(alpha, api):
-    raw = next(copy.deepcopy(r) for kind, r in fleet_objects() if kind == "ResourceSlice" and r["spec"]["nodeName"] == "node-a")
+    raw = next(
+        copy.deepcopy(r) for kind, r in fleet_objects() if kind == "ResourceSlice" and r["spec"]["nodeName"] == "node-a"
+    )
     raw["metadata"]["resourceVersion"] = "99999"
     raw["spec"]["devices"].append(gpu("gpu-8", A100, taints=[{"key": "k", "value": "v", "effect": "NoExecute"}]))
     apply_object(alpha, "ResourceSlice", raw)  # a second model and a tainted device on node-a
     assert_aggregates_match_a_scan(api)
-    node_c = next(copy.deepcopy(r) for kind, r in fleet_objects() if kind == "ResourceSlice" and r["spec"]["nodeName"] == "node-c")
+    node_c = next(
+        copy.deepcopy(r) for kind, r in fleet_objects() if kind == "ResourceSlice" and r["spec"]["nodeName"] == "node-c"
+    )
     delete_object(alpha, "ResourceSlice", node_c)  # the driver stops publishing there (placeholders count nothing)
     assert_aggregates_match_a_scan(api)
     apply_object(alpha, "ResourceSlice", resource_slice("node-d", [gpu(f"gpu-{i}", H100) for i in range(4)]))
@@ -176,7 +217,16 @@ def test_aggregates_follow_findings_and_readiness(alpha, api):
     Finding.objects.update(cleared_at=timezone.now())  # the stuck claim recovers
     assert_aggregates_match_a_scan(api)
     now = timezone.now()
-    Finding.objects.create(cluster=alpha, rule="r", namespace="team-b", claim_name="infer", claim_uid="uid-team-b-infer", summary="s", first_seen=now, last_seen=now)
+    Finding.objects.create(
+        cluster=alpha,
+        rule="r",
+        namespace="team-b",
+        claim_name="infer",
+        claim_uid="uid-team-b-infer",
+        summary="s",
+        first_seen=now,
+        last_seen=now,
+    )
     assert_aggregates_match_a_scan(api)  # a MIG slice's holder (stored "allocated") is stuck now
     apply_object(alpha, "Node", node("node-a", ready=False))
     apply_object(alpha, "Node", node("node-c", ready=True))

@@ -17,9 +17,19 @@ def test_claim_fields(fleet, viewer):
     assert body["state"] == "reserved" and body["allocated"] is True and body["node"] == "node-a"
     assert body["stuck"] is False  # its only finding is cleared
     assert body["results"] == [
-        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-0", "admin_access": False, "share_id": "", "consumed_capacity": {}}
+        {
+            "request": "gpu",
+            "driver": "gpu.nvidia.com",
+            "pool": "node-a",
+            "device": "gpu-0",
+            "admin_access": False,
+            "share_id": "",
+            "consumed_capacity": {},
+        }
     ]
-    assert body["reserved_for"] == [{"api_group": "", "resource": "pods", "name": "trainer", "uid": "uid-team-a-trainer"}]
+    assert body["reserved_for"] == [
+        {"api_group": "", "resource": "pods", "name": "trainer", "uid": "uid-team-a-trainer"}
+    ]
     assert body["device_classes"] == ["gpu.nvidia.com"]
     assert "raw" not in body
 
@@ -68,7 +78,9 @@ def test_list_query_count_does_not_grow_with_page_size(fleet, viewer, url):
 
 def test_templates(fleet, viewer):
     body = viewer.get("/api/v1/claim-templates/?device_class=gpu.nvidia.com").json()
-    assert [(t["namespace"], t["name"], t["device_classes"]) for t in body["results"]] == [("team-a", "tpl", ["gpu.nvidia.com"])]
+    assert [(t["namespace"], t["name"], t["device_classes"]) for t in body["results"]] == [
+        ("team-a", "tpl", ["gpu.nvidia.com"])
+    ]
     assert viewer.get("/api/v1/claim-templates/?device_class=other").json()["count"] == 0
 
 
@@ -93,8 +105,16 @@ def test_audit_log_is_read_only_and_filterable(fleet, viewer):
 def test_allocation_per_namespace(fleet, viewer):
     rows = {r["namespace"]: r for r in viewer.get("/api/v1/aggregates/allocation?cluster=alpha").json()["results"]}
     assert rows["team-b"] == {
-        "cluster": "alpha", "namespace": "team-b", "claims": 2, "pending": 0, "allocated": 1, "reserved": 0,
-        "deleting": 1, "stuck": 1, "devices": 2, "admin_access_devices": 0,
+        "cluster": "alpha",
+        "namespace": "team-b",
+        "claims": 2,
+        "pending": 0,
+        "allocated": 1,
+        "reserved": 0,
+        "deleting": 1,
+        "stuck": 1,
+        "devices": 2,
+        "admin_access_devices": 0,
     }
     assert rows["ops"]["devices"] == 0 and rows["ops"]["admin_access_devices"] == 1
     assert rows["team-a"]["pending"] == 1 and rows["team-a"]["reserved"] == 1

@@ -26,9 +26,18 @@ def walk(client, url, page_size):
 
 
 WALKS = [
-    "/api/v1/devices/", "/api/v1/devices/?state=free", "/api/v1/devices/?ordering=-name", "/api/v1/devices/?ordering=cluster,-pool",
-    "/api/v1/devices/?capacity=memory>=40Gi", "/api/v1/nodes/?ordering=-name", "/api/v1/claims/", "/api/v1/claims/?ordering=-namespace,name",
-    "/api/v1/pods/", "/api/v1/resource-slices/?ordering=driver", "/api/v1/clusters/", "/api/v1/audit/",
+    "/api/v1/devices/",
+    "/api/v1/devices/?state=free",
+    "/api/v1/devices/?ordering=-name",
+    "/api/v1/devices/?ordering=cluster,-pool",
+    "/api/v1/devices/?capacity=memory>=40Gi",
+    "/api/v1/nodes/?ordering=-name",
+    "/api/v1/claims/",
+    "/api/v1/claims/?ordering=-namespace,name",
+    "/api/v1/pods/",
+    "/api/v1/resource-slices/?ordering=driver",
+    "/api/v1/clusters/",
+    "/api/v1/audit/",
 ]
 
 
@@ -73,14 +82,19 @@ def test_cursor_refusals_are_clear_400s_and_page_numbers_stay_the_default(fleet,
         assert resp.status_code == 400, (url, resp.content)
         assert message in str(resp.json()), url
     token = viewer.get("/api/v1/devices/?cursor=&page_size=1").json()["next"].split("cursor=")[1].split("&")[0]
-    assert viewer.get(f"/api/v1/devices/?ordering=-name&cursor={token}").status_code == 400  # a cursor of another ordering
+    assert (
+        viewer.get(f"/api/v1/devices/?ordering=-name&cursor={token}").status_code == 400
+    )  # a cursor of another ordering
     assert viewer.get(f"/api/v1/devices/?cursor={token}").status_code == 200
     body = viewer.get("/api/v1/devices/?page_size=2").json()
     assert set(body) == {"count", "next", "previous", "results"} and "page=2" in body["next"]
 
 
 def test_counts_above_the_limit_are_estimated_labelled_and_pages_still_end_right(fleet, viewer, settings):
-    everything = {url: [r["id"] for r in viewer.get(f"{url}?page_size=1000").json()["results"]] for url in ("/api/v1/devices/", "/api/v1/claims/")}
+    everything = {
+        url: [r["id"] for r in viewer.get(f"{url}?page_size=1000").json()["results"]]
+        for url in ("/api/v1/devices/", "/api/v1/claims/")
+    }
     settings.GPUDASH_API_EXACT_COUNT_LIMIT = 3
     for url, expected in everything.items():
         assert len(expected) > 4

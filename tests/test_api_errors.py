@@ -5,8 +5,8 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.conftest import runs_previews
 from tests.api_fixtures import anonymous, client_for, fleet, make_user, norole, operator, viewer  # noqa: F401
+from tests.conftest import runs_previews
 
 pytestmark = pytest.mark.django_db
 
@@ -72,7 +72,9 @@ def test_writes_to_read_only_endpoints_are_405(fleet, viewer, operator):
     assert error(operator.get("/api/v1/preview"), 405)["code"] == "method_not_allowed"
 
 
-@pytest.mark.parametrize("url", ["/api/v1/devices/", "/api/v1/claims/", "/api/v1/aggregates/devices", "/api/v1/clusters/"])
+@pytest.mark.parametrize(
+    "url", ["/api/v1/devices/", "/api/v1/claims/", "/api/v1/aggregates/devices", "/api/v1/clusters/"]
+)
 def test_anonymous_is_401_and_user_without_role_is_403(fleet, anonymous, norole, url):
     err = error(anonymous.get(url), 401)
     assert err["code"] == "not_authenticated"
@@ -102,7 +104,10 @@ def test_viewer_cannot_preview(fleet, viewer, anonymous):
 
 def test_scoped_operator_cannot_preview_in_other_namespaces(fleet):
     client = client_for(make_user("olga", "operator", namespaces=["team-a"]))
-    err = error(client.post("/api/v1/preview", {"cluster": "alpha", "namespace": "team-b", "claim": "stuck"}, format="json"), 403)
+    err = error(
+        client.post("/api/v1/preview", {"cluster": "alpha", "namespace": "team-b", "claim": "stuck"}, format="json"),
+        403,
+    )
     assert "team-b" in err["message"]
 
 
@@ -111,11 +116,19 @@ def test_scoped_operator_cannot_preview_in_other_namespaces(fleet):
     [
         ({"cluster": "nowhere", "claim": "x"}, "cluster", "nowhere"),
         ({"cluster": "alpha", "namespace": "team-a"}, "yaml", "yaml"),
-        ({"cluster": "alpha", "namespace": "team-a", "claim": "x", "yaml": "a: b"}, "yaml", "exactly one of `yaml` or `claim`"),
+        (
+            {"cluster": "alpha", "namespace": "team-a", "claim": "x", "yaml": "a: b"},
+            "yaml",
+            "exactly one of `yaml` or `claim`",
+        ),
         ({"cluster": "alpha", "namespace": "team-a", "claim": "no-such-claim"}, "claim", "no-such-claim"),
         ({"cluster": "alpha", "namespace": "team-a", "yaml": "kind: [unclosed"}, "yaml", "malformed YAML at line"),
         ({"cluster": "alpha", "namespace": "team-a", "yaml": "- a\n- list\n"}, "yaml", "document 1 is a list"),
-        ({"cluster": "alpha", "namespace": "team-a", "yaml": "kind: Pod\nmetadata: {name: p}\nspec: {}\n"}, "yaml", "nothing to place"),
+        (
+            {"cluster": "alpha", "namespace": "team-a", "yaml": "kind: Pod\nmetadata: {name: p}\nspec: {}\n"},
+            "yaml",
+            "nothing to place",
+        ),
         ({"cluster": "alpha", "namespace": "team-a", "claim": "train"}, "claim", "already allocated"),
     ],
 )
@@ -167,8 +180,16 @@ def test_preview_of_yaml(fleet, operator):
 @pytest.mark.parametrize(
     "old, new, words",
     [
-        ("count: 2}", "count: 2, selectors: [{cel: {expression: 'device.driver =='}}]}", "CEL compile error at line 1, column 17"),
-        ("count: 2}", "count: 2, selectors: [{cel: {expression: 'device.attributes[\"gpu.nvidia.com\"].nope == 1'}}]}", "CEL runtime error: no such key: nope"),
+        (
+            "count: 2}",
+            "count: 2, selectors: [{cel: {expression: 'device.driver =='}}]}",
+            "CEL compile error at line 1, column 17",
+        ),
+        (
+            "count: 2}",
+            "count: 2, selectors: [{cel: {expression: 'device.attributes[\"gpu.nvidia.com\"].nope == 1'}}]}",
+            "CEL runtime error: no such key: nope",
+        ),
         ("gpu.nvidia.com,", "nope.example.com,", "no DeviceClass of that name"),
         ("count: 2", "count: 10000", "10000 exceeds the claim limit of 32"),
     ],
@@ -176,7 +197,11 @@ def test_preview_of_yaml(fleet, operator):
 @runs_previews
 def test_preview_of_a_claim_the_engine_cannot_place_names_the_problem_on_every_node(fleet, operator, old, new, words):
     """Like the scheduler, the engine judges a bad selector or class per node; every node says what is wrong."""
-    r = operator.post("/api/v1/preview", {"cluster": "alpha", "namespace": "team-a", "yaml": PROBE_YAML.replace(old, new)}, format="json")
+    r = operator.post(
+        "/api/v1/preview",
+        {"cluster": "alpha", "namespace": "team-a", "yaml": PROBE_YAML.replace(old, new)},
+        format="json",
+    )
     assert r.status_code == 200, r.content
     result = r.json()["result"]
     assert result["summary"]["fits"] == 0 and result["summary"]["errors"] == len(result["nodes"]) == 2

@@ -93,7 +93,9 @@ def test_device_state_filter(fleet, viewer, state, expected):
 
 def test_device_state_free_filter(fleet, viewer):
     keys = device_keys(viewer.get("/api/v1/devices/?state=free&page_size=100"))
-    assert keys == sorted(["alpha/node-a/gpu-%d" % i for i in range(2, 7)] + ["alpha/node-b/gpu-1", "beta/node-z/gpu-0"])
+    assert keys == sorted(
+        ["alpha/node-a/gpu-%d" % i for i in range(2, 7)] + ["alpha/node-b/gpu-1", "beta/node-z/gpu-0"]
+    )
 
 
 def test_device_identity_filters(fleet, viewer):
@@ -104,7 +106,9 @@ def test_device_identity_filters(fleet, viewer):
 
 
 def test_attribute_filter_qualified_and_bare(fleet, viewer):
-    qualified = device_keys(viewer.get("/api/v1/devices/", {"attribute": f"gpu.nvidia.com/productName:{H100}", "page_size": 100}))
+    qualified = device_keys(
+        viewer.get("/api/v1/devices/", {"attribute": f"gpu.nvidia.com/productName:{H100}", "page_size": 100})
+    )
     bare = device_keys(viewer.get("/api/v1/devices/", {"attribute": f"productName:{H100}", "page_size": 100}))
     assert qualified == bare
     assert len(qualified) == 9  # 8 on node-a + beta's; not the NIC that names gpu.nvidia.com/productName itself
@@ -112,14 +116,23 @@ def test_attribute_filter_qualified_and_bare(fleet, viewer):
 
 def test_attribute_filter_other_domain(fleet, viewer):
     # The NIC (driver net.example.com) publishes gpu.nvidia.com/productName as a foreign-domain attribute.
-    assert device_keys(viewer.get("/api/v1/devices/", {"attribute": "gpu.nvidia.com/productName:not a gpu"})) == ["alpha/node-b/nic-0"]
-    assert device_keys(viewer.get("/api/v1/devices/", {"attribute": "resource.kubernetes.io/pcieRoot:pci0000:30", "cluster": "alpha"})) == ["alpha/node-a/gpu-3"]
+    assert device_keys(viewer.get("/api/v1/devices/", {"attribute": "gpu.nvidia.com/productName:not a gpu"})) == [
+        "alpha/node-b/nic-0"
+    ]
+    assert device_keys(
+        viewer.get("/api/v1/devices/", {"attribute": "resource.kubernetes.io/pcieRoot:pci0000:30", "cluster": "alpha"})
+    ) == ["alpha/node-a/gpu-3"]
 
 
 def test_attribute_filter_typed_values_and_repeat(fleet, viewer):
-    keys = device_keys(viewer.get("/api/v1/devices/", {"attribute": ["index:1", f"productName:{H100}"], "cluster": "alpha"}))
+    keys = device_keys(
+        viewer.get("/api/v1/devices/", {"attribute": ["index:1", f"productName:{H100}"], "cluster": "alpha"})
+    )
     assert keys == ["alpha/node-a/gpu-1"]
-    assert device_keys(viewer.get("/api/v1/devices/", {"attribute": "driverVersion:580.95.5", "node": "node-b"})) == ["alpha/node-b/gpu-0", "alpha/node-b/gpu-1"]
+    assert device_keys(viewer.get("/api/v1/devices/", {"attribute": "driverVersion:580.95.5", "node": "node-b"})) == [
+        "alpha/node-b/gpu-0",
+        "alpha/node-b/gpu-1",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -147,7 +160,15 @@ def test_capacity_comparisons(fleet, viewer, expr, count):
 
 
 def test_attribute_and_capacity_together(fleet, viewer):
-    r = viewer.get("/api/v1/devices/", {"attribute": f"gpu.nvidia.com/productName:{H100}", "capacity": "gpu.nvidia.com/memory>=40Gi", "state": "free", "cluster": "alpha"})
+    r = viewer.get(
+        "/api/v1/devices/",
+        {
+            "attribute": f"gpu.nvidia.com/productName:{H100}",
+            "capacity": "gpu.nvidia.com/memory>=40Gi",
+            "state": "free",
+            "cluster": "alpha",
+        },
+    )
     assert device_keys(r) == ["alpha/node-a/gpu-%d" % i for i in range(2, 7)]
 
 
@@ -203,7 +224,9 @@ def test_device_aggregates_by_model_and_state(fleet, viewer):
 
 
 def test_device_aggregates_per_node_with_filters(fleet, viewer):
-    body = viewer.get("/api/v1/aggregates/devices", {"group_by": ["cluster", "node"], "capacity": "memory>=40Gi"}).json()
+    body = viewer.get(
+        "/api/v1/aggregates/devices", {"group_by": ["cluster", "node"], "capacity": "memory>=40Gi"}
+    ).json()
     assert body["results"] == [
         {"cluster": "alpha", "node": "node-a", "count": 8},
         {"cluster": "alpha", "node": "node-b", "count": 2},

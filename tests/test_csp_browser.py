@@ -11,9 +11,24 @@ from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in, wai
 pytestmark = BROWSER_MARKS
 PASSWORD = "csp-pass-123"
 PAGES = [
-    "/", "/fleet/map/", "/nodes/", "/nodes/alpha/node-a/", "/devices/", "/devices/alpha/gpu.nvidia.com/node-a/gpu-0/",
-    "/classes/", "/pools/", "/claims/", "/claims/alpha/team-a/train/", "/pods/", "/preview/?cluster=alpha", "/stuck/",
-    "/pending/", "/readiness/?cluster=alpha", "/admin/", "/admin/inventory/cluster/", "/api/docs/",
+    "/",
+    "/fleet/map/",
+    "/nodes/",
+    "/nodes/alpha/node-a/",
+    "/devices/",
+    "/devices/alpha/gpu.nvidia.com/node-a/gpu-0/",
+    "/classes/",
+    "/pools/",
+    "/claims/",
+    "/claims/alpha/team-a/train/",
+    "/pods/",
+    "/preview/?cluster=alpha",
+    "/stuck/",
+    "/pending/",
+    "/readiness/?cluster=alpha",
+    "/admin/",
+    "/admin/inventory/cluster/",
+    "/api/docs/",
 ]
 # Collects what the browser refuses; added before any page script runs (and not subject to the policy).
 RECORD_VIOLATIONS = """
@@ -59,7 +74,10 @@ def test_every_page_works_under_the_policy(server):
         assert "cluster=alpha" in page.url
 
         page.goto(server.url + "/preview/?cluster=alpha")
-        page.fill("textarea[name=yaml]", "devices:\n  requests:\n  - name: gpu\n    exactly: {deviceClassName: gpu.nvidia.com}\n")
+        page.fill(
+            "textarea[name=yaml]",
+            "devices:\n  requests:\n  - name: gpu\n    exactly: {deviceClassName: gpu.nvidia.com}\n",
+        )
         with page.expect_navigation():
             page.click("#pv-run")
         assert page.locator("#preview-error").count() == 0 and page.locator("text=node-a").count() > 0

@@ -36,7 +36,11 @@ def test_make_demo_serves_the_fleet_from_a_clean_checkout(tmp_path):
     assert not (checkout / ".data").exists()
     port = free_port()
     # A fresh machine has none of these (an xdist worker sets its own GPUDASH_DATA_DIR, which the demo must not follow).
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "GPUDASH_TEST_DB_NAME", "SECRET_KEY", "GPUDASH_DATA_DIR")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "GPUDASH_TEST_DB_NAME", "SECRET_KEY", "GPUDASH_DATA_DIR")
+    }
     # Reuse this interpreter's virtualenv so the test does not download packages; make still checks it.
     venv = Path(sys.prefix)
     proc = subprocess.Popen(
@@ -92,7 +96,9 @@ def test_make_demo_serves_the_fleet_from_a_clean_checkout(tmp_path):
         # Live view without Redis: the in-process watchers publish on the server's in-memory layer.
         cookie = "; ".join(f"{k}={v}" for k, v in session.cookies.items())
         ws_url = base.replace("http://", "ws://") + "ws/live/"
-        with ws_connect(ws_url, additional_headers={"Cookie": cookie, "Origin": base.rstrip("/")}, open_timeout=10) as ws:
+        with ws_connect(
+            ws_url, additional_headers={"Cookie": cookie, "Origin": base.rstrip("/")}, open_timeout=10
+        ) as ws:
             ws.send('{"subscribe": {"cluster": null}}')
             messages = []
             deadline = time.monotonic() + 30

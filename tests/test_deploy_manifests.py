@@ -15,13 +15,12 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 import yaml
 
-from inventory.readiness import NEEDED_READ, NEEDED_RELEASE, _rules_allow
 from inventory.models import SyncState
+from inventory.readiness import NEEDED_READ, NEEDED_RELEASE, _rules_allow
 from tests.browser import ROOT, free_port, stop_process, subprocess_env, wait_until
 from tests.sync_fixtures import make_claim, state, wait_for
 
@@ -137,7 +136,9 @@ def test_pods_are_hardened_and_bounded(rendered):
             sc = c["securityContext"]
             assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False, (name, c["name"])
             assert sc["capabilities"]["drop"] == ["ALL"] and "add" not in sc["capabilities"], (name, c["name"])
-            assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and {"cpu", "memory"} <= set(c["resources"]["limits"])
+            assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and {"cpu", "memory"} <= set(
+                c["resources"]["limits"]
+            )
             # Settings: the ConfigMap and the Secret (SECRET_KEY, DATABASE_URL, REDIS_URL live there).
             refs = {next(iter(e)): e[next(iter(e))]["name"] for e in c["envFrom"]}
             assert refs == {"configMapRef": "gpudash-config", "secretRef": "gpudash-secrets"}
@@ -148,12 +149,19 @@ def test_pods_are_hardened_and_bounded(rendered):
     assert "SECRET_KEY" not in config["data"] and "DATABASE_URL" not in config["data"]
     assert config["data"]["GPUDASH_DATA_DIR"] == "/data"
     web = pods["gpudash-web"]["containers"][0]
-    assert web["livenessProbe"]["httpGet"]["path"] == "/healthz" and web["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert (
+        web["livenessProbe"]["httpGet"]["path"] == "/healthz" and web["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    )
     # The probes' Host header must pass Django's host check.
     probe_host = web["readinessProbe"]["httpGet"]["httpHeaders"][0]["value"]
     assert probe_host in config["data"]["ALLOWED_HOSTS"].split(",")
     service = next(o for o in objects if o["kind"] == "Service")
-    assert service["spec"]["selector"].items() <= next(o for o in objects if o["metadata"]["name"] == "gpudash-web")["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        service["spec"]["selector"].items()
+        <= next(o for o in objects if o["metadata"]["name"] == "gpudash-web")["spec"]["template"]["metadata"][
+            "labels"
+        ].items()
+    )
     assert not pods["gpudash-beat"]["automountServiceAccountToken"]  # beat never calls the API server
     assert not pods["gpudash-preview"]["automountServiceAccountToken"]  # previews read the database only
 
@@ -187,7 +195,14 @@ def _worker_options(argv):
     argv = shlex.split(argv) if isinstance(argv, str) else list(argv)
     assert argv[:3] == ["celery", "-A", "gpudash"] and "worker" in argv, argv
     found = {}
-    names = {"-Q": "queues", "--queues": "queues", "-c": "concurrency", "--concurrency": "concurrency", "-P": "pool", "--pool": "pool"}
+    names = {
+        "-Q": "queues",
+        "--queues": "queues",
+        "-c": "concurrency",
+        "--concurrency": "concurrency",
+        "-P": "pool",
+        "--pool": "pool",
+    }
     tokens = iter(argv)
     for token in tokens:
         flag, _, value = token.partition("=")
@@ -200,8 +215,16 @@ def _worker_options(argv):
 
 
 def test_worker_options_reads_every_spelling():
-    assert _worker_options("celery -A gpudash worker -Q preview,other -c 2 -P prefork") == ({"preview", "other"}, 2, "prefork")
-    assert _worker_options(["celery", "-A", "gpudash", "worker", "--queues=celery", "--concurrency", "16"]) == ({"celery"}, 16, None)
+    assert _worker_options("celery -A gpudash worker -Q preview,other -c 2 -P prefork") == (
+        {"preview", "other"},
+        2,
+        "prefork",
+    )
+    assert _worker_options(["celery", "-A", "gpudash", "worker", "--queues=celery", "--concurrency", "16"]) == (
+        {"celery"},
+        16,
+        None,
+    )
     assert _worker_options("celery -A gpudash worker -Qpreview -c4") == ({"preview"}, 4, None)
     assert _worker_options("celery -A gpudash worker --concurrency=16") == (None, 16, None)  # no -Q: Celery's choice
 
@@ -253,7 +276,10 @@ def test_previews_run_in_their_own_deployment(rendered):
     assert env["GPUDASH_PREVIEW_BACKEND"] == "celery"
     assert int(env["GPUDASH_PREVIEW_WORKERS"]) == deployments["gpudash-preview"]["spec"]["replicas"] * concurrency
     # The inventory lives in the preview pods: they get the memory, the web pods less.
-    limit = {name: _mebibytes(pods[name]["containers"][0]["resources"]["limits"]["memory"]) for name in ("gpudash-web", "gpudash-preview")}
+    limit = {
+        name: _mebibytes(pods[name]["containers"][0]["resources"]["limits"]["memory"])
+        for name in ("gpudash-web", "gpudash-preview")
+    }
     assert limit["gpudash-preview"] > limit["gpudash-web"], limit
 
 
@@ -276,8 +302,12 @@ def _cluster_roles(objects):
 
 
 def _bound_to_service_account(objects, role):
-    return any(o["kind"] == "ClusterRoleBinding" and o["roleRef"]["name"] == role
-               and {"kind": "ServiceAccount", "name": "gpudash", "namespace": "gpudash"} in o["subjects"] for o in objects)
+    return any(
+        o["kind"] == "ClusterRoleBinding"
+        and o["roleRef"]["name"] == role
+        and {"kind": "ServiceAccount", "name": "gpudash", "namespace": "gpudash"} in o["subjects"]
+        for o in objects
+    )
 
 
 def test_rbac_is_the_codes_and_the_standalone_files():
@@ -291,8 +321,12 @@ def test_rbac_is_the_codes_and_the_standalone_files():
     assert all(_rules_allow(roles["gpudash-release"], v, g, r) for v, g, r in NEEDED_RELEASE)
     assert _bound_to_service_account(base, "gpudash-readonly") and _bound_to_service_account(example, "gpudash-release")
     # The same objects as deploy/rbac-*.yaml (tests/test_readiness.py checks those are least privilege).
-    standalone = {_key(o): o for name in ("rbac-readonly.yaml", "rbac-release.yaml")
-                  for o in _load_docs(ROOT / "deploy" / name) if o["kind"] != "Namespace"}
+    standalone = {
+        _key(o): o
+        for name in ("rbac-readonly.yaml", "rbac-release.yaml")
+        for o in _load_docs(ROOT / "deploy" / name)
+        if o["kind"] != "Namespace"
+    }
     in_kustomize = {_key(o): o for o in example if o["kind"] in {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}}
     for obj in in_kustomize.values():
         obj["metadata"].pop("labels", None)
@@ -369,7 +403,13 @@ def _get(url):
 
 def _serve(env, port, log_path, *extra):
     log = open(log_path, "ab")
-    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), *extra], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port), *extra],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz") or proc.poll() is not None, 60, "the server")
     assert proc.poll() is None, log_path.read_text()[-3000:]
     return proc, log
@@ -386,12 +426,17 @@ def _answers(url):
 
 
 def _redis_server(port):
-    return subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
-@pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres") or not shutil.which("redis-server"),
-                    reason="a server subprocess on this run's PostgreSQL, and a redis-server of the test's own")
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres") or not shutil.which("redis-server"),
+    reason="a server subprocess on this run's PostgreSQL, and a redis-server of the test's own",
+)
 @pytest.mark.django_db(transaction=True)
 def test_readyz_follows_the_database_and_redis(tmp_path):
     env = subprocess_env()
@@ -400,7 +445,10 @@ def test_readyz_follows_the_database_and_redis(tmp_path):
     proxy.up()
     redis_port = free_port()
     redis = _redis_server(redis_port)
-    env.update(DATABASE_URL=db._replace(netloc=f"{db.username}@127.0.0.1:{proxy.port}").geturl(), REDIS_URL=f"redis://127.0.0.1:{redis_port}/0")
+    env.update(
+        DATABASE_URL=db._replace(netloc=f"{db.username}@127.0.0.1:{proxy.port}").geturl(),
+        REDIS_URL=f"redis://127.0.0.1:{redis_port}/0",
+    )
     port = free_port()
     server, log = _serve(env, port, tmp_path / "serve.log")
     url = f"http://127.0.0.1:{port}/readyz"
@@ -436,7 +484,14 @@ def test_readyz_waits_for_migrations(tmp_path):
         assert _get(f"http://127.0.0.1:{port}/healthz")[0] == 200
         status, body = _get(f"http://127.0.0.1:{port}/readyz")
         assert status == 503 and "not applied" in body["checks"]["migrations"], body
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=180)
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
         status, body = _get(f"http://127.0.0.1:{port}/readyz")
         assert status == 200 and body["checks"] == {"database": "ok", "migrations": "ok"}
     finally:
@@ -451,37 +506,74 @@ LONG_LEASE = "600"  # far longer than the test: a lease that is free again was g
 
 def _sigterm_releases(cluster, proc, log_path):
     try:
-        wait_for(lambda: f":{proc.pid}:" in state(cluster, "ResourceClaim").lease_holder
-                 and state(cluster, "ResourceClaim").status == SyncState.Status.CONNECTED,
-                 timeout=90, message=f"the subprocess to hold the lease; log: {log_path.read_text()[-2000:]}")
+        wait_for(
+            lambda: (
+                f":{proc.pid}:" in state(cluster, "ResourceClaim").lease_holder
+                and state(cluster, "ResourceClaim").status == SyncState.Status.CONNECTED
+            ),
+            timeout=90,
+            message=f"the subprocess to hold the lease; log: {log_path.read_text()[-2000:]}",
+        )
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, log_path.read_text()[-3000:]
         after = state(cluster, "ResourceClaim")
-        assert after.lease_holder == "" and after.lease_expires is None, (after.lease_holder, log_path.read_text()[-3000:])
+        assert after.lease_holder == "" and after.lease_expires is None, (
+            after.lease_holder,
+            log_path.read_text()[-3000:],
+        )
         assert after.status == SyncState.Status.IDLE
     finally:
         stop_process(proc)
 
 
-@pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="a second process needs a shared server database")
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+    reason="a second process needs a shared server database",
+)
 def test_watch_command_gives_up_its_leases_on_sigterm(cluster, devcluster, tmp_path):
     devcluster.store.create("resourceclaims", make_claim("ns", "c0"))
     env = dict(subprocess_env(), GPUDASH_LEASE_SECONDS=LONG_LEASE, GPUDASH_WATCH_TIMEOUT="5")
     log_path = tmp_path / "watch.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "manage.py", "watch", "--cluster", "dev"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "watch", "--cluster", "dev"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         _sigterm_releases(cluster, proc, log_path)
 
 
-@pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres") or not os.environ.get("REDIS_URL"),
-                    reason="needs Redis (broker) and PostgreSQL shared with the worker")
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres") or not os.environ.get("REDIS_URL"),
+    reason="needs Redis (broker) and PostgreSQL shared with the worker",
+)
 def test_celery_worker_gives_up_its_leases_on_sigterm(cluster, devcluster, tmp_path):
     from gpudash.sync.tasks import ensure_watchers
 
     env = dict(subprocess_env(), GPUDASH_LEASE_SECONDS=LONG_LEASE, GPUDASH_WATCH_TIMEOUT="5")
     log_path = tmp_path / "worker.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "gpudash", "worker", "-P", "solo", "--without-mingle", "--without-gossip", "-l", "INFO"],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "gpudash",
+                "worker",
+                "-P",
+                "solo",
+                "--without-mingle",
+                "--without-gossip",
+                "-l",
+                "INFO",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         ensure_watchers.delay()
         _sigterm_releases(cluster, proc, log_path)

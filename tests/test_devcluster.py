@@ -26,10 +26,13 @@ def dc():
 
 
 def claim(name, ns="ns1", **status):
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
-            "status": status}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+        "status": status,
+    }
 
 
 def read_watch(response, stop_after=None):
@@ -87,20 +90,24 @@ def test_expired_continue_token_is_410_with_a_fresh_token(dc):
     assert err.value.status == 410
     body = json.loads(err.value.body)
     assert body["reason"] == "Expired" and body["metadata"]["continue"]
-    rest = raw_json(api.list_resource_claim_for_all_namespaces(_continue=body["metadata"]["continue"],
-                                                               _preload_content=False))
+    rest = raw_json(
+        api.list_resource_claim_for_all_namespaces(_continue=body["metadata"]["continue"], _preload_content=False)
+    )
     assert [i["metadata"]["name"] for i in rest["items"]] == ["c2", "c3", "late"]
 
 
 def test_selectors_filter_lists(dc):
-    dc.store.create("resourceclaims", {**claim("a"), "metadata": {"name": "a", "namespace": "ns1",
-                                                                 "labels": {"team": "x"}}})
+    dc.store.create(
+        "resourceclaims", {**claim("a"), "metadata": {"name": "a", "namespace": "ns1", "labels": {"team": "x"}}}
+    )
     dc.store.create("resourceclaims", claim("b"))
     api = client.ResourceV1Api(dc.api_client())
-    by_label = raw_json(api.list_namespaced_resource_claim("ns1", label_selector="team in (x,y)",
-                                                           _preload_content=False))
-    by_field = raw_json(api.list_resource_claim_for_all_namespaces(field_selector="metadata.name=b",
-                                                                   _preload_content=False))
+    by_label = raw_json(
+        api.list_namespaced_resource_claim("ns1", label_selector="team in (x,y)", _preload_content=False)
+    )
+    by_field = raw_json(
+        api.list_resource_claim_for_all_namespaces(field_selector="metadata.name=b", _preload_content=False)
+    )
     assert [i["metadata"]["name"] for i in by_label["items"]] == ["a"]
     assert [i["metadata"]["name"] for i in by_field["items"]] == ["b"]
 
@@ -109,12 +116,18 @@ def test_watch_from_version_streams_changes_bookmarks_and_ends_at_timeout(dc):
     created = dc.store.create("resourceclaims", claim("w1"))
     api = client.ResourceV1Api(dc.api_client())
     start_rv = created["metadata"]["resourceVersion"]
-    resp = api.list_resource_claim_for_all_namespaces(watch=True, resource_version=start_rv,
-                                                      allow_watch_bookmarks=True, timeout_seconds=1,
-                                                      _preload_content=False)
+    resp = api.list_resource_claim_for_all_namespaces(
+        watch=True, resource_version=start_rv, allow_watch_bookmarks=True, timeout_seconds=1, _preload_content=False
+    )
     assert dc.wait_for_watches("resourceclaims")
-    dc.store.patch("resourceclaims", "ns1", "w1", {"status": {"reservedFor": [
-        {"resource": "pods", "name": "p", "uid": "u1"}]}}, MERGE, "status")
+    dc.store.patch(
+        "resourceclaims",
+        "ns1",
+        "w1",
+        {"status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}]}},
+        MERGE,
+        "status",
+    )
     dc.store.create("resourceclaims", claim("w2"))
     dc.store.delete("resourceclaims", "ns1", "w2")
     events = read_watch(resp)  # returns because the server ends the stream after timeoutSeconds
@@ -131,8 +144,9 @@ def test_watch_from_version_streams_changes_bookmarks_and_ends_at_timeout(dc):
 def test_watch_without_version_starts_with_current_state(dc):
     dc.store.create("resourceclaims", claim("x"))
     api = client.ResourceV1Api(dc.api_client())
-    events = read_watch(api.list_resource_claim_for_all_namespaces(watch=True, timeout_seconds=1,
-                                                                   _preload_content=False))
+    events = read_watch(
+        api.list_resource_claim_for_all_namespaces(watch=True, timeout_seconds=1, _preload_content=False)
+    )
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "x")]
 
 
@@ -146,8 +160,9 @@ def test_watch_from_compacted_version_is_410(dc):
     assert err.value.status == 410 and json.loads(err.value.body)["reason"] == "Expired"
     # the real apiserver's form: HTTP 200 and one ERROR event carrying the 410 Status
     dc.watch_expired_as_event = True
-    events = read_watch(api.list_resource_claim_for_all_namespaces(watch=True, resource_version=old,
-                                                                   _preload_content=False))
+    events = read_watch(
+        api.list_resource_claim_for_all_namespaces(watch=True, resource_version=old, _preload_content=False)
+    )
     assert events[0]["type"] == "ERROR" and events[0]["object"]["code"] == 410
     assert "too old resource version" in events[0]["object"]["message"]
 
@@ -155,8 +170,9 @@ def test_watch_from_compacted_version_is_410(dc):
 def test_in_stream_expiry_and_the_official_watch_helper(dc):
     rv = dc.store.create("resourceclaims", claim("a"))["metadata"]["resourceVersion"]
     api = client.ResourceV1Api(dc.api_client())
-    resp = api.list_resource_claim_for_all_namespaces(watch=True, resource_version=rv, timeout_seconds=5,
-                                                      _preload_content=False)
+    resp = api.list_resource_claim_for_all_namespaces(
+        watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False
+    )
     assert dc.wait_for_watches("resourceclaims")
     dc.store.create("resourceclaims", claim("b"))
     dc.compact(expire_watches=True)
@@ -201,8 +217,9 @@ def test_long_backlog_ends_cleanly_at_timeout_and_resumes_without_gaps(dc):
     count = 20000
     from_rv = _padded_backlog(dc, count)
     api = client.ResourceV1Api(dc.api_client())
-    resp = api.list_resource_claim_for_all_namespaces(watch=True, resource_version=str(from_rv), timeout_seconds=1,
-                                                      _preload_content=False, _request_timeout=(5, 30))
+    resp = api.list_resource_claim_for_all_namespaces(
+        watch=True, resource_version=str(from_rv), timeout_seconds=1, _preload_content=False, _request_timeout=(5, 30)
+    )
     events = []
     for event in _watch_lines(resp):  # raises urllib3 ProtocolError if the stream is cut
         events.append(event)
@@ -216,8 +233,9 @@ def test_long_backlog_ends_cleanly_at_timeout_and_resumes_without_gaps(dc):
     last_rv = events[-1]["object"]["metadata"]["resourceVersion"]
     rest = []
     for _ in range(20):  # each resumed watch may be cut at its own timeout too
-        resp = api.list_resource_claim_for_all_namespaces(watch=True, resource_version=last_rv, timeout_seconds=2,
-                                                          _preload_content=False, _request_timeout=(5, 30))
+        resp = api.list_resource_claim_for_all_namespaces(
+            watch=True, resource_version=last_rv, timeout_seconds=2, _preload_content=False, _request_timeout=(5, 30)
+        )
         for event in _watch_lines(resp):
             rest.append(event)
             last_rv = event["object"]["metadata"]["resourceVersion"]
@@ -245,8 +263,11 @@ def test_failure_inside_an_open_watch_ends_with_an_error_event(dc, monkeypatch):
 
     monkeypatch.setattr(dc, "_event_line", failing_encode)
     api = client.ResourceV1Api(dc.api_client())
-    events = read_watch(api.list_resource_claim_for_all_namespaces(watch=True, resource_version=str(rv),
-                                                                   timeout_seconds=5, _preload_content=False))
+    events = read_watch(
+        api.list_resource_claim_for_all_namespaces(
+            watch=True, resource_version=str(rv), timeout_seconds=5, _preload_content=False
+        )
+    )
     assert [e["type"] for e in events] == ["ERROR"]
     assert events[0]["object"]["code"] == 500 and "cannot encode" in events[0]["object"]["message"]
     # The server forgets the stream just after writing its last chunk, which the client may see first.
@@ -260,8 +281,9 @@ def test_close_and_abort_watches(dc):
     api = client.ResourceV1Api(dc.api_client())
 
     def open_watch():
-        resp = api.list_resource_claim_for_all_namespaces(watch=True, resource_version=str(dc.store.resource_version),
-                                                          timeout_seconds=30, _preload_content=False)
+        resp = api.list_resource_claim_for_all_namespaces(
+            watch=True, resource_version=str(dc.store.resource_version), timeout_seconds=30, _preload_content=False
+        )
         assert dc.wait_for_watches("resourceclaims")
         dc.store.create("resourceclaims", claim(f"c{dc.store.resource_version}"))
         return resp
@@ -281,17 +303,21 @@ def test_close_and_abort_watches(dc):
 def test_status_patch_with_stale_resource_version_conflicts(dc):
     rv = dc.store.create("resourceclaims", claim("s"))["metadata"]["resourceVersion"]
     api = client.ResourceV1Api(dc.api_client())
-    body = {"metadata": {"resourceVersion": rv}, "status": {"reservedFor": [{"resource": "pods", "name": "p",
-                                                                             "uid": "u1"}]}}
-    ok = raw_json(api.patch_namespaced_resource_claim_status("s", "ns1", body, _content_type=MERGE,
-                                                             _preload_content=False))
+    body = {
+        "metadata": {"resourceVersion": rv},
+        "status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}]},
+    }
+    ok = raw_json(
+        api.patch_namespaced_resource_claim_status("s", "ns1", body, _content_type=MERGE, _preload_content=False)
+    )
     assert ok["status"]["reservedFor"][0]["uid"] == "u1" and int(ok["metadata"]["resourceVersion"]) > int(rv)
     with pytest.raises(client.ApiException) as err:
         api.patch_namespaced_resource_claim_status("s", "ns1", body, _content_type=MERGE)
     assert err.value.status == 409 and json.loads(err.value.body)["reason"] == "Conflict"
     # the main resource ignores status; the status subresource ignores everything else
-    api.patch_namespaced_resource_claim("s", "ns1", {"metadata": {"labels": {"a": "b"}}, "status": {}},
-                                        _content_type=MERGE)
+    api.patch_namespaced_resource_claim(
+        "s", "ns1", {"metadata": {"labels": {"a": "b"}}, "status": {}}, _content_type=MERGE
+    )
     stored = dc.store.get("resourceclaims", "ns1", "s")
     assert stored["status"]["reservedFor"] and stored["metadata"]["labels"] == {"a": "b"}
     api.patch_namespaced_resource_claim_status("s", "ns1", {"metadata": {"labels": {"a": "c"}}}, _content_type=MERGE)
@@ -299,32 +325,59 @@ def test_status_patch_with_stale_resource_version_conflicts(dc):
     # JSON patch with a failing test op is refused (422) and changes nothing
     with pytest.raises(client.ApiException) as err:
         api.patch_namespaced_resource_claim_status(
-            "s", "ns1", [{"op": "test", "path": "/status/reservedFor/0/uid", "value": "other"},
-                         {"op": "remove", "path": "/status/reservedFor/0"}], _content_type="application/json-patch+json")
+            "s",
+            "ns1",
+            [
+                {"op": "test", "path": "/status/reservedFor/0/uid", "value": "other"},
+                {"op": "remove", "path": "/status/reservedFor/0"},
+            ],
+            _content_type="application/json-patch+json",
+        )
     assert err.value.status == 422
     assert dc.store.get("resourceclaims", "ns1", "s")["status"]["reservedFor"]
 
 
 def test_strategic_merge_deletes_one_reserved_for_entry(dc):
-    dc.store.create("resourceclaims", claim("r", reservedFor=[
-        {"resource": "pods", "name": "p1", "uid": "u1"}, {"resource": "pods", "name": "p2", "uid": "u2"}]))
+    dc.store.create(
+        "resourceclaims",
+        claim(
+            "r",
+            reservedFor=[
+                {"resource": "pods", "name": "p1", "uid": "u1"},
+                {"resource": "pods", "name": "p2", "uid": "u2"},
+            ],
+        ),
+    )
     api = client.ResourceV1Api(dc.api_client())
     api.patch_namespaced_resource_claim_status(
-        "r", "ns1", {"status": {"reservedFor": [{"uid": "u1", "$patch": "delete"}]}},
-        _content_type="application/strategic-merge-patch+json")
+        "r",
+        "ns1",
+        {"status": {"reservedFor": [{"uid": "u1", "$patch": "delete"}]}},
+        _content_type="application/strategic-merge-patch+json",
+    )
     assert dc.store.get("resourceclaims", "ns1", "r")["status"]["reservedFor"] == [
-        {"resource": "pods", "name": "p2", "uid": "u2"}]
+        {"resource": "pods", "name": "p2", "uid": "u2"}
+    ]
 
 
 def test_finalizers_hold_deletion_until_removed(dc):
-    dc.store.create("resourceclaims", {**claim("f"), "metadata": {
-        "name": "f", "namespace": "ns1", "finalizers": ["resource.kubernetes.io/delete-protection"]}})
+    dc.store.create(
+        "resourceclaims",
+        {
+            **claim("f"),
+            "metadata": {"name": "f", "namespace": "ns1", "finalizers": ["resource.kubernetes.io/delete-protection"]},
+        },
+    )
     api = client.ResourceV1Api(dc.api_client())
     pending = raw_json(api.delete_namespaced_resource_claim("f", "ns1", _preload_content=False))
     assert pending["metadata"]["deletionTimestamp"]
     assert dc.store.get("resourceclaims", "ns1", "f")["metadata"]["deletionTimestamp"]
-    api.patch_namespaced_resource_claim("f", "ns1", {"metadata": {"$deleteFromPrimitiveList/finalizers": [
-        "resource.kubernetes.io/delete-protection"]}}, _content_type="application/strategic-merge-patch+json")
+    api.patch_namespaced_resource_claim(
+        "f",
+        "ns1",
+        {"metadata": {"$deleteFromPrimitiveList/finalizers": ["resource.kubernetes.io/delete-protection"]}},
+        _content_type="application/strategic-merge-patch+json",
+    )
     assert dc.store.find("resourceclaims", "ns1", "f") is None
     types = [e.type for e in dc.store.events_since("resourceclaims", 0)]
     assert types == ["ADDED", "MODIFIED", "DELETED"]
@@ -335,15 +388,19 @@ def test_finalizers_hold_deletion_until_removed(dc):
 
 def test_create_conflicts_and_uid_preconditions(dc):
     api = client.ResourceV1Api(dc.api_client())
-    created = raw_json(api.create_namespaced_resource_claim("ns1", claim("n", reservedFor=[{"resource": "pods", "name": "p", "uid": "x"}]),
-                                                            _preload_content=False))
+    created = raw_json(
+        api.create_namespaced_resource_claim(
+            "ns1", claim("n", reservedFor=[{"resource": "pods", "name": "p", "uid": "x"}]), _preload_content=False
+        )
+    )
     assert not created.get("status")  # status is not settable on create
     with pytest.raises(client.ApiException) as err:
         api.create_namespaced_resource_claim("ns1", claim("n"))
     assert err.value.status == 409 and json.loads(err.value.body)["reason"] == "AlreadyExists"
     with pytest.raises(client.ApiException) as err:
-        api.patch_namespaced_resource_claim("n", "ns1", {"metadata": {"uid": "wrong", "labels": {"a": "b"}}},
-                                            _content_type=MERGE)
+        api.patch_namespaced_resource_claim(
+            "n", "ns1", {"metadata": {"uid": "wrong", "labels": {"a": "b"}}}, _content_type=MERGE
+        )
     assert err.value.status == 409
 
 
@@ -385,8 +442,9 @@ def test_fault_injection_and_discovery_changes(dc):
 def test_injected_lines_reach_open_watches(dc):
     api = client.ResourceV1Api(dc.api_client())
     rv = str(dc.store.resource_version)
-    resp = api.list_resource_claim_for_all_namespaces(watch=True, resource_version=rv, timeout_seconds=1,
-                                                      _preload_content=False)
+    resp = api.list_resource_claim_for_all_namespaces(
+        watch=True, resource_version=rv, timeout_seconds=1, _preload_content=False
+    )
     assert dc.wait_for_watches("resourceclaims")
     dc.inject_watch_line("resourceclaims", '{"type":"ADDED","object":{"metadata":')
     dc.store.create("resourceclaims", claim("after"))
@@ -408,8 +466,10 @@ def test_restart_keeps_port_and_state(dc):
     reader.join(10)
     assert not reader.is_alive(), "a restart must end open watch streams"
     assert dc.url == url
-    names = [i["metadata"]["name"] for i in raw_json(api.list_resource_claim_for_all_namespaces(
-        _preload_content=False))["items"]]
+    names = [
+        i["metadata"]["name"]
+        for i in raw_json(api.list_resource_claim_for_all_namespaces(_preload_content=False))["items"]
+    ]
     assert names == ["kept"]
 
 
@@ -433,8 +493,7 @@ def test_demo_scenario_is_consistent_and_parses_with_typed_models():
             alloc = c.status.allocation if c.status else None
             if alloc:
                 assert "resource.kubernetes.io/delete-protection" in c.metadata.finalizers
-                missing = [r.device for r in alloc.devices.results
-                           if (r.driver, r.pool, r.device) not in published]
+                missing = [r.device for r in alloc.devices.results if (r.driver, r.pool, r.device) not in published]
                 states.add("device-gone" if missing else "allocated")
                 if not c.status.reserved_for:
                     states.add("orphaned")
@@ -466,10 +525,16 @@ claims:
 
 def test_fleet_is_consistent():
     fleet = generate_fleet(nodes=50, claims=200, seed=3)
-    devices = {(s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"])
-               for s in fleet["resourceslices"] for d in s["spec"].get("devices", [])}
-    allocated = [(r["driver"], r["pool"], r["device"]) for c in fleet["resourceclaims"]
-                 for r in c["status"].get("allocation", {}).get("devices", {}).get("results", [])]
+    devices = {
+        (s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"])
+        for s in fleet["resourceslices"]
+        for d in s["spec"].get("devices", [])
+    }
+    allocated = [
+        (r["driver"], r["pool"], r["device"])
+        for c in fleet["resourceclaims"]
+        for r in c["status"].get("allocation", {}).get("devices", {}).get("results", [])
+    ]
     assert allocated and set(allocated) <= devices and len(set(allocated)) == len(allocated)
     assert any(s["spec"].get("sharedCounters") for s in fleet["resourceslices"])
     store = Store()
@@ -517,22 +582,30 @@ def test_churn_binds_only_where_the_scheduler_filters_allow_and_says_why_not():
             assert scheduled["status"] == "False" and scheduled["reason"] == "Unschedulable"
             messages.add(scheduled["message"])
     assert churn.counts["allocated"] and churn.counts["unschedulable"] and churn.counts["cancelled"]
-    assert {p["spec"]["nodeName"] for p in store.list("pods", namespace="churn-demo") if p["spec"].get("nodeName")} \
-        <= {"gpu-l4-01", "gpu-l4-02"}
+    assert {p["spec"]["nodeName"] for p in store.list("pods", namespace="churn-demo") if p["spec"].get("nodeName")} <= {
+        "gpu-l4-01",
+        "gpu-l4-02",
+    }
     # l4-01 and l4-02 full (or their driver away) and cpu-01 without devices: DynamicResources
     # rejects them; the cordon is checked before the cordon's taint.
-    assert "0/10 nodes are available: 1 node(s) were unschedulable, 3 cannot allocate all claims, " \
-           "6 node(s) had untolerated taint(s). preemption: 0/10 nodes are available: " \
-           "10 Preemption is not helpful for scheduling." in messages
+    assert (
+        "0/10 nodes are available: 1 node(s) were unschedulable, 3 cannot allocate all claims, "
+        "6 node(s) had untolerated taint(s). preemption: 0/10 nodes are available: "
+        "10 Preemption is not helpful for scheduling." in messages
+    )
 
 
 def test_scheduler_lets_a_tolerating_pod_onto_a_tainted_node_but_not_onto_a_not_ready_one():
     objects = scenario_objects("demo")
     nodes = {n["metadata"]["name"]: n for n in objects["nodes"]}
     nodes["gpu-h100-01"]["spec"]["taints"] = [{"key": "example.com/maintenance", "value": "x", "effect": "NoSchedule"}]
-    pod = {"spec": {"tolerations": [{"key": "example.com/maintenance", "operator": "Exists"}],
-                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]},
-           "status": {}}
+    pod = {
+        "spec": {
+            "tolerations": [{"key": "example.com/maintenance", "operator": "Exists"}],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}],
+        },
+        "status": {},
+    }
     free = {name: [("gpu.nvidia.com", name, "gpu-7")] for name in nodes}
     fits, message = scheduler.feasible(list(nodes.values()), objects["pods"], pod, free)
     assert "gpu-h100-01" in fits and "gpu-h100-04" not in fits and "gpu-l4-03" not in fits and message is None
@@ -540,6 +613,8 @@ def test_scheduler_lets_a_tolerating_pod_onto_a_tainted_node_but_not_onto_a_not_
     fits, message = scheduler.feasible(list(nodes.values()), objects["pods"], greedy, free)
     assert not fits
     # NodeResourcesFit is the one rejection preemption could resolve; no lower-priority victims here.
-    assert message == ("0/10 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, "
-                       "8 Insufficient cpu. preemption: 0/10 nodes are available: 2 Preemption is not helpful for "
-                       "scheduling, 8 No preemption victims found for incoming pod.")
+    assert message == (
+        "0/10 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, "
+        "8 Insufficient cpu. preemption: 0/10 nodes are available: 2 Preemption is not helpful for "
+        "scheduling, 8 No preemption victims found for incoming pod."
+    )

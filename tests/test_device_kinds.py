@@ -23,9 +23,17 @@ def expected_from_slices(objects):
     """Per node: physical GPUs per model (a MIG device belongs to the GPU whose uuid is its parentUUID),
     free ones (none of the GPU's devices allocated, admin access aside, or tainted; node Ready),
     partitions and other devices."""
-    held = {(r["driver"], r["pool"], r["device"]) for c in objects["resourceclaims"]
-            for r in ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", []) if not r.get("adminAccess")}
-    ready = {n["metadata"]["name"] for n in objects["nodes"] if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])}
+    held = {
+        (r["driver"], r["pool"], r["device"])
+        for c in objects["resourceclaims"]
+        for r in ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+        if not r.get("adminAccess")
+    }
+    ready = {
+        n["metadata"]["name"]
+        for n in objects["nodes"]
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+    }
     gpus, free, partitions, other = Counter(), Counter(), Counter(), Counter()
     groups = defaultdict(list)
     for s in objects["resourceslices"]:
@@ -62,16 +70,34 @@ def demo():
 
 def test_classify_kinds_and_parents():
     devices = [
-        {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-a"}}, "consumesCounters": [{"counterSet": "gpu-0-cs"}]},
-        {"name": "gpu-0-mig-1g10gb-19-0", "attributes": {"type": {"string": "mig"}}, "consumesCounters": [{"counterSet": "gpu-0-cs"}]},
-        {"name": "gpu-1-mig-1g10gb-19-0", "attributes": {"gpu.nvidia.com/type": {"string": "mig"}, "parentUUID": {"string": "GPU-b"}}},
+        {
+            "name": "gpu-0",
+            "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-a"}},
+            "consumesCounters": [{"counterSet": "gpu-0-cs"}],
+        },
+        {
+            "name": "gpu-0-mig-1g10gb-19-0",
+            "attributes": {"type": {"string": "mig"}},
+            "consumesCounters": [{"counterSet": "gpu-0-cs"}],
+        },
+        {
+            "name": "gpu-1-mig-1g10gb-19-0",
+            "attributes": {"gpu.nvidia.com/type": {"string": "mig"}, "parentUUID": {"string": "GPU-b"}},
+        },
         {"name": "slice-x", "attributes": {}, "consumesCounters": [{"counterSet": "gpu-0-cs"}]},
         {"name": "nic-0", "attributes": {"type": {"string": "rdma"}}},
     ]
     assert devicekinds.classify("gpu.nvidia.com", devices) == [
-        ("gpu", "GPU-a"), ("partition", "GPU-a"), ("partition", "GPU-b"), ("partition", "GPU-a"), ("other", "")]
+        ("gpu", "GPU-a"),
+        ("partition", "GPU-a"),
+        ("partition", "GPU-b"),
+        ("partition", "GPU-a"),
+        ("other", ""),
+    ]
     # a driver publishing no type attribute: gpu.<vendor> devices are GPUs, others are not
-    assert devicekinds.classify("gpu.example.com", [{"name": "gpu-0", "attributes": {"model": {"string": "LATEST-GPU-MODEL"}}}]) == [("gpu", "device:gpu-0")]
+    assert devicekinds.classify(
+        "gpu.example.com", [{"name": "gpu-0", "attributes": {"model": {"string": "LATEST-GPU-MODEL"}}}]
+    ) == [("gpu", "device:gpu-0")]
     assert devicekinds.classify("rdma.example.com", [{"name": "nic-0"}, "garbage"]) == [("other", ""), ("other", "")]
 
 
@@ -82,9 +108,15 @@ def test_whole_gpu_counts_equal_the_slices(demo, client):
     snap = fleet.FleetSnapshot([cluster.id])
     totals = snap.kind_totals()
     assert (totals["gpus"], totals["gpus_free"], totals["partitions"], totals["other"]) == (
-        sum(want["gpus"].values()), sum(want["free"].values()), sum(want["partitions"].values()), sum(want["other"].values()))
+        sum(want["gpus"].values()),
+        sum(want["free"].values()),
+        sum(want["partitions"].values()),
+        sum(want["other"].values()),
+    )
     assert totals["gpus"] + totals["partitions"] + totals["other"] > totals["gpus"] == 48  # 184 devices, 48 GPUs
-    got = {n: (c["gpus"], c["gpus_free"], c["partitions"], c["other"]) for (_cid, n), c in snap.node_gpu_counts().items()}
+    got = {
+        n: (c["gpus"], c["gpus_free"], c["partitions"], c["other"]) for (_cid, n), c in snap.node_gpu_counts().items()
+    }
     gpus, free = per_node(want["gpus"]), per_node(want["free"])
     assert got == {n: (gpus[n], free[n], want["partitions"][n], want["other"][n]) for n in gpus}
     # the fragmentation chart: per model, nodes by number of free whole GPUs
@@ -96,11 +128,20 @@ def test_whole_gpu_counts_equal_the_slices(demo, client):
 
     client.force_login(make_user("viewer-k", "viewer"))
     page = client.get(reverse("inventory:overview")).content.decode()
-    for kind, n in (("gpus", totals["gpus"]), ("gpus_free", totals["gpus_free"]), ("partitions", totals["partitions"]), ("other", totals["other"])):
+    for kind, n in (
+        ("gpus", totals["gpus"]),
+        ("gpus_free", totals["gpus_free"]),
+        ("partitions", totals["partitions"]),
+        ("other", totals["other"]),
+    ):
         assert f'data-kind="{kind}" data-count="{n}"' in page
     # "nodes with ≥ N free GPUs of model X": page and API
     for n, model in ((1, H100), (3, ""), (4, A100), (0, A100), (8, H100)):
-        wanted = sorted(node for (node, m), k in want["free"].items() if (not model or m == model) and k >= n and want["gpus"][(node, m)])
+        wanted = sorted(
+            node
+            for (node, m), k in want["free"].items()
+            if (not model or m == model) and k >= n and want["gpus"][(node, m)]
+        )
         if not model:
             wanted = sorted(node for node in gpus if free[node] >= n)
         params = {"min_free_gpus": str(n), "gpu_model": model, "gpu_source": "dra"}
@@ -112,14 +153,25 @@ def test_whole_gpu_counts_equal_the_slices(demo, client):
         assert sorted(r["name"] for r in api["results"]) == wanted
         map_rows = fleet.FleetMap(snap, gpu=fleet.gpu_filter(params)[0]).rows
         assert sorted(r["map_key"] for r in map_rows) == wanted
-    assert "must be a whole number" in client.get(reverse("inventory:node-list"), {"min_free_gpus": "x"}).content.decode()
+    assert (
+        "must be a whole number" in client.get(reverse("inventory:node-list"), {"min_free_gpus": "x"}).content.decode()
+    )
     # API aggregates
     agg = client.get("/api/v1/aggregates/gpus").json()
-    assert {k: agg["kinds"][k] for k in ("gpus", "gpus_free", "partitions", "other")} == {k: totals[k] for k in ("gpus", "gpus_free", "partitions", "other")}
-    assert agg["sources"]["dra"]["models"][H100]["gpus"] == sum(n for (_node, m), n in want["gpus"].items() if m == H100)
-    by_kind = {r["kind"]: r["count"] for r in client.get("/api/v1/aggregates/devices", {"group_by": "kind"}).json()["results"]}
+    assert {k: agg["kinds"][k] for k in ("gpus", "gpus_free", "partitions", "other")} == {
+        k: totals[k] for k in ("gpus", "gpus_free", "partitions", "other")
+    }
+    assert agg["sources"]["dra"]["models"][H100]["gpus"] == sum(
+        n for (_node, m), n in want["gpus"].items() if m == H100
+    )
+    by_kind = {
+        r["kind"]: r["count"] for r in client.get("/api/v1/aggregates/devices", {"group_by": "kind"}).json()["results"]
+    }
     assert by_kind == {"gpu": 48, "partition": totals["partitions"], "other": totals["other"]}
-    nodes = {r["name"]: (r["gpus"], r["free_gpus"]) for r in client.get("/api/v1/nodes/", {"page_size": 100}).json()["results"]}
+    nodes = {
+        r["name"]: (r["gpus"], r["free_gpus"])
+        for r in client.get("/api/v1/nodes/", {"page_size": 100}).json()["results"]
+    }
     assert {n: v for n, v in nodes.items() if v[0]} == {n: (gpus[n], free[n]) for n in gpus}
 
 
@@ -139,8 +191,13 @@ def test_a_driver_outage_keeps_the_node_and_says_so(demo, client):
     client.force_login(make_user("viewer-o", "viewer"))
     body = client.get(reverse("inventory:fleet-map")).content.decode()
     assert body.count('class="cell unpublished"') == devices and "driver not publishing since" in body
-    assert f'data-kind="unpublished" data-count="{devices}"' in client.get(reverse("inventory:overview")).content.decode()
-    assert "Driver not publishing since" in client.get(reverse("inventory:node-detail", args=["demo", "gpu-a100-01"])).content.decode()
+    assert (
+        f'data-kind="unpublished" data-count="{devices}"' in client.get(reverse("inventory:overview")).content.decode()
+    )
+    assert (
+        "Driver not publishing since"
+        in client.get(reverse("inventory:node-detail", args=["demo", "gpu-a100-01"])).content.decode()
+    )
     assert [r["node"] for r in client.get("/api/v1/aggregates/gpus").json()["unpublished"]["nodes"]] == ["gpu-a100-01"]
     # the driver publishes again: back to normal, nothing "not published"
     for s in slices:

@@ -3,8 +3,6 @@ tiles, the free-GPU chart, the map's "≥ N free GPUs of model X" filter and a d
 test computes from the slices. The fleet is written through the watchers' apply path (no API server
 needed); the page is served by daphne against the test database."""
 
-import pytest
-
 from devcluster.scenario import scenario_objects
 from gpudash.sync.apply import delete_object
 from inventory.models import Cluster
@@ -28,14 +26,25 @@ def test_whole_gpu_counts_in_the_browser(artifacts_dir):
     try:
         with chromium() as browser:
             page = log_in(browser.new_page(viewport={"width": 1440, "height": 900}), server.url, "kinds", PASSWORD)
-            tiles = {el.get_attribute("data-kind"): int(el.get_attribute("data-count")) for el in page.query_selector_all("#gpu-tiles [data-kind]")}
-            assert tiles == {"gpus": sum(gpus.values()), "gpus_free": sum(free.values()),
-                             "partitions": sum(want["partitions"].values()), "other": sum(want["other"].values())}
+            tiles = {
+                el.get_attribute("data-kind"): int(el.get_attribute("data-count"))
+                for el in page.query_selector_all("#gpu-tiles [data-kind]")
+            }
+            assert tiles == {
+                "gpus": sum(gpus.values()),
+                "gpus_free": sum(free.values()),
+                "partitions": sum(want["partitions"].values()),
+                "other": sum(want["other"].values()),
+            }
             # the chart: H100 nodes by number of free whole GPUs
-            bars = {int(li.get_attribute("data-free")): int(li.get_attribute("data-nodes"))
-                    for li in page.query_selector_all(f'#gpu-histogram figure[data-model="{H100}"] li')}
+            bars = {
+                int(li.get_attribute("data-free")): int(li.get_attribute("data-nodes"))
+                for li in page.query_selector_all(f'#gpu-histogram figure[data-model="{H100}"] li')
+            }
             h100 = {node: want["free"][(node, m)] for (node, m) in want["gpus"] if m == H100}
-            assert {k: n for k, n in bars.items() if n} == {k: sum(1 for v in h100.values() if v == k) for k in set(h100.values())}
+            assert {k: n for k, n in bars.items() if n} == {
+                k: sum(1 for v in h100.values() if v == k) for k in set(h100.values())
+            }
             # the map filter: nodes with at least 4 free H100s
             page.goto(server.url + "/fleet/map/")
             page.fill("input[name=min_free_gpus]", "4")
@@ -57,12 +66,19 @@ def test_whole_gpu_counts_in_the_browser(artifacts_dir):
             assert int(page.get_attribute("#map-unpublished", "data-count")) == devices
             page.goto(server.url + "/")
             assert int(page.get_attribute('#gpu-tiles [data-kind="unpublished"]', "data-count")) == devices
-            assert int(page.get_attribute('#gpu-tiles [data-kind="gpus"]', "data-count")) == sum(gpus.values()) - gpus["gpu-a100-02"]
+            assert (
+                int(page.get_attribute('#gpu-tiles [data-kind="gpus"]', "data-count"))
+                == sum(gpus.values()) - gpus["gpu-a100-02"]
+            )
             # the node page lists partitions under their GPU
             page.goto(server.url + "/nodes/demo/gpu-a100-01/")
             rows = page.query_selector_all("[data-region=devices] tbody tr[data-kind]")
             kinds = [r.get_attribute("data-kind") for r in rows]
-            assert kinds[0] == "gpu" and kinds.count("gpu") == gpus["gpu-a100-01"] and kinds.count("partition") == want["partitions"]["gpu-a100-01"]
+            assert (
+                kinds[0] == "gpu"
+                and kinds.count("gpu") == gpus["gpu-a100-01"]
+                and kinds.count("partition") == want["partitions"]["gpu-a100-01"]
+            )
             parents = [r.get_attribute("data-parent") for r in rows if r.get_attribute("data-kind") == "partition"]
             assert parents[0] == "gpu-0" and all(p.startswith("gpu-") for p in parents)
             page.screenshot(path=str(artifacts_dir / "device-kinds-node.png"))

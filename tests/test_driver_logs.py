@@ -20,18 +20,26 @@ from .ops_live import live_cluster, resync, seed, server  # noqa: F401
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DRIVER_LABELS = {"resource.gpudash.io/driver": "gpu.example.com"}
-LOG = "\n".join([
-    "I1203 10:00:00.000001       1 driver.go:88] Starting kubelet plugin for gpu.example.com",
-    "I1203 10:00:01.000001       1 publisher.go:40] Published 2 devices on node-1",
-    "E1203 10:00:05.000001       1 prepare.go:120] NodePrepareResources failed for claim team-a/train: CDI spec write: permission denied",
-    "I1203 10:00:06.000001       1 prepare.go:131] retrying in 5s",
-]) + "\n"
+LOG = (
+    "\n".join(
+        [
+            "I1203 10:00:00.000001       1 driver.go:88] Starting kubelet plugin for gpu.example.com",
+            "I1203 10:00:01.000001       1 publisher.go:40] Published 2 devices on node-1",
+            "E1203 10:00:05.000001       1 prepare.go:120] NodePrepareResources failed for claim team-a/train: CDI spec write: permission denied",
+            "I1203 10:00:06.000001       1 prepare.go:131] retrying in 5s",
+        ]
+    )
+    + "\n"
+)
 
 
 def driver_pod(node="node-1"):
     pod = pod_raw(f"driver-{node}", namespace="dra-system", node=node, labels=DRIVER_LABELS)
     # The kubelet plugin runs beside a sidecar: the log is read from the plugin container.
-    pod["spec"]["containers"] = [{"name": "registrar", "image": "csi-node-driver-registrar"}, {"name": "kubelet-plugin", "image": "driver"}]
+    pod["spec"]["containers"] = [
+        {"name": "registrar", "image": "csi-node-driver-registrar"},
+        {"name": "kubelet-plugin", "image": "driver"},
+    ]
     pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
     return pod
 
@@ -65,12 +73,22 @@ def test_devcluster_serves_pod_logs_with_tail_limit_and_container(server):
     api = k8s.CoreV1Api(server.api_client())
     read = api.read_namespaced_pod_log
     assert read("driver-node-1", "dra-system", container="kubelet-plugin") == LOG
-    assert read("driver-node-1", "dra-system", container="kubelet-plugin", tail_lines=1) == LOG.splitlines(keepends=True)[-1]
-    assert read("driver-node-1", "dra-system", container="kubelet-plugin", tail_lines=2, limit_bytes=10) == LOG.splitlines(keepends=True)[-2][:10]
+    assert (
+        read("driver-node-1", "dra-system", container="kubelet-plugin", tail_lines=1)
+        == LOG.splitlines(keepends=True)[-1]
+    )
+    assert (
+        read("driver-node-1", "dra-system", container="kubelet-plugin", tail_lines=2, limit_bytes=10)
+        == LOG.splitlines(keepends=True)[-2][:10]
+    )
     assert read("driver-node-1", "dra-system", container="registrar") == ""
     with pytest.raises(ApiException) as err:
         read("driver-node-1", "dra-system")  # two containers: the API server wants a name
-    assert err.value.status == 400 and "a container name must be specified" in err.value.body and "kubelet-plugin" in err.value.body
+    assert (
+        err.value.status == 400
+        and "a container name must be specified" in err.value.body
+        and "kubelet-plugin" in err.value.body
+    )
     with pytest.raises(ApiException) as err:
         read("driver-node-1", "dra-system", container="nope")
     assert err.value.status == 400 and "is not valid for pod" in err.value.body
@@ -96,12 +114,17 @@ def test_pending_page_of_an_unprepared_claim_shows_the_driver_log(server, live_c
     assert sent and all("tailLines=" in p and "limitBytes=" in p and "container=kubelet-plugin" in p for p in sent)
 
     # The claim page (not prepared: a bound pod still Pending), the node page and the driver pod's page show the same tail.
-    for url_name, args in (("claims:claim-detail", ("dev", "team-a", "train")), ("inventory:node-detail", ("dev", "node-1")),
-                           ("claims:pod-detail", ("dev", "dra-system", "driver-node-1"))):
+    for url_name, args in (
+        ("claims:claim-detail", ("dev", "team-a", "train")),
+        ("inventory:node-detail", ("dev", "node-1")),
+        ("claims:pod-detail", ("dev", "dra-system", "driver-node-1")),
+    ):
         other = html.unescape(page(admin_client, url_name, *args))
         assert "NodePrepareResources failed for claim team-a/train" in other, url_name
     # A live refresh of the claim's region does not call the API server for logs.
-    assert 'id="driver-logs"' not in page(admin_client, "claims:pod-detail", "dev", "team-a", "train")  # not a driver pod
+    assert 'id="driver-logs"' not in page(
+        admin_client, "claims:pod-detail", "dev", "team-a", "train"
+    )  # not a driver pod
     before = len([p for _, p in server.requests if "/log" in p])
     admin_client.get(reverse("claims:claim-detail", args=("dev", "team-a", "train")) + "?fragment=claim")
     assert len([p for _, p in server.requests if "/log" in p]) == before
@@ -109,9 +132,27 @@ def test_pending_page_of_an_unprepared_claim_shows_the_driver_log(server, live_c
 
 def test_forbidden_log_gives_the_rbac_hint(server, live_cluster, admin_client):
     unprepared(server, live_cluster)
-    rules = [{"verbs": ["get", "list", "watch"], "apiGroups": ["", "resource.k8s.io"],
-              "resources": ["nodes", "pods", "namespaces", "events", "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"]},
-             {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectrulesreviews", "subjectaccessreviews"]}]
+    rules = [
+        {
+            "verbs": ["get", "list", "watch"],
+            "apiGroups": ["", "resource.k8s.io"],
+            "resources": [
+                "nodes",
+                "pods",
+                "namespaces",
+                "events",
+                "deviceclasses",
+                "resourceslices",
+                "resourceclaims",
+                "resourceclaimtemplates",
+            ],
+        },
+        {
+            "verbs": ["create"],
+            "apiGroups": ["authorization.k8s.io"],
+            "resources": ["selfsubjectrulesreviews", "subjectaccessreviews"],
+        },
+    ]
     server.set_rules(rules)
     server.enforce_rules = True
     body = html.unescape(page(admin_client, "ops:pending-pod", "dev", "team-a", "train"))
@@ -138,11 +179,13 @@ def test_a_huge_log_is_cut_at_the_limit(server, live_cluster, settings):
     shown = [text for text, _ in tail.lines]
     assert sum(len(t) + 1 for t in shown) <= 8192
     assert shown and shown[-1] == lines[-1]  # the newest lines are the ones kept
-    assert shown == lines[-len(shown):]  # complete lines only, in order
+    assert shown == lines[-len(shown) :]  # complete lines only, in order
     # The cap holds even against a server that ignores limitBytes.
     kube = KubeClient.for_cluster(live_cluster)
     try:
-        text, cut = kube.get_text("/api/v1/namespaces/dra-system/pods/driver-node-1/log", {"container": "kubelet-plugin"}, max_bytes=4096)
+        text, cut = kube.get_text(
+            "/api/v1/namespaces/dra-system/pods/driver-node-1/log", {"container": "kubelet-plugin"}, max_bytes=4096
+        )
     finally:
         kube.close()
     assert cut and len(text.encode()) == 4096
@@ -154,8 +197,11 @@ def test_driver_pods_and_logs_follow_the_namespace_scope_or_the_driver_grant(ser
     unprepared(server, live_cluster)
     user = make_user("tess", roles.OPERATOR, namespaces=["team-a"])
     client.force_login(user)
-    surfaces = (("ops:pending-pod", ("dev", "team-a", "train")), ("claims:claim-detail", ("dev", "team-a", "train")),
-                ("inventory:node-detail", ("dev", "node-1")))
+    surfaces = (
+        ("ops:pending-pod", ("dev", "team-a", "train")),
+        ("claims:claim-detail", ("dev", "team-a", "train")),
+        ("inventory:node-detail", ("dev", "node-1")),
+    )
     api = reverse("api:pod-pending", args=("dev", "team-a", "train"))
 
     def seen():

@@ -6,18 +6,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-import claims.allocator
+import dra
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("claims", "inventory", "gpudash")
 
 
 def test_engine_imports_no_django():
-    modules = sorted(f"claims.allocator.{m.name}" for m in pkgutil.iter_modules(claims.allocator.__path__))
-    assert "claims.allocator.search" in modules
-    # A fresh interpreter: this test process has Django loaded already. Importing `claims.allocator` also
+    modules = sorted(f"dra.{m.name}" for m in pkgutil.iter_modules(dra.__path__))
+    assert "dra.search" in modules
+    # A fresh interpreter: this test process has Django loaded already. Importing `dra` also
     # imports the `claims` app package, whose __init__ must stay free of Django too.
-    code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + "print(sorted(n for n in sys.modules if n == 'django' or n.startswith('django.')))"
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in modules)
+        + "print(sorted(n for n in sys.modules if n == 'django' or n.startswith('django.')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", f"the engine pulled in Django: {out}"
 

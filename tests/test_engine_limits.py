@@ -4,8 +4,8 @@ preview and its headroom share one deadline, the background class recount stops 
 import pytest
 from django.test import override_settings
 
-from claims.allocator.deadline import Deadline
 from claims.preview import run_preview
+from dra.deadline import Deadline
 from inventory import classmatch
 from inventory.models import DeviceClass
 from tests.ui_fixtures import load_fleet
@@ -21,7 +21,12 @@ spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.co
 
 
 def limits(**kw):
-    base = {"PREVIEW_DEADLINE": 20.0, "FILTER_TIMEOUT": 10.0, "STUCK_EXPLAIN_DEADLINE": 5.0, "CLASS_COUNT_DEADLINE": 30.0}
+    base = {
+        "PREVIEW_DEADLINE": 20.0,
+        "FILTER_TIMEOUT": 10.0,
+        "STUCK_EXPLAIN_DEADLINE": 5.0,
+        "CLASS_COUNT_DEADLINE": 30.0,
+    }
     return override_settings(GPUDASH_ENGINE_LIMITS=dict(base, **kw))
 
 
@@ -52,7 +57,9 @@ def test_class_recount_stops_at_its_deadline():
     cluster = load_fleet()
     classes = list(DeviceClass.objects.filter(cluster=cluster).order_by("name"))
     classmatch.annotate_matches(classes, Deadline(0))
-    assert {(c.match_count, c.match_error) for c in classes} == {(None, "not counted: the recount's time limit of 0 s passed")}
+    assert {(c.match_count, c.match_error) for c in classes} == {
+        (None, "not counted: the recount's time limit of 0 s passed")
+    }
     with limits(CLASS_COUNT_DEADLINE=1e-9):  # passes while the devices are read
         stored = classmatch.refresh_cluster(cluster.id)
     assert {c.match_error for c in stored} == {"not counted: the recount's time limit of 1e-09 s passed"}

@@ -24,7 +24,11 @@ def hami_assigned(pod):
     container); None without one that can be read."""
     value = (pod["metadata"].get("annotations") or {}).get("hami.io/vgpu-devices-allocated")
     try:
-        return [(int(r.split(",")[2]), int(r.split(",")[3])) for chunk in value.split(";") for r in chunk.split(":") if r] if value else None
+        return (
+            [(int(r.split(",")[2]), int(r.split(",")[3])) for chunk in value.split(";") for r in chunk.split(":") if r]
+            if value
+            else None
+        )
     except (ValueError, IndexError):
         return None
 
@@ -93,13 +97,23 @@ def test_totals_per_source_equal_the_objects(mixed):
     cluster, objects = mixed
     dra, dp, hami = expected(objects)
     got = accelerators.source_totals([cluster.id])
-    assert (got["dra"]["gpus"], got["dra"]["partitions"], got["dra"]["nodes"]) == (dra["gpus"], dra["partitions"], len(dra["nodes"]))
-    assert (got["device-plugin"]["gpus"], got["device-plugin"]["free"], got["device-plugin"]["partitions"], got["device-plugin"]["nodes"]) == (
-        dp["gpus"], dp["free"], dp["partitions"], len(dp["nodes"]))
-    assert {k: got["hami"][k] for k in ("gpus", "shares", "shares_used", "memory", "memory_used")} == {k: v for k, v in hami.items() if k != "nodes"}
+    assert (got["dra"]["gpus"], got["dra"]["partitions"], got["dra"]["nodes"]) == (
+        dra["gpus"],
+        dra["partitions"],
+        len(dra["nodes"]),
+    )
+    assert (
+        got["device-plugin"]["gpus"],
+        got["device-plugin"]["free"],
+        got["device-plugin"]["partitions"],
+        got["device-plugin"]["nodes"],
+    ) == (dp["gpus"], dp["free"], dp["partitions"], len(dp["nodes"]))
+    assert {k: got["hami"][k] for k in ("gpus", "shares", "shares_used", "memory", "memory_used")} == {
+        k: v for k, v in hami.items() if k != "nodes"
+    }
     assert got["hami"]["nodes"] == len(hami["nodes"])
     # never adding partitions (DRA MIG devices, nvidia.com/mig-* resources) or vGPU slots to whole GPUs
-    assert got["device-plugin"]["models"]["NVIDIA A100 80GB PCIe"] ["gpus"] == 0
+    assert got["device-plugin"]["models"]["NVIDIA A100 80GB PCIe"]["gpus"] == 0
     assert sum(m["gpus"] for m in got["dra"]["models"].values()) == dra["gpus"]
 
 
@@ -109,21 +123,41 @@ def test_sources_follow_node_and_pod_changes(mixed):
     pod = next(p for p in objects["pods"] if p["metadata"]["name"] == "dp-job-0")
     delete_object(cluster, "Pod", dict(pod, metadata=dict(pod["metadata"], resourceVersion="999999")))
     assert accelerators.source_totals([cluster.id])["device-plugin"]["free"] == expected(objects)[1]["free"] + 2
-    node = dict(node, metadata=dict(node["metadata"], resourceVersion="999999"),
-                status=dict(node["status"], allocatable={k: v for k, v in node["status"]["allocatable"].items() if k != "nvidia.com/gpu"}))
+    node = dict(
+        node,
+        metadata=dict(node["metadata"], resourceVersion="999999"),
+        status=dict(
+            node["status"],
+            allocatable={k: v for k, v in node["status"]["allocatable"].items() if k != "nvidia.com/gpu"},
+        ),
+    )
     apply_object(cluster, "Node", node)
     # the device plugin is gone: no GPUs offered, the pod still bound there keeps asking for one
-    assert list(NodeAccelerator.objects.filter(cluster=cluster, node_name="dp-only-01").values_list("resource", "allocatable", "requested")) == [("nvidia.com/gpu", 0, 1)]
+    assert list(
+        NodeAccelerator.objects.filter(cluster=cluster, node_name="dp-only-01").values_list(
+            "resource", "allocatable", "requested"
+        )
+    ) == [("nvidia.com/gpu", 0, 1)]
     assert accelerators.source_totals([cluster.id])["device-plugin"]["gpus"] == expected(objects)[1]["gpus"] - 8
     delete_object(cluster, "Node", next(n for n in objects["nodes"] if n["metadata"]["name"] == "hami-01") | {})
     assert accelerators.source_totals([cluster.id])["hami"]["gpus"] == 0
 
 
 def test_hami_register_both_formats():
-    new = accelerators.hami_devices('[{"id":"GPU-a","count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3","health":true},{"id":"GPU-b","index":1,"count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3"}]')
-    old = accelerators.hami_devices("GPU-00552014-x,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,true:GPU-2,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,false,1,hami-core:")
-    assert [(d["id"], d["count"], d["devmem"], d["health"]) for d in new] == [("GPU-a", 10, 81559, True), ("GPU-b", 10, 81559, False)]
-    assert [(d["id"], d["type"], d["health"]) for d in old] == [("GPU-00552014-x", "NVIDIA-Tesla V100-PCIE-32GB", True), ("GPU-2", "NVIDIA-Tesla V100-PCIE-32GB", False)]
+    new = accelerators.hami_devices(
+        '[{"id":"GPU-a","count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3","health":true},{"id":"GPU-b","index":1,"count":10,"devmem":81559,"devcore":100,"type":"NVIDIA H100 80GB HBM3"}]'
+    )
+    old = accelerators.hami_devices(
+        "GPU-00552014-x,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,true:GPU-2,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,false,1,hami-core:"
+    )
+    assert [(d["id"], d["count"], d["devmem"], d["health"]) for d in new] == [
+        ("GPU-a", 10, 81559, True),
+        ("GPU-b", 10, 81559, False),
+    ]
+    assert [(d["id"], d["type"], d["health"]) for d in old] == [
+        ("GPU-00552014-x", "NVIDIA-Tesla V100-PCIE-32GB", True),
+        ("GPU-2", "NVIDIA-Tesla V100-PCIE-32GB", False),
+    ]
     assert accelerators.hami_devices("not json [") == [] and accelerators.hami_devices("[1, {}]") == []
 
 
@@ -134,5 +168,14 @@ def test_the_demo_shows_every_source():
     cluster = load_scenario(Cluster.objects.create(name="demo-mixed"), "demo-mixed")
     got = accelerators.source_totals([cluster.id])
     dra, dp, hami = expected(mixed)
-    assert (got["dra"]["gpus"], got["device-plugin"]["gpus"], got["device-plugin"]["partitions"], got["hami"]["gpus"], got["hami"]["shares_used"]) == (
-        dra["gpus"], dp["gpus"], dp["partitions"], hami["gpus"], hami["shares_used"]) == (48, 8, 7, 4, 2)
+    assert (
+        (
+            got["dra"]["gpus"],
+            got["device-plugin"]["gpus"],
+            got["device-plugin"]["partitions"],
+            got["hami"]["gpus"],
+            got["hami"]["shares_used"],
+        )
+        == (dra["gpus"], dp["gpus"], dp["partitions"], hami["gpus"], hami["shares_used"])
+        == (48, 8, 7, 4, 2)
+    )

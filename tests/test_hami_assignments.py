@@ -49,7 +49,18 @@ def expected_hami(objects, node_name):
     """Per registered GPU what the node's running pods were assigned; the unreadable pods; the totals."""
     node = next(n for n in objects["nodes"] if n["metadata"]["name"] == node_name)
     register = json.loads(node["metadata"]["annotations"]["hami.io/node-nvidia-register"])
-    devices = {d["id"]: {"slots": d["count"], "memory": d["devmem"], "cores": d["devcore"], "slots_used": 0, "memory_used": 0, "cores_used": 0, "pods": []} for d in register}
+    devices = {
+        d["id"]: {
+            "slots": d["count"],
+            "memory": d["devmem"],
+            "cores": d["devcore"],
+            "slots_used": 0,
+            "memory_used": 0,
+            "cores_used": 0,
+            "pods": [],
+        }
+        for d in register
+    }
     problems, by_requests = set(), defaultdict(int)
     for pod in objects["pods"]:
         if pod["spec"].get("nodeName") != node_name or pod["status"]["phase"] in ("Succeeded", "Failed"):
@@ -70,7 +81,8 @@ def expected_hami(objects, node_name):
             d["cores_used"] += cores
             d["pods"].append((who, container, mem, cores))
     totals = {
-        "gpus": len(devices), "shares": sum(d["slots"] for d in devices.values()),
+        "gpus": len(devices),
+        "shares": sum(d["slots"] for d in devices.values()),
         "shares_used": sum(d["slots_used"] for d in devices.values()) + by_requests["nvidia.com/gpu"],
         "memory": sum(d["memory"] for d in devices.values()),
         "memory_used": sum(d["memory_used"] for d in devices.values()) + by_requests["nvidia.com/gpumem"],
@@ -81,9 +93,18 @@ def expected_hami(objects, node_name):
 
 
 def got_devices(hami):
-    return {d["id"]: {"slots": d["slots"], "memory": d["memory"], "cores": d["cores"], "slots_used": d["slots_used"], "memory_used": d["memory_used"],
-                      "cores_used": d["cores_used"], "pods": sorted((p["pod"], p["container"], p["memory"], p["cores"]) for p in d["pods"])}
-            for d in hami["devices"]}
+    return {
+        d["id"]: {
+            "slots": d["slots"],
+            "memory": d["memory"],
+            "cores": d["cores"],
+            "slots_used": d["slots_used"],
+            "memory_used": d["memory_used"],
+            "cores_used": d["cores_used"],
+            "pods": sorted((p["pod"], p["container"], p["memory"], p["cores"]) for p in d["pods"]),
+        }
+        for d in hami["devices"]
+    }
 
 
 def sorted_pods(devices):
@@ -120,7 +141,11 @@ def test_hami_usage_is_what_hami_assigned(mixed):
     assert {p["pod"] for p in got["problems"]} == problems == {"ml/hami-job-bad"}
     assert {k: got[k] for k in totals} == totals
     # the assignment, not the requests: gpumem is per vGPU, gpumem-percentage only HAMi turns into MiB
-    requested = sum(limits(p)["nvidia.com/gpumem"] for p in objects["pods"] if p["spec"].get("nodeName") == "hami-01" and p["status"]["phase"] == "Running")
+    requested = sum(
+        limits(p)["nvidia.com/gpumem"]
+        for p in objects["pods"]
+        if p["spec"].get("nodeName") == "hami-01" and p["status"]["phase"] == "Running"
+    )
     assert got["memory_used"] != requested
     # fleet totals per source agree; the unreadable pod is still mirrored (never dropped)
     fleet = accelerators.source_totals([cluster.id])["hami"]
@@ -130,7 +155,7 @@ def test_hami_usage_is_what_hami_assigned(mixed):
 
 
 def test_assignment_follows_pod_changes(mixed):
-    from gpudash.sync.apply import apply_object, delete_object
+    from gpudash.sync.apply import delete_object
 
     cluster, objects = mixed
     pod = next(p for p in objects["pods"] if p["metadata"]["name"] == "hami-job-0")
@@ -144,6 +169,7 @@ def test_assignment_follows_pod_changes(mixed):
 
 def schema_validator(client):
     """A validator for the served OpenAPI components (OpenAPI 3.0 `nullable` read as JSON Schema)."""
+
     def plain(node):
         if isinstance(node, dict):
             node = {k: plain(v) for k, v in node.items()}
@@ -153,7 +179,9 @@ def schema_validator(client):
         return [plain(v) for v in node] if isinstance(node, list) else node
 
     schemas = plain(client.get("/api/schema/?format=json").json()["components"]["schemas"])
-    return lambda name, body: jsonschema.validate(body, {"$ref": f"#/components/schemas/{name}", "components": {"schemas": schemas}})
+    return lambda name, body: jsonschema.validate(
+        body, {"$ref": f"#/components/schemas/{name}", "components": {"schemas": schemas}}
+    )
 
 
 @pytest.mark.sqlite_default  # the per-node JSON aggregate has a PostgreSQL and a SQLite form
@@ -173,24 +201,39 @@ def test_nodes_api_serves_device_plugin_and_hami_fields(mixed, client):
                 for r, v in limits(p).items():
                     used[r] += v
         got = by_name[name]["accelerators"]
-        assert {(r["source"], r["resource"], r["allocatable"], r["requested"]) for r in got} == {("device-plugin", r, a, used[r]) for r, a in alloc.items()}
+        assert {(r["source"], r["resource"], r["allocatable"], r["requested"]) for r in got} == {
+            ("device-plugin", r, a, used[r]) for r, a in alloc.items()
+        }
         gpus = sum(a for r, a in alloc.items() if r == "nvidia.com/gpu")
-        assert (by_name[name]["device_plugin"]["gpus"], by_name[name]["device_plugin"]["free"]) == (gpus, gpus - used["nvidia.com/gpu"])
+        assert (by_name[name]["device_plugin"]["gpus"], by_name[name]["device_plugin"]["free"]) == (
+            gpus,
+            gpus - used["nvidia.com/gpu"],
+        )
         assert by_name[name]["hami"] is None
     # HAMi: registered GPUs with what HAMi assigned to which pods, totals
     devices, problems, totals = expected_hami(objects, "hami-01")
     hami = by_name["hami-01"]["hami"]
     assert got_devices(hami) == sorted_pods(devices) and {k: hami[k] for k in totals} == totals
     assert {p["pod"] for p in hami["problems"]} == problems
-    assert {r["resource"] for r in by_name["hami-01"]["accelerators"]} == {"nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores"}
+    assert {r["resource"] for r in by_name["hami-01"]["accelerators"]} == {
+        "nvidia.com/gpu",
+        "nvidia.com/gpumem",
+        "nvidia.com/gpucores",
+    }
     assert by_name["hami-01"]["device_plugin"] is None
     # DRA-only nodes: nothing outside DRA, and the DRA counts stay DRA's
-    assert (by_name["dra-only-01"]["accelerators"], by_name["dra-only-01"]["hami"], by_name["dra-only-01"]["gpus"]) == ([], None, 8)
+    assert (by_name["dra-only-01"]["accelerators"], by_name["dra-only-01"]["hami"], by_name["dra-only-01"]["gpus"]) == (
+        [],
+        None,
+        8,
+    )
     # the detail endpoint says the same
     node_id = Node.objects.get(cluster=cluster, name="hami-01").pk
     detail = client.get(f"/api/v1/nodes/{node_id}/").json()
     schema_validator(client)("Node", detail)
-    assert {k: detail[k] for k in ("accelerators", "device_plugin", "hami")} == {k: by_name["hami-01"][k] for k in ("accelerators", "device_plugin", "hami")}
+    assert {k: detail[k] for k in ("accelerators", "device_plugin", "hami")} == {
+        k: by_name["hami-01"][k] for k in ("accelerators", "device_plugin", "hami")
+    }
 
 
 def test_nodes_api_hides_pods_of_other_namespaces(mixed, client):
@@ -202,7 +245,9 @@ def test_nodes_api_hides_pods_of_other_namespaces(mixed, client):
         shares = [p for d in hami["devices"] for p in d["pods"]]
         assert shares and hami["problems"]
         # The whole entry, not just its name: nothing of the pod but the share it holds.
-        assert all(p == {"pod": "", "container": None, "memory": p["memory"], "cores": p["cores"]} for p in shares), shares
+        assert all(p == {"pod": "", "container": None, "memory": p["memory"], "cores": p["cores"]} for p in shares), (
+            shares
+        )
         assert all(p == {"pod": "", "text": p["text"]} for p in hami["problems"])
         assert sum(p["memory"] for p in shares) == sum(d["memory_used"] for d in hami["devices"])
         for pod in objects["pods"]:  # no name, namespace or uid of the scenario's pods anywhere in the answer
@@ -213,7 +258,9 @@ def test_nodes_api_hides_pods_of_other_namespaces(mixed, client):
     client.force_login(make_user("api-ml", "viewer", namespaces=["ml"]))
     [hami] = [n["hami"] for n in client.get("/api/v1/nodes/?cluster=mixed&name=hami-01").json()["results"]]
     shares = [p for d in hami["devices"] for p in d["pods"]]
-    assert {p["pod"] for p in shares} >= {"ml/hami-job-0"} and all(set(p) == {"pod", "container", "memory", "cores"} for p in shares)
+    assert {p["pod"] for p in shares} >= {"ml/hami-job-0"} and all(
+        set(p) == {"pod", "container", "memory", "cores"} for p in shares
+    )
 
 
 def test_pods_api_serves_the_assignment(mixed, client):
@@ -233,7 +280,9 @@ def test_pods_api_serves_the_assignment(mixed, client):
         if parse(value) is None:
             assert got["problem"] and got["devices"] == []
         else:
-            assert [(d["container"], d["uuid"], d["type"], d["memory"], d["cores"]) for d in got["devices"]] == parse(value) and got["problem"] == ""
+            assert [(d["container"], d["uuid"], d["type"], d["memory"], d["cores"]) for d in got["devices"]] == parse(
+                value
+            ) and got["problem"] == ""
 
 
 def test_node_and_pod_pages_show_the_assignment(mixed, client):
@@ -241,19 +290,19 @@ def test_node_and_pod_pages_show_the_assignment(mixed, client):
     client.force_login(make_user("page-viewer", "viewer"))
     page = plain_numbers(client.get(reverse("inventory:node-detail", args=["mixed", "hami-01"])).content.decode())
     devices, _problems, _totals = expected_hami(objects, "hami-01")
-    table = page[page.index('id="hami-devices"'):]
+    table = page[page.index('id="hami-devices"') :]
     for uuid, d in devices.items():
-        row = table[table.index(f'data-uuid="{uuid}"'):]
+        row = table[table.index(f'data-uuid="{uuid}"') :]
         row = row[: row.index("</tr>")]
         assert f"{d['slots_used']} / {d['slots']}" in row and f"{d['memory_used']} / {d['memory']}" in row
         for who, _c, mem, cores in d["pods"]:
             assert who in row and f"{mem} MiB, {cores}%" in row
-    warning = page[page.index('id="hami-problems"'):]
+    warning = page[page.index('id="hami-problems"') :]
     assert "ml/hami-job-bad" in warning[: warning.index("</div>")]
 
     pod = next(p for p in objects["pods"] if p["metadata"]["name"] == "hami-job-1")
     page = plain_numbers(client.get(reverse("claims:pod-detail", args=["mixed", "ml", "hami-job-1"])).content.decode())
-    table = page[page.index('id="pod-hami"'):page.index("</table>", page.index('id="pod-hami"'))]
+    table = page[page.index('id="pod-hami"') : page.index("</table>", page.index('id="pod-hami"'))]
     for _container, uuid, _t, mem, cores in parse(pod["metadata"]["annotations"][ALLOCATED]):
         assert uuid in table and f'<td class="num">{mem}</td><td class="num">{cores}</td>' in table
     page = client.get(reverse("claims:pod-detail", args=["mixed", "ml", "hami-job-bad"])).content.decode()
@@ -264,7 +313,7 @@ def test_node_and_pod_pages_show_the_assignment(mixed, client):
     client.force_login(make_user("page-scoped", "viewer", namespaces=["other"]))
     url = reverse("inventory:node-detail", args=["mixed", "hami-01"])
     for page in (client.get(url).content.decode(), client.get(url + "?fragment=devices").content.decode()):
-        hami = page[page.index('id="hami"'):]
+        hami = page[page.index('id="hami"') :]
         assert "hami-job" not in hami and "/ml/" not in hami and "a pod in another namespace" in hami
         assert "#0:" not in hami  # nor the container
 
@@ -276,11 +325,19 @@ def plain_numbers(page):
 
 def map_rows(html, section_start):
     """{node: [(source, cell classes, data-uuid)]} of the fleet-map rows after `section_start`."""
-    html = html[html.index(section_start):] if section_start else html
+    html = html[html.index(section_start) :] if section_start else html
     rows = {}
-    for m in re.finditer(r'<div class="maprow[^"]*"[^>]*>.*?<a class="mapnode"[^>]*>(?:<span class="muted">[^<]*</span>)?([^<]+)</a>(.*?)</div>', html, re.S):
+    for m in re.finditer(
+        r'<div class="maprow[^"]*"[^>]*>.*?<a class="mapnode"[^>]*>(?:<span class="muted">[^<]*</span>)?([^<]+)</a>(.*?)</div>',
+        html,
+        re.S,
+    ):
         cells = []
-        for group in re.finditer(r'<span class="srccells" data-source="([^"]+)">(.*?)</span>(?=<span class="srccells"|</span>)', m.group(2), re.S):
+        for group in re.finditer(
+            r'<span class="srccells" data-source="([^"]+)">(.*?)</span>(?=<span class="srccells"|</span>)',
+            m.group(2),
+            re.S,
+        ):
             for cell in re.finditer(r'<span class="(cell [^"]*)"(?: data-uuid="([^"]*)")?', group.group(2)):
                 cells.append((group.group(1), cell.group(1), cell.group(2)))
         rows[m.group(1)] = cells
@@ -292,13 +349,22 @@ def test_fleet_map_rows_for_gpus_outside_dra(mixed, client):
     client.force_login(make_user("map-viewer", "viewer"))
     page = client.get(reverse("inventory:fleet-map") + "?cluster=mixed").content.decode()
     dra_nodes = {s["spec"]["nodeName"] for s in objects["resourceslices"] if s["spec"].get("devices")}
-    offering = {n["metadata"]["name"] for n in objects["nodes"] if any(r.startswith("nvidia.com/") and int(v) for r, v in n["status"]["allocatable"].items())}
+    offering = {
+        n["metadata"]["name"]
+        for n in objects["nodes"]
+        if any(r.startswith("nvidia.com/") and int(v) for r, v in n["status"]["allocatable"].items())
+    }
     rows = map_rows(page, 'id="map-outside-dra"')
     assert set(rows) == offering - dra_nodes == {"dp-only-01", "dp-mig-01", "hami-01"}
     for name in ("dp-only-01", "dp-mig-01"):
         node = next(n for n in objects["nodes"] if n["metadata"]["name"] == name)
         offered = sum(int(v) for r, v in node["status"]["allocatable"].items() if r.startswith("nvidia.com/"))
-        used = sum(v for p in objects["pods"] if p["spec"].get("nodeName") == name and p["status"]["phase"] == "Running" for v in limits(p).values())
+        used = sum(
+            v
+            for p in objects["pods"]
+            if p["spec"].get("nodeName") == name and p["status"]["phase"] == "Running"
+            for v in limits(p).values()
+        )
         assert [c[0] for c in rows[name]] == ["device-plugin"] * offered
         assert sum("s-allocated" in c[1] for c in rows[name]) == used
         assert all(" part" in c[1] for c in rows[name]) == (name == "dp-mig-01")  # partitions, never whole GPUs
@@ -311,12 +377,26 @@ def test_fleet_map_rows_for_gpus_outside_dra(mixed, client):
     both = map_rows(page[: page.index('id="map-outside-dra"')], "")["both-01"]
     assert [c[0] for c in both] == ["device-plugin"] * 4
     # DRA totals are DRA's alone
-    gpus = len({(s["spec"]["nodeName"], d["attributes"]["uuid"]["string"]) for s in objects["resourceslices"] for d in s["spec"].get("devices", [])
-                if d["attributes"]["type"]["string"] == "gpu"})
+    gpus = len(
+        {
+            (s["spec"]["nodeName"], d["attributes"]["uuid"]["string"])
+            for s in objects["resourceslices"]
+            for d in s["spec"].get("devices", [])
+            if d["attributes"]["type"]["string"] == "gpu"
+        }
+    )
     assert f'id="map-kinds" data-gpus="{gpus}"' in page
     # the section follows the name filter and stays out of the DRA state filters
-    assert set(map_rows(client.get(reverse("inventory:fleet-map") + "?cluster=mixed&q=hami").content.decode(), 'id="map-outside-dra"')) == {"hami-01"}
-    assert 'id="map-outside-dra"' not in client.get(reverse("inventory:fleet-map") + "?cluster=mixed&state=free").content.decode()
+    assert set(
+        map_rows(
+            client.get(reverse("inventory:fleet-map") + "?cluster=mixed&q=hami").content.decode(),
+            'id="map-outside-dra"',
+        )
+    ) == {"hami-01"}
+    assert (
+        'id="map-outside-dra"'
+        not in client.get(reverse("inventory:fleet-map") + "?cluster=mixed&state=free").content.decode()
+    )
 
 
 def test_watchers_mirror_what_the_api_server_publishes(cluster, devcluster, fast_sync):
@@ -333,5 +413,7 @@ def test_watchers_mirror_what_the_api_server_publishes(cluster, devcluster, fast
     got = accelerators.node_sources([cluster.id])[(cluster.id, "hami-01")]["hami"]
     assert got_devices(got) == sorted_pods(devices) and {k: got[k] for k in totals} == totals
     assert {p["pod"] for p in got["problems"]} == problems
-    hami_pods = {p["metadata"]["name"] for p in objects["pods"] if ALLOCATED in (p["metadata"].get("annotations") or {})}
+    hami_pods = {
+        p["metadata"]["name"] for p in objects["pods"] if ALLOCATED in (p["metadata"].get("annotations") or {})
+    }
     assert hami_pods <= set(Pod.objects.filter(cluster=cluster).values_list("name", flat=True))

@@ -18,7 +18,11 @@ def test_map_rows_outside_dra_in_the_browser(artifacts_dir):
     load_scenario(Cluster.objects.create(name="mixed"), "mixed")
     objects = scenario_objects("mixed")
     dra_nodes = {s["spec"]["nodeName"] for s in objects["resourceslices"] if s["spec"].get("devices")}
-    offering = {n["metadata"]["name"]: n for n in objects["nodes"] if any(r.startswith("nvidia.com/") and int(v) for r, v in n["status"]["allocatable"].items())}
+    offering = {
+        n["metadata"]["name"]: n
+        for n in objects["nodes"]
+        if any(r.startswith("nvidia.com/") and int(v) for r, v in n["status"]["allocatable"].items())
+    }
     outside = {name: node for name, node in offering.items() if name not in dra_nodes}
     make_user("hami-map", "viewer", password=PASSWORD)
     server = AsgiServer(free_port(), artifacts_dir / "daphne-hami-map.log")
@@ -38,7 +42,11 @@ def test_map_rows_outside_dra_in_the_browser(artifacts_dir):
                 group = row.query_selector(f'.srccells[data-source="{source}"]')
                 assert group is not None and group.query_selector(".srclabel").is_visible()
                 cells = group.query_selector_all(".cell")
-                want = len(json.loads(register)) if register else sum(int(v) for r, v in node["status"]["allocatable"].items() if r.startswith("nvidia.com/"))
+                want = (
+                    len(json.loads(register))
+                    if register
+                    else sum(int(v) for r, v in node["status"]["allocatable"].items() if r.startswith("nvidia.com/"))
+                )
                 assert len(cells) == want
                 box = cells[0].bounding_box()
                 assert box and box["width"] > 0 and box["height"] > 0  # drawn, not just in the markup

@@ -30,23 +30,55 @@ HUNDRED = ",".join(["1"] * 100)
 # (YAML, words the error must contain). Each crashed the engine with a 500 before.
 BAD_YAML = {
     "lone surrogate in kind": ('kind: "\\ud83d"\n', "kind: contains a lone surrogate \\ud83d"),
-    "lone surrogate in a name": (CLAIM.replace("name: x,", 'name: "a\\ud83d",') % ("", ""), "metadata.name: contains a lone surrogate"),
-    "lone surrogate in CEL": (CLAIM % (", selectors: [{cel: {expression: \"device.driver == '\\ud83d'\"}}]", ""), "selectors[0].cel.expression: contains a lone surrogate"),
+    "lone surrogate in a name": (
+        CLAIM.replace("name: x,", 'name: "a\\ud83d",') % ("", ""),
+        "metadata.name: contains a lone surrogate",
+    ),
+    "lone surrogate in CEL": (
+        CLAIM % (", selectors: [{cel: {expression: \"device.driver == '\\ud83d'\"}}]", ""),
+        "selectors[0].cel.expression: contains a lone surrogate",
+    ),
     "5000 open brackets": ("[" * 5000, "nested too deeply"),
-    "metadata is a list": ("kind: ResourceClaim\nmetadata: [1]\nspec: {}\n", "document 1 (ResourceClaim): metadata: must be an object, not a list [1]"),
+    "metadata is a list": (
+        "kind: ResourceClaim\nmetadata: [1]\nspec: {}\n",
+        "document 1 (ResourceClaim): metadata: must be an object, not a list [1]",
+    ),
     "kind is a list": ("kind: [1]\n", "document 1: kind: must be a string"),
     "pod spec is a string": (POD % "hello", "document 1 (Pod p): spec: must be an object, not a string 'hello'"),
-    "resourceClaims entry is a number": (POD % "{resourceClaims: [5]}", "spec.resourceClaims[0]: must be an object, not an integer 5"),
+    "resourceClaims entry is a number": (
+        POD % "{resourceClaims: [5]}",
+        "spec.resourceClaims[0]: must be an object, not an integer 5",
+    ),
     "container is a string": (POD % "{containers: [abc]}", "spec.containers[0]: must be an object, not a string 'abc'"),
-    "container limits is a list": (POD % "{containers: [{name: c, resources: {limits: [1]}}]}", "spec.containers[0].resources.limits: must be an object"),
-    "selectors is a number": (CLAIM % (", selectors: 5", ""), "document 1 (ResourceClaim x): spec.devices.requests[0].exactly.selectors: must be a list, not an integer 5"),
-    "constraint is a number": (CLAIM % ("", "    constraints: [{matchAttribute: x}, 7]\n"), "spec.devices.constraints[1]: must be an object, not an integer 7"),
-    "requests is a number": ("kind: ResourceClaim\nmetadata: {name: x}\nspec: {devices: {requests: 5}}\n", "spec.devices.requests: must be a list"),
-    "firstAvailable entry is a number": ("kind: ResourceClaim\nmetadata: {name: x}\nspec: {devices: {requests: [{name: g, firstAvailable: [3]}]}}\n",
-                                         "requests[0].firstAvailable[0]: must be an object"),
+    "container limits is a list": (
+        POD % "{containers: [{name: c, resources: {limits: [1]}}]}",
+        "spec.containers[0].resources.limits: must be an object",
+    ),
+    "selectors is a number": (
+        CLAIM % (", selectors: 5", ""),
+        "document 1 (ResourceClaim x): spec.devices.requests[0].exactly.selectors: must be a list, not an integer 5",
+    ),
+    "constraint is a number": (
+        CLAIM % ("", "    constraints: [{matchAttribute: x}, 7]\n"),
+        "spec.devices.constraints[1]: must be an object, not an integer 7",
+    ),
+    "requests is a number": (
+        "kind: ResourceClaim\nmetadata: {name: x}\nspec: {devices: {requests: 5}}\n",
+        "spec.devices.requests: must be a list",
+    ),
+    "firstAvailable entry is a number": (
+        "kind: ResourceClaim\nmetadata: {name: x}\nspec: {devices: {requests: [{name: g, firstAvailable: [3]}]}}\n",
+        "requests[0].firstAvailable[0]: must be an object",
+    ),
     "count is true": (CLAIM % (", count: true", ""), "exactly.count: must be an integer, not true or false True"),
-    "capacity requests is a list": (CLAIM % (", capacity: {requests: [1]}", ""), "exactly.capacity.requests: must be an object"),
-    "template spec is a list": ("kind: ResourceClaimTemplate\nmetadata: {name: t}\nspec: {spec: [1]}\n", "document 1 (ResourceClaimTemplate t): spec.spec: must be an object"),
+    "capacity requests is a list": (
+        CLAIM % (", capacity: {requests: [1]}", ""),
+        "exactly.capacity.requests: must be an object",
+    ),
+    "template spec is a list": (
+        "kind: ResourceClaimTemplate\nmetadata: {name: t}\nspec: {spec: [1]}\n",
+        "document 1 (ResourceClaimTemplate t): spec.spec: must be an object",
+    ),
     "List items hold a string": ("kind: List\nitems: [hello]\n", "object 1 has no `kind`"),
 }
 NESTED_ALL = CLAIM % (f", selectors: [{{cel: {{expression: '[{HUNDRED}].all(x, [{HUNDRED}].all(y, y == 1))'}}}}]", "")
@@ -101,7 +133,9 @@ def test_bodies_the_json_parser_cannot_use_are_400s(serve, live):  # noqa: F811
     surrogate = b'{"cluster": "alpha", "namespace": "\\ud83d", "claim": "x"}'
     status, body, _ = serve.request("POST", "/api/v1/preview", surrogate, token=live)
     assert "namespace: contains a lone surrogate" in assert_json_error(status, body)["message"]
-    status, body, _ = serve.request("POST", "/api/v1/findings/release", b'{"ids": [1], "dry_run": "\\udfff"}', token=live)
+    status, body, _ = serve.request(
+        "POST", "/api/v1/findings/release", b'{"ids": [1], "dry_run": "\\udfff"}', token=live
+    )
     assert assert_json_error(status, body)["code"] == "parse_error"
 
 
@@ -126,7 +160,10 @@ def test_the_preview_page_shows_the_same_error():
 def test_dry_run_must_be_a_json_boolean(value):
     load_fleet()
     api = client_for(make_user("otto", roles.OPERATOR))
-    for url, body in (("/api/v1/claims/alpha/team-b/stuck/release", {"action": "deallocate"}), ("/api/v1/findings/release", {"ids": [1]})):
+    for url, body in (
+        ("/api/v1/claims/alpha/team-b/stuck/release", {"action": "deallocate"}),
+        ("/api/v1/findings/release", {"ids": [1]}),
+    ):
         response = api.post(url, {**body, "dry_run": value}, format="json")
         assert response.status_code == 400, (url, response.content)
         err = response.json()["error"]
@@ -184,8 +221,10 @@ def test_a_scoped_viewer_gets_404_for_claims_of_other_namespaces_existing_or_not
     scoped = Client()
     scoped.force_login(make_user("sam", roles.VIEWER, namespaces=["team-a"]))
     assert scoped.get("/claims/alpha/team-a/train/").status_code == 200
-    assert [scoped.get(url).status_code for url in ("/claims/alpha/team-b/stuck/", "/claims/alpha/team-b/nope/")] == [404, 404]
-
+    assert [scoped.get(url).status_code for url in ("/claims/alpha/team-b/stuck/", "/claims/alpha/team-b/nope/")] == [
+        404,
+        404,
+    ]
 
 
 # --- odd names in the mirror ---------------------------------------------------------------------------
@@ -238,11 +277,21 @@ def test_running_behind_a_tls_proxy_is_configured_from_the_environment(tmp_path)
 
     from .browser import ROOT
 
-    env = {**os.environ, "SECURE_SSL_REDIRECT": "1", "SESSION_COOKIE_SECURE": "1", "CSRF_COOKIE_SECURE": "true",
-           "SECURE_HSTS_SECONDS": "31536000", "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1", "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto",
-           "GPUDASH_DATA_DIR": str(tmp_path), "ALLOWED_HOSTS": "testserver"}
+    env = {
+        **os.environ,
+        "SECURE_SSL_REDIRECT": "1",
+        "SESSION_COOKIE_SECURE": "1",
+        "CSRF_COOKIE_SECURE": "true",
+        "SECURE_HSTS_SECONDS": "31536000",
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
+        "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto",
+        "GPUDASH_DATA_DIR": str(tmp_path),
+        "ALLOWED_HOSTS": "testserver",
+    }
     env.pop("DATABASE_URL", None)  # nothing here touches the database; keep the probe off the test one
-    out = subprocess.run([sys.executable, "-c", TLS_PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", TLS_PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     plain, location, proxied, hsts, secure_cookie, probe = out.stdout.strip().split("|")
     assert (plain, location) == ("301", "https://testserver/accounts/login/")

@@ -23,9 +23,17 @@ pytestmark = pytest.mark.django_db
 def expected(objects):
     """From the raw objects: per (model, kind) devices, held devices, unheld ones on NotReady nodes,
     physical GPUs and free ones; per namespace held devices by kind and claims by state."""
-    ready = {n["metadata"]["name"] for n in objects["nodes"] if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])}
-    results = [(c["metadata"]["namespace"], (r["driver"], r["pool"], r["device"])) for c in objects["resourceclaims"]
-               for r in ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", []) if not r.get("adminAccess")]
+    ready = {
+        n["metadata"]["name"]
+        for n in objects["nodes"]
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+    }
+    results = [
+        (c["metadata"]["namespace"], (r["driver"], r["pool"], r["device"]))
+        for c in objects["resourceclaims"]
+        for r in ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+        if not r.get("adminAccess")
+    ]
     held = {key: ns for ns, key in results}
     devices = {}  # key -> (model, kind, node, physical GPU, tainted)
     for s in objects["resourceslices"]:
@@ -34,10 +42,18 @@ def expected(objects):
             attrs = d.get("attributes", {})
             t = attrs.get("type", {}).get("string")
             kind = "gpu" if t == "gpu" else "partition" if t == "mig" else "other"
-            physical = attrs.get("uuid" if kind == "gpu" else "parentUUID", {}).get("string") if kind != "other" else None
+            physical = (
+                attrs.get("uuid" if kind == "gpu" else "parentUUID", {}).get("string") if kind != "other" else None
+            )
             tainted = any(x["effect"] in ("NoSchedule", "NoExecute") for x in d.get("taints", []))
             model = (attrs.get("productName") or attrs.get("model") or {}).get("string", "")
-            devices[(spec["driver"], spec["pool"]["name"], d["name"])] = (model, kind, spec.get("nodeName", ""), physical, tainted)
+            devices[(spec["driver"], spec["pool"]["name"], d["name"])] = (
+                model,
+                kind,
+                spec.get("nodeName", ""),
+                physical,
+                tainted,
+            )
     per = defaultdict(Counter)
     busy = defaultdict(bool)  # (node, physical GPU) -> some device of it (the GPU or a partition) held or tainted
     for key, (model, kind, node, physical, tainted) in devices.items():
@@ -61,15 +77,27 @@ def expected(objects):
             spaces[ns][devices[key][1]] += 1
     for c in objects["resourceclaims"]:
         status = c.get("status") or {}
-        state = ("deleting" if c["metadata"].get("deletionTimestamp") else "reserved" if status.get("reservedFor")
-                 else "claims_allocated" if status.get("allocation") else "pending")
+        state = (
+            "deleting"
+            if c["metadata"].get("deletionTimestamp")
+            else "reserved"
+            if status.get("reservedFor")
+            else "claims_allocated"
+            if status.get("allocation")
+            else "pending"
+        )
         spaces[c["metadata"]["namespace"]][state] += 1
     return per, spaces
 
 
 def reserved_claim(objects, namespace):
-    return next(c for c in objects["resourceclaims"] if c["metadata"]["namespace"] == namespace
-                and (c.get("status") or {}).get("reservedFor") and not c["metadata"].get("deletionTimestamp"))
+    return next(
+        c
+        for c in objects["resourceclaims"]
+        if c["metadata"]["namespace"] == namespace
+        and (c.get("status") or {}).get("reservedFor")
+        and not c["metadata"].get("deletionTimestamp")
+    )
 
 
 @pytest.fixture
@@ -90,14 +118,20 @@ def test_sample_equals_counts_from_the_objects(demo):
         states = {s: getattr(r, s) for s in history.STATE_FIELDS}
         assert sum(states.values()) == c["total"], (key, states, c)
         # No findings were computed: held devices are allocated (the demo has no shares or admin access).
-        assert (r.allocated + r.stuck + r.admin, r.tainted, r.unhealthy) == (c["held"], c["tainted"], c["unready"]), (key, states, c)
+        assert (r.allocated + r.stuck + r.admin, r.tainted, r.unhealthy) == (c["held"], c["tainted"], c["unready"]), (
+            key,
+            states,
+            c,
+        )
         assert (r.gpus, r.gpus_free) == (c["gpus"], c["gpus_free"]), (key, c)
     got = {r.namespace: r for r in NamespaceSample.objects.filter(cluster=cluster)}
     assert set(got) == set(spaces)
     for ns, c in spaces.items():
         fields = ("gpu", "partition", "other", "pending", "claims_allocated", "reserved", "deleting")
         assert {f: getattr(got[ns], f) for f in fields} == {f: c[f] for f in fields}, ns
-    assert sum(r.partition for r in got.values()) > 0 and sum(r.other for r in got.values()) > 0  # MIG and NICs are held
+    assert (
+        sum(r.partition for r in got.values()) > 0 and sum(r.other for r in got.values()) > 0
+    )  # MIG and NICs are held
 
     # Again in the same minute, after a claim is gone: that minute is replaced, not doubled.
     claim = reserved_claim(objects, "research")
@@ -139,7 +173,10 @@ def test_api_serves_the_series(demo):
             claim = reserved_claim(objects, "research")
             apply_batch(cluster, "ResourceClaim", [(DELETED, copy.deepcopy(claim))])
         history.sample(end - timedelta(minutes=minutes_ago))
-    by_minute = {m: {(r.model, r.kind): r for r in FleetSample.objects.filter(minute=m)} for m in FleetSample.objects.values_list("minute", flat=True)}
+    by_minute = {
+        m: {(r.model, r.kind): r for r in FleetSample.objects.filter(minute=m)}
+        for m in FleetSample.objects.values_list("minute", flat=True)
+    }
 
     api = APIClient()
     api.force_authenticate(make_user("viewer", "viewer"))
@@ -148,7 +185,9 @@ def test_api_serves_the_series(demo):
         return api.get(path, {"end": int(end.timestamp()), **params}).json()
 
     body = get("/api/v1/history/devices", hours=1, kind="gpu")
-    assert body["step_seconds"] == 60 and len(body["timestamps"]) == 61 and body["timestamps"][-1] == int(end.timestamp())
+    assert (
+        body["step_seconds"] == 60 and len(body["timestamps"]) == 61 and body["timestamps"][-1] == int(end.timestamp())
+    )
     series = {s["name"]: s["values"] for s in body["series"]}
     assert list(series) == list(history.STATE_FIELDS)
     at = {int(m.timestamp()): rows for m, rows in by_minute.items()}
@@ -176,16 +215,31 @@ def test_api_serves_the_series(demo):
     # A scoped user sees only its namespaces, asked for or not.
     scoped = APIClient()
     scoped.force_authenticate(make_user("scoped", "viewer", namespaces=["inference"]))
-    assert [s["name"] for s in scoped.get("/api/v1/history/namespaces", {"hours": 1, "end": int(end.timestamp())}).json()["series"]] == ["inference"]
+    assert [
+        s["name"]
+        for s in scoped.get("/api/v1/history/namespaces", {"hours": 1, "end": int(end.timestamp())}).json()["series"]
+    ] == ["inference"]
     assert scoped.get("/api/v1/history/namespaces", {"namespace": "research"}).json()["series"] == []
 
-    for params in ({"hours": "0"}, {"hours": "100000"}, {"hours": "x"}, {"series": "bogus"}, {"group_by": "node"}, {"cluster": "nope"},
-                   {"kind": "nic"}, {"colour": "x"}, {"end": "-5"}, {"end": "99999999999"}):
+    for params in (
+        {"hours": "0"},
+        {"hours": "100000"},
+        {"hours": "x"},
+        {"series": "bogus"},
+        {"group_by": "node"},
+        {"cluster": "nope"},
+        {"kind": "nic"},
+        {"colour": "x"},
+        {"end": "-5"},
+        {"end": "99999999999"},
+    ):
         r = api.get("/api/v1/history/devices", params)
         assert r.status_code == 400, (params, r.content)
     assert api.get("/api/v1/history/namespaces", {"top": "0"}).status_code == 400
     paths = api.get("/api/schema/?format=json").json()["paths"]
-    assert {"group_by", "series", "kind", "hours"} <= {p["name"] for p in paths["/api/v1/history/devices"]["get"]["parameters"]}
+    assert {"group_by", "series", "kind", "hours"} <= {
+        p["name"] for p in paths["/api/v1/history/devices"]["get"]["parameters"]
+    }
     assert "/api/v1/history/namespaces" in paths
 
 
@@ -208,10 +262,30 @@ def test_the_embedded_mode_samples_on_a_thread_of_its_own():
     from tests.fleet_data import apply_all, meta
 
     cluster = Cluster.objects.create(name="embedded")
-    apply_all(cluster, [("ResourceSlice", {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": meta("s1"),
-        "spec": {"driver": "gpu.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "allNodes": True,
-                 "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "gpu"}, "productName": {"string": "Example"}}}]}})])
+    apply_all(
+        cluster,
+        [
+            (
+                "ResourceSlice",
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceSlice",
+                    "metadata": meta("s1"),
+                    "spec": {
+                        "driver": "gpu.example.com",
+                        "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                        "allNodes": True,
+                        "devices": [
+                            {
+                                "name": "gpu-0",
+                                "attributes": {"type": {"string": "gpu"}, "productName": {"string": "Example"}},
+                            }
+                        ],
+                    },
+                },
+            )
+        ],
+    )
     stop = threading.Event()
     thread = threading.Thread(target=periodic.run, args=(stop,), daemon=True)
     thread.start()

@@ -50,7 +50,14 @@ def test_overview_draws_the_history_charts(server):
         page.add_init_script(RECORD_VIOLATIONS)
         errors = []
         # Chromium's own /favicon.ico request (there is none) is no error of the page's.
-        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" and not msg.location.get("url", "").endswith("/favicon.ico") else None)
+        page.on(
+            "console",
+            lambda msg: (
+                errors.append(msg.text)
+                if msg.type == "error" and not msg.location.get("url", "").endswith("/favicon.ico")
+                else None
+            ),
+        )
         missing = []
         page.on("response", lambda r: missing.append(r.url) if r.status >= 400 else None)
         log_in(page, server.url, "hana", PASSWORD)
@@ -63,16 +70,23 @@ def test_overview_draws_the_history_charts(server):
         states.scroll_into_view_if_needed()
         states.evaluate("(f, ts) => f._uplot.setLegend({idx: f._uplot.data[0].indexOf(ts)})", int(end.timestamp()))
         allocated = states.locator(".u-legend .u-series", has_text="allocated")
-        page.wait_for_function("el => el.innerText !== '--'", arg=allocated.locator(".u-value").element_handle(), timeout=5000)
-        assert allocated.locator(".u-value").inner_text() == str(allocated_now), states.locator(".u-legend").inner_text()
+        page.wait_for_function(
+            "el => el.innerText !== '--'", arg=allocated.locator(".u-value").element_handle(), timeout=5000
+        )
+        assert allocated.locator(".u-value").inner_text() == str(allocated_now), states.locator(
+            ".u-legend"
+        ).inner_text()
         by_model = chart(page, "Free whole GPUs by model").locator(".u-legend").inner_text()
         assert "NVIDIA H100 80GB HBM3" in by_model and "ConnectX-7" not in by_model
         held = chart(page, "Whole GPUs held, top namespaces").locator(".u-legend").inner_text()
         assert "ml-training" in held and "inference" in held
 
         page.get_by_role("button", name="7 days").click()
-        page.wait_for_function("""() => document.querySelector("figure[data-history-chart]").getAttribute("data-chart-points") === "%d"
-                               """ % len(history.points(168)[1]))
+        page.wait_for_function(
+            """() => document.querySelector("figure[data-history-chart]").getAttribute("data-chart-points") === "%d"
+                               """
+            % len(history.points(168)[1])
+        )
         assert page.get_by_role("button", name="7 days").get_attribute("aria-pressed") == "true"
 
         page.locator("a[data-namespace-history]").first.click()

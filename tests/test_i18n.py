@@ -16,13 +16,21 @@ from .ui_fixtures import load_fleet, make_user
 
 CATALOG = ROOT / "locale" / "zh_Hans" / "LC_MESSAGES"
 # Kinds and API terms a Chinese UI keeps in Kubernetes' own spelling.
-KUBERNETES_TERMS = ["ResourceClaimTemplate", "ResourceClaim", "ResourceSlice", "DeviceClass", "resourceVersion", "NotReady"]
+KUBERNETES_TERMS = [
+    "ResourceClaimTemplate",
+    "ResourceClaim",
+    "ResourceSlice",
+    "DeviceClass",
+    "resourceVersion",
+    "NotReady",
+]
 
 
 def test_every_template_string_is_marked_for_translation():
     unmarked = {str(p.relative_to(ROOT)): found for p in project_templates(ROOT) if (found := unmarked_text(p))}
     assert not unmarked, "text not marked with {% translate %} / {% blocktranslate %}:\n" + "\n".join(
-        f"{path}:{line}: {text}" for path, found in unmarked.items() for line, text in found)
+        f"{path}:{line}: {text}" for path, found in unmarked.items() for line, text in found
+    )
 
 
 def test_the_marking_check_finds_english_in_text_and_read_attributes(tmp_path):
@@ -31,7 +39,8 @@ def test_the_marking_check_finds_english_in_text_and_read_attributes(tmp_path):
         '{% load i18n %}<p title="Free GPUs">{% translate "Nodes" %}: {{ n }} free</p>\n'
         '<button type="submit" value="{{ v }}">{% translate "Send" %}</button>\n'
         '<textarea translate="no" placeholder="kind: ResourceClaim"></textarea><span>GPU · {{ x }} MiB</span>\n'
-        "{% blocktranslate %}Counted {{ n }} times{% endblocktranslate %}<script>var words = 'not text';</script>\n")
+        "{% blocktranslate %}Counted {{ n }} times{% endblocktranslate %}<script>var words = 'not text';</script>\n"
+    )
     assert unmarked_text(template) == [(1, 'title="Free GPUs"'), (1, "… : … free")]
 
 
@@ -53,16 +62,24 @@ def test_the_catalog_has_no_untranslated_or_fuzzy_entry(fresh_catalog):
     assert len(po) > 300
     untranslated = [e.msgid for e in po.untranslated_entries()]
     fuzzy = [e.msgid for e in po.fuzzy_entries()]
-    assert not untranslated and not fuzzy, f"run `make messages` and translate: untranslated {untranslated}, fuzzy {fuzzy}"
+    assert not untranslated and not fuzzy, (
+        f"run `make messages` and translate: untranslated {untranslated}, fuzzy {fuzzy}"
+    )
 
 
 def test_the_committed_catalog_is_the_extracted_one_and_compiled(fresh_catalog):
     committed = polib.pofile(CATALOG / "django.po")
     fresh = polib.pofile(fresh_catalog / "django.po")
     # Keyed with the context too: one English word may read differently in two places (pgettext).
-    assert {(e.msgctxt, e.msgid, e.msgid_plural) for e in committed} == {(e.msgctxt, e.msgid, e.msgid_plural) for e in fresh}
-    compiled = {(e.msgctxt, e.msgid, e.msgid_plural): (e.msgstr, e.msgstr_plural) for e in polib.mofile(CATALOG / "django.mo")}
-    written = {(e.msgctxt, e.msgid, e.msgid_plural): (e.msgstr, e.msgstr_plural) for e in committed.translated_entries()}
+    assert {(e.msgctxt, e.msgid, e.msgid_plural) for e in committed} == {
+        (e.msgctxt, e.msgid, e.msgid_plural) for e in fresh
+    }
+    compiled = {
+        (e.msgctxt, e.msgid, e.msgid_plural): (e.msgstr, e.msgstr_plural) for e in polib.mofile(CATALOG / "django.mo")
+    }
+    written = {
+        (e.msgctxt, e.msgid, e.msgid_plural): (e.msgstr, e.msgstr_plural) for e in committed.translated_entries()
+    }
     assert compiled == written, "locale/zh_Hans/LC_MESSAGES/django.mo is older than django.po: run `make messages`"
 
 
@@ -104,10 +121,23 @@ def test_accept_language_and_the_switch_choose_the_language(client):
 # index, keyword). readiness: item(status, text), check(id, title, items, summary); pending: step(key,
 # title, status, detail); stuck and idle: Candidate(rule, claim, subject, summary); release:
 # Outcome(outcome, reason) and a plan's refuse(msg), warn(msg), verified(*msgs).
-MESSAGE_MODULES = ["inventory/readiness.py", "claims/pending.py", "claims/stuck.py", "monitoring/idle.py", "claims/release.py"]
-MESSAGE_ARGUMENTS = {"item": [(1, "text")], "check": [(1, "title"), (3, "summary")], "step": [(1, "title"), (3, "detail")],
-                     "Candidate": [(3, "summary")], "Outcome": [(1, "reason")],
-                     "refuse": [(0, "msg")], "warn": [(0, "msg")], "verified": [(0, None), (1, None), (2, None)]}
+MESSAGE_MODULES = [
+    "inventory/readiness.py",
+    "claims/pending.py",
+    "claims/stuck.py",
+    "monitoring/idle.py",
+    "claims/release.py",
+]
+MESSAGE_ARGUMENTS = {
+    "item": [(1, "text")],
+    "check": [(1, "title"), (3, "summary")],
+    "step": [(1, "title"), (3, "detail")],
+    "Candidate": [(3, "summary")],
+    "Outcome": [(1, "reason")],
+    "refuse": [(0, "msg")],
+    "warn": [(0, "msg")],
+    "verified": [(0, None), (1, None), (2, None)],
+}
 # Called as methods (plan.refuse(...)); the others as plain names.
 MESSAGE_METHODS = {"refuse", "warn", "verified"}
 # Calls whose string argument is marked for translation (a msgid), or is a message built of one.
@@ -158,7 +188,11 @@ def unmarked_messages(source, filename="<module>"):
             visit(node.elt, assigned, seen)
 
     for func in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Module))]:
-        body = func.body if isinstance(func, ast.FunctionDef) else [n for n in func.body if not isinstance(n, ast.FunctionDef)]
+        body = (
+            func.body
+            if isinstance(func, ast.FunctionDef)
+            else [n for n in func.body if not isinstance(n, ast.FunctionDef)]
+        )
         assigned = {}
         for stmt in body:
             for n in ast.walk(stmt):
@@ -184,13 +218,16 @@ def unmarked_messages(source, filename="<module>"):
 
 
 def test_every_python_message_is_marked_for_translation():
-    unmarked = {path: found for path in MESSAGE_MODULES if (found := unmarked_messages((ROOT / path).read_text(), path))}
+    unmarked = {
+        path: found for path in MESSAGE_MODULES if (found := unmarked_messages((ROOT / path).read_text(), path))
+    }
     assert not unmarked, "user-facing text not passed through gettext:\n" + "\n".join(
-        f"{path}:{line}: {text}" for path, found in unmarked.items() for line, text in found)
+        f"{path}:{line}: {text}" for path, found in unmarked.items() for line, text in found
+    )
 
 
 def test_the_message_check_finds_english_in_literals_f_strings_and_names():
-    source = '''
+    source = """
 def rule(node, n):
     why = "no longer exists" if node else gettext("replaced")
     items = [item(PASS, f"Node {node} is {why}"), item(WARN, gettext("Fine: %(n)s") % {"n": ", ".join(n)}),
@@ -203,10 +240,16 @@ def rule(node, n):
 def release(plan):
     plan.verified(message(gettext_noop("checked")), "the allocation is gone")
     return Outcome(REFUSED, "Permission denied.")
-'''
-    assert unmarked_messages(source) == [(3, "no longer exists"), (4, "Node   is  "), (5, " trailing words"),
-                                         (8, "Cluster   is read-only."), (9, "Plain English detail."),
-                                         (12, "the allocation is gone"), (13, "Permission denied.")]
+"""
+    assert unmarked_messages(source) == [
+        (3, "no longer exists"),
+        (4, "Node   is  "),
+        (5, " trailing words"),
+        (8, "Cluster   is read-only."),
+        (9, "Plain English detail."),
+        (12, "the allocation is gone"),
+        (13, "Permission denied."),
+    ]
 
 
 @pytest.mark.django_db
@@ -220,14 +263,19 @@ def test_the_chinese_pages_show_translated_details(client, settings):
     detect(cluster)
     blocked = Finding.objects.get(cluster=cluster, rule="deletion_blocked", claim_name="stuck-claim")
     # The stored English stays for the API; the message is rendered again in the reader's language.
-    assert blocked.summary.startswith("Deleting since ") and blocked.summary_message["msgid"].startswith("Deleting since")
+    assert blocked.summary.startswith("Deleting since ") and blocked.summary_message["msgid"].startswith(
+        "Deleting since"
+    )
     client.force_login(make_user("lin"))
     zh = {"HTTP_ACCEPT_LANGUAGE": "zh-CN"}
 
     stuck = client.get(reverse("ops:stuck"), {"claim_name": "stuck-claim"}, **zh).content.decode()
     assert "删除受阻" in stuck and "删除中，但仍处于已分配状态" in stuck and "先解除分配" in stuck
     assert "but still allocated" not in stuck
-    assert f'<span class="badge sev-{blocked.severity}">{ {"warning": "警告", "critical": "严重", "info": "信息"}[blocked.severity]}</span>' in stuck
+    assert (
+        f'<span class="badge sev-{blocked.severity}">{ {"warning": "警告", "critical": "严重", "info": "信息"}[blocked.severity] }</span>'
+        in stuck
+    )
     # Device states and the cluster's connection in the reader's language; their keys stay in URLs and classes.
     overview = client.get(reverse("inventory:overview"), **zh).content.decode()
     assert "已分配" in overview and "空闲" in overview and "节点未就绪" in overview
@@ -260,8 +308,13 @@ def test_stored_messages_render_in_the_active_language_and_fall_back():
     english = render(msg, translate=False)
     assert english.startswith("Device gpu.nvidia.com/node-a/gpu-0 is allocated to 2 claims (a/x, b/y)")
     with translation.override("zh-hans"):
-        assert render(msg) == "设备 gpu.nvidia.com/node-a/gpu-0 在没有管理员访问或共享容量的情况下被分配给了 2 个申领（a/x, b/y）：数据完整性告警。"
-        nested = message("%(finding)s Release only once the pods on it are known to be gone.", finding=message("no devices"))
+        assert (
+            render(msg)
+            == "设备 gpu.nvidia.com/node-a/gpu-0 在没有管理员访问或共享容量的情况下被分配给了 2 个申领（a/x, b/y）：数据完整性告警。"
+        )
+        nested = message(
+            "%(finding)s Release only once the pods on it are known to be gone.", finding=message("no devices")
+        )
         assert render(nested) == "无设备 请在确认其上的 Pod 已经消失后再释放。"
         # An older row (no message) or a message whose placeholders do not fit shows the stored text.
         assert render({}, "stored English") == "stored English"

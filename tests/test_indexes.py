@@ -48,13 +48,17 @@ def test_no_like_only_indexes_on_postgresql():
     # The tables the sync writes (a unique name of a tiny table, e.g. a cluster's, may keep its twin).
     tables = [apps.get_model(label)._meta.db_table for label in LOOKED_UP]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = ANY(%s) AND indexdef LIKE %s",
-                       [tables, "%pattern_ops%"])
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = ANY(%s) AND indexdef LIKE %s",
+            [tables, "%pattern_ops%"],
+        )
         found = cursor.fetchall()
     assert found == []
     # The check itself sees such an index where one exists (e.g. the auth app's username twin).
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'auth_user' AND indexdef LIKE %s", ["%pattern_ops%"])
+        cursor.execute(
+            "SELECT count(*) FROM pg_indexes WHERE tablename = 'auth_user' AND indexdef LIKE %s", ["%pattern_ops%"]
+        )
         assert cursor.fetchone()[0] >= 1
 
 

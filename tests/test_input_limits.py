@@ -12,10 +12,10 @@ from django.test import Client
 from django.utils.html import escape
 from rest_framework.authtoken.models import Token
 
-from claims.allocator import Inventory, InputError, load_documents, resolve_claims
-from claims.allocator.errors import shown
-from claims.allocator.limits import MAX_ALIASES, MAX_DOCUMENTS, MAX_LIST_ITEMS, MAX_NODES
-from claims.allocator.nodefilters import scheduling_pod
+from dra import InputError, Inventory, load_documents, resolve_claims
+from dra.errors import shown
+from dra.limits import MAX_ALIASES, MAX_DOCUMENTS, MAX_LIST_ITEMS, MAX_NODES
+from dra.nodefilters import scheduling_pod
 from gpudash import roles
 
 from .api_fixtures import load_fleet, make_user
@@ -75,7 +75,9 @@ def test_nine_levels_of_laughs_are_refused_at_the_node_limit_before_they_expand(
 
 def test_an_expanded_value_is_shown_cut_not_rendered():
     message = refusal(laughs(5))  # 59,049 strings: within the node limit, so the shape check says no
-    assert message.startswith("document 1 (ResourceClaim laughs): metadata.annotations['x']: must be a string, not an object {'a': ['x',")
+    assert message.startswith(
+        "document 1 (ResourceClaim laughs): metadata.annotations['x']: must be a string, not an object {'a': ['x',"
+    )
     assert message.endswith("...") and len(message) < 160
 
 
@@ -92,8 +94,15 @@ def test_shown_cuts_a_value_that_repr_could_never_finish():
 
 def test_messages_of_the_pod_checks_show_a_shared_value_cut():
     big = "      b: &b [" + ",".join(["*a"] * 9) + "]"
-    pod = ("kind: Pod\nmetadata: {name: p}\nspec:\n  x:\n      a: &a [" + ",".join(["x"] * 9) + "]\n" + big +
-           "\n  priority: [" + ",".join(["*b"] * 9) + "]\n")
+    pod = (
+        "kind: Pod\nmetadata: {name: p}\nspec:\n  x:\n      a: &a ["
+        + ",".join(["x"] * 9)
+        + "]\n"
+        + big
+        + "\n  priority: ["
+        + ",".join(["*b"] * 9)
+        + "]\n"
+    )
     with pytest.raises(InputError) as caught:
         scheduling_pod(load_documents(pod))
     assert str(caught.value) == "spec.priority: must be an integer, not " + repr([[["x"] * 9] * 9] * 9)[:40] + "..."
@@ -101,7 +110,11 @@ def test_messages_of_the_pod_checks_show_a_shared_value_cut():
 
 def test_alias_uses_up_to_the_limit_are_read_and_one_more_is_refused():
     def text(uses):
-        return "kind: ResourceClaim\nmetadata: {name: c, namespace: &ns team-a}\nextra: [" + ",".join(["*ns"] * uses) + "]\n"
+        return (
+            "kind: ResourceClaim\nmetadata: {name: c, namespace: &ns team-a}\nextra: ["
+            + ",".join(["*ns"] * uses)
+            + "]\n"
+        )
 
     (doc,) = load_documents(text(MAX_ALIASES))
     assert doc["extra"] == ["team-a"] * MAX_ALIASES
@@ -116,7 +129,13 @@ def test_an_alias_inside_the_node_it_names_is_refused():
 
 def test_the_node_limit_counts_every_document():
     # 1,001 + 100 x 1,001 nodes in `extra`: half the limit, from a few kilobytes of text.
-    half = "kind: ResourceClaim\nmetadata: {name: c%d}\nten: &t [" + ",".join(["1"] * 1000) + "]\nextra: [" + ",".join(["*t"] * 100) + "]\n"
+    half = (
+        "kind: ResourceClaim\nmetadata: {name: c%d}\nten: &t ["
+        + ",".join(["1"] * 1000)
+        + "]\nextra: ["
+        + ",".join(["*t"] * 100)
+        + "]\n"
+    )
     (doc,) = load_documents(half % 1)
     assert len(doc["extra"]) == 100 and doc["extra"][99] == [1] * 1000
     message = refusal(half % 1 + "---\n" + half % 2)
@@ -127,7 +146,10 @@ def test_documents_up_to_the_limit_are_read_and_one_more_is_refused():
     text = "\n---\n".join(f"{{kind: ResourceClaim, metadata: {{name: c{i}}}}}" for i in range(MAX_DOCUMENTS))
     assert [d["metadata"]["name"] for d in load_documents(text)] == [f"c{i}" for i in range(MAX_DOCUMENTS)]
     message = refusal(text + "\n---\n{kind: ResourceClaim, metadata: {name: one-more}}")
-    assert message == f"YAML: more than {MAX_DOCUMENTS:,} YAML documents (the limit per input), at line {2 * MAX_DOCUMENTS}, column 1"
+    assert (
+        message
+        == f"YAML: more than {MAX_DOCUMENTS:,} YAML documents (the limit per input), at line {2 * MAX_DOCUMENTS}, column 1"
+    )
 
 
 def test_list_items_up_to_the_limit_are_read_and_one_more_is_refused():
@@ -137,12 +159,17 @@ def test_list_items_up_to_the_limit_are_read_and_one_more_is_refused():
     items = load_documents(listed(MAX_LIST_ITEMS))
     assert len(items) == MAX_LIST_ITEMS and all(item is items[0] for item in items)
     message = refusal(listed(MAX_LIST_ITEMS + 1))
-    assert message == f"YAML: document 1: a List of {MAX_LIST_ITEMS + 1:,} items; at most {MAX_LIST_ITEMS:,} items per List (the limit per input)"
+    assert (
+        message
+        == f"YAML: document 1: a List of {MAX_LIST_ITEMS + 1:,} items; at most {MAX_LIST_ITEMS:,} items per List (the limit per input)"
+    )
 
 
 def test_a_list_of_one_aliased_claim_repeated_names_each_duplicate_once():
     """Was quadratic (each claim counted against all: 50,000 items took 55 s); one count per claim now."""
-    text = f"kind: List\nitems:\n- &a {claim_doc('a')}\n- &b {claim_doc('b')}\n" + "- *a\n- *b\n" * (MAX_LIST_ITEMS // 2 - 1)
+    text = f"kind: List\nitems:\n- &a {claim_doc('a')}\n- &b {claim_doc('b')}\n" + "- *a\n- *b\n" * (
+        MAX_LIST_ITEMS // 2 - 1
+    )
     documents = load_documents(text)
     assert len(documents) == MAX_LIST_ITEMS
     with pytest.raises(InputError, match=r"^claim\(s\) given twice: default/a, default/b$"):
@@ -159,7 +186,9 @@ def test_a_request_repeated_through_an_alias_is_one_duplicate_name():
 
 
 def test_a_list_of_500_distinct_claims_is_read_in_full():
-    items = ("- " + textwrap.indent(TWO_GPUS.replace("name: two-gpus", f"name: claim-{i}"), "  ")[2:] for i in range(500))
+    items = (
+        "- " + textwrap.indent(TWO_GPUS.replace("name: two-gpus", f"name: claim-{i}"), "  ")[2:] for i in range(500)
+    )
     text = "kind: List\nitems:\n" + "".join(items)
     assert len(text) < 256 * 1024
     claims, bound = resolve_claims(no_inventory(), load_documents(text))
@@ -193,7 +222,9 @@ def assert_fast_healthz(probes):
 @pytest.mark.slow
 def test_the_billion_laughs_is_a_json_400_and_healthz_stays_fast(serve, live):  # noqa: F811
     body = {"cluster": "alpha", "namespace": "team-a", "yaml": laughs(9)}
-    answers, probes = healthz_while(serve, lambda: [serve.request("POST", "/api/v1/preview", body, token=live[0]) for _ in range(5)])
+    answers, probes = healthz_while(
+        serve, lambda: [serve.request("POST", "/api/v1/preview", body, token=live[0]) for _ in range(5)]
+    )
     assert_fast_healthz(probes)
     for status, answer, ctype in answers:
         assert status == 400 and ctype.startswith("application/json"), (status, answer)
@@ -208,7 +239,9 @@ def test_the_preview_page_shows_the_limit_and_healthz_stays_fast(serve, live):  
     session.cookies.update(live[1])
     assert session.get(serve.url + "/preview/?cluster=alpha", timeout=10).status_code == 200  # sets the CSRF cookie
     form = {"yaml": laughs(9), "namespace": "team-a", "csrfmiddlewaretoken": session.cookies["csrftoken"]}
-    pages, probes = healthz_while(serve, lambda: [session.post(serve.url + "/preview/?cluster=alpha", data=form, timeout=60) for _ in range(5)])
+    pages, probes = healthz_while(
+        serve, lambda: [session.post(serve.url + "/preview/?cluster=alpha", data=form, timeout=60) for _ in range(5)]
+    )
     assert_fast_healthz(probes)
     for page in pages:
         assert page.status_code == 200, page.status_code  # the page answers with the form and the message

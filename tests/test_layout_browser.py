@@ -34,13 +34,25 @@ def _args(obj, *fields):
 # URL name -> the arguments of a demo object. A new detail page needs an entry (the test says so).
 DETAIL_ARGS = {
     "inventory:node-detail": lambda: _args(Node.objects.get(name="gpu-h100-02"), "name"),
-    "inventory:device-detail": lambda: _args(Device.objects.filter(node_name="gpu-h100-02").order_by("name").first(), "driver", "pool", "name"),
+    "inventory:device-detail": lambda: _args(
+        Device.objects.filter(node_name="gpu-h100-02").order_by("name").first(), "driver", "pool", "name"
+    ),
     "inventory:class-detail": lambda: _args(DeviceClass.objects.order_by("name").first(), "name"),
-    "inventory:slice-detail": lambda: _args(ResourceSlice.objects.filter(node_name="gpu-h100-02").order_by("name").first(), "name"),
-    "claims:claim-detail": lambda: _args(ResourceClaim.objects.filter(allocated=True).order_by("namespace", "name").first(), "namespace", "name"),
-    "claims:pod-detail": lambda: _args(Pod.objects.exclude(node_name="").order_by("namespace", "name").first(), "namespace", "name"),
-    "claims:template-detail": lambda: _args(ResourceClaimTemplate.objects.order_by("namespace", "name").first(), "namespace", "name"),
-    "ops:pending-pod": lambda: _args(Pod.objects.filter(phase="Pending").order_by("namespace", "name").first(), "namespace", "name"),
+    "inventory:slice-detail": lambda: _args(
+        ResourceSlice.objects.filter(node_name="gpu-h100-02").order_by("name").first(), "name"
+    ),
+    "claims:claim-detail": lambda: _args(
+        ResourceClaim.objects.filter(allocated=True).order_by("namespace", "name").first(), "namespace", "name"
+    ),
+    "claims:pod-detail": lambda: _args(
+        Pod.objects.exclude(node_name="").order_by("namespace", "name").first(), "namespace", "name"
+    ),
+    "claims:template-detail": lambda: _args(
+        ResourceClaimTemplate.objects.order_by("namespace", "name").first(), "namespace", "name"
+    ),
+    "ops:pending-pod": lambda: _args(
+        Pod.objects.filter(phase="Pending").order_by("namespace", "name").first(), "namespace", "name"
+    ),
     "monitoring:namespace-history": lambda: ["inference"],
 }
 
@@ -137,10 +149,17 @@ def test_tables_keep_rows_visible_at_phone_and_desktop_widths(site, browser):
             page.screenshot(path=str(shots / f"layout-{label}-{slug}.png"), full_page=label == "phone")
         # A long list part-way down, to look at: the header under the top bar (desktop), in the table's box (phone).
         page.goto(base + "/devices/")
-        page.evaluate("() => { window.scrollTo(0, 700); const t = document.querySelector('#device-table'); t.scrollTop = 400; }")
+        page.evaluate(
+            "() => { window.scrollTo(0, 700); const t = document.querySelector('#device-table'); t.scrollTop = 400; }"
+        )
         page.screenshot(path=str(shots / f"layout-{label}-devices-scrolled.png"))
         page.context.close()
     assert not problems, problems
     measured_paths = {p for p, _ in measured}
-    for path in ("/devices/", "/claims/", "/nodes/", reverse("claims:claim-detail", args=DETAIL_ARGS["claims:claim-detail"]())):
+    for path in (
+        "/devices/",
+        "/claims/",
+        "/nodes/",
+        reverse("claims:claim-detail", args=DETAIL_ARGS["claims:claim-detail"]()),
+    ):
         assert path in measured_paths, f"{path}: no table measured"

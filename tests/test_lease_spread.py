@@ -29,7 +29,9 @@ from tests.sync_fixtures import assert_mirror_equals_server, make_claim, make_no
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="worker processes share a server database"),
+    pytest.mark.skipif(
+        not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="worker processes share a server database"
+    ),
 ]
 
 CLUSTERS = 4
@@ -57,11 +59,33 @@ class Worker:
     def __init__(self, label, tmp_path, celery=False):
         self.label, self.celery = label, celery
         self.log_path = tmp_path / f"{label}.log"
-        env = dict(subprocess_env(), GPUDASH_LEASE_SECONDS=str(LEASE), GPUDASH_WATCH_TIMEOUT="5", GPUDASH_BACKOFF_MAX="0.5",
-                   GPUDASH_DISCOVERY_INTERVAL="30", LOG_LEVEL="INFO")
+        env = dict(
+            subprocess_env(),
+            GPUDASH_LEASE_SECONDS=str(LEASE),
+            GPUDASH_WATCH_TIMEOUT="5",
+            GPUDASH_BACKOFF_MAX="0.5",
+            GPUDASH_DISCOVERY_INTERVAL="30",
+            LOG_LEVEL="INFO",
+        )
         if celery:
-            cmd = [sys.executable, "-m", "celery", "-A", "gpudash", "worker", "-P", "solo", "--without-mingle", "--without-gossip",
-                   "-l", "INFO", "-Q", f"leases-{os.getpid()}", "-n", f"{label}@%h"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "gpudash",
+                "worker",
+                "-P",
+                "solo",
+                "--without-mingle",
+                "--without-gossip",
+                "-l",
+                "INFO",
+                "-Q",
+                f"leases-{os.getpid()}",
+                "-n",
+                f"{label}@%h",
+            ]
         else:
             cmd = [sys.executable, "manage.py", "watch"]
         self.log = open(self.log_path, "wb")
@@ -88,8 +112,11 @@ class Worker:
 def describe():
     shares, rows = workers.lease_table()
     held = {s.name: len(s.held) for s in shares}
-    odd = [(r.state.cluster.name, r.state.kind, r.state.status, r.holder_worker or r.state.lease_holder, r.owner) for r in rows
-           if r.owner and (not r.held or r.handing_over)]
+    odd = [
+        (r.state.cluster.name, r.state.kind, r.state.status, r.holder_worker or r.state.lease_holder, r.owner)
+        for r in rows
+        if r.owner and (not r.held or r.handing_over)
+    ]
     return f"held {held}; unsettled {odd[:8]}"
 
 
@@ -162,10 +189,16 @@ def test_leases_spread_move_and_stay_fenced(servers, tmp_path, transactional_db)
             from gpudash.sync.tasks import ensure_watchers
 
             ensure_watchers.apply_async(queue=f"leases-{os.getpid()}")  # what beat sends every 15 s
-        names = wait_for(lambda: all(p.name() for p in procs) and [p.name() for p in procs], timeout=120,
-                         message="three workers to heartbeat")
-        total = wait_for(lambda: len(workers.wanted_keys()) if SyncState.objects.count() == CLUSTERS * len(KINDS) else 0, timeout=60,
-                         message="discovery on every cluster")
+        names = wait_for(
+            lambda: all(p.name() for p in procs) and [p.name() for p in procs],
+            timeout=120,
+            message="three workers to heartbeat",
+        )
+        total = wait_for(
+            lambda: len(workers.wanted_keys()) if SyncState.objects.count() == CLUSTERS * len(KINDS) else 0,
+            timeout=60,
+            message="discovery on every cluster",
+        )
         counts = settle(names, total, "the shares to even out over three workers", procs)
         print(f"{total} leases over 3 workers: {counts}")
         for cluster, server in zip(clusters, servers):
@@ -174,7 +207,9 @@ def test_leases_spread_move_and_stay_fenced(servers, tmp_path, transactional_db)
         churn.start()
         # --- kill -9 one worker: its share moves to the two others ---
         victim = procs[0]
-        dead_keys = {(r.state.cluster_id, r.state.kind) for r in workers.lease_table()[1] if r.holder_worker == names[0]}
+        dead_keys = {
+            (r.state.cluster_id, r.state.kind) for r in workers.lease_table()[1] if r.holder_worker == names[0]
+        }
         assert dead_keys
         os.kill(victim.pid, signal.SIGKILL)
         victim.proc.wait(10)
@@ -191,8 +226,11 @@ def test_leases_spread_move_and_stay_fenced(servers, tmp_path, transactional_db)
         frozen = procs[1]
         os.kill(frozen.pid, signal.SIGSTOP)
         try:
-            wait_for(lambda: SyncState.objects.filter(lease_holder__startswith=names[2] + ":").count() > counts[0] + 2, timeout=60,
-                     message="the other worker to take leases of the frozen one")
+            wait_for(
+                lambda: SyncState.objects.filter(lease_holder__startswith=names[2] + ":").count() > counts[0] + 2,
+                timeout=60,
+                message="the other worker to take leases of the frozen one",
+            )
         finally:
             os.kill(frozen.pid, signal.SIGCONT)
         settle(names[1:], total, "the woken worker to get its share back", procs)
@@ -200,7 +238,9 @@ def test_leases_spread_move_and_stay_fenced(servers, tmp_path, transactional_db)
         # --- a new worker joins: the others hand over the leases it now owns ---
         procs.append(Worker("d", tmp_path))
         joined = wait_for(procs[3].name, timeout=120, message="the new worker to heartbeat")
-        counts = wait_for(lambda: shares_even([names[1], names[2], joined], total), timeout=60, message="hand-over to the new worker")
+        counts = wait_for(
+            lambda: shares_even([names[1], names[2], joined], total), timeout=60, message="hand-over to the new worker"
+        )
         print(f"after join: {counts}")
 
         churn.stop.set()
@@ -229,7 +269,9 @@ def test_leases_spread_move_and_stay_fenced(servers, tmp_path, transactional_db)
 def assert_fenced(worker_names):
     """Per (cluster, kind), in commit order: tokens never decrease, each token is one holder's, and
     every entry was written under a lease by one of the workers."""
-    entries = MirrorChange.objects.order_by("cluster_id", "kind", "seq").values_list("cluster_id", "kind", "seq", "holder", "lease_token")
+    entries = MirrorChange.objects.order_by("cluster_id", "kind", "seq").values_list(
+        "cluster_id", "kind", "seq", "holder", "lease_token"
+    )
     by_key = {}
     for cid, kind, seq, holder, token in entries:
         by_key.setdefault((cid, kind), []).append((seq, holder, token))
@@ -240,8 +282,12 @@ def assert_fenced(worker_names):
         last = 0
         for seq, holder, token in rows:
             assert token >= 1 and workers.worker_of(holder, worker_names), (key, seq, holder, token)
-            assert token >= last, f"{key}: entry {seq} by {holder} has token {token} after token {last} (applied out of its tenure)"
-            assert holders.setdefault(token, holder) == holder, f"{key}: token {token} used by {holders[token]} and {holder}"
+            assert token >= last, (
+                f"{key}: entry {seq} by {holder} has token {token} after token {last} (applied out of its tenure)"
+            )
+            assert holders.setdefault(token, holder) == holder, (
+                f"{key}: token {token} used by {holders[token]} and {holder}"
+            )
             last = token
         tenures += len(holders)
     # Leases really moved between workers during the test.

@@ -75,8 +75,13 @@ def two_workers(db, settings):
     owners = workers.assignment()
     assert {w.name for w in live} == set(owners.values())
     for (cid, kind), owner in owners.items():
-        SyncState.objects.create(cluster_id=cid, kind=kind, status=SyncState.Status.CONNECTED, lease_holder=f"{owner}:{kind}",
-                                 lease_expires=now + timedelta(seconds=600))
+        SyncState.objects.create(
+            cluster_id=cid,
+            kind=kind,
+            status=SyncState.Status.CONNECTED,
+            lease_holder=f"{owner}:{kind}",
+            lease_expires=now + timedelta(seconds=600),
+        )
     return live, dead, clusters, owners
 
 

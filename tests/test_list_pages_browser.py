@@ -45,7 +45,10 @@ def test_slice_list_filters_sorts_and_follows_the_cluster(stack):
         page.select_option("select[name=driver]", "rdma.example.com")
     drivers = set(_column(page, "slice-table", 2))
     assert drivers == {"rdma.example.com"}
-    assert page.locator("#slice-table tbody tr").count() == ResourceSlice.objects.filter(cluster=cluster, driver="rdma.example.com").count()
+    assert (
+        page.locator("#slice-table tbody tr").count()
+        == ResourceSlice.objects.filter(cluster=cluster, driver="rdma.example.com").count()
+    )
 
     # Sort by devices, twice: ascending then descending, filters kept.
     page.goto(base + "/slices/")

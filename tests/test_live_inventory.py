@@ -9,17 +9,26 @@ import threading
 import pytest
 from django.test import Client
 
-from claims.allocator import Features, Inventory, headroom, load_documents, preview, resolve_claims
 from devcluster.fleet import generate_fleet
+from dra import Features, Inventory, headroom, load_documents, preview, resolve_claims
 
 CLAIMS = [
     ("gpu.nvidia.com", "count: 1"),
     ("gpu.nvidia.com", "count: 8"),
     ("mig.nvidia.com", "count: 2"),
-    ("gpu.nvidia.com", "count: 2\n        selectors: [{cel: {expression: \"device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H')\"}}]"),
+    (
+        "gpu.nvidia.com",
+        "count: 2\n        selectors: [{cel: {expression: \"device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H')\"}}]",
+    ),
 ]
-KIND_OF_PLURAL = {"namespaces": "Namespace", "nodes": "Node", "deviceclasses": "DeviceClass", "resourceslices": "ResourceSlice",
-                  "resourceclaimtemplates": "ResourceClaimTemplate", "resourceclaims": "ResourceClaim"}
+KIND_OF_PLURAL = {
+    "namespaces": "Namespace",
+    "nodes": "Node",
+    "deviceclasses": "DeviceClass",
+    "resourceslices": "ResourceSlice",
+    "resourceclaimtemplates": "ResourceClaimTemplate",
+    "resourceclaims": "ResourceClaim",
+}
 
 
 def claim_yaml(cls, count):
@@ -52,7 +61,10 @@ def verdicts(inv):
 def fresh(cluster):
     from claims.live_inventory import SOURCES, load_raw
 
-    return Inventory(features=Features.from_dict(cluster.features), **{kw: load_raw(model, cluster.pk) for kw, model in SOURCES.values()})
+    return Inventory(
+        features=Features.from_dict(cluster.features),
+        **{kw: load_raw(model, cluster.pk) for kw, model in SOURCES.values()},
+    )
 
 
 class Fleet:
@@ -117,8 +129,18 @@ class Fleet:
                 devices = sl["spec"].get("devices") or []
                 if devices:
                     dev = rng.choice(devices)
-                    status["allocation"] = {"devices": {"results": [
-                        {"request": "gpu", "driver": sl["spec"]["driver"], "pool": sl["spec"]["pool"]["name"], "device": dev["name"]}]}}
+                    status["allocation"] = {
+                        "devices": {
+                            "results": [
+                                {
+                                    "request": "gpu",
+                                    "driver": sl["spec"]["driver"],
+                                    "pool": sl["spec"]["pool"]["name"],
+                                    "device": dev["name"],
+                                }
+                            ]
+                        }
+                    }
         elif kind == "ResourceSlice":
             devices = raw["spec"].get("devices")
             if devices and rng.random() < 0.5:
@@ -128,7 +150,13 @@ class Fleet:
         elif kind == "Node":
             raw["metadata"].setdefault("labels", {})["gpudash.io/node-pool"] = rng.choice(["a", "b"])
         elif kind == "DeviceClass":
-            raw["spec"]["selectors"] = [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]
+            raw["spec"]["selectors"] = [
+                {
+                    "cel": {
+                        "expression": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+                    }
+                }
+            ]
         else:
             raw["metadata"].setdefault("labels", {})["touched"] = str(self.rv)
 
@@ -268,7 +296,11 @@ def test_concurrent_previews_during_updates_never_error():
         n = 0
         try:
             while not done.is_set():
-                result = run_preview(Cluster.objects.get(pk=cluster.pk), yaml_text=claim_yaml(*CLAIMS[n % len(CLAIMS)]), with_headroom=n % 4 == 0)
+                result = run_preview(
+                    Cluster.objects.get(pk=cluster.pk),
+                    yaml_text=claim_yaml(*CLAIMS[n % len(CLAIMS)]),
+                    with_headroom=n % 4 == 0,
+                )
                 assert result["summary"]["nodes"] > 0
                 n += 1
         except Exception as exc:  # reported below, with the thread's traceback
@@ -299,19 +331,43 @@ def test_concurrent_previews_during_updates_never_error():
 def test_engine_updates_equal_a_rebuild_for_every_kind():
     """The engine alone (no database): random upserts and removals of every kind, DeviceTaintRules
     (by driver and by class) included, give the same verdicts as building from the same objects."""
-    from claims.allocator.incremental import object_key
+    from dra.incremental import object_key
 
     features = Features(device_taint_rules=True)
-    store = {kw: {} for kw in ("device_classes", "resource_slices", "resource_claims", "resource_claim_templates", "nodes", "namespaces", "device_taint_rules")}
-    plural = {"deviceclasses": "device_classes", "resourceslices": "resource_slices", "resourceclaims": "resource_claims",
-              "resourceclaimtemplates": "resource_claim_templates", "nodes": "nodes", "namespaces": "namespaces"}
+    store = {
+        kw: {}
+        for kw in (
+            "device_classes",
+            "resource_slices",
+            "resource_claims",
+            "resource_claim_templates",
+            "nodes",
+            "namespaces",
+            "device_taint_rules",
+        )
+    }
+    plural = {
+        "deviceclasses": "device_classes",
+        "resourceslices": "resource_slices",
+        "resourceclaims": "resource_claims",
+        "resourceclaimtemplates": "resource_claim_templates",
+        "nodes": "nodes",
+        "namespaces": "namespaces",
+    }
     for name, items in generate_fleet(nodes=12, claims=40, seed=3).items():
         if name in plural:
             store[plural[name]] = {object_key(plural[name], r): r for r in items}
 
     def rule(name, selector):
-        return {"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": {"name": name},
-                "spec": {"deviceSelector": selector, "taint": {"key": "maintenance", "value": name, "effect": "NoSchedule"}}}
+        return {
+            "apiVersion": "resource.k8s.io/v1beta2",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": name},
+            "spec": {
+                "deviceSelector": selector,
+                "taint": {"key": "maintenance", "value": name, "effect": "NoSchedule"},
+            },
+        }
 
     def build():
         return Inventory(features=features, **{kw: [objs[k] for k in sorted(objs)] for kw, objs in store.items()})
@@ -322,10 +378,19 @@ def test_engine_updates_equal_a_rebuild_for_every_kind():
     for step in range(12):
         upserts, removals = {}, {}
         for _ in range(4):
-            kind = rng.choice(["resource_claims", "resource_slices", "nodes", "device_taint_rules", "namespaces", "device_classes"])
+            kind = rng.choice(
+                ["resource_claims", "resource_slices", "nodes", "device_taint_rules", "namespaces", "device_classes"]
+            )
             if kind == "device_taint_rules":
-                raw = rule(f"r{rng.randrange(3)}", rng.choice([{"pool": rng.choice(sorted(store["resource_slices"]))[:10]},
-                                                               {"driver": "gpu.nvidia.com", "deviceClassName": "mig.nvidia.com"}]))
+                raw = rule(
+                    f"r{rng.randrange(3)}",
+                    rng.choice(
+                        [
+                            {"pool": rng.choice(sorted(store["resource_slices"]))[:10]},
+                            {"driver": "gpu.nvidia.com", "deviceClassName": "mig.nvidia.com"},
+                        ]
+                    ),
+                )
             else:
                 raw = copy.deepcopy(store[kind][rng.choice(sorted(store[kind]))])
             key = object_key(kind, raw)
@@ -373,14 +438,30 @@ def test_shared_device_values_are_one_object_per_distinct_value_and_change_no_ve
     share_device_values(shared["resourceslices"], {})
     devices = [d for s in shared["resourceslices"] for d in s["spec"].get("devices") or []]
     products = {id(d["attributes"]["productName"]) for d in devices if "productName" in d["attributes"]}
-    assert len(products) == len({d["attributes"]["productName"]["string"] for d in devices if "productName" in d["attributes"]})
+    assert len(products) == len(
+        {d["attributes"]["productName"]["string"] for d in devices if "productName" in d["attributes"]}
+    )
     assert shared == objects  # equal values, fewer objects
     assert verdicts(Inventory.from_objects(shared)) == verdicts(Inventory.from_objects(objects))
 
-    odd = [{"spec": {"devices": [
-        {"name": "a", "attributes": {"x": {"bool": True}, "y": {"int": 1}, "z": {"int": 1}}, "capacity": {"m": {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}}},
-        {"name": "b", "attributes": {"x": {"int": 1}, "y": {"int": 1}, "z": {"int": 1.0}}, "capacity": {"m": {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}}},
-    ]}}]
+    odd = [
+        {
+            "spec": {
+                "devices": [
+                    {
+                        "name": "a",
+                        "attributes": {"x": {"bool": True}, "y": {"int": 1}, "z": {"int": 1}},
+                        "capacity": {"m": {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}},
+                    },
+                    {
+                        "name": "b",
+                        "attributes": {"x": {"int": 1}, "y": {"int": 1}, "z": {"int": 1.0}},
+                        "capacity": {"m": {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}},
+                    },
+                ]
+            }
+        }
+    ]
     share_device_values(odd, {})
     a, b = odd[0]["spec"]["devices"]
     assert a["attributes"]["y"] is a["attributes"]["z"] is b["attributes"]["y"]
@@ -391,14 +472,26 @@ def test_shared_device_values_are_one_object_per_distinct_value_and_change_no_ve
 def test_plain_devices_found_while_sharing_are_the_ones_projection_finds_not_odd():
     """share_device_values(plain=...) + Inventory(plain_devices=...) mark devices not odd without the
     per-device check of the first preview: only devices that check would also find not odd."""
-    from claims.allocator.projection import _compute_odd
     from claims.live_inventory import share_device_values
+    from dra.projection import _compute_odd
 
     objects = generate_fleet(nodes=12, claims=40, seed=5)
     rows = copy.deepcopy(objects["resourceslices"])
-    odd_values = [{"int": True}, {"int": 1.0}, {"version": "not-a-version"}, {"strings": ["a"]}, {"value": "1Gi"}, "text",
-                  {"string": "a", "int": 1}]
-    odd_caps = [{"value": "lots"}, {"string": "1Gi"}, {"value": 3}, {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}]
+    odd_values = [
+        {"int": True},
+        {"int": 1.0},
+        {"version": "not-a-version"},
+        {"strings": ["a"]},
+        {"value": "1Gi"},
+        "text",
+        {"string": "a", "int": 1},
+    ]
+    odd_caps = [
+        {"value": "lots"},
+        {"string": "1Gi"},
+        {"value": 3},
+        {"value": "1Gi", "requestPolicy": {"default": "1Gi"}},
+    ]
     devices = [d for s in rows for d in s["spec"].get("devices") or []]
     for i, value in enumerate(odd_values):
         devices[i]["attributes"]["odd"] = copy.deepcopy(value)
@@ -408,14 +501,19 @@ def test_plain_devices_found_while_sharing_are_the_ones_projection_finds_not_odd
     devices[22]["attributes"] = {}
     plain = set()
     share_device_values(rows, {}, plain)
-    rest = {"device_classes": objects["deviceclasses"], "nodes": objects["nodes"], "resource_claims": objects["resourceclaims"]}
+    rest = {
+        "device_classes": objects["deviceclasses"],
+        "nodes": objects["nodes"],
+        "resource_claims": objects["resourceclaims"],
+    }
     hinted = Inventory(resource_slices=rows, plain_devices=plain, **rest)
     checked = Inventory(resource_slices=copy.deepcopy(rows), **rest)
     marked = [d for d in hinted.devices_by_key.values() if d._odd is False]
     assert len(marked) == len(devices) - len(odd_values) - len(odd_caps)  # all but the odd ones
     assert all(_compute_odd(d) is False for d in marked)
     assert {d.key for d in marked} == {d.key for d in checked.devices_by_key.values() if _compute_odd(d) is False} - {
-        d.key for d in hinted.devices_by_key.values() if d._odd is None}
+        d.key for d in hinted.devices_by_key.values() if d._odd is None
+    }
     assert verdicts(hinted) == verdicts(checked)
 
 
@@ -472,7 +570,9 @@ def test_start_warm_up_builds_without_a_preview_and_a_preview_during_the_build_w
         assert building.wait(60)  # the build started, no preview asked for it
         probe = Client().get("/readyz")  # readiness waits for the warm-up: no traffic to a cold process
         assert probe.status_code == 503, probe.content
-        assert probe.json()["checks"]["preview_inventory"].startswith("error: RuntimeError: building the preview inventories (")
+        assert probe.json()["checks"]["preview_inventory"].startswith(
+            "error: RuntimeError: building the preview inventories ("
+        )
         assert probe.json()["checks"]["database"] == "ok"
         assert live_module.warm_up_status()[0] == "warming"
         monkeypatch.setattr(live_module, "WARM_UP_READY_WAIT", 0.0)  # past the longest wait: served cold
@@ -494,7 +594,7 @@ def test_start_warm_up_builds_without_a_preview_and_a_preview_during_the_build_w
     assert state.builds == 1 and answers  # never a second build
     inv = state.snapshot.inventory
     assert len(inv._views) == len(inv.node_names)  # the warm-up filled the node views before publishing
-    from claims.allocator.nodefilters import scheduling_pod
+    from dra.nodefilters import scheduling_pod
 
     documents = load_documents(claim_yaml(*CLAIMS[0]), "YAML")
     rebuilt = fresh(cluster)
@@ -537,6 +637,7 @@ def test_rows_read_by_the_reader_thread_equal_the_rows_read_kind_by_kind(monkeyp
     def broken(model, rows, plain):
         def parse(chunk):
             raise RuntimeError("parse failed")
+
         return parse
 
     monkeypatch.setattr(live_module, "_parser", broken)
@@ -563,7 +664,11 @@ def test_preview_says_how_it_got_its_inventory_and_waits_for_another_build_only_
     first = run_preview(cluster, yaml_text=text)["summary"]["inventory"]
     assert first["obtained"] == "built" and first["waitSeconds"] >= first["buildSeconds"] > 0
     again = run_preview(cluster, yaml_text=text)["summary"]["inventory"]
-    assert again["obtained"] == "current" and again["buildSeconds"] == first["buildSeconds"] and again["builtAt"] == first["builtAt"]
+    assert (
+        again["obtained"] == "current"
+        and again["buildSeconds"] == first["buildSeconds"]
+        and again["builtAt"] == first["builtAt"]
+    )
     fleet.change("ResourceClaim")
     updated = run_preview(cluster, yaml_text=text)["summary"]["inventory"]
     assert updated["obtained"] == "updated" and updated["builtAt"] == first["builtAt"]

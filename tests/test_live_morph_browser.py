@@ -66,7 +66,11 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
 
     victim = ResourceClaim.objects.get(cluster=cluster, namespace="inference", consumers__name="llm-serve-2")
     api.store.delete("pods", "inference", "llm-serve-2")  # leaves the claim reserved for a gone pod
-    wait_until(lambda: not Pod.objects.filter(cluster=cluster, namespace="inference", name="llm-serve-2").exists(), 10, "the pod's deletion to sync")
+    wait_until(
+        lambda: not Pod.objects.filter(cluster=cluster, namespace="inference", name="llm-serve-2").exists(),
+        10,
+        "the pod's deletion to sync",
+    )
     stuck.detect(cluster)  # a new stale-reservation finding, published as a Finding change
     new_finding = Finding.objects.active().get(cluster=cluster, claim_uid=victim.uid, rule=stuck.STALE_RESERVATION)
 
@@ -74,7 +78,10 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
     held_notice(page, "findings").wait_for(timeout=LIVE_MS)
     assert "show" in held_notice(page, "findings").inner_text()
     # Screen readers hear it from the region's own status message; the region itself is not a live region.
-    page.wait_for_function("() => (document.querySelector('[data-status-for=findings][role=status]') || {}).textContent?.includes('updates held')", timeout=LIVE_MS)
+    page.wait_for_function(
+        "() => (document.querySelector('[data-status-for=findings][role=status]') || {}).textContent?.includes('updates held')",
+        timeout=LIVE_MS,
+    )
     assert page.locator("[data-region][aria-live]").count() == 0
     assert page.locator(f"#finding-{new_finding.id}").count() == 0
     assert page.locator("#findings-table tbody tr").count() == rows_before
@@ -99,7 +106,9 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
     page.unroute("**/stuck/release/")
     assert page.evaluate("() => sessionStorage.getItem('busy')") == "Working\u2026"
     assert "Select at least one" not in page.content()
-    assert sorted(page.locator("[data-result]").evaluate_all("(els) => els.map(e => e.dataset.result)")) == sorted(ticked)
+    assert sorted(page.locator("[data-result]").evaluate_all("(els) => els.map(e => e.dataset.result)")) == sorted(
+        ticked
+    )
 
     # --- /claims/: a typed filter and a focused link survive demo churn creating claims.
     page.goto(base + "/claims/?cluster=demo")
@@ -111,13 +120,20 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
     focused_name = link.inner_text()
     churn = Churn(api.store, seed=11)
     churn.step()  # the first step always creates a claim (and its pod)
-    wait_until(lambda: ResourceClaim.objects.filter(cluster=cluster, namespace=CHURN_NAMESPACE).exists(), 10, "the churn claim to sync")
+    wait_until(
+        lambda: ResourceClaim.objects.filter(cluster=cluster, namespace=CHURN_NAMESPACE).exists(),
+        10,
+        "the churn claim to sync",
+    )
     held_notice(page, "claims").wait_for(timeout=LIVE_MS)
     assert page.evaluate("() => document.activeElement.__kept === true"), "focus stayed on the same link"
     held_notice(page, "claims").click()
     page.wait_for_selector(f"#claim-table >> text={CHURN_NAMESPACE}", timeout=LIVE_MS)
     # The merge is summarised for screen readers by what it changed (at least the churn claim's row added).
-    page.wait_for_function("() => /updated: [1-9][0-9]* added, [0-9]+ removed, [0-9]+ changed/.test(document.querySelector('[data-status-for=claims]').textContent)", timeout=LIVE_MS)
+    page.wait_for_function(
+        "() => /updated: [1-9][0-9]* added, [0-9]+ removed, [0-9]+ changed/.test(document.querySelector('[data-status-for=claims]').textContent)",
+        timeout=LIVE_MS,
+    )
     assert page.evaluate("() => document.activeElement.__kept === true"), "after 'show', focus is back on that link"
     assert page.evaluate("() => document.activeElement.textContent") == focused_name
     assert page.input_value("form.filters input[name=q]") == "typed, not sent"
@@ -132,12 +148,20 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
         if len(api.store.list("resourceclaims", CHURN_NAMESPACE)) >= 2:
             break
         churn.step()
-    page.wait_for_function("([n]) => Number(document.body.dataset.liveRefreshes || 0) > n", arg=[refreshes], timeout=LIVE_MS)
-    wait_until(lambda: ResourceClaim.objects.filter(cluster=cluster, namespace=CHURN_NAMESPACE).count() >= 2, 10, "more churn claims to sync")
+    page.wait_for_function(
+        "([n]) => Number(document.body.dataset.liveRefreshes || 0) > n", arg=[refreshes], timeout=LIVE_MS
+    )
+    wait_until(
+        lambda: ResourceClaim.objects.filter(cluster=cluster, namespace=CHURN_NAMESPACE).count() >= 2,
+        10,
+        "more churn claims to sync",
+    )
     newest = ResourceClaim.objects.filter(cluster=cluster, namespace=CHURN_NAMESPACE).order_by("-id").first()
     page.wait_for_selector(f"#claim-table >> text={newest.name}", timeout=LIVE_MS)
     assert held_notice(page, "claims").count() == 0
-    assert page.locator("#claim-table tbody").get_by_role("link", name=focused_name, exact=True).evaluate(KEPT), "rows keep their nodes"
+    assert page.locator("#claim-table tbody").get_by_role("link", name=focused_name, exact=True).evaluate(KEPT), (
+        "rows keep their nodes"
+    )
 
     # --- a claim page: the user's <details> choice survives the claim changing.
     page.goto(base + f"/claims/demo/inference/{victim.name}/")
@@ -149,8 +173,18 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
     details.evaluate(MARK)
     page.evaluate("() => document.activeElement.blur()")  # done with the region: its updates merge at once
     refreshes = int(page.evaluate("() => document.body.dataset.liveRefreshes || '0'"))
-    api.store.patch("resourceclaims", "inference", victim.name, {"metadata": {"labels": {"morph-test": "relabelled"}}}, "application/merge-patch+json")
-    page.wait_for_function("([n]) => Number(document.body.dataset.liveRefreshes || 0) > n", arg=[refreshes], timeout=LIVE_MS)
-    page.wait_for_function("() => document.querySelector('[data-region=claim]').textContent.includes('relabelled')", timeout=LIVE_MS)
+    api.store.patch(
+        "resourceclaims",
+        "inference",
+        victim.name,
+        {"metadata": {"labels": {"morph-test": "relabelled"}}},
+        "application/merge-patch+json",
+    )
+    page.wait_for_function(
+        "([n]) => Number(document.body.dataset.liveRefreshes || 0) > n", arg=[refreshes], timeout=LIVE_MS
+    )
+    page.wait_for_function(
+        "() => document.querySelector('[data-region=claim]').textContent.includes('relabelled')", timeout=LIVE_MS
+    )
     details = page.locator("[data-region=claim] details#timeline-details")
     assert details.evaluate(KEPT) and details.evaluate("(d) => d.open") is (not was_open)

@@ -16,8 +16,12 @@ def nodes():
 
 
 def test_any_of_matches_in(nodes):
-    names = ["n-001", "n-007", "n-042", "missing", "it's \"quoted\""]
-    assert sorted(Node.objects.filter(name__any_of=names).values_list("name", flat=True)) == sorted(Node.objects.filter(name__in=names).values_list("name", flat=True)) == ["n-001", "n-007", "n-042"]
+    names = ["n-001", "n-007", "n-042", "missing", 'it\'s "quoted"']
+    assert (
+        sorted(Node.objects.filter(name__any_of=names).values_list("name", flat=True))
+        == sorted(Node.objects.filter(name__in=names).values_list("name", flat=True))
+        == ["n-001", "n-007", "n-042"]
+    )
     ids = list(Node.objects.filter(name__in=["n-003", "n-004"]).values_list("id", flat=True))
     assert sorted(Node.objects.filter(pk__any_of=ids).values_list("name", flat=True)) == ["n-003", "n-004"]
     assert Node.objects.filter(cluster_id__any_of=[nodes[1].pk]).count() == 30  # a foreign key

@@ -44,9 +44,13 @@ def expected_devices(cluster):
 @pytest.fixture
 def alpha(db):
     cluster = load_fleet()
-    Node.objects.filter(cluster=cluster, name__in=["node-a", "node-c"]).update(labels={"karpenter.sh/nodepool": "h100-pool"})
+    Node.objects.filter(cluster=cluster, name__in=["node-a", "node-c"]).update(
+        labels={"karpenter.sh/nodepool": "h100-pool"}
+    )
     AuditEntry.objects.create(username="op", cluster_name=cluster.name, action="remove_reservation", outcome="done")
-    AuditEntry.objects.create(username="op", cluster_name=cluster.name, action="remove_reservation", outcome="dry-run", dry_run=True)
+    AuditEntry.objects.create(
+        username="op", cluster_name=cluster.name, action="remove_reservation", outcome="dry-run", dry_run=True
+    )
     detect(cluster)
     detect(cluster)
     return cluster
@@ -57,7 +61,13 @@ def gpudash_server(tmp_path):
     port = free_port()
     env = dict(subprocess_env(), GPUDASH_METRICS_TOKEN=TOKEN)
     log = open(tmp_path / "serve.log", "wb")
-    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--no-watchers"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port), "--no-watchers"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
 
     def answers():
@@ -110,22 +120,37 @@ def test_metrics_token_and_names(alpha, gpudash_server):
 @needs_prometheus
 def test_prometheus_scrapes_the_mirror(alpha, gpudash_server, tmp_path):
     target = gpudash_server.removeprefix("http://")
-    prom = Prometheus(tmp_path, [
-        {"job_name": "gpudash", "static_configs": [{"targets": [target]}], "authorization": {"credentials": TOKEN}},
-        {"job_name": "gpudash-wrong-token", "static_configs": [{"targets": [target]}], "authorization": {"credentials": "nope"}},
-    ]).start()
+    prom = Prometheus(
+        tmp_path,
+        [
+            {"job_name": "gpudash", "static_configs": [{"targets": [target]}], "authorization": {"credentials": TOKEN}},
+            {
+                "job_name": "gpudash-wrong-token",
+                "static_configs": [{"targets": [target]}],
+                "authorization": {"credentials": "nope"},
+            },
+        ],
+    ).start()
     try:
         prom.wait_for('gpudash_devices{job="gpudash"}')
-        assert prom.wait_for('up{job="gpudash-wrong-token"}') == {frozenset({("job", "gpudash-wrong-token"), ("instance", target)}): 0.0}
+        assert prom.wait_for('up{job="gpudash-wrong-token"}') == {
+            frozenset({("job", "gpudash-wrong-token"), ("instance", target)}): 0.0
+        }
 
-        devices = by(prom.query('sum by (state, kind) (gpudash_devices{job="gpudash", cluster="alpha"})'), "state", "kind")
+        devices = by(
+            prom.query('sum by (state, kind) (gpudash_devices{job="gpudash", cluster="alpha"})'), "state", "kind"
+        )
         assert devices == {k: float(n) for k, n in expected_devices(alpha).items()}
-        assert {k for k in devices} >= {("allocated", "gpu"), ("partial", "gpu"), ("allocated", "partition"), ("stuck", "gpu")}
+        assert set(devices) >= {("allocated", "gpu"), ("partial", "gpu"), ("allocated", "partition"), ("stuck", "gpu")}
 
         claims = by(prom.query('sum by (state) (gpudash_claims{job="gpudash", cluster="alpha"})'), "state")
-        assert claims == {(s,): float(n) for s, n in Counter(ResourceClaim.objects.filter(cluster=alpha).values_list("state", flat=True)).items()}
-        assert prom.query('gpudash_pending_claims{job="gpudash"}') and by(prom.query('gpudash_pending_claims{job="gpudash"}'), "cluster") == {
-            ("alpha",): float(ResourceClaim.objects.filter(cluster=alpha, state=ResourceClaim.State.PENDING).count())}
+        assert claims == {
+            (s,): float(n)
+            for s, n in Counter(ResourceClaim.objects.filter(cluster=alpha).values_list("state", flat=True)).items()
+        }
+        assert prom.query('gpudash_pending_claims{job="gpudash"}') and by(
+            prom.query('gpudash_pending_claims{job="gpudash"}'), "cluster"
+        ) == {("alpha",): float(ResourceClaim.objects.filter(cluster=alpha, state=ResourceClaim.State.PENDING).count())}
 
         # Free whole GPUs per pool: node-a's free H100s (karpenter pool), node-b's A100 is partly used,
         # node-c is NotReady (its GPUs are not free), so the pool-less A100 row counts 0.
@@ -137,11 +162,17 @@ def test_prometheus_scrapes_the_mirror(alpha, gpudash_server, tmp_path):
         findings = by(prom.query('sum by (rule) (gpudash_active_findings{job="gpudash"})'), "rule")
         from claims.models import Finding
 
-        assert findings == {(r,): float(n) for r, n in Counter(Finding.objects.active().values_list("rule", flat=True)).items()}
+        assert findings == {
+            (r,): float(n) for r, n in Counter(Finding.objects.active().values_list("rule", flat=True)).items()
+        }
         assert by(prom.query('gpudash_detector_runs_total{job="gpudash"}'), "cluster") == {("alpha",): 2.0}
         assert by(prom.query('gpudash_release_actions_total{job="gpudash"}'), "action", "outcome") == {
-            ("remove_reservation", "done"): 1.0, ("remove_reservation", "dry-run"): 1.0}
-        assert by(prom.query('gpudash_sync_objects{job="gpudash"}'), "cluster", "kind") == {("alpha", "ResourceClaim"): 0.0}
+            ("remove_reservation", "done"): 1.0,
+            ("remove_reservation", "dry-run"): 1.0,
+        }
+        assert by(prom.query('gpudash_sync_objects{job="gpudash"}'), "cluster", "kind") == {
+            ("alpha", "ResourceClaim"): 0.0
+        }
 
         # Every query of the Grafana dashboard parses and runs on this Prometheus.
         for expr in dashboard_queries():

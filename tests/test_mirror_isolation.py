@@ -17,7 +17,9 @@ from .api_fixtures import load_fleet
 LONG = "x" * 300  # Kubernetes allows 253 characters
 
 
-def test_a_claim_with_an_over_long_name_is_recorded_as_malformed_with_its_reason(cluster, devcluster, fast_sync, run_watcher):
+def test_a_claim_with_an_over_long_name_is_recorded_as_malformed_with_its_reason(
+    cluster, devcluster, fast_sync, run_watcher
+):
     devcluster.store.create("resourceclaims", make_claim("ns", LONG))  # seen by the LIST
     devcluster.store.create("resourceclaims", make_claim("ns", "listed"))
     run_watcher(cluster, "ResourceClaim")
@@ -38,8 +40,12 @@ def test_a_claim_with_an_over_long_name_is_recorded_as_malformed_with_its_reason
 
 
 def device_class(name, selectors):
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "5"},
-            "spec": {"selectors": selectors}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "5"},
+        "spec": {"selectors": selectors},
+    }
 
 
 @pytest.mark.django_db
@@ -49,12 +55,25 @@ def test_a_class_whose_selector_cannot_be_evaluated_does_not_stop_the_other_coun
     bad = {
         "selectors-not-a-list": 5,
         "selector-not-an-object": [5],
-        "nested-all": [{"cel": {"expression": f"[{hundred}].all(x, [{hundred}].all(y, y == 1)) && device.driver == 'gpu.nvidia.com'"}}],
+        "nested-all": [
+            {
+                "cel": {
+                    "expression": f"[{hundred}].all(x, [{hundred}].all(y, y == 1)) && device.driver == 'gpu.nvidia.com'"
+                }
+            }
+        ],
         "does-not-compile": [{"cel": {"expression": "device.driver =="}}],
     }
     for name, selectors in bad.items():
         apply_object(alpha, "DeviceClass", device_class(name, selectors))
-    apply_object(alpha, "DeviceClass", device_class("h100", [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"}}]))
+    apply_object(
+        alpha,
+        "DeviceClass",
+        device_class(
+            "h100",
+            [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"}}],
+        ),
+    )
     classmatch.refresh_cluster(alpha.id)
     counts = {c.name: (c.match_count, c.match_error) for c in DeviceClass.objects.filter(cluster=alpha)}
     assert counts["gpu.nvidia.com"] == (10, "") and counts["h100"] == (8, "")
@@ -66,5 +85,9 @@ def test_a_class_whose_selector_cannot_be_evaluated_does_not_stop_the_other_coun
     assert counts["nested-all"] == (10, "") or (counts["nested-all"][0] is None and counts["nested-all"][1])
     mirror = check_mirror(alpha)
     texts = " ".join(i["text"] for i in mirror["items"])
-    assert mirror["status"] == "warn" and "DeviceClass selectors-not-a-list:" in texts and "DeviceClass does-not-compile:" in texts
+    assert (
+        mirror["status"] == "warn"
+        and "DeviceClass selectors-not-a-list:" in texts
+        and "DeviceClass does-not-compile:" in texts
+    )
     assert "DeviceClass h100" not in texts

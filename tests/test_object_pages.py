@@ -29,10 +29,23 @@ def now_iso(delta=0):
 
 
 def event(name, namespace, kind, obj_name, reason, message, uid="", obj_namespace=None, delta=0):
-    return {"apiVersion": "v1", "kind": "Event", "metadata": meta(name, namespace),
-            "involvedObject": {"kind": kind, "name": obj_name, "namespace": namespace if obj_namespace is None else obj_namespace, "uid": uid},
-            "reason": reason, "message": message, "type": "Warning", "count": 2, "lastTimestamp": now_iso(delta),
-            "source": {"component": "kubelet"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": meta(name, namespace),
+        "involvedObject": {
+            "kind": kind,
+            "name": obj_name,
+            "namespace": namespace if obj_namespace is None else obj_namespace,
+            "uid": uid,
+        },
+        "reason": reason,
+        "message": message,
+        "type": "Warning",
+        "count": 2,
+        "lastTimestamp": now_iso(delta),
+        "source": {"component": "kubelet"},
+    }
 
 
 def load_objects():
@@ -40,19 +53,65 @@ def load_objects():
     cluster = load_fleet()
     # A template, and a pod whose raw object holds values a careless YAML dump would not read back alike:
     # strings that look like booleans, numbers, timestamps and null, a very long line, unicode, a multi-line value.
-    apply_object(cluster, "ResourceClaimTemplate", {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": meta("gpu-template", "team-a"),
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}})
-    tricky = {"yes": "true", "number": "1.0", "octal": "0755", "when": "2026-01-05T10:00:00Z", "nothing": "null", "tilde": "~",
-              "long": "x" * 3000, "unicode": "GPU 训练 ✓", "multi": "line one\nline two: value\n", "colon": "a: b", "empty": ""}
-    apply_object(cluster, "Pod", {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {**meta("tpl-pod", "team-a"), "annotations": tricky},
-        "spec": {"nodeName": "node-a", "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}],
-                 "containers": [{"name": "main", "image": "cuda", "resources": {"claims": [{"name": "gpu"}]}}]},
-        "status": {"phase": "Pending", "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "train-1"}]}})
+    apply_object(
+        cluster,
+        "ResourceClaimTemplate",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": meta("gpu-template", "team-a"),
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}
+            },
+        },
+    )
+    tricky = {
+        "yes": "true",
+        "number": "1.0",
+        "octal": "0755",
+        "when": "2026-01-05T10:00:00Z",
+        "nothing": "null",
+        "tilde": "~",
+        "long": "x" * 3000,
+        "unicode": "GPU 训练 ✓",
+        "multi": "line one\nline two: value\n",
+        "colon": "a: b",
+        "empty": "",
+    }
+    apply_object(
+        cluster,
+        "Pod",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {**meta("tpl-pod", "team-a"), "annotations": tricky},
+            "spec": {
+                "nodeName": "node-a",
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}],
+                "containers": [{"name": "main", "image": "cuda", "resources": {"claims": [{"name": "gpu"}]}}],
+            },
+            "status": {"phase": "Pending", "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "train-1"}]},
+        },
+    )
     for raw in (
-        event("train-1-pod.1", "team-a", "Pod", "train-1-pod", "FailedPrepareDynamicResources", "prepare failed: driver busy", uid="uid-team-a-train-1-pod"),
-        event("node-a.1", "default", "Node", "node-a", "NodeNotReady", "Node node-a status is now: NodeNotReady", obj_namespace=""),
+        event(
+            "train-1-pod.1",
+            "team-a",
+            "Pod",
+            "train-1-pod",
+            "FailedPrepareDynamicResources",
+            "prepare failed: driver busy",
+            uid="uid-team-a-train-1-pod",
+        ),
+        event(
+            "node-a.1",
+            "default",
+            "Node",
+            "node-a",
+            "NodeNotReady",
+            "Node node-a status is now: NodeNotReady",
+            obj_namespace="",
+        ),
         event("train-1.1", "team-a", "ResourceClaim", "train-1", "AllocationFailed", "claim allocation retried"),
         event("rs.1", "team-a", "ReplicaSet", "train", "SuccessfulCreate", "not a kind the mirror keeps"),
         event("ghost.1", "team-a", "Pod", "not-mirrored", "Scheduled", "a pod the mirror does not store"),
@@ -92,10 +151,22 @@ def pages(cluster):
         (reverse("claims:template-detail", args=[name, "team-a", "gpu-template"]), template.raw),
         (reverse("claims:pod-detail", args=[name, "team-a", "train-1-pod"]), pod.raw),
         # A Pending pod on no node, a slice with shared counters (MIG), a pending claim: the pages' other branches.
-        (reverse("claims:pod-detail", args=[name, "team-a", "waiting-pod"]), Pod.objects.get(cluster=cluster, name="waiting-pod").raw),
-        (reverse("inventory:slice-detail", args=[name, "node-b-gpu.nvidia.com-x1"]), ResourceSlice.objects.get(cluster=cluster, name="node-b-gpu.nvidia.com-x1").raw),
-        (reverse("claims:claim-detail", args=[name, "team-a", "pending-claim"]), ResourceClaim.objects.get(cluster=cluster, name="pending-claim").raw),
-        (reverse("claims:pod-detail", args=[name, "team-a", "tpl-pod"]), tricky.raw),  # last: the browser test copies its YAML
+        (
+            reverse("claims:pod-detail", args=[name, "team-a", "waiting-pod"]),
+            Pod.objects.get(cluster=cluster, name="waiting-pod").raw,
+        ),
+        (
+            reverse("inventory:slice-detail", args=[name, "node-b-gpu.nvidia.com-x1"]),
+            ResourceSlice.objects.get(cluster=cluster, name="node-b-gpu.nvidia.com-x1").raw,
+        ),
+        (
+            reverse("claims:claim-detail", args=[name, "team-a", "pending-claim"]),
+            ResourceClaim.objects.get(cluster=cluster, name="pending-claim").raw,
+        ),
+        (
+            reverse("claims:pod-detail", args=[name, "team-a", "tpl-pod"]),
+            tricky.raw,
+        ),  # last: the browser test copies its YAML
     ]
 
 
@@ -122,14 +193,23 @@ def test_every_object_page_shows_yaml_that_parses_back_to_the_mirrored_raw_objec
     # kubectl commands name the cluster's context; breadcrumbs lead back up.
     alpha.context = "prod-admin"
     alpha.save()
-    body = html.unescape(viewer.get(reverse("claims:claim-detail", args=[alpha.name, "team-a", "train-1"])).content.decode())
+    body = html.unescape(
+        viewer.get(reverse("claims:claim-detail", args=[alpha.name, "team-a", "train-1"])).content.decode()
+    )
     assert "kubectl --context prod-admin get resourceclaims.resource.k8s.io train-1 -n team-a -o yaml" in body
     assert "kubectl --context prod-admin describe resourceclaims.resource.k8s.io train-1 -n team-a" in body
     crumbs = re.search(r'<nav class="breadcrumbs".*?</nav>', body, re.S).group(0)
-    assert [c for c in re.findall(r">([^<>]+)</(?:a|span)>", crumbs)] == ["Claims", "team-a", "train-1"]
+    assert list(re.findall(r">([^<>]+)</(?:a|span)>", crumbs)) == ["Claims", "team-a", "train-1"]
     assert f'href="/claims/?cluster={alpha.name}&namespace=team-a"' in crumbs
-    body = html.unescape(viewer.get(reverse("inventory:device-detail", args=[alpha.name, "gpu.nvidia.com", "node-a", "gpu-0"])).content.decode())
-    assert f"kubectl --context prod-admin get resourceslices.resource.k8s.io {SLICE_A} -o jsonpath='{{.spec.devices[?(@.name==\"gpu-0\")]}}'" in body
+    body = html.unescape(
+        viewer.get(
+            reverse("inventory:device-detail", args=[alpha.name, "gpu.nvidia.com", "node-a", "gpu-0"])
+        ).content.decode()
+    )
+    assert (
+        f"kubectl --context prod-admin get resourceslices.resource.k8s.io {SLICE_A} -o jsonpath='{{.spec.devices[?(@.name==\"gpu-0\")]}}'"
+        in body
+    )
     crumbs = re.search(r'<nav class="breadcrumbs".*?</nav>', body, re.S).group(0)
     assert re.findall(r">([^<>]+)</(?:a|span)>", crumbs) == ["Devices", "node-a", SLICE_A, "gpu-0"]
 
@@ -167,10 +247,15 @@ def test_links_both_ways_and_mirrored_events(viewer, alpha):
 
     # Only events about what the mirror holds are kept: not the ReplicaSet's, not an unmirrored pod's.
     assert set(KubeEvent.objects.filter(cluster=alpha).values_list("involved_kind", "involved_name")) == {
-        ("Pod", "train-1-pod"), ("Node", "node-a"), ("ResourceClaim", "train-1")}
-    for url, reason in ((reverse("claims:pod-detail", args=[alpha.name, "team-a", "train-1-pod"]), "FailedPrepareDynamicResources"),
-                        (reverse("inventory:node-detail", args=[alpha.name, "node-a"]), "NodeNotReady"),
-                        (reverse("claims:claim-detail", args=[alpha.name, "team-a", "train-1"]), "AllocationFailed")):
+        ("Pod", "train-1-pod"),
+        ("Node", "node-a"),
+        ("ResourceClaim", "train-1"),
+    }
+    for url, reason in (
+        (reverse("claims:pod-detail", args=[alpha.name, "team-a", "train-1-pod"]), "FailedPrepareDynamicResources"),
+        (reverse("inventory:node-detail", args=[alpha.name, "node-a"]), "NodeNotReady"),
+        (reverse("claims:claim-detail", args=[alpha.name, "team-a", "train-1"]), "AllocationFailed"),
+    ):
         body = viewer.get(url).content.decode()
         section = re.search(r'<section class="events" id="events">.*?</section>', body, re.S).group(0)
         assert reason in section, url
@@ -180,24 +265,31 @@ def test_links_both_ways_and_mirrored_events(viewer, alpha):
 
 def test_namespaced_pages_are_scoped(client, alpha):
     client.force_login(make_user("bob", namespaces=["team-b"]))
-    for url in (reverse("claims:pod-detail", args=[alpha.name, "team-a", "train-1-pod"]),
-                reverse("claims:pod-detail", args=[alpha.name, "team-a", "no-such-pod"]),
-                reverse("claims:template-detail", args=[alpha.name, "team-a", "gpu-template"])):
+    for url in (
+        reverse("claims:pod-detail", args=[alpha.name, "team-a", "train-1-pod"]),
+        reverse("claims:pod-detail", args=[alpha.name, "team-a", "no-such-pod"]),
+        reverse("claims:template-detail", args=[alpha.name, "team-a", "gpu-template"]),
+    ):
         assert client.get(url).status_code == 404, url
     # The class page lists only the claims of the user's namespaces.
     body = client.get(reverse("inventory:class-detail", args=[alpha.name, "gpu.nvidia.com"])).content.decode()
     assert "team-a/train-1" not in body and "team-b/stuck-claim" in body
     # The device page does not name a pod of another namespace.
-    body = client.get(reverse("inventory:device-detail", args=[alpha.name, "gpu.nvidia.com", "node-a", "gpu-0"])).content.decode()
+    body = client.get(
+        reverse("inventory:device-detail", args=[alpha.name, "gpu.nvidia.com", "node-a", "gpu-0"])
+    ).content.decode()
     assert "train-1-pod" not in body
 
 
-@pytest.mark.parametrize("driver, pool, name", [
-    ("gpu.nvidia.com", "node-a", "gpu-0"),
-    ("gpu.nvidia.com", "rack/7/node a", "gpu-0-mig-1g.10gb-3"),
-    ("näive.example.com", "pool?#%", "dev;x=1&y@z:w"),
-    ("d", "p", ""),  # reverse() refuses an empty part: the maker gives reverse()'s own answer (the error)
-])
+@pytest.mark.parametrize(
+    "driver, pool, name",
+    [
+        ("gpu.nvidia.com", "node-a", "gpu-0"),
+        ("gpu.nvidia.com", "rack/7/node a", "gpu-0-mig-1g.10gb-3"),
+        ("näive.example.com", "pool?#%", "dev;x=1&y@z:w"),
+        ("d", "p", ""),  # reverse() refuses an empty part: the maker gives reverse()'s own answer (the error)
+    ],
+)
 def test_device_url_maker_gives_what_reverse_gives(driver, pool, name):
     from django.urls import NoReverseMatch
 

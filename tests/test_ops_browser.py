@@ -42,8 +42,21 @@ class CeleryWorker:
         from gpudash.celery import app
 
         app.control.purge()  # tasks queued by earlier runs would name clusters of other test databases
-        cmd = [sys.executable, "-m", "celery", "-A", "gpudash", "worker", "--pool=solo", "--loglevel=INFO",
-               "--without-heartbeat", "--without-mingle", "--without-gossip", "--hostname", f"ops-test-{os.getpid()}@%h"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gpudash",
+            "worker",
+            "--pool=solo",
+            "--loglevel=INFO",
+            "--without-heartbeat",
+            "--without-mingle",
+            "--without-gossip",
+            "--hostname",
+            f"ops-test-{os.getpid()}@%h",
+        ]
         self.log = open(self.log_path, "w+b")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
@@ -87,15 +100,22 @@ def claim_reserved_for(cluster, namespace, pod):
 
 
 def stale_finding(claim):
-    return Finding.objects.filter(cluster_id=claim.cluster_id, claim_uid=claim.uid, rule=stuck.STALE_RESERVATION).order_by("-id").first()
+    return (
+        Finding.objects.filter(cluster_id=claim.cluster_id, claim_uid=claim.uid, rule=stuck.STALE_RESERVATION)
+        .order_by("-id")
+        .first()
+    )
 
 
 def test_stale_reservation_found_live_released_with_dry_run_and_cleared(ops_stack, browser):
     api, cluster, base, shots = ops_stack["api"], ops_stack["cluster"], ops_stack["server"].url, ops_stack["shots"]
 
     # The watchers' first lists already asked for a run: the demo's claim reserved for a long-gone pod.
-    wait_until(lambda: Finding.objects.active().filter(claim_name="llm-serve-old-gpu", rule=stuck.STALE_RESERVATION).exists(), 30,
-          "the detector, requested by the sync, to find the demo's stale reservation")
+    wait_until(
+        lambda: Finding.objects.active().filter(claim_name="llm-serve-old-gpu", rule=stuck.STALE_RESERVATION).exists(),
+        30,
+        "the detector, requested by the sync, to find the demo's stale reservation",
+    )
 
     page = logged_in(browser, base, "olivia")
     page.goto(base + "/stuck/?cluster=demo")
@@ -110,8 +130,11 @@ def test_stale_reservation_found_live_released_with_dry_run_and_cleared(ops_stac
     row = page.locator(f"#findings-table tr:has-text('{claim.name}')")
     row.wait_for(timeout=LIVE_TIMEOUT_MS)  # no reload: the detector's change arrives over the websocket
     assert "Stale reservation" in row.inner_text() and "llm-serve-2" in row.inner_text()
-    page.wait_for_function("([n]) => document.querySelector('#nav-stuck .navbadge').textContent.trim() === String(n)",
-                           arg=[badge_before + 1], timeout=LIVE_TIMEOUT_MS)
+    page.wait_for_function(
+        "([n]) => document.querySelector('#nav-stuck .navbadge').textContent.trim() === String(n)",
+        arg=[badge_before + 1],
+        timeout=LIVE_TIMEOUT_MS,
+    )
     finding = stale_finding(claim)
     assert finding.cleared_at is None and finding.subject == pod_uid
     page.screenshot(path=str(shots / "stuck.png"), full_page=True)
@@ -138,7 +161,9 @@ def test_stale_reservation_found_live_released_with_dry_run_and_cleared(ops_stac
     assert request["body"]["status"]["reservedFor"] == [{"$patch": "delete", "uid": pod_uid}]
     assert request["body"]["metadata"]["uid"] == claim.uid
     assert "dry-run" in page.locator(f"[data-result='{finding.id}'] .badge").inner_text()
-    assert pod_uid in [r["uid"] for r in api.store.get("resourceclaims", "inference", claim.name)["status"]["reservedFor"]]
+    assert pod_uid in [
+        r["uid"] for r in api.store.get("resourceclaims", "inference", claim.name)["status"]["reservedFor"]
+    ]
     page.screenshot(path=str(shots / "stuck-dry-run.png"), full_page=True)
 
     # Confirm in the dialog; the request goes to the API server.
@@ -164,8 +189,11 @@ def test_stale_reservation_found_live_released_with_dry_run_and_cleared(ops_stac
 
 def test_viewer_gets_no_release_and_is_refused(ops_stack, browser):
     base, shots = ops_stack["server"].url, ops_stack["shots"]
-    wait_until(lambda: Finding.objects.active().filter(claim_name="llm-serve-old-gpu", rule=stuck.STALE_RESERVATION).exists(), 30,
-          "the detector to find the demo's stale reservation")
+    wait_until(
+        lambda: Finding.objects.active().filter(claim_name="llm-serve-old-gpu", rule=stuck.STALE_RESERVATION).exists(),
+        30,
+        "the detector to find the demo's stale reservation",
+    )
     finding = Finding.objects.active().get(claim_name="llm-serve-old-gpu", rule=stuck.STALE_RESERVATION)
 
     page = logged_in(browser, base, "victor")
@@ -178,7 +206,10 @@ def test_viewer_gets_no_release_and_is_refused(ops_stack, browser):
     page.goto(base + "/claims/demo/inference/llm-serve-old-gpu/")
     button = page.locator(f"#claim-findings [data-finding='{finding.id}'] button.release-dry-run")
     assert button.is_disabled()
-    assert "needs the operator role" in page.locator(f"#claim-findings [data-finding='{finding.id}'] .release-blocked").inner_text()
+    assert (
+        "needs the operator role"
+        in page.locator(f"#claim-findings [data-finding='{finding.id}'] .release-blocked").inner_text()
+    )
     page.screenshot(path=str(shots / "claim-findings-viewer.png"))
 
     # Posting anyway (with a valid CSRF token, so only the role decides) is refused and audited.

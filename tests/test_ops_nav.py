@@ -27,8 +27,15 @@ def alpha():
     # A finding with a remedy, on the claim that is stuck deleting (ui_fixtures' own finding has none).
     now = timezone.now()
     Finding.objects.create(
-        cluster=cluster, rule=stuck.DELETION_BLOCKED, namespace="team-b", claim_name="stuck-claim", claim_uid="uid-team-b-stuck-claim",
-        summary="Deleting for 2h and still allocated.", remedy="deallocate", first_seen=now, last_seen=now,
+        cluster=cluster,
+        rule=stuck.DELETION_BLOCKED,
+        namespace="team-b",
+        claim_name="stuck-claim",
+        claim_uid="uid-team-b-stuck-claim",
+        summary="Deleting for 2h and still allocated.",
+        remedy="deallocate",
+        first_seen=now,
+        last_seen=now,
     )
     return cluster
 
@@ -67,7 +74,7 @@ def test_operator_gets_a_dry_run_release_on_the_claim_page(client, alpha):
     finding = Finding.objects.get(rule=stuck.DELETION_BLOCKED)
     login(client, "olivia", roles.OPERATOR)
     body = client.get(reverse("claims:claim-detail", args=["alpha", "team-b", "stuck-claim"])).content.decode()
-    section = body[body.index('id="claim-findings"'):]
+    section = body[body.index('id="claim-findings"') :]
     assert "Deleting for 2h and still allocated." in section and "Deletion blocked" in section
     form = re.search(r'<form method="post" action="/stuck/release/".*?</form>', section, re.S).group(0)
     assert f'name="ids" value="{finding.id}"' in form and 'name="step" value="dry-run"' in form
@@ -94,7 +101,7 @@ def test_viewer_sees_why_release_is_disabled_and_is_refused(client, alpha):
     finding = Finding.objects.get(rule=stuck.DELETION_BLOCKED)
     login(client, "victor", roles.VIEWER)
     body = client.get(reverse("claims:claim-detail", args=["alpha", "team-b", "stuck-claim"])).content.decode()
-    section = body[body.index('id="claim-findings"'):]
+    section = body[body.index('id="claim-findings"') :]
     assert re.search(r'<button type="button" disabled class="release-dry-run"', section)
     assert "Releasing needs the operator role in namespace team-b; you are viewer." in section
     assert 'action="/stuck/release/"' not in section
@@ -114,7 +121,9 @@ def test_pending_pods_link_to_their_checklist(client, alpha):
     pods = client.get(reverse("claims:pod-list")).content.decode()
     waiting = reverse("ops:pending-pod", args=["alpha", "team-a", "waiting-pod"])
     assert f'href="{waiting}"' in pods
-    assert reverse("ops:pending-pod", args=["alpha", "team-a", "train-1-pod"]) not in pods  # Running: nothing to explain
+    assert (
+        reverse("ops:pending-pod", args=["alpha", "team-a", "train-1-pod"]) not in pods
+    )  # Running: nothing to explain
     claim = client.get(reverse("claims:claim-detail", args=["alpha", "team-a", "pending-claim"])).content.decode()
     assert f'href="{waiting}"' in claim
     checklist = client.get(waiting)
@@ -159,17 +168,23 @@ def test_overview_and_fleet_map_report_the_same_counts(client, demo):
         assert sum(states.values()) == len(devices) == Device.objects.filter(cluster=demo).count()
         assert rendered_counts(body, "flag") == {f: expected_flags[f] for f in fleet.FLAGS}
     # The demo is meant to show every kind of trouble; make sure the comparison covers them.
-    assert all(expected[s] for s in (fleet.ALLOCATED, fleet.STUCK, fleet.PARTIAL, fleet.UNHEALTHY, fleet.FREE)), expected
+    assert all(expected[s] for s in (fleet.ALLOCATED, fleet.STUCK, fleet.PARTIAL, fleet.UNHEALTHY, fleet.FREE)), (
+        expected
+    )
     # Where a flag and a state share a name the numbers differ in the demo (the XID-tainted GPU is still
     # allocated; the admin-access claim watches allocated GPUs), so mixing them up on one page would show.
-    assert expected_flags[fleet.TAINTED] > expected[fleet.TAINTED] and expected_flags[fleet.ADMIN] > expected[fleet.ADMIN]
+    assert (
+        expected_flags[fleet.TAINTED] > expected[fleet.TAINTED] and expected_flags[fleet.ADMIN] > expected[fleet.ADMIN]
+    )
 
 
 def test_overview_tiles_link_to_lists_of_the_same_size(client, demo):
     login(client, "alice", roles.VIEWER)
     overview = client.get(reverse("inventory:overview"), {"cluster": "demo"}).content.decode()
     for state, count in rendered_counts(overview, "state").items():
-        listed = client.get(reverse("inventory:device-list"), {"cluster": "demo", "state": state}).context["match_count"]
+        listed = client.get(reverse("inventory:device-list"), {"cluster": "demo", "state": state}).context[
+            "match_count"
+        ]
         assert listed == count, state
     for flag, count in rendered_counts(overview, "flag").items():
         listed = client.get(reverse("inventory:device-list"), {"cluster": "demo", "flag": flag}).context["match_count"]
@@ -190,4 +205,8 @@ def test_stuck_devices_come_from_the_detector_findings(demo):
     assert stuck_before and Finding.objects.active().filter(claim_uid__in=held_claims).exists()
     Finding.objects.update(cleared_at=timezone.now())
     after = fleet.FleetSnapshot([demo.id]).totals()["by_state"]
-    assert after[fleet.STUCK] == 0 and after[fleet.ALLOCATED] + after[fleet.ADMIN] + after[fleet.PARTIAL] > snap.totals()["by_state"][fleet.ALLOCATED]
+    assert (
+        after[fleet.STUCK] == 0
+        and after[fleet.ALLOCATED] + after[fleet.ADMIN] + after[fleet.PARTIAL]
+        > snap.totals()["by_state"][fleet.ALLOCATED]
+    )

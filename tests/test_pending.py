@@ -3,8 +3,8 @@
 import pytest
 
 from claims.pending import FAIL, PASS, WARN, PodNotFound, explain_pod
-
 from tests.conftest import PREVIEW_WORKER_MARKS
+
 from .ops_fixtures import claim_raw, new_uid, pod_raw, slice_raw
 from .ops_live import live_cluster, resync, seed, server  # noqa: F401
 
@@ -24,18 +24,42 @@ def driver_pod(node, phase="Running", ready=True):
 
 
 def test_unallocated_claim_is_explained_with_events(server, live_cluster):
-    pod = pod_raw("train", claim="big", phase="Pending", node="",
-                  scheduled={"status": "False", "reason": "Unschedulable", "message": "0/1 nodes are available: 1 cannot allocate all claims."})
+    pod = pod_raw(
+        "train",
+        claim="big",
+        phase="Pending",
+        node="",
+        scheduled={
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/1 nodes are available: 1 cannot allocate all claims.",
+        },
+    )
     seed(server.store, claim=claim_raw("big"), pods=[pod])
     # Both of node-1's GPUs are taken by another claim, so the engine has a concrete reason.
-    server.store.create("deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
-                                          "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}})
+    server.store.create(
+        "deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "gpu.example.com"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]},
+        },
+    )
     server.store.create("resourceclaims", claim_raw("holder", namespace="team-b", devices=["gpu-0", "gpu-1"]))
     created = server.store.get("pods", "team-a", "train")
-    server.store.create("events", {"metadata": {"name": "train.1", "namespace": "team-a"},
-                                   "involvedObject": {"kind": "Pod", "name": "train", "uid": created["metadata"]["uid"]},
-                                   "type": "Warning", "reason": "FailedScheduling", "message": "cannot allocate all claims",
-                                   "lastTimestamp": "2026-03-01T12:00:00Z", "count": 3})
+    server.store.create(
+        "events",
+        {
+            "metadata": {"name": "train.1", "namespace": "team-a"},
+            "involvedObject": {"kind": "Pod", "name": "train", "uid": created["metadata"]["uid"]},
+            "type": "Warning",
+            "reason": "FailedScheduling",
+            "message": "cannot allocate all claims",
+            "lastTimestamp": "2026-03-01T12:00:00Z",
+            "count": 3,
+        },
+    )
     resync(live_cluster, kinds=("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod"))
     report = explain_pod(live_cluster, "team-a", "train")
     assert report["source"] == "live"
@@ -46,10 +70,12 @@ def test_unallocated_claim_is_explained_with_events(server, live_cluster):
     assert statuses(claim["steps"])["allocated"] == FAIL
     engine = next(s for s in claim["steps"] if s["key"] == "engine")
     assert engine["status"] == FAIL
-    assert engine["detail"] == ("Fits on none of 1 nodes. Most common reason: request `gpu`: 2 devices match class `gpu.example.com`, "
-                                "2 are already allocated to other claims (e.g. team-b/holder), 0 free < count 1 "
-                                "Scheduler: 0/1 nodes are available: 1 cannot allocate all claims. "
-                                "still not schedulable, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
+    assert engine["detail"] == (
+        "Fits on none of 1 nodes. Most common reason: request `gpu`: 2 devices match class `gpu.example.com`, "
+        "2 are already allocated to other claims (e.g. team-b/holder), 0 free < count 1 "
+        "Scheduler: 0/1 nodes are available: 1 cannot allocate all claims. "
+        "still not schedulable, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    )
     assert report["verdict"]["status"] == FAIL and report["verdict"]["title"] == "Scheduled"
 
     # A viewer scoped to other namespaces is not told which claim holds the devices.
@@ -77,7 +103,11 @@ def test_bound_pod_not_reserved_and_driver_missing(server, live_cluster):
 def test_running_driver_pod_and_incomplete_pool(server, live_cluster):
     pod_uid = new_uid()
     pod = pod_raw("infer", uid=pod_uid, claim="c1", phase="Running", node="node-1")
-    seed(server.store, claim=claim_raw("c1", devices=["gpu-0"], reserved=[("infer", pod_uid)]), pods=[pod, driver_pod("node-1")])
+    seed(
+        server.store,
+        claim=claim_raw("c1", devices=["gpu-0"], reserved=[("infer", pod_uid)]),
+        pods=[pod, driver_pod("node-1")],
+    )
     # The pool claims two slices but only one is published.
     server.store.apply("resourceslices", slice_raw("node-1", ["gpu-0", "gpu-1"], count=2))
     resync(live_cluster)
@@ -115,9 +145,20 @@ def test_unknown_pod(server, live_cluster):
 
 def test_binding_failure_is_reported(server, live_cluster):
     pod_uid = new_uid()
-    claim = claim_raw("c1", devices=["gpu-0"], reserved=[("p", pod_uid)], binding_conditions=(["example.com/attached"], ["example.com/failed"]),
-                      device_status=[{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0",
-                                      "conditions": [{"type": "example.com/failed", "status": "True", "message": "fabric down"}]}])
+    claim = claim_raw(
+        "c1",
+        devices=["gpu-0"],
+        reserved=[("p", pod_uid)],
+        binding_conditions=(["example.com/attached"], ["example.com/failed"]),
+        device_status=[
+            {
+                "driver": "gpu.example.com",
+                "pool": "node-1",
+                "device": "gpu-0",
+                "conditions": [{"type": "example.com/failed", "status": "True", "message": "fabric down"}],
+            }
+        ],
+    )
     seed(server.store, claim=claim, pods=[pod_raw("p", uid=pod_uid, claim="c1", phase="Pending", node="node-1")])
     report = explain_pod(live_cluster, "team-a", "p")
     prepared = next(s for s in report["claims"][0]["steps"] if s["key"] == "prepared")

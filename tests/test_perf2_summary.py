@@ -34,7 +34,13 @@ def alpha(db):
 def per_device(cluster_ids=None):
     """What the summary must add up to, from fleet.states_for (one device at a time, no summary)."""
     devices = Device.objects.all() if cluster_ids is None else Device.objects.filter(cluster_id__in=cluster_ids)
-    out = {"states": Counter(), "flags": Counter(), "models": defaultdict(Counter), "nodes": defaultdict(Counter), "map": defaultdict(Counter)}
+    out = {
+        "states": Counter(),
+        "flags": Counter(),
+        "models": defaultdict(Counter),
+        "nodes": defaultdict(Counter),
+        "map": defaultdict(Counter),
+    }
     for d in fleet.states_for(devices):
         st = d.st.state
         model = d.attribute_value("productName") or d.attribute_value("model") or "(no model attribute)"
@@ -59,16 +65,26 @@ def assert_summary_matches_devices(cluster_ids=None):
     assert totals["by_state"] == {s: expected["states"][s] for s in fleet.STATES}
     assert totals["flags"] == {f: expected["flags"][f] for f in fleet.FLAGS}
     assert totals["total"] == sum(expected["states"].values())
-    assert {(r["driver"], r["model"]): dict(r["counts"]) for r in snap.by_model()} == {k: dict(c) for k, c in expected["models"].items()}
-    assert {k: {s: n for s, n in c.items() if s != "total"} for k, c in snap.node_counts().items()} == {k: dict(c) for k, c in expected["nodes"].items()}
+    assert {(r["driver"], r["model"]): dict(r["counts"]) for r in snap.by_model()} == {
+        k: dict(c) for k, c in expected["models"].items()
+    }
+    assert {k: {s: n for s, n in c.items() if s != "total"} for k, c in snap.node_counts().items()} == {
+        k: dict(c) for k, c in expected["nodes"].items()
+    }
     # Fragmentation: per driver, nodes whose every device is free, and free devices elsewhere.
     whole = sum(1 for c in expected["nodes"].values() if c[fleet.FREE] == sum(c.values()))
     frag = {row["driver"]: row for row in snap.fragmentation()}["gpu.nvidia.com"]
-    assert (frag["nodes"], frag["whole_free_nodes"], frag["free_devices"]) == (len(expected["nodes"]), whole, sum(c[fleet.FREE] for c in expected["nodes"].values()))
+    assert (frag["nodes"], frag["whole_free_nodes"], frag["free_devices"]) == (
+        len(expected["nodes"]),
+        whole,
+        sum(c[fleet.FREE] for c in expected["nodes"].values()),
+    )
     # The map: every row's states and cells, and "nodes with a device in state X" for each X.
     rows = map_rows(snap)
     # (rows of nodes whose driver publishes nothing now keep their place, without devices)
-    assert {(r["cluster_id"], r["node"]): dict(r["states"]) for r in rows if r["devices"] or not r["unpublished"]} == {k: dict(c) for k, c in expected["map"].items()}
+    assert {(r["cluster_id"], r["node"]): dict(r["states"]) for r in rows if r["devices"] or not r["unpublished"]} == {
+        k: dict(c) for k, c in expected["map"].items()
+    }
     for r in rows:
         assert Counter(d["st"].state for d in r["devices"]) == r["states"]
     for state in fleet.STATES:
@@ -83,11 +99,19 @@ def assert_summary_matches_devices(cluster_ids=None):
 
 
 def stored_summary():
-    return sorted(NodeDeviceSummary.objects.values_list(*[f.attname for f in NodeDeviceSummary._meta.concrete_fields if f.attname != "id"]))
+    return sorted(
+        NodeDeviceSummary.objects.values_list(
+            *[f.attname for f in NodeDeviceSummary._meta.concrete_fields if f.attname != "id"]
+        )
+    )
 
 
 def slice_raw(node_name):
-    return next(copy.deepcopy(r) for kind, r in fleet_objects() if kind == "ResourceSlice" and r["spec"]["nodeName"] == node_name)
+    return next(
+        copy.deepcopy(r)
+        for kind, r in fleet_objects()
+        if kind == "ResourceSlice" and r["spec"]["nodeName"] == node_name
+    )
 
 
 # --- the summary stays consistent ----------------------------------------------------------------
@@ -96,7 +120,11 @@ def slice_raw(node_name):
 def test_summary_matches_the_devices_as_loaded(alpha):
     # One per node and device kind: one driver, one model each, node-b's MIG partitions a row of their own.
     assert sorted(NodeDeviceSummary.objects.filter(cluster=alpha).values_list("node_name", "kind")) == [
-        ("node-a", "gpu"), ("node-b", "gpu"), ("node-b", "partition"), ("node-c", "gpu")]
+        ("node-a", "gpu"),
+        ("node-b", "gpu"),
+        ("node-b", "partition"),
+        ("node-c", "gpu"),
+    ]
     assert per_device()["states"][fleet.STUCK] == 1  # the fixture has every state the reads apply
     assert_summary_matches_devices()
     assert_summary_matches_devices([alpha.id])
@@ -107,8 +135,12 @@ def test_summary_follows_claim_changes(alpha):
     # node-a keeps an admin watcher and the stuck claim's GPU (stored "allocated", shown stuck):
     # "nodes with allocated devices" must not list it any more.
     assert_summary_matches_devices()
-    assert (alpha.id, "node-a") not in {(r["cluster_id"], r["node"]) for r in map_rows(fleet.FleetSnapshot(), fleet.ALLOCATED)}
-    apply_batch(alpha, "ResourceClaim", [("ADDED", claim("team-a", "again", results=["gpu-1", "gpu-2"], node_name="node-a"))])
+    assert (alpha.id, "node-a") not in {
+        (r["cluster_id"], r["node"]) for r in map_rows(fleet.FleetSnapshot(), fleet.ALLOCATED)
+    }
+    apply_batch(
+        alpha, "ResourceClaim", [("ADDED", claim("team-a", "again", results=["gpu-1", "gpu-2"], node_name="node-a"))]
+    )
     assert_summary_matches_devices()
     delete_object(alpha, "ResourceClaim", claim("team-b", "infer"))  # the MIG slice's counters come back
     assert_summary_matches_devices()
@@ -124,7 +156,12 @@ def test_summary_follows_slice_changes(alpha):
     before = NodeDeviceSummary.objects.filter(cluster=alpha, node_name="node-c").count()
     delete_object(alpha, "ResourceSlice", slice_raw("node-c"))
     # The driver stopped publishing: placeholders (no counts) keep the node's map row (issue 11).
-    assert list(NodeDeviceSummary.objects.filter(cluster=alpha, node_name="node-c").values_list("n_total", "n_unpublished")) == [(0, 2)] * before
+    assert (
+        list(
+            NodeDeviceSummary.objects.filter(cluster=alpha, node_name="node-c").values_list("n_total", "n_unpublished")
+        )
+        == [(0, 2)] * before
+    )
     assert_summary_matches_devices()
     # A slice for devices without a node (allNodes): its own map row, keyed by pool.
     shared = resource_slice("fabric", [gpu("gpu-0", A100)])
@@ -140,7 +177,16 @@ def test_findings_and_node_readiness_apply_when_read(alpha):
     assert_summary_matches_devices()
     assert fleet.FleetSnapshot().totals()["by_state"][fleet.STUCK] == 0
     now = timezone.now()
-    Finding.objects.create(cluster=alpha, rule="r", namespace="team-b", claim_name="infer", claim_uid="uid-team-b-infer", summary="s", first_seen=now, last_seen=now)
+    Finding.objects.create(
+        cluster=alpha,
+        rule="r",
+        namespace="team-b",
+        claim_name="infer",
+        claim_uid="uid-team-b-infer",
+        summary="s",
+        first_seen=now,
+        last_seen=now,
+    )
     assert_summary_matches_devices()  # a MIG slice's holder is stuck now
     assert fleet.FleetSnapshot().totals()["by_state"][fleet.STUCK] == 1
     apply_object(alpha, "Node", node("node-a", ready=False))
@@ -161,7 +207,27 @@ def test_all_clusters_add_up(alpha):
 
 
 def test_natural_sort_key_orders_like_natural_key():
-    names = ["node-10", "node-9", "node-100", "node-09", "node-1", "a-2", "b", "node-1a", "node-1-2", "gpu-10-mig-2", "gpu-10-mig-10", "pool:x", "z0", "N-3", "node-x", "node1", "node", "1a", "a"]
+    names = [
+        "node-10",
+        "node-9",
+        "node-100",
+        "node-09",
+        "node-1",
+        "a-2",
+        "b",
+        "node-1a",
+        "node-1-2",
+        "gpu-10-mig-2",
+        "gpu-10-mig-10",
+        "pool:x",
+        "z0",
+        "N-3",
+        "node-x",
+        "node1",
+        "node",
+        "1a",
+        "a",
+    ]
     assert sorted(names, key=summary.natural_sort_key) == sorted(names, key=summary.natural_key)
 
 
@@ -174,7 +240,10 @@ def test_map_rows_are_ordered_and_paged_in_the_database(alpha, client, monkeypat
     monkeypatch.setattr(FleetMapView, "nodes_per_page", 4)
     page2 = client.get(reverse("inventory:fleet-map"), {"page": 2}).context
     assert page2["row_count"] == 6 and page2["totals"]["total"] == Device.objects.count()
-    assert [(r["node"], len(r["devices"])) for r in page2["page_obj"]] == [("node-b", 3), ("node-c", 2)]  # cells of this page only
+    assert [(r["node"], len(r["devices"])) for r in page2["page_obj"]] == [
+        ("node-b", 3),
+        ("node-c", 2),
+    ]  # cells of this page only
     filtered = client.get(reverse("inventory:fleet-map"), {"q": "node-1", "state": "free"}).context
     assert [r["node"] for r in filtered["page_obj"]] == ["node-10", "node-100"]
     bad = client.get(reverse("inventory:fleet-map"), {"state": "broken"})
@@ -199,7 +268,9 @@ def clean_debounce(alpha):
 def queued(monkeypatch):
     """What request_class_counts would start (the broker and timers are outside these tests)."""
     out = []
-    monkeypatch.setattr(tasks.count_class_matches, "apply_async", lambda args, countdown: out.append((args[0], countdown)))
+    monkeypatch.setattr(
+        tasks.count_class_matches, "apply_async", lambda args, countdown: out.append((args[0], countdown))
+    )
     monkeypatch.setattr(debounce.threading, "Timer", lambda delay, fn, args: _Started(out, args[0], delay))
     return out
 
@@ -218,16 +289,25 @@ def stored_counts():
 
 
 def test_background_count_stores_what_evaluating_now_gives(alpha):
-    assert stored_counts() == {"gpu.nvidia.com": (None, ""), "mig.nvidia.com": (None, "")}  # nothing counted on the write path
+    assert stored_counts() == {
+        "gpu.nvidia.com": (None, ""),
+        "mig.nvidia.com": (None, ""),
+    }  # nothing counted on the write path
     assert tasks.count_class_matches(alpha.id) == 2
     fresh = list(DeviceClass.objects.order_by("name"))
     classmatch.annotate_matches(fresh)
-    assert stored_counts() == {c.name: (c.match_count, c.match_error) for c in fresh} == {"gpu.nvidia.com": (11, ""), "mig.nvidia.com": (2, "")}
+    assert (
+        stored_counts()
+        == {c.name: (c.match_count, c.match_error) for c in fresh}
+        == {"gpu.nvidia.com": (11, ""), "mig.nvidia.com": (2, "")}
+    )
     versions = classmatch.inventory_versions([alpha.id])
     assert all(c.match_computed_at and classmatch.is_current(c, versions) for c in DeviceClass.objects.all())
 
 
-def test_slice_and_class_changes_ask_for_a_recount_after_commit(alpha, clean_debounce, queued, django_capture_on_commit_callbacks):
+def test_slice_and_class_changes_ask_for_a_recount_after_commit(
+    alpha, clean_debounce, queued, django_capture_on_commit_callbacks
+):
     tasks.count_class_matches(alpha.id)
     raw = slice_raw("node-c")
     raw["metadata"]["resourceVersion"] = "99999"
@@ -241,7 +321,10 @@ def test_slice_and_class_changes_ask_for_a_recount_after_commit(alpha, clean_deb
         apply_object(alpha, "DeviceClass", _class_raw())
     assert len(queued) == 1  # inside the debounce window: the scheduled run counts this too
     tasks.count_class_matches(alpha.id)  # the scheduled run
-    assert stored_counts()["gpu.nvidia.com"] == (4, "")  # the full A100s now (node-b's and node-c's), per the new selector
+    assert stored_counts()["gpu.nvidia.com"] == (
+        4,
+        "",
+    )  # the full A100s now (node-b's and node-c's), per the new selector
     with django_capture_on_commit_callbacks(execute=True):
         apply_batch(alpha, "Pod", [])
         apply_object(alpha, "Node", node("node-b"))
@@ -249,8 +332,20 @@ def test_slice_and_class_changes_ask_for_a_recount_after_commit(alpha, clean_deb
 
 
 def _class_raw():
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": meta("gpu.nvidia.com"),
-            "spec": {"selectors": [{"cel": {"expression": f"device.attributes['gpu.nvidia.com'].productName == '{A100}' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": meta("gpu.nvidia.com"),
+        "spec": {
+            "selectors": [
+                {
+                    "cel": {
+                        "expression": f"device.attributes['gpu.nvidia.com'].productName == '{A100}' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+                    }
+                }
+            ]
+        },
+    }
 
 
 def test_deleting_a_slice_makes_the_counts_out_of_date(alpha):
@@ -259,7 +354,9 @@ def test_deleting_a_slice_makes_the_counts_out_of_date(alpha):
     assert not any(classmatch.is_current(c, classmatch.inventory_versions()) for c in DeviceClass.objects.all())
 
 
-def test_pages_read_stored_counts_and_never_count(alpha, client, monkeypatch, clean_debounce, queued, django_capture_on_commit_callbacks):
+def test_pages_read_stored_counts_and_never_count(
+    alpha, client, monkeypatch, clean_debounce, queued, django_capture_on_commit_callbacks
+):
     def no_counting(*args):
         raise AssertionError("counted during a request")
 
@@ -270,7 +367,9 @@ def test_pages_read_stored_counts_and_never_count(alpha, client, monkeypatch, cl
     assert body.count("counting…") == 2 and "match-count" not in body
     assert queued == [(alpha.id, tasks.debounce_seconds())]  # the page asked for the count it lacks
     api = client.get("/api/v1/device-classes/").json()["results"]
-    assert [(c["matching_devices"], c["matching_counted_at"], c["matching_current"]) for c in api] == [(None, None, False)] * 2
+    assert [(c["matching_devices"], c["matching_counted_at"], c["matching_current"]) for c in api] == [
+        (None, None, False)
+    ] * 2
     assert api[0]["matching_error"].startswith("not counted yet")
 
     monkeypatch.undo()
@@ -279,9 +378,14 @@ def test_pages_read_stored_counts_and_never_count(alpha, client, monkeypatch, cl
     body = client.get(reverse("inventory:class-list")).content.decode()
     assert '<b class="match-count">11</b>' in body and "counted <time datetime=" in body and "recounting" not in body
     api = client.get("/api/v1/device-classes/").json()["results"]
-    assert [(c["name"], c["matching_devices"], c["matching_current"]) for c in api] == [("gpu.nvidia.com", 11, True), ("mig.nvidia.com", 2, True)]
+    assert [(c["name"], c["matching_devices"], c["matching_current"]) for c in api] == [
+        ("gpu.nvidia.com", 11, True),
+        ("mig.nvidia.com", 2, True),
+    ]
     assert all(c["matching_counted_at"] for c in api)
 
     apply_object(alpha, "ResourceSlice", resource_slice("node-d", [gpu("gpu-0", A100)]))
     body = client.get(reverse("inventory:class-list")).content.decode()
-    assert '<b class="match-count">11</b>' in body and body.count("recounting…") == 2  # the last count, marked out of date
+    assert (
+        '<b class="match-count">11</b>' in body and body.count("recounting…") == 2
+    )  # the last count, marked out of date

@@ -22,7 +22,11 @@ def alpha(db):
 
 
 def stored(pool, name):
-    return Device.objects.filter(pool=pool, name=name).values_list("allocation_state", "held_by_namespace", "held_by_name", "admin_watched").get()
+    return (
+        Device.objects.filter(pool=pool, name=name)
+        .values_list("allocation_state", "held_by_namespace", "held_by_name", "admin_watched")
+        .get()
+    )
 
 
 def states():
@@ -32,7 +36,12 @@ def states():
 
 
 def test_apply_stores_who_holds_each_device(alpha):
-    assert stored("node-a", "gpu-0") == ("allocated", "team-a", "train-1", True)  # the exclusive holder wins over the admin watcher
+    assert stored("node-a", "gpu-0") == (
+        "allocated",
+        "team-a",
+        "train-1",
+        True,
+    )  # the exclusive holder wins over the admin watcher
     assert stored("node-a", "gpu-7") == ("allocated", "team-b", "stuck-claim", False)
     assert stored("node-b", "gpu-0-mig-1g10gb-19-0") == ("allocated", "team-b", "infer", False)
     # The full GPU is not held, but the held MIG slice uses its memory-slice-0 counter.
@@ -71,7 +80,9 @@ def test_not_ready_list_follows_node_readiness(alpha):
     from inventory.models import Node
 
     unhealthy = {(p, n) for (p, n), st in states().items() if st == devicestate.UNHEALTHY}
-    assert unhealthy and sorted(Device.objects.in_fleet_state(devicestate.UNHEALTHY).values_list("pool", "name")) == sorted(unhealthy)
+    assert unhealthy and sorted(
+        Device.objects.in_fleet_state(devicestate.UNHEALTHY).values_list("pool", "name")
+    ) == sorted(unhealthy)
     Node.objects.filter(ready=False).update(ready=True)
     assert not Device.objects.in_fleet_state(devicestate.UNHEALTHY).exists()
     assert set(Device.objects.in_fleet_state(devicestate.FREE).values_list("pool", "name")) >= unhealthy
@@ -100,7 +111,9 @@ def test_claim_changes_update_the_devices(alpha):
     delete_object(alpha, "ResourceClaim", claim("team-b", "infer"))
     assert stored("node-b", "gpu-0") == ("free", "", "", False)  # counters released with the MIG slice
     # Allocated again in one batch of events, as a watcher applies them.
-    apply_batch(alpha, "ResourceClaim", [("ADDED", claim("team-a", "again", results=["gpu-1", "gpu-2"], node_name="node-a"))])
+    apply_batch(
+        alpha, "ResourceClaim", [("ADDED", claim("team-a", "again", results=["gpu-1", "gpu-2"], node_name="node-a"))]
+    )
     assert stored("node-a", "gpu-2") == ("allocated", "team-a", "again", False)
 
 
@@ -114,21 +127,40 @@ def test_a_reservation_rebuilds_the_consumers_and_leaves_the_results(alpha):
         consumers = list(ClaimConsumer.objects.filter(claim__name="again").values_list("id", "name"))
         return results, consumers
 
-    apply_batch(alpha, "ResourceClaim", [("ADDED", claim("team-a", "again", results=["gpu-1", "gpu-2"], node_name="node-a"))])
+    apply_batch(
+        alpha, "ResourceClaim", [("ADDED", claim("team-a", "again", results=["gpu-1", "gpu-2"], node_name="node-a"))]
+    )
     results, consumers = children()
     assert [d for _, d in results] == ["gpu-1", "gpu-2"] and consumers == []
-    apply_batch(alpha, "ResourceClaim", [("MODIFIED", claim("team-a", "again", results=["gpu-1", "gpu-2"], node_name="node-a", reserved_for=["p1"]))])
+    apply_batch(
+        alpha,
+        "ResourceClaim",
+        [("MODIFIED", claim("team-a", "again", results=["gpu-1", "gpu-2"], node_name="node-a", reserved_for=["p1"]))],
+    )
     assert children()[0] == results  # the same rows, not rebuilt
     assert [n for _, n in children()[1]] == ["p1"]
-    apply_batch(alpha, "ResourceClaim", [("MODIFIED", claim("team-a", "again", results=["gpu-3"], node_name="node-a", reserved_for=["p1"]))])
+    apply_batch(
+        alpha,
+        "ResourceClaim",
+        [("MODIFIED", claim("team-a", "again", results=["gpu-3"], node_name="node-a", reserved_for=["p1"]))],
+    )
     after, kept = children()
     assert [d for _, d in after] == ["gpu-3"] and kept == children()[1] and [n for _, n in kept] == ["p1"]
-    assert stored("node-a", "gpu-2") == ("free", "", "", False) and stored("node-a", "gpu-3") == ("allocated", "team-a", "again", False)
+    assert stored("node-a", "gpu-2") == ("free", "", "", False) and stored("node-a", "gpu-3") == (
+        "allocated",
+        "team-a",
+        "again",
+        False,
+    )
     # Both in one batch, with the claim's first version in it too: every child from the last version.
-    apply_batch(alpha, "ResourceClaim", [
-        ("MODIFIED", claim("team-a", "again", results=["gpu-4"], node_name="node-a")),
-        ("MODIFIED", claim("team-a", "again", results=["gpu-5"], node_name="node-a", reserved_for=["p2", "p3"])),
-    ])
+    apply_batch(
+        alpha,
+        "ResourceClaim",
+        [
+            ("MODIFIED", claim("team-a", "again", results=["gpu-4"], node_name="node-a")),
+            ("MODIFIED", claim("team-a", "again", results=["gpu-5"], node_name="node-a", reserved_for=["p2", "p3"])),
+        ],
+    )
     results, consumers = children()
     assert [d for _, d in results] == ["gpu-5"] and [n for _, n in consumers] == ["p2", "p3"]
 
@@ -148,9 +180,16 @@ def test_a_list_takes_statistics_once_at_its_end(alpha):
     seen = set()
     with CaptureQueriesContext(connection) as pages:
         for start in range(0, len(claims), ANALYZE_AFTER_INSERTS // 2):
-            result = apply_batch(alpha, "ResourceClaim", claims[start : start + ANALYZE_AFTER_INSERTS // 2], defer_device_state=True)
+            result = apply_batch(
+                alpha, "ResourceClaim", claims[start : start + ANALYZE_AFTER_INSERTS // 2], defer_device_state=True
+            )
             seen |= result.seen_ids
-        big = apply_batch(alpha, "ResourceClaim", [("LISTED", claim("team-d", f"more-{i}")) for i in range(ANALYZE_AFTER_INSERTS)], defer_device_state=True)
+        big = apply_batch(
+            alpha,
+            "ResourceClaim",
+            [("LISTED", claim("team-d", f"more-{i}")) for i in range(ANALYZE_AFTER_INSERTS)],
+            defer_device_state=True,
+        )
     assert big.analyze and not any(q["sql"].startswith("ANALYZE") for q in pages.captured_queries)
 
     def list_end():
@@ -159,7 +198,11 @@ def test_a_list_takes_statistics_once_at_its_end(alpha):
             take_statistics("ResourceClaim", pools)
             reconcile(alpha, "ResourceClaim", seen | big.seen_ids, 0, device_pools=pools)
         analyzes = [q["sql"] for q in end.captured_queries if q["sql"].startswith("ANALYZE")]
-        assert len(analyzes) == 1 and '"claims_resourceclaim"' in analyzes[0] and '"claims_allocationresult"' in analyzes[0]
+        assert (
+            len(analyzes) == 1
+            and '"claims_resourceclaim"' in analyzes[0]
+            and '"claims_allocationresult"' in analyzes[0]
+        )
         tables = analyzes[0].removeprefix("ANALYZE ").split(", ")
         assert tables == sorted(tables)  # one lock order for every list end: no deadlock between kinds
         return analyzes[0]
@@ -171,7 +214,9 @@ def test_a_list_takes_statistics_once_at_its_end(alpha):
         cursor.execute("UPDATE pg_class SET reltuples = -1 WHERE relname = 'inventory_device'")
     assert '"inventory_device"' in list_end()
     with CaptureQueriesContext(connection) as watch:
-        apply_batch(alpha, "ResourceClaim", [("ADDED", claim("team-e", f"new-{i}")) for i in range(ANALYZE_AFTER_INSERTS)])
+        apply_batch(
+            alpha, "ResourceClaim", [("ADDED", claim("team-e", f"new-{i}")) for i in range(ANALYZE_AFTER_INSERTS)]
+        )
     assert sum(q["sql"].startswith("ANALYZE") for q in watch.captured_queries) == 1  # a watch batch takes them itself
 
 
@@ -191,7 +236,9 @@ def test_results_carry_their_claims_namespace(alpha):
 
 
 def test_republished_slice_keeps_the_holders(alpha):
-    raw = next(copy.deepcopy(r) for kind, r in fleet_objects() if kind == "ResourceSlice" and r["spec"]["nodeName"] == "node-a")
+    raw = next(
+        copy.deepcopy(r) for kind, r in fleet_objects() if kind == "ResourceSlice" and r["spec"]["nodeName"] == "node-a"
+    )
     raw["metadata"]["resourceVersion"] = "99999"
     raw["spec"]["devices"].append(copy.deepcopy(raw["spec"]["devices"][0]) | {"name": "gpu-8"})
     apply_object(alpha, "ResourceSlice", raw)  # every device row of the slice is rebuilt
@@ -200,10 +247,23 @@ def test_republished_slice_keeps_the_holders(alpha):
 
 
 def test_backfill_rebuilds_the_same_columns(alpha):
-    before = sorted(Device.objects.values_list("id", "allocation_state", "held_by_claim_id", "held_by_namespace", "held_by_name", "admin_watched"))
-    Device.objects.update(allocation_state="free", held_by_claim_id=None, held_by_namespace="", held_by_name="", admin_watched=False)
+    before = sorted(
+        Device.objects.values_list(
+            "id", "allocation_state", "held_by_claim_id", "held_by_namespace", "held_by_name", "admin_watched"
+        )
+    )
+    Device.objects.update(
+        allocation_state="free", held_by_claim_id=None, held_by_namespace="", held_by_name="", admin_watched=False
+    )
     devicestate.refresh_pools(None)  # what migration inventory 0003_perf_device_state runs
-    assert sorted(Device.objects.values_list("id", "allocation_state", "held_by_claim_id", "held_by_namespace", "held_by_name", "admin_watched")) == before
+    assert (
+        sorted(
+            Device.objects.values_list(
+                "id", "allocation_state", "held_by_claim_id", "held_by_namespace", "held_by_name", "admin_watched"
+            )
+        )
+        == before
+    )
 
 
 def test_ui_and_api_give_one_answer(alpha):
@@ -216,8 +276,13 @@ def test_ui_and_api_give_one_answer(alpha):
     assert all(d["state"] == devicestate.API_STATE_OF[d["fleet_state"]] for d in by_key.values())
     ui = {(d.pool, d.name): d.st.state for d in fleet.states_for(Device.objects.all(), user=user)}
     assert ui == expected
-    assert [(d["pool"], d["name"]) for d in api.get("/api/v1/devices/?fleet_state=stuck").json()["results"]] == [("node-a", "gpu-7")]
-    counts = {r["fleet_state"]: r["count"] for r in api.get("/api/v1/aggregates/devices?group_by=fleet_state").json()["results"]}
+    assert [(d["pool"], d["name"]) for d in api.get("/api/v1/devices/?fleet_state=stuck").json()["results"]] == [
+        ("node-a", "gpu-7")
+    ]
+    counts = {
+        r["fleet_state"]: r["count"]
+        for r in api.get("/api/v1/aggregates/devices?group_by=fleet_state").json()["results"]
+    }
     assert counts == {s: list(expected.values()).count(s) for s in set(expected.values())}
 
 
@@ -243,14 +308,17 @@ def test_pinned_driver(exprs, driver):
 
 
 def test_class_match_counts_equal_evaluating_every_device(alpha):
-    from claims.allocator import cel
+    from dra import cel
 
     classes = list(DeviceClass.objects.order_by("name"))
     classmatch.annotate_matches(classes)
     for cls in classes:
         compiled = [cel.compile_selector(s["cel"]["expression"]) for s in cls.selectors]
         brute = sum(
-            all(c.evaluate(cel.make_device(d.driver, d.attributes, d.capacity, d.allow_multiple_allocations)) for c in compiled)
+            all(
+                c.evaluate(cel.make_device(d.driver, d.attributes, d.capacity, d.allow_multiple_allocations))
+                for c in compiled
+            )
             for d in Device.objects.filter(cluster_id=cls.cluster_id)
         )
         assert (cls.name, cls.match_count, cls.match_error) == (cls.name, brute, "")

@@ -3,8 +3,8 @@ and what the preview's node filters count per node."""
 
 import pytest
 
-from claims.allocator import Inventory
 from claims.models import Pod, PodFootprint
+from dra import Inventory
 from gpudash.sync import apply
 from inventory.models import SyncState
 from tests.sync_fixtures import make_pod, state, wait_for
@@ -23,7 +23,10 @@ def busy_pod(namespace, name, node, cpu="500m", memory="1Gi", phase="Running", h
 
 
 def footprints(cluster):
-    return {(f.namespace, f.name): (f.node_name, f.phase, f.raw["requests"]) for f in PodFootprint.objects.filter(cluster=cluster)}
+    return {
+        (f.namespace, f.name): (f.node_name, f.phase, f.raw["requests"])
+        for f in PodFootprint.objects.filter(cluster=cluster)
+    }
 
 
 def test_every_pod_leaves_a_footprint_through_list_watch_and_relist(cluster, devcluster, fast_sync, run_watcher):
@@ -34,7 +37,9 @@ def test_every_pod_leaves_a_footprint_through_list_watch_and_relist(cluster, dev
     w = run_watcher(cluster, "Pod")
     wait_for(lambda: len(footprints(cluster)) == 10, message="footprints of every listed pod")
     assert footprints(cluster)[("web", "w4")] == ("n1", "Running", {"cpu": 500, "memory": 2**30})
-    assert set(Pod.objects.filter(cluster=cluster).values_list("name", flat=True)) == {"uses-claim"}  # full rows stay DRA-only
+    assert set(Pod.objects.filter(cluster=cluster).values_list("name", flat=True)) == {
+        "uses-claim"
+    }  # full rows stay DRA-only
     wait_for(lambda: state(cluster, "Pod").status == SyncState.Status.CONNECTED, message="pods connected")
 
     # Watch events: a new pod, a pod that finished, a deleted pod.
@@ -43,8 +48,14 @@ def test_every_pod_leaves_a_footprint_through_list_watch_and_relist(cluster, dev
     done["status"]["phase"] = "Succeeded"
     store.update("pods", done, subresource="status")
     store.delete("pods", "web", "w1")
-    wait_for(lambda: ("web", "late") in footprints(cluster) and ("web", "w1") not in footprints(cluster)
-             and footprints(cluster)[("web", "w0")][1] == "Succeeded", message="watch events applied")
+    wait_for(
+        lambda: (
+            ("web", "late") in footprints(cluster)
+            and ("web", "w1") not in footprints(cluster)
+            and footprints(cluster)[("web", "w0")][1] == "Succeeded"
+        ),
+        message="watch events applied",
+    )
     counted = {(f.namespace, f.name) for f in PodFootprint.objects.filter(cluster=cluster).on_nodes()}
     assert ("web", "w0") not in counted and ("web", "late") in counted
 
@@ -71,9 +82,15 @@ def test_replays_never_go_back_and_odd_resources_are_kept_with_why(cluster):
     row = PodFootprint.objects.get(cluster=cluster, name="b")
     assert row.raw["requests"] == {} and "'lots' is not a quantity" in row.raw["problem"]
     # The engine reads the rows as they are: per-node usage of the non-terminal bound pods.
-    inv = Inventory(nodes=[{"metadata": {"name": "n1"}}], pod_footprints=list(PodFootprint.objects.filter(cluster=cluster).values_list("raw", flat=True)))
+    inv = Inventory(
+        nodes=[{"metadata": {"name": "n1"}}],
+        pod_footprints=list(PodFootprint.objects.filter(cluster=cluster).values_list("raw", flat=True)),
+    )
     usage = inv.usage_of("n1")
-    assert usage.pods == 2 and usage.requested == {"cpu": 1000, "memory": 2**30}  # b counts as a pod, its requests unknown
+    assert usage.pods == 2 and usage.requested == {
+        "cpu": 1000,
+        "memory": 2**30,
+    }  # b counts as a pod, its requests unknown
 
 
 def test_a_footprint_stored_without_the_priority_is_derived_again_from_the_same_version(cluster):

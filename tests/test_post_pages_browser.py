@@ -47,11 +47,18 @@ def test_release_confirmation_page_refreshes_its_badges_without_errors(stack):
 
     # A new finding while the operator reads the dry run: the detector publishes it, the badge follows.
     api.store.delete("pods", "inference", "llm-serve-2")
-    wait_until(lambda: not Pod.objects.filter(cluster=cluster, namespace="inference", name="llm-serve-2").exists(), 10, "the pod's deletion to sync")
+    wait_until(
+        lambda: not Pod.objects.filter(cluster=cluster, namespace="inference", name="llm-serve-2").exists(),
+        10,
+        "the pod's deletion to sync",
+    )
     stuck.detect(cluster)
     assert Finding.objects.stuck().filter(cluster=cluster).count() == before + 1
-    page.wait_for_function("([n]) => document.querySelector('#nav-stuck .navbadge').textContent.trim() === String(n)",
-                           arg=[before + 1], timeout=LIVE_MS)
+    page.wait_for_function(
+        "([n]) => document.querySelector('#nav-stuck .navbadge').textContent.trim() === String(n)",
+        arg=[before + 1],
+        timeout=LIVE_MS,
+    )
 
     assert fetched, "the page fetched its live regions"
     assert all(status == 200 for _, status in fetched), fetched

@@ -74,11 +74,20 @@ def test_operator_previews_yaml_errors_and_a_pending_claim(site):
     fits = engine["summary"]["fits"]
     assert 0 < fits < engine["summary"]["nodes"]
     tile = page.locator("#pv-fit-count")
-    assert (tile.get_attribute("data-fits"), tile.get_attribute("data-nodes")) == (str(fits), str(engine["summary"]["nodes"]))
+    assert (tile.get_attribute("data-fits"), tile.get_attribute("data-nodes")) == (
+        str(fits),
+        str(engine["summary"]["nodes"]),
+    )
     assert page.locator("#preview-fits tbody tr").count() == fits
     chosen = {(n["node"], r["device"]) for n in engine["nodes"] if n["fits"] for r in n["results"]}
-    ringed = set(map(tuple, page.eval_on_selector_all(
-        "#preview-fits .pv-chosen", "cells => cells.map(c => [c.closest('tr').dataset.node, c.dataset.device])")))
+    ringed = set(
+        map(
+            tuple,
+            page.eval_on_selector_all(
+                "#preview-fits .pv-chosen", "cells => cells.map(c => [c.closest('tr').dataset.node, c.dataset.device])"
+            ),
+        )
+    )
     assert ringed == chosen
     assert page.inner_text("#pv-headroom-copies") == str(engine["headroom"]["copies"])
     reasons = page.locator("#pv-reasons tbody tr")
@@ -131,7 +140,9 @@ def test_operator_previews_yaml_errors_and_a_pending_claim(site):
     assert rows.first.is_visible()
     node = rows.first.get_attribute("data-node")
     expected = next(n for n in failing if n["node"] == node)
-    assert (expected["reason"] or expected["error"]).replace("`", "") in rows.first.inner_text()  # names render as <code>
+    assert (expected["reason"] or expected["error"]).replace(
+        "`", ""
+    ) in rows.first.inner_text()  # names render as <code>
     assert "name: reserve-whole-a100" in page.input_value("#pv-yaml")  # the claim is in the box, to tweak
     shoot(page, shots / "preview-pending.png", full_page=True)
 
@@ -169,7 +180,12 @@ def test_a_pod_that_fits_nowhere_shows_the_schedulers_whole_message(site):
 
     total = Node.objects.filter(cluster=site["cluster"]).count()
     message = page.inner_text(".pv-sched code")
-    assert message.startswith(f"0/{total} nodes are available: ") and "node(s) didn't match Pod's node affinity/selector" in message
+    assert (
+        message.startswith(f"0/{total} nodes are available: ")
+        and "node(s) didn't match Pod's node affinity/selector" in message
+    )
     # Every node is rejected without remedy (affinity, taints, cordons), so preemption cannot help anywhere.
-    assert message.endswith(f". still not schedulable, preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling.")
+    assert message.endswith(
+        f". still not schedulable, preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
+    )
     shoot(page, shots / "preview-pod-nowhere.png", full_page=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from .allocator_fixtures import allocated_claim, dev, device_class, node_obj, slice_
+from tests.dra.allocator_fixtures import allocated_claim, dev, device_class, node_obj, slice_
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_CLASS = 'device.driver == "gpu.example.com"'
@@ -68,7 +68,14 @@ def test_snapshot_json_output(files):
     a = by_node["node-a"]
     assert a["fits"] is True and a["reason"] is None and a["error"] is None
     assert a["results"] == [
-        {"claim": "team-a/two-gpus", "request": "gpu", "driver": "gpu.example.com", "pool": "node-a", "device": f"gpu-{i}", "adminAccess": False}
+        {
+            "claim": "team-a/two-gpus",
+            "request": "gpu",
+            "driver": "gpu.example.com",
+            "pool": "node-a",
+            "device": f"gpu-{i}",
+            "adminAccess": False,
+        }
         for i in (0, 1)
     ]
     b = by_node["node-b"]
@@ -97,13 +104,21 @@ def test_real_cli_process(files):
     dump, claim = files
     proc = subprocess.run(
         [sys.executable, "manage.py", "preview", "--snapshot", str(dump), "--claim", str(claim), "--json"],
-        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ), timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert [e["fits"] for e in json.loads(proc.stdout)["nodes"]] == [True, False, False]
     bad = subprocess.run(
         [sys.executable, "manage.py", "preview", "--snapshot", str(claim), "--claim", str(claim)],
-        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ), timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
     )
     assert bad.returncode == 1
     assert "not JSON" in bad.stderr
@@ -156,7 +171,9 @@ def _store(cluster, raw):
     from claims.models import ResourceClaim
     from inventory.models import DeviceClass, Node, ResourceSlice
 
-    model = {"DeviceClass": DeviceClass, "Node": Node, "ResourceSlice": ResourceSlice, "ResourceClaim": ResourceClaim}[raw["kind"]]
+    model = {"DeviceClass": DeviceClass, "Node": Node, "ResourceSlice": ResourceSlice, "ResourceClaim": ResourceClaim}[
+        raw["kind"]
+    ]
     raw = json.loads(json.dumps(raw))
     raw["metadata"].setdefault("uid", f"uid-{raw['metadata']['name']}")
     raw["metadata"].setdefault("resourceVersion", str(_store.rv))
@@ -164,7 +181,9 @@ def _store(cluster, raw):
     from gpudash.sync.apply import apply_object
 
     # The sync's write path: it logs the change, which the live preview inventory follows.
-    return apply_object(cluster, raw["kind"], raw) or model.objects.get(cluster=cluster, namespace=raw["metadata"].get("namespace") or "", name=raw["metadata"]["name"])
+    return apply_object(cluster, raw["kind"], raw) or model.objects.get(
+        cluster=cluster, namespace=raw["metadata"].get("namespace") or "", name=raw["metadata"]["name"]
+    )
 
 
 _store.rv = 100
@@ -196,17 +215,24 @@ def test_adapter_cache_follows_data_changes(db_cluster):
     first = run_preview(db_cluster, yaml_text=CLAIM_YAML)
     assert first["nodes"][0]["fits"] is True
     assert cluster_inventory(db_cluster) is cluster_inventory(db_cluster)  # cached while nothing changes
-    _store(db_cluster, allocated_claim("grab", ["gpu.example.com/node-a/gpu-0", "gpu.example.com/node-a/gpu-1", "gpu.example.com/node-a/gpu-2"], ns="team-c"))
+    _store(
+        db_cluster,
+        allocated_claim(
+            "grab",
+            ["gpu.example.com/node-a/gpu-0", "gpu.example.com/node-a/gpu-1", "gpu.example.com/node-a/gpu-2"],
+            ns="team-c",
+        ),
+    )
     second = run_preview(db_cluster, yaml_text=CLAIM_YAML)
     assert second["nodes"][0]["fits"] is False
     assert "3 are already allocated to other claims (e.g. team-c/grab)" in second["nodes"][0]["reason"]
 
 
 def test_adapter_existing_claim_and_errors(db_cluster):
+    import yaml
+
     from claims.models import ResourceClaim
     from claims.preview import PreviewError, run_preview
-
-    import yaml
 
     pending = _store(db_cluster, dict(yaml.safe_load(CLAIM_YAML), metadata={"name": "waiting", "namespace": "team-a"}))
     result = run_preview(db_cluster, claim=pending)
@@ -235,14 +261,32 @@ def test_admin_access_follows_the_mirrored_namespace_label():
     cluster = Cluster.objects.create(name="ns-label")
     apply_object(cluster, "Node", {"metadata": {"name": "n1", "uid": "n1", "resourceVersion": "1"}})
     apply_object(cluster, "DeviceClass", {"metadata": {"name": "gpu", "uid": "c1", "resourceVersion": "2"}, "spec": {}})
-    apply_object(cluster, "ResourceSlice", {
-        "metadata": {"name": "s1", "uid": "s1", "resourceVersion": "3"},
-        "spec": {"driver": "gpu.example.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
-                 "devices": [{"name": "gpu-0"}]},
-    })
+    apply_object(
+        cluster,
+        "ResourceSlice",
+        {
+            "metadata": {"name": "s1", "uid": "s1", "resourceVersion": "3"},
+            "spec": {
+                "driver": "gpu.example.com",
+                "nodeName": "n1",
+                "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0"}],
+            },
+        },
+    )
     apply_object(cluster, "Namespace", {"metadata": {"name": "plain", "uid": "ns1", "resourceVersion": "4"}})
-    apply_object(cluster, "Namespace", {"metadata": {"name": "ops", "uid": "ns2", "resourceVersion": "5",
-                                                     "labels": {"resource.kubernetes.io/admin-access": "true"}}})
+    apply_object(
+        cluster,
+        "Namespace",
+        {
+            "metadata": {
+                "name": "ops",
+                "uid": "ns2",
+                "resourceVersion": "5",
+                "labels": {"resource.kubernetes.io/admin-access": "true"},
+            }
+        },
+    )
     claim_yaml = """
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim

@@ -29,14 +29,17 @@ from .ui_fixtures import device_class, gpu, make_user, resource_slice
 pytestmark = [*PREVIEW_WORKER_MARKS, pytest.mark.sqlite_default]
 
 TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-POD_YAML = """apiVersion: v1
+POD_YAML = (
+    """apiVersion: v1
 kind: Pod
 metadata: {name: trainer, namespace: team-a}
 spec:
   containers: [{name: main, image: cuda, resources: {claims: [{name: gpus}]}}]
   resourceClaims: [{name: gpus, resourceClaimName: two-gpus}]
 ---
-""" + TWO_GPUS
+"""
+    + TWO_GPUS
+)
 
 
 def fleet_objects():
@@ -70,9 +73,18 @@ OTHER_POOL = "NodeAffinity: node(s) didn't match Pod's node affinity/selector"
 # (tolerations, nodeSelector, nodeFilters) -> expected verdict per node (fits, reason)
 CASES = [
     (None, None, True, {"gpu-a": (False, TAINTED), "gpu-b": (True, None), "gpu-c": (False, CORDONED)}),
-    ([{"key": "nvidia.com/gpu", "operator": "Exists"}], None, True, {"gpu-a": (True, None), "gpu-b": (True, None), "gpu-c": (False, CORDONED)}),
-    ([{"key": "nvidia.com/gpu", "operator": "Exists"}], {"gpudash.io/node-pool": "a"}, True,
-     {"gpu-a": (True, None), "gpu-b": (False, OTHER_POOL), "gpu-c": (False, CORDONED)}),
+    (
+        [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        None,
+        True,
+        {"gpu-a": (True, None), "gpu-b": (True, None), "gpu-c": (False, CORDONED)},
+    ),
+    (
+        [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        {"gpudash.io/node-pool": "a"},
+        True,
+        {"gpu-a": (True, None), "gpu-b": (False, OTHER_POOL), "gpu-c": (False, CORDONED)},
+    ),
     (None, None, False, {"gpu-a": (True, None), "gpu-b": (True, None), "gpu-c": (True, None)}),
 ]
 
@@ -96,15 +108,30 @@ def test_api_would_be_pod_params(pods_cluster, tolerations, selector, filters, e
         pod = summary["nodeFilters"]["pod"]
         assert pod["nodeSelector"] == (selector or {})
         assert [t for t in pod["tolerations"] if t["key"] == "nvidia.com/gpu"] == (
-            [{"key": "nvidia.com/gpu", "operator": "Exists", "value": "", "effect": ""}] if tolerations else [])
+            [{"key": "nvidia.com/gpu", "operator": "Exists", "value": "", "effect": ""}] if tolerations else []
+        )
         # Each node's filters, in the scheduler's order, end at the rejecting one or with DynamicResources.
         for entry in result["nodes"]:
             assert entry["filters"][-1]["plugin"] == (entry["reason"] or "DynamicResources:").split(":")[0]
     else:
-        assert all(e["filters"] == [{"plugin": "DynamicResources", "passed": True, "reason": None, "reasons": []}] for e in result["nodes"])
+        assert all(
+            e["filters"] == [{"plugin": "DynamicResources", "passed": True, "reason": None, "reasons": []}]
+            for e in result["nodes"]
+        )
     # The same verdict as the Django adapter the page and the command use.
-    assert verdicts(run_preview(pods_cluster, yaml_text=TWO_GPUS, namespace="team-a", tolerations=tolerations,
-                                node_selector=selector, node_filters=filters)) == expected
+    assert (
+        verdicts(
+            run_preview(
+                pods_cluster,
+                yaml_text=TWO_GPUS,
+                namespace="team-a",
+                tolerations=tolerations,
+                node_selector=selector,
+                node_filters=filters,
+            )
+        )
+        == expected
+    )
 
 
 def test_api_node_selector_as_text_and_bad_params_name_their_field(pods_cluster):
@@ -116,7 +143,11 @@ def test_api_node_selector_as_text_and_bad_params_name_their_field(pods_cluster)
     assert verdicts(r.json()["result"])["gpu-b"] == (True, None)
     assert verdicts(r.json()["result"])["gpu-a"] == (False, TAINTED)  # NodeAffinity comes after TaintToleration
     for params, field, text in (
-        ({"tolerations": [{"key": "x", "operator": "Sometimes"}]}, "tolerations", "tolerations[0].operator: must be Exists or Equal"),
+        (
+            {"tolerations": [{"key": "x", "operator": "Sometimes"}]},
+            "tolerations",
+            "tolerations[0].operator: must be Exists or Equal",
+        ),
         ({"tolerations": {"key": "x"}}, "tolerations", "tolerations: must be a list"),
         ({"nodeSelector": {"bad key!": "a"}}, "nodeSelector", "is not a valid label key"),
         ({"nodeSelector": "pool"}, "nodeSelector", "must be KEY=VALUE"),
@@ -228,6 +259,9 @@ def test_page_fields_reach_the_engine_and_stay_in_the_form(operator):
 def test_page_bad_fields_are_an_error_naming_the_would_be_pod(operator):
     resp = page(operator, tolerations="nvidia.com/gpu=present:Sometimes")
     assert "report" not in resp.context
-    assert resp.context["error"] == "tolerations[0].effect: must be one of NoSchedule, PreferNoSchedule, NoExecute, not 'Sometimes'"
+    assert (
+        resp.context["error"]
+        == "tolerations[0].effect: must be one of NoSchedule, PreferNoSchedule, NoExecute, not 'Sometimes'"
+    )
     resp = page(operator, node_selector="no-equals-sign")
     assert resp.context["error"] == "Would-be pod: node selector: 'no-equals-sign' must be KEY=VALUE"

@@ -44,7 +44,9 @@ def test_summary_counts_match_the_engine(operator, wide):
     report = resp.context["report"]
     assert report.total == engine["summary"]["nodes"] == 18
     assert report.fit_count == engine["summary"]["fits"] == 6
-    assert [(r["code"], r["nodes"]) for r in report.reasons] == [(r["code"], r["nodes"]) for r in engine["summary"]["reasons"]]
+    assert [(r["code"], r["nodes"]) for r in report.reasons] == [
+        (r["code"], r["nodes"]) for r in engine["summary"]["reasons"]
+    ]
     body = resp.content.decode()
     assert 'data-fits="6" data-nodes="18"' in body
     assert "most common: devices already allocated to other claims" in body
@@ -210,7 +212,7 @@ def test_scoped_operator(client, wide):
 
 def test_samples_use_the_clusters_classes(operator, wide):
     resp = operator.get(URL)
-    samples = dict((k, text) for k, _, text in resp.context["samples"])
+    samples = {k: text for k, _, text in resp.context["samples"]}
     assert set(samples) == {"claim", "template", "pod"}
     for key, text in samples.items():
         engine = run_preview(wide, yaml_text=text, namespace="team-a")  # every sample runs as is
@@ -219,6 +221,7 @@ def test_samples_use_the_clusters_classes(operator, wide):
 
 
 # -- REST ---------------------------------------------------------------------------------------------
+
 
 def test_api_headroom_on_request(wide):
     api = APIClient()
@@ -288,9 +291,21 @@ def test_a_pod_that_fits_nowhere_says_what_the_scheduler_does_next(operator, wid
     from gpudash.sync.apply import apply_object
 
     # fit-00's cpu is nearly all taken by a lower-priority batch pod: evicting it makes room.
-    apply_object(wide, "Pod", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "batch", "namespace": "team-b", "uid": "u-batch", "resourceVersion": "7"},
-                               "spec": {"nodeName": "fit-00", "priority": 0, "containers": [{"name": "c", "resources": {"requests": {"cpu": "60"}}}]},
-                               "status": {"phase": "Running"}})
+    apply_object(
+        wide,
+        "Pod",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "batch", "namespace": "team-b", "uid": "u-batch", "resourceVersion": "7"},
+            "spec": {
+                "nodeName": "fit-00",
+                "priority": 0,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "60"}}}],
+            },
+            "status": {"phase": "Running"},
+        },
+    )
     resp = post(operator, PREEMPTING_POD)
     report = resp.context["report"]
     assert report.fit_count == 0
@@ -298,7 +313,10 @@ def test_a_pod_that_fits_nowhere_says_what_the_scheduler_does_next(operator, wid
     body = resp.content.decode()
     assert "Preemption: evicting lower-priority pods would make room on fit-00" in body
     # The scheduler prints no PostFilter text when preemption succeeds.
-    assert report.summary["schedulerMessage"] == "0/18 nodes are available: 1 Insufficient cpu, 17 node(s) didn't match Pod's node affinity/selector."
+    assert (
+        report.summary["schedulerMessage"]
+        == "0/18 nodes are available: 1 Insufficient cpu, 17 node(s) didn't match Pod's node affinity/selector."
+    )
 
 
 def _garbage_after(make_request):
@@ -354,7 +372,11 @@ def test_a_written_preview_leaves_no_answer_for_the_cyclic_collector(client, wid
         return _handle(environ)
 
     def api():
-        environ = factory.post("/api/v1/preview", {"cluster": "wide", "namespace": "team-a", "yaml": TWO_GPUS}, content_type="application/json").environ
+        environ = factory.post(
+            "/api/v1/preview",
+            {"cluster": "wide", "namespace": "team-a", "yaml": TWO_GPUS},
+            content_type="application/json",
+        ).environ
         environ["HTTP_AUTHORIZATION"] = f"Token {Token.objects.get_or_create(user=user)[0].key}"
         return _handle(environ)
 
@@ -362,7 +384,9 @@ def test_a_written_preview_leaves_no_answer_for_the_cyclic_collector(client, wid
         make_request()  # first use: caches, the inventory
         status, garbage = _garbage_after(make_request)
         assert status == 200
-        assert _answers(garbage) == [], make_request.__name__  # (Django's own request cycles remain: sessions, messages)
+        assert _answers(garbage) == [], (
+            make_request.__name__
+        )  # (Django's own request cycles remain: sessions, messages)
 
     # The check sees an answer left in a cycle: Django's TemplateResponse and DRF's own Response, as
     # the views used them before.
@@ -393,6 +417,12 @@ def test_api_answer_is_the_same_written_in_the_view_or_by_drf(wide):
     assert compact.status_code == pretty.status_code == page.status_code == 200
     assert compact["Content-Type"] == pretty["Content-Type"] == "application/json"
     assert b"\n" not in compact.content and b"\n  " in pretty.content
-    strip = lambda answer: {**answer["result"], "summary": {k: v for k, v in answer["result"]["summary"].items() if k not in ("seconds", "inventory")}}  # noqa: E731
+
+    def strip(answer):
+        return {
+            **answer["result"],
+            "summary": {k: v for k, v in answer["result"]["summary"].items() if k not in ("seconds", "inventory")},
+        }  # noqa: E731
+
     assert strip(json.loads(compact.content)) == strip(json.loads(pretty.content))
     assert page["Content-Type"].startswith("text/html") and b"two-gpus" in page.content

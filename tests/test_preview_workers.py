@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.
 DRIVER = "driver-a.example.com"
 CLASS = "endless.example.com"
 # The search must pick 8 of 30 "left" devices, then one "right" device with the same `side`: there is
-# none, so it walks all C(30, 8) = 5.8 million picks (tests/test_allocator_deadlines.py). With no filter
+# none, so it walks all C(30, 8) = 5.8 million picks (tests/dra/test_allocator_deadlines.py). With no filter
 # timeout and a 120 s deadline it holds a worker far longer than any test waits.
 ENDLESS = f"""apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -62,17 +62,49 @@ def device(name, side):
 
 def load_endless_cluster():
     cluster = Cluster.objects.create(name="endless")
-    apply_object(cluster, "DeviceClass", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": meta(CLASS),
-                                          "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}})
-    for node, devices in (("node-1", [device(f"a{i}", "left") for i in range(30)] + [device(f"b{i}", "right") for i in range(2)]),
-                          ("node-2", [device("d", "left")])):
-        apply_object(cluster, "Node", {"apiVersion": "v1", "kind": "Node", "metadata": meta(node, labels={"kubernetes.io/hostname": node}),
-                                       "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                                                              "allocatable": {"cpu": "8", "memory": "64Gi", "pods": "110"}}})
-        apply_object(cluster, "ResourceSlice", {
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": meta(f"{node}-slice"),
-            "spec": {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices},
-        })
+    apply_object(
+        cluster,
+        "DeviceClass",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": meta(CLASS),
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
+        },
+    )
+    for node, devices in (
+        ("node-1", [device(f"a{i}", "left") for i in range(30)] + [device(f"b{i}", "right") for i in range(2)]),
+        ("node-2", [device("d", "left")]),
+    ):
+        apply_object(
+            cluster,
+            "Node",
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": meta(node, labels={"kubernetes.io/hostname": node}),
+                "spec": {},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "allocatable": {"cpu": "8", "memory": "64Gi", "pods": "110"},
+                },
+            },
+        )
+        apply_object(
+            cluster,
+            "ResourceSlice",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": meta(f"{node}-slice"),
+                "spec": {
+                    "driver": DRIVER,
+                    "nodeName": node,
+                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devices,
+                },
+            },
+        )
     return cluster
 
 
@@ -85,8 +117,14 @@ def server(request, django_db_setup, django_db_blocker, tmp_path_factory):
     concurrency 2); at most one preview per user and two in all (no queue)."""
     if request.param == "celery" and not os.environ.get("REDIS_URL"):
         pytest.skip("the Celery backend needs REDIS_URL")
-    env = {"GPUDASH_PREVIEW_BACKEND": request.param, "GPUDASH_PREVIEW_WORKERS": "2", "GPUDASH_PREVIEW_PER_USER": "1",
-           "GPUDASH_PREVIEW_QUEUE": "0", "GPUDASH_PREVIEW_DEADLINE": "120", "GPUDASH_FILTER_TIMEOUT": "0"}
+    env = {
+        "GPUDASH_PREVIEW_BACKEND": request.param,
+        "GPUDASH_PREVIEW_WORKERS": "2",
+        "GPUDASH_PREVIEW_PER_USER": "1",
+        "GPUDASH_PREVIEW_QUEUE": "0",
+        "GPUDASH_PREVIEW_DEADLINE": "120",
+        "GPUDASH_FILTER_TIMEOUT": "0",
+    }
     with django_db_blocker.unblock():
         proc = ServeProcess(tmp_path_factory.mktemp(f"previews-{request.param}") / "serve.log", env=env).start()
     proc.backend = request.param
@@ -106,7 +144,9 @@ def call(server, method, path, token, body=None, timeout=60):
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
     try:
         data = None if body is None else json.dumps(body)
-        conn.request(method, path, body=data, headers={"Authorization": f"Token {token}", "Content-Type": "application/json"})
+        conn.request(
+            method, path, body=data, headers={"Authorization": f"Token {token}", "Content-Type": "application/json"}
+        )
         resp = conn.getresponse()
         raw = resp.read()
         return resp.status, dict(resp.getheaders()), json.loads(raw) if raw else None
@@ -127,8 +167,11 @@ def open_preview(server, token, yaml_text):
     goes away)."""
     data = json.dumps(preview_body(yaml_text)).encode()
     sock = socket.create_connection(("127.0.0.1", server.port))
-    sock.sendall(b"POST /api/v1/preview HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                 + f"Authorization: Token {token}\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+    sock.sendall(
+        b"POST /api/v1/preview HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        + f"Authorization: Token {token}\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+        + data
+    )
     return sock
 
 
@@ -172,11 +215,17 @@ def test_a_preview_is_answered_by_a_worker_as_the_engine_answers_it(server, toke
     timing = dict(part.split(";dur=") for part in headers["Server-Timing"].split(", "))
     assert {"queue", "run", "wait"} <= set(timing) and all(float(v) >= 0 for v in timing.values())
     here = run_preview(Cluster.objects.get(name="endless"), yaml_text=ONE, namespace="team-a", node_filters=False)
-    assert [(n["node"], n["fits"], n["reason"]) for n in body["result"]["nodes"]] == [(n["node"], n["fits"], n["reason"]) for n in here["nodes"]]
+    assert [(n["node"], n["fits"], n["reason"]) for n in body["result"]["nodes"]] == [
+        (n["node"], n["fits"], n["reason"]) for n in here["nodes"]
+    ]
     assert body["result"]["summary"]["fits"] == 2
     # Workers report themselves; none runs a job once the answer is in.
     status, _, workers = call(server, "GET", "/api/v1/preview/workers", tokens["root"])
-    assert status == 200 and workers["backend"] == server.backend and workers["limits"] == {"WORKERS": 2, "PER_USER": 1, "QUEUE": 0}
+    assert (
+        status == 200
+        and workers["backend"] == server.backend
+        and workers["limits"] == {"WORKERS": 2, "PER_USER": 1, "QUEUE": 0}
+    )
     assert running_jobs(server, tokens["root"]) == []
     # The status is for admins only.
     assert call(server, "GET", "/api/v1/preview/workers", tokens["ann"])[0] == 403
@@ -219,7 +268,9 @@ def test_a_worker_killed_mid_preview_is_a_503_and_the_next_preview_is_served(ser
     assert status == 200 and body["result"]["summary"]["fits"] == 2, body
     if server.backend == "local":  # the pool replaced the dead worker: two live workers again
         status, _, workers = call(server, "GET", "/api/v1/preview/workers", tokens["root"])
-        assert [w["alive"] for w in workers["workers"]] == [True, True] and pid not in [w["pid"] for w in workers["workers"]]
+        assert [w["alive"] for w in workers["workers"]] == [True, True] and pid not in [
+            w["pid"] for w in workers["workers"]
+        ]
 
 
 def test_the_preview_page_answers_429_past_the_limit(server, tokens):
@@ -237,8 +288,15 @@ def test_the_preview_page_answers_429_past_the_limit(server, tokens):
         wait_until(lambda: len(running_jobs(server, tokens["root"])) == 1, 30, "the preview to start")
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
         form = urlencode({"yaml": ONE, "namespace": "team-a", "csrfmiddlewaretoken": csrf, "skip_node_filters": "1"})
-        conn.request("POST", "/preview/?cluster=endless", body=form, headers={
-            "Content-Type": "application/x-www-form-urlencoded", "Cookie": f"csrftoken={csrf}; sessionid={browser.cookies['sessionid'].value}"})
+        conn.request(
+            "POST",
+            "/preview/?cluster=endless",
+            body=form,
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Cookie": f"csrftoken={csrf}; sessionid={browser.cookies['sessionid'].value}",
+            },
+        )
         resp = conn.getresponse()
         page = resp.read().decode()
         assert resp.status == 429, page[:2000]
@@ -269,12 +327,23 @@ def test_healthz_stays_fast_while_a_heavy_preview_runs(server, tokens):
     wait_until(lambda: running_jobs(server, tokens["root"]) == [], 20, "the abandoned preview to free its worker")
 
 
-@pytest.mark.parametrize("answer, error, words", [
-    ({"error": "out_of_scope", "message": "x", "namespace": "team-b"}, "OutOfScope", "namespace team-b is outside your scope"),
-    ({"error": "inventory_building", "message": "still being built", "retry_after": 7}, "InventoryNotReady", "still being built"),
-    ({"error": "engine", "message": "the engine failed"}, "EngineFailure", "the engine failed"),
-    ({"error": "invalid", "message": "YAML: malformed"}, "PreviewError", "YAML: malformed"),
-])
+@pytest.mark.parametrize(
+    "answer, error, words",
+    [
+        (
+            {"error": "out_of_scope", "message": "x", "namespace": "team-b"},
+            "OutOfScope",
+            "namespace team-b is outside your scope",
+        ),
+        (
+            {"error": "inventory_building", "message": "still being built", "retry_after": 7},
+            "InventoryNotReady",
+            "still being built",
+        ),
+        ({"error": "engine", "message": "the engine failed"}, "EngineFailure", "the engine failed"),
+        ({"error": "invalid", "message": "YAML: malformed"}, "PreviewError", "YAML: malformed"),
+    ],
+)
 def test_a_workers_error_is_raised_here_as_run_preview_raises_it(answer, error, words):
     """Errors cross as codes and become the same exceptions (and HTTP answers) as an in-process run."""
     from claims import preview

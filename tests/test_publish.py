@@ -17,7 +17,18 @@ needs_redis = pytest.mark.skipif(not django_settings.REDIS_URL, reason="the prod
 
 
 def change(i, node=None, namespace="team-a"):
-    return Change(1, "alpha", "ResourceClaim", "MODIFIED", namespace, f"c{i}", f"uid-{i}", node or f"node-{i}", str(100 + i), "reserved")
+    return Change(
+        1,
+        "alpha",
+        "ResourceClaim",
+        "MODIFIED",
+        namespace,
+        f"c{i}",
+        f"uid-{i}",
+        node or f"node-{i}",
+        str(100 + i),
+        "reserved",
+    )
 
 
 def test_each_change_goes_to_its_groups_once_and_wide_groups_summarise():
@@ -29,8 +40,18 @@ def test_each_change_goes_to_its_groups_once_and_wide_groups_summarise():
     for group in ("gpudash.all", "gpudash.c1", "gpudash.c1.k.ResourceClaim", "gpudash.c1.ns.team-a"):
         assert [(c["kind"], c["event"]) for c in messages[group]["changes"]] == [("ResourceClaim", "RELIST")]
     item = changes[3].as_message_item()
-    assert item == {"cluster": 1, "cluster_name": "alpha", "kind": "ResourceClaim", "event": "MODIFIED", "namespace": "team-a",
-                    "name": "c3", "uid": "uid-3", "node": "node-3", "resourceVersion": "103", "state": "reserved"}
+    assert item == {
+        "cluster": 1,
+        "cluster_name": "alpha",
+        "kind": "ResourceClaim",
+        "event": "MODIFIED",
+        "namespace": "team-a",
+        "name": "c3",
+        "uid": "uid-3",
+        "node": "node-3",
+        "resourceVersion": "103",
+        "state": "reserved",
+    }
     item["name"] = "changed"
     assert changes[3].name == "c3"  # the item is a copy
 
@@ -53,7 +74,7 @@ def test_a_pipelined_flush_delivers_what_group_send_would():
         got = {group: await asyncio.wait_for(layer.receive(channel), 5) for group, channel in channels.items()}
         try:  # one message per group and flush, nothing more
             extra = await asyncio.wait_for(layer.receive(channels["gpudash.c1.n.node-a"]), 0.3)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             extra = None
         for group, channel in channels.items():
             await layer.group_discard(group, channel)

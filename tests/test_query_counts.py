@@ -74,7 +74,15 @@ def fleet():
     alpha = load_fleet("alpha")
     load_scenario(Cluster.objects.create(name="demo"))
     for action in ("deallocate", "remove-finalizer", "remove-reservation"):
-        AuditEntry.objects.create(username="op", cluster=alpha, cluster_name="alpha", namespace="team-b", claim_name="stuck-claim", action=action, outcome="done")
+        AuditEntry.objects.create(
+            username="op",
+            cluster=alpha,
+            cluster_name="alpha",
+            namespace="team-b",
+            claim_name="stuck-claim",
+            action=action,
+            outcome="done",
+        )
 
 
 def count(client, url):
@@ -117,7 +125,10 @@ def test_page_query_counts_stay_at_their_baselines(fleet, client):
     rows = lambda r: len(r.context["page_obj"].object_list)  # noqa: E731
     measured, failures = {}, []
     cases = [(name, reverse(name), baseline) for name, baseline in PAGE_BASELINES.items()]
-    cases += [(f"{name} sorted by {col}", f"{reverse(name)}?ordering={col}", baseline) for name, (col, baseline) in PAGE_SORTED.items()]
+    cases += [
+        (f"{name} sorted by {col}", f"{reverse(name)}?ordering={col}", baseline)
+        for name, (col, baseline) in PAGE_SORTED.items()
+    ]
     for label, url, baseline in cases:
         small, large = page_sizes(client, url, "per_page", rows)
         measured[label] = (small, large)

@@ -13,10 +13,21 @@ from .ops_live import live_cluster, resync, seed, server  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-READ_RULES = [{"verbs": ["get", "list", "watch"], "apiGroups": ["", "resource.k8s.io"],
-               "resources": ["nodes", "pods", "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"]}]
-RELEASE_RULES = [{"verbs": ["patch"], "apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status", "resourceclaims/binding", "resourceclaims"]},
-                 {"verbs": ["delete"], "apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"]}]
+READ_RULES = [
+    {
+        "verbs": ["get", "list", "watch"],
+        "apiGroups": ["", "resource.k8s.io"],
+        "resources": ["nodes", "pods", "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"],
+    }
+]
+RELEASE_RULES = [
+    {
+        "verbs": ["patch"],
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceclaims/status", "resourceclaims/binding", "resourceclaims"],
+    },
+    {"verbs": ["delete"], "apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"]},
+]
 
 
 def by_id(report):
@@ -28,7 +39,9 @@ def texts(check, status=None):
 
 
 def driver_pod(node):
-    pod = pod_raw(f"dra-{node}", namespace="dra-system", node=node, labels={"resource.gpudash.io/driver": "gpu.example.com"})
+    pod = pod_raw(
+        f"dra-{node}", namespace="dra-system", node=node, labels={"resource.gpudash.io/driver": "gpu.example.com"}
+    )
     return pod
 
 
@@ -41,7 +54,9 @@ def test_versions_drivers_and_reporting(server, live_cluster):
     store.create("nodes", node_raw("gpu-4", labels={"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "8"}))
     store.create("resourceslices", slice_raw("ghost-node", ["gpu-0"]))
     store.create("resourceslices", slice_raw("node-5", ["gpu-0"], pool="split", name="split-a", count=2))
-    store.create("resourceslices", slice_raw("node-5", ["gpu-0"], pool="split", name="split-b", count=2))  # duplicate name in pool
+    store.create(
+        "resourceslices", slice_raw("node-5", ["gpu-0"], pool="split", name="split-b", count=2)
+    )  # duplicate name in pool
     server.set_rules(READ_RULES)
     resync(live_cluster)
     report = run_checks(live_cluster)
@@ -64,13 +79,21 @@ def test_versions_drivers_and_reporting(server, live_cluster):
 
 
 def test_rbac_reviews(server, live_cluster, settings):
-    settings.GPUDASH_OPS = {**settings.GPUDASH_OPS, "RBAC_SUBJECTS": [{"user": "alice", "groups": ["system:authenticated"]}]}
+    settings.GPUDASH_OPS = {
+        **settings.GPUDASH_OPS,
+        "RBAC_SUBJECTS": [{"user": "alice", "groups": ["system:authenticated"]}],
+    }
     # The review answers from the server's rule set: here everyone may write slices (a misconfiguration).
-    server.set_rules(READ_RULES + [{"verbs": ["create", "update"], "apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"]}])
+    server.set_rules(
+        READ_RULES
+        + [{"verbs": ["create", "update"], "apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"]}]
+    )
     rbac = by_id(run_checks(live_cluster))["rbac"]
     assert rbac["status"] == FAIL
     assert any(t.startswith("alice may create resourceslices") for t in texts(rbac, FAIL))
-    assert any("lacks patch resourceclaims/status" in t for t in texts(rbac, WARN))  # writable cluster without release rights
+    assert any(
+        "lacks patch resourceclaims/status" in t for t in texts(rbac, WARN)
+    )  # writable cluster without release rights
 
     # The built-in server answers every review from one rule set, so each identity is checked on its own.
     server.set_rules(READ_RULES)
@@ -107,15 +130,41 @@ def test_offline_cluster_skips_live_checks(server, live_cluster):
 
 def test_recovery_counts_findings_and_release_durations(live_cluster):
     now = timezone.now()
-    Finding.objects.create(cluster=live_cluster, rule="orphaned_allocation", claim_uid="u1", summary="x", first_seen=now, last_seen=now)
-    Finding.objects.create(cluster=live_cluster, rule="deletion_blocked", claim_uid="u2", summary="x", first_seen=now, last_seen=now)
+    Finding.objects.create(
+        cluster=live_cluster, rule="orphaned_allocation", claim_uid="u1", summary="x", first_seen=now, last_seen=now
+    )
+    Finding.objects.create(
+        cluster=live_cluster, rule="deletion_blocked", claim_uid="u2", summary="x", first_seen=now, last_seen=now
+    )
     for uid, release_after in (("a", 2), ("b", 30)):
         start = now - timedelta(hours=1)
-        ClaimStateChange.objects.create(cluster=live_cluster, namespace="n", name=uid, uid=uid, at=start, old_state="reserved", new_state="allocated")
-        ClaimStateChange.objects.create(cluster=live_cluster, namespace="n", name=uid, uid=uid, at=start + timedelta(seconds=release_after),
-                                        old_state="allocated", new_state="pending")
-    ClaimStateChange.objects.create(cluster=live_cluster, namespace="n", name="c", uid="c", at=now - timedelta(minutes=5),
-                                    old_state="reserved", new_state="allocated")
+        ClaimStateChange.objects.create(
+            cluster=live_cluster,
+            namespace="n",
+            name=uid,
+            uid=uid,
+            at=start,
+            old_state="reserved",
+            new_state="allocated",
+        )
+        ClaimStateChange.objects.create(
+            cluster=live_cluster,
+            namespace="n",
+            name=uid,
+            uid=uid,
+            at=start + timedelta(seconds=release_after),
+            old_state="allocated",
+            new_state="pending",
+        )
+    ClaimStateChange.objects.create(
+        cluster=live_cluster,
+        namespace="n",
+        name="c",
+        uid="c",
+        at=now - timedelta(minutes=5),
+        old_state="reserved",
+        new_state="allocated",
+    )
     recovery = check_recovery(live_cluster, now=now)
     assert recovery["data"]["releases"] == 2 and recovery["data"]["max_seconds"] == 30 and recovery["data"]["open"] == 1
     assert recovery["status"] == FAIL
@@ -141,6 +190,12 @@ def test_rbac_manifests_are_least_privilege_and_sufficient():
     assert all(_rules_allow(release, v, g, r) for v, g, r in NEEDED_RELEASE)
     write_verbs = {"create", "update", "patch", "delete", "deletecollection", "*"}
     granted = {(v, res) for rule in release for v in rule["verbs"] for res in rule["resources"]}
-    assert granted == {("patch", "resourceclaims/status"), ("patch", "resourceclaims/binding"),
-                       ("patch", "resourceclaims"), ("delete", "resourceclaims")}
-    assert not any(set(rule["verbs"]) & write_verbs for rule in readonly if rule["apiGroups"] != ["authorization.k8s.io"])
+    assert granted == {
+        ("patch", "resourceclaims/status"),
+        ("patch", "resourceclaims/binding"),
+        ("patch", "resourceclaims"),
+        ("delete", "resourceclaims"),
+    }
+    assert not any(
+        set(rule["verbs"]) & write_verbs for rule in readonly if rule["apiGroups"] != ["authorization.k8s.io"]
+    )

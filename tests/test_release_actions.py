@@ -9,7 +9,18 @@ import yaml
 
 from claims import stuck
 from claims.models import AuditEntry, Finding
-from claims.release import CONFLICT, DONE, DRY_RUN, ERROR, REFUSED, STRATEGIC, plan_action, release, release_finding, send
+from claims.release import (
+    CONFLICT,
+    DONE,
+    DRY_RUN,
+    ERROR,
+    REFUSED,
+    STRATEGIC,
+    plan_action,
+    release,
+    release_finding,
+    send,
+)
 from devcluster.store import NotFound
 from gpudash import roles
 from gpudash.bounded import KEEP, TEXT_MAX, bounded
@@ -48,8 +59,10 @@ def test_stale_reservation_then_deallocate_end_to_end(server, live_cluster, oper
     assert request == {
         "method": "PATCH",
         "path": "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/c1/status",
-        "body": {"metadata": {"uid": before["metadata"]["uid"], "resourceVersion": before["metadata"]["resourceVersion"]},
-                 "status": {"reservedFor": [{"$patch": "delete", "uid": gone_uid}]}},
+        "body": {
+            "metadata": {"uid": before["metadata"]["uid"], "resourceVersion": before["metadata"]["resourceVersion"]},
+            "status": {"reservedFor": [{"$patch": "delete", "uid": gone_uid}]},
+        },
         "content_type": STRATEGIC,
         "resource_version": before["metadata"]["resourceVersion"],
     }
@@ -115,13 +128,21 @@ def test_blocked_deletion_is_finished_in_two_safe_steps(server, live_cluster, op
 
 def test_delete_generated_claim_of_gone_pod(server, live_cluster, operator):
     seed(server.store, claim=claim_raw("pod-gpu-x1", owner=("gone-pod", new_uid())))
-    refused = release(operator, live_cluster, "team-a", "pod-gpu-x1", "delete_claim", dry_run=False,
-                      expected_resource_version="1")
+    refused = release(
+        operator, live_cluster, "team-a", "pod-gpu-x1", "delete_claim", dry_run=False, expected_resource_version="1"
+    )
     assert refused.outcome == CONFLICT and "changed since" in refused.reason
     dry = release(operator, live_cluster, "team-a", "pod-gpu-x1", "delete_claim", dry_run=True)
     assert dry.plan.request.method == "DELETE"
-    done = release(operator, live_cluster, "team-a", "pod-gpu-x1", "delete_claim", dry_run=False,
-                   expected_resource_version=dry.plan.request.resource_version)
+    done = release(
+        operator,
+        live_cluster,
+        "team-a",
+        "pod-gpu-x1",
+        "delete_claim",
+        dry_run=False,
+        expected_resource_version=dry.plan.request.resource_version,
+    )
     assert done.outcome == DONE, done.reason
     with pytest.raises(NotFound):
         store_claim(server, "pod-gpu-x1")
@@ -138,7 +159,9 @@ def test_pod_that_comes_back_between_dry_run_and_action_is_refused(server, live_
     # The mirror lagged: the pod is there on the API server (same uid), running.
     server.store.create("pods", pod_raw("p1", uid=pod_uid, claim="c1"))
     before = store_claim(server)
-    action = release_finding(operator, finding, dry_run=False, expected_resource_version=dry.plan.request.resource_version)
+    action = release_finding(
+        operator, finding, dry_run=False, expected_resource_version=dry.plan.request.resource_version
+    )
     assert action.outcome == REFUSED and "p1" in action.reason and "Running" in action.reason
     assert store_claim(server) == before
     assert not any(m == "PATCH" for m, _ in server.requests)
@@ -147,9 +170,18 @@ def test_pod_that_comes_back_between_dry_run_and_action_is_refused(server, live_
 def test_claim_changed_between_dry_run_and_action_is_a_conflict(server, live_cluster, operator):
     seed(server.store, claim=claim_raw("c1", devices=["gpu-0"]))
     dry = release(operator, live_cluster, "team-a", "c1", "deallocate", dry_run=True)
-    server.store.patch("resourceclaims", "team-a", "c1", {"metadata": {"labels": {"touched": "yes"}}}, "application/merge-patch+json")
-    action = release(operator, live_cluster, "team-a", "c1", "deallocate", dry_run=False,
-                     expected_resource_version=dry.plan.request.resource_version)
+    server.store.patch(
+        "resourceclaims", "team-a", "c1", {"metadata": {"labels": {"touched": "yes"}}}, "application/merge-patch+json"
+    )
+    action = release(
+        operator,
+        live_cluster,
+        "team-a",
+        "c1",
+        "deallocate",
+        dry_run=False,
+        expected_resource_version=dry.plan.request.resource_version,
+    )
     assert action.outcome == CONFLICT and "re-evaluate" in action.reason
     assert store_claim(server)["status"]["allocation"]
 
@@ -158,7 +190,9 @@ def test_a_stale_precondition_gets_409_from_the_api_server(server, live_cluster)
     seed(server.store, claim=claim_raw("c1", devices=["gpu-0"]))
     stale = store_claim(server)
     plan = plan_action("deallocate", stale, {})
-    server.store.patch("resourceclaims", "team-a", "c1", {"metadata": {"labels": {"touched": "yes"}}}, "application/merge-patch+json")
+    server.store.patch(
+        "resourceclaims", "team-a", "c1", {"metadata": {"labels": {"touched": "yes"}}}, "application/merge-patch+json"
+    )
     client = api_client_for(live_cluster)
     try:
         status, body = send(client, plan.request)
@@ -170,7 +204,9 @@ def test_a_stale_precondition_gets_409_from_the_api_server(server, live_cluster)
 
 def test_409_during_the_action_is_reported_and_not_retried(server, live_cluster, operator):
     seed(server.store, claim=claim_raw("c1", devices=["gpu-0"]))
-    server.fail_next(1, status=409, path_prefix="/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/c1/status", method="PATCH")
+    server.fail_next(
+        1, status=409, path_prefix="/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/c1/status", method="PATCH"
+    )
     action = release(operator, live_cluster, "team-a", "c1", "deallocate", dry_run=False)
     assert action.outcome == CONFLICT and "not retried" in action.reason
     assert sum(1 for m, p in server.requests if m == "PATCH") == 1
@@ -240,7 +276,12 @@ def test_a_huge_refused_release_stores_a_bounded_audit_row_with_its_counts(serve
     outcome = release(operator, live_cluster, "team-a", "c1", "remove_reservations", dry_run=False, uids=uids)
     assert outcome.outcome == REFUSED and uids[0] in outcome.reason
     row = AuditEntry.objects.get(pk=outcome.audit.pk)
-    stored = json.dumps({f: getattr(row, f) for f in ("reason", "reason_message", "request", "response", "before", "after", "kube_identity")})
+    stored = json.dumps(
+        {
+            f: getattr(row, f)
+            for f in ("reason", "reason_message", "request", "response", "before", "after", "kube_identity")
+        }
+    )
     assert len(stored) < 64 * 1024, len(stored)
     joined = ", ".join(uids)
     said = f"reservedFor no longer has an entry with uid {joined}: re-evaluate."

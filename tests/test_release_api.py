@@ -55,7 +55,11 @@ def test_dry_run_then_release_through_the_api(server, stale):
     assert request["method"] == "PATCH" and request["content_type"] == "application/strategic-merge-patch+json"
     assert server.store.get("resourceclaims", "team-a", "c1")["status"]["reservedFor"]
 
-    done = api.post(f"/api/v1/findings/{stale.id}/release", {"dry_run": False, "resource_version": request["resource_version"]}, format="json")
+    done = api.post(
+        f"/api/v1/findings/{stale.id}/release",
+        {"dry_run": False, "resource_version": request["resource_version"]},
+        format="json",
+    )
     assert done.status_code == 200 and done.json()["result"]["outcome"] == "done"
     assert not server.store.get("resourceclaims", "team-a", "c1")["status"].get("reservedFor")
     audit = api.get("/api/v1/audit/").json()["results"]
@@ -64,7 +68,9 @@ def test_dry_run_then_release_through_the_api(server, stale):
 
 def test_changed_claim_is_409(server, stale):
     api = client_for(make_user("olivia", roles.OPERATOR))
-    response = api.post(f"/api/v1/findings/{stale.id}/release", {"dry_run": False, "resource_version": "1"}, format="json")
+    response = api.post(
+        f"/api/v1/findings/{stale.id}/release", {"dry_run": False, "resource_version": "1"}, format="json"
+    )
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "conflict" and "re-evaluate" in response.json()["error"]["message"]
 
@@ -74,9 +80,14 @@ def test_viewer_and_outsider_get_403_and_are_audited(server, stale):
     response = client_for(viewer).post(f"/api/v1/findings/{stale.id}/release", {"dry_run": False}, format="json")
     assert response.status_code == 403 and response.json()["error"]["code"] == "permission_denied"
     outsider = make_user("oscar", roles.OPERATOR, ["team-b"])
-    response = client_for(outsider).post("/api/v1/claims/dev/team-a/c1/release", {"action": "deallocate", "dry_run": False}, format="json")
+    response = client_for(outsider).post(
+        "/api/v1/claims/dev/team-a/c1/release", {"action": "deallocate", "dry_run": False}, format="json"
+    )
     assert response.status_code == 403 and "outside your scope" in response.json()["error"]["message"]
-    assert list(AuditEntry.objects.order_by("id").values_list("username", "outcome")) == [("victor", "refused"), ("oscar", "refused")]
+    assert list(AuditEntry.objects.order_by("id").values_list("username", "outcome")) == [
+        ("victor", "refused"),
+        ("oscar", "refused"),
+    ]
     assert server.store.get("resourceclaims", "team-a", "c1")["status"]["reservedFor"]
 
 
@@ -97,13 +108,17 @@ def test_bulk_release(server, live_cluster):
     server.store.create("resourceclaims", claim_raw("b", devices=["gpu-1"]))
     resync(live_cluster)
     stuck.detect(live_cluster)
-    ids = list(Finding.objects.filter(rule=stuck.ORPHANED_ALLOCATION).order_by("claim_name").values_list("id", flat=True))
+    ids = list(
+        Finding.objects.filter(rule=stuck.ORPHANED_ALLOCATION).order_by("claim_name").values_list("id", flat=True)
+    )
     assert len(ids) == 2
     api = client_for(make_user("olivia", roles.OPERATOR))
     dry = api.post("/api/v1/findings/release", {"ids": ids}, format="json").json()["results"]
     assert [r["outcome"] for r in dry] == ["dry-run", "dry-run"]
     rvs = {str(r["finding"]): r["plan"]["request"]["resource_version"] for r in dry}
-    done = api.post("/api/v1/findings/release", {"ids": ids, "dry_run": False, "resource_versions": rvs}, format="json").json()["results"]
+    done = api.post(
+        "/api/v1/findings/release", {"ids": ids, "dry_run": False, "resource_versions": rvs}, format="json"
+    ).json()["results"]
     assert [r["outcome"] for r in done] == ["done", "done"]
     assert all("allocation" not in server.store.get("resourceclaims", "team-a", n)["status"] for n in ("a", "b"))
     assert api.post("/api/v1/findings/release", {"ids": [999999]}, format="json").json()["error"]["field"] == "ids"
@@ -119,5 +134,13 @@ def test_pending_and_readiness_endpoints(server, live_cluster):
     outsider = client_for(make_user("tina", roles.VIEWER, ["team-b"]))
     assert outsider.get("/api/v1/pods/dev/team-a/p/pending").status_code == 404
     readiness = api.get("/api/v1/clusters/dev/readiness")
-    assert readiness.status_code == 200 and {c["id"] for c in readiness.json()["checks"]} == {"versions", "drivers", "rbac", "reporting", "recovery", "mirror", "transition"}
+    assert readiness.status_code == 200 and {c["id"] for c in readiness.json()["checks"]} == {
+        "versions",
+        "drivers",
+        "rbac",
+        "reporting",
+        "recovery",
+        "mirror",
+        "transition",
+    }
     assert api.get("/api/v1/clusters/nope/readiness").status_code == 404

@@ -14,9 +14,9 @@ from accounts.groupmap import parse_group_map
 from accounts.models import SignInIdentity
 from claims import stuck
 from claims.models import AuditEntry, Finding
+from claims.pending import ClusterReader
 from claims.release import DONE, DRY_RUN, REFUSED, release, release_finding
 from gpudash import roles
-from claims.pending import ClusterReader
 from inventory.readiness import FAIL, PASS, WARN, check_rbac
 
 from .browser import ROOT
@@ -29,19 +29,43 @@ STATUS_PATH = "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/c1/stat
 REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 # What deploy/rbac-impersonate.yaml grants the dashboard (plus the read-only rights): no write of its own.
 READ = [{"verbs": ["get", "list", "watch"], "apiGroups": ["", "resource.k8s.io"], "resources": ["*"]}]
-REVIEW = [{"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectrulesreviews", "subjectaccessreviews"]}]
+REVIEW = [
+    {
+        "verbs": ["create"],
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["selfsubjectrulesreviews", "subjectaccessreviews"],
+    }
+]
 IMPERSONATE = [
     {"verbs": ["impersonate"], "apiGroups": [""], "resources": ["users"]},
-    {"verbs": ["impersonate"], "apiGroups": [""], "resources": ["groups"], "resourceNames": ["oidc:gpu-team-a", "oidc:gpu-ops"]},
+    {
+        "verbs": ["impersonate"],
+        "apiGroups": [""],
+        "resources": ["groups"],
+        "resourceNames": ["oidc:gpu-team-a", "oidc:gpu-ops"],
+    },
 ]
-TEAM_A_RELEASE = [{"verbs": ["patch"], "apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "namespaces": ["team-a"]}]
+TEAM_A_RELEASE = [
+    {
+        "verbs": ["patch"],
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceclaims/status"],
+        "namespaces": ["team-a"],
+    }
+]
 
 
 def signed_in(username, groups, namespaces=None):
     """A user as an OIDC sign-in leaves it: operator in gpudash, the cluster names it oidc:<name>."""
     user = make_user(username, roles.OPERATOR, namespaces)
-    SignInIdentity.objects.create(user=user, issuer="https://idp.example", subject=f"sub-{username}", groups=groups,
-                                  kube_username=f"oidc:{username}", kube_groups=[f"oidc:{g}" for g in groups])
+    SignInIdentity.objects.create(
+        user=user,
+        issuer="https://idp.example",
+        subject=f"sub-{username}",
+        groups=groups,
+        kube_username=f"oidc:{username}",
+        kube_groups=[f"oidc:{g}" for g in groups],
+    )
     return user
 
 
@@ -72,8 +96,15 @@ def test_allowed_user_release_runs_as_that_user(server, stale):
     assert "The cluster allows it for oidc:alice" in dry.reason
     review = dry.identity["review"]
     assert review["allowed"] is True and "oidc:alice" in review["reason"]
-    assert review["attributes"] == {"verb": "patch", "group": "resource.k8s.io", "version": "v1", "resource": "resourceclaims",
-                                    "namespace": "team-a", "name": "c1", "subresource": "status"}
+    assert review["attributes"] == {
+        "verb": "patch",
+        "group": "resource.k8s.io",
+        "version": "v1",
+        "resource": "resourceclaims",
+        "namespace": "team-a",
+        "name": "c1",
+        "subresource": "status",
+    }
     assert writes(server) == [] and server.store.get("resourceclaims", "team-a", "c1") == before
 
     # The dry-run page says whom the request would be sent as and what the cluster answered.
@@ -87,13 +118,18 @@ def test_allowed_user_release_runs_as_that_user(server, stale):
     assert done.outcome == DONE, done.reason
     assert server.store.get("resourceclaims", "team-a", "c1")["status"].get("reservedFor") in (None, [])
     # The write went out as alice, both groups as separate Impersonate-Group headers (aiohttp's getall).
-    assert [s for s in server.subjects.seen if s[0] == "PATCH"] == [("PATCH", STATUS_PATH, "oidc:alice", ["oidc:gpu-team-a", "oidc:gpu-ops"])]
+    assert [s for s in server.subjects.seen if s[0] == "PATCH"] == [
+        ("PATCH", STATUS_PATH, "oidc:alice", ["oidc:gpu-team-a", "oidc:gpu-ops"])
+    ]
     assert ("POST", REVIEWS) in server.requests
 
     entry = AuditEntry.objects.get(dry_run=False)
     assert entry.outcome == DONE and entry.username == "alice"
     assert entry.kube_identity["dashboard"] == "devcluster-user"
-    assert entry.kube_identity["user"] == "oidc:alice" and entry.kube_identity["groups"] == ["oidc:gpu-team-a", "oidc:gpu-ops"]
+    assert entry.kube_identity["user"] == "oidc:alice" and entry.kube_identity["groups"] == [
+        "oidc:gpu-team-a",
+        "oidc:gpu-ops",
+    ]
     assert entry.kube_identity["review"]["allowed"] is True
     assert [e.kube_identity["review"]["allowed"] for e in AuditEntry.objects.filter(dry_run=True)] == [True, True]
 
@@ -108,11 +144,13 @@ def test_denied_user_gets_403_with_the_clusters_reason(server, stale):
     assert dry.status_code == 403
     assert dry.json()["result"]["identity"]["review"]["allowed"] is False
 
-    answer = client.post("/api/v1/claims/dev/team-a/c1/release", {"action": "remove_reservations", "dry_run": False}, format="json")
+    answer = client.post(
+        "/api/v1/claims/dev/team-a/c1/release", {"action": "remove_reservations", "dry_run": False}, format="json"
+    )
     assert answer.status_code == 403
     body = answer.json()
     reason = body["result"]["reason"]
-    assert reason.startswith("The cluster denies oidc:bob this request: RBAC: user \"oidc:bob\"")
+    assert reason.startswith('The cluster denies oidc:bob this request: RBAC: user "oidc:bob"')
     assert 'patch on "resourceclaims/status"' in reason and 'namespace "team-a"' in reason
     assert body["result"]["plan"]["request"]["method"] == "PATCH"  # what would have been sent
 
@@ -156,11 +194,15 @@ def test_readiness_knows_the_impersonation_rights(server, stale, settings):
     assert items[next(t for t in items if t.startswith("Writes run as the signed-in user"))] == PASS, items
     assert not any("lacks patch" in t for t in items), items  # the dashboard needs no write rights of its own
 
-    server.set_rules(READ + [{"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectrulesreviews"]}])
+    server.set_rules(
+        READ + [{"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectrulesreviews"]}]
+    )
     with ClusterReader(stale.cluster) as reader:
         items = {i["text"]: i["status"] for i in check_rbac(stale.cluster, reader)["items"]}
     text = next(t for t in items if t.startswith("Writes run as the signed-in user"))
-    assert items[text] == FAIL and "create subjectaccessreviews" in text and "impersonate groups oidc:gpu-team-a" in text
+    assert (
+        items[text] == FAIL and "create subjectaccessreviews" in text and "impersonate groups oidc:gpu-team-a" in text
+    )
 
 
 def _docs(path):

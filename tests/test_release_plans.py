@@ -42,7 +42,9 @@ def test_remove_reservations_refuses_a_terminating_pod():
     uid = new_uid()
     pod = pod_raw("p1", uid=uid, claim="c1")
     pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    plan = plan_action("remove_reservations", claim_raw("c1", devices=["gpu-0"], reserved=[("p1", uid)]), pods(pod), uids=[uid])
+    plan = plan_action(
+        "remove_reservations", claim_raw("c1", devices=["gpu-0"], reserved=[("p1", uid)]), pods(pod), uids=[uid]
+    )
     assert plan.refused.startswith("Not safe now")
 
 
@@ -57,7 +59,9 @@ def test_remove_reservations_accepts_finished_and_replaced_pods_and_warns_about_
 
 def test_remove_reservations_never_touches_non_pod_consumers():
     claim = claim_raw("c1", devices=["gpu-0"])
-    claim["status"]["reservedFor"] = [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g", "uid": "u1"}]
+    claim["status"]["reservedFor"] = [
+        {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g", "uid": "u1"}
+    ]
     plan = plan_action("remove_reservations", claim, {})
     assert plan.request is None and "not a pod" in plan.refused
 
@@ -83,7 +87,11 @@ def test_deallocate_builds_a_merge_patch():
     [
         (claim_raw("c1"), {}, "not allocated"),
         (claim_raw("c1", devices=["gpu-0"], reserved=[("p", "u")]), {}, "reservedFor is not empty"),
-        (claim_raw("c1", devices=["gpu-0"]), pods(pod_raw("p", claim="c1", phase="Pending", node="")), "Live pods reference"),
+        (
+            claim_raw("c1", devices=["gpu-0"]),
+            pods(pod_raw("p", claim="c1", phase="Pending", node="")),
+            "Live pods reference",
+        ),
         (claim_raw("c1", devices=["gpu-0"]), pods(pod_raw("p", claim="c1", template=True)), "Live pods reference"),
     ],
 )
@@ -114,13 +122,20 @@ def test_finish_deletion_only_without_allocation():
 def test_delete_claim_only_for_generated_claims_of_gone_pods():
     owner_uid = new_uid()
     claim = claim_raw("c1", rv="3", owner=("owner", owner_uid))
-    assert "still exists" in plan_action("delete_claim", claim, pods(pod_raw("owner", uid=owner_uid, claim="c1", template=True))).refused
+    assert (
+        "still exists"
+        in plan_action("delete_claim", claim, pods(pod_raw("owner", uid=owner_uid, claim="c1", template=True))).refused
+    )
     assert "not generated" in plan_action("delete_claim", claim_raw("c1"), {}).refused
     plan = plan_action("delete_claim", claim, {})
     assert plan.request.as_dict() == {
         "method": "DELETE",
         "path": PATH,
-        "body": {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": claim["metadata"]["uid"], "resourceVersion": "3"}},
+        "body": {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "preconditions": {"uid": claim["metadata"]["uid"], "resourceVersion": "3"},
+        },
         "content_type": "application/json",
         "resource_version": "3",
     }

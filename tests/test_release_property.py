@@ -23,7 +23,11 @@ def build(pod_states, extra_ref_state, deleting, generated):
     uids = [f"pod-uid-{i}" for i in range(N_PODS)]
     reserved = [(f"p{i}", uids[i]) for i in range(N_PODS) if pod_states[i] is not None]
     claim = claim_raw(
-        "c1", namespace=NS, uid="claim-uid", devices=["gpu-0"], reserved=reserved,
+        "c1",
+        namespace=NS,
+        uid="claim-uid",
+        devices=["gpu-0"],
+        reserved=reserved,
         owner=("p0", uids[0]) if generated else None,
     )
     store.create("resourceclaims", claim)
@@ -74,10 +78,15 @@ def send(store, request):
 
 actions = st.tuples(
     st.sampled_from(sorted(PLANNERS)),
-    st.one_of(st.none(), st.lists(st.sampled_from([f"pod-uid-{i}" for i in range(N_PODS)]), min_size=1, max_size=2, unique=True)),
+    st.one_of(
+        st.none(),
+        st.lists(st.sampled_from([f"pod-uid-{i}" for i in range(N_PODS)]), min_size=1, max_size=2, unique=True),
+    ),
 )
 world_changes = st.tuples(st.integers(0, N_PODS - 1), st.sampled_from(POD_STATES))
-steps = st.lists(st.one_of(st.tuples(st.just("act"), actions), st.tuples(st.just("world"), world_changes)), min_size=1, max_size=8)
+steps = st.lists(
+    st.one_of(st.tuples(st.just("act"), actions), st.tuples(st.just("world"), world_changes)), min_size=1, max_size=8
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -112,7 +121,8 @@ def test_actions_never_release_what_a_live_pod_uses(pod_states, extra_ref_state,
             continue
         after, _ = snapshot(store)
         live_consumers = {
-            e["uid"] for e in (before.get("status") or {}).get("reservedFor") or []
+            e["uid"]
+            for e in (before.get("status") or {}).get("reservedFor") or []
             if pod_is_live(pods.get(e["name"])) and pods[e["name"]]["metadata"]["uid"] == e["uid"]
         }
         kept = {e["uid"] for e in ((after or {}).get("status") or {}).get("reservedFor") or []}
@@ -120,7 +130,9 @@ def test_actions_never_release_what_a_live_pod_uses(pod_states, extra_ref_state,
         in_use = live_consumers or any(pod_is_live(p) and pod_references_claim(p, "c1") for p in pods.values())
         if in_use and (before.get("status") or {}).get("allocation"):
             assert after is not None, f"{action} deleted a claim a live pod uses"
-            assert after["status"].get("allocation") == before["status"]["allocation"], f"{action} cleared an allocation in use"
+            assert after["status"].get("allocation") == before["status"]["allocation"], (
+                f"{action} cleared an allocation in use"
+            )
         if after is not None and (after.get("status") or {}).get("allocation"):
             # Never the finalizer while allocated: that leaks devices.
             assert FINALIZER in (after["metadata"].get("finalizers") or [])

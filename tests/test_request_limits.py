@@ -24,8 +24,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.sqlite_default]
 HEALTHZ_WITHIN = 0.1  # seconds: the bound issue 31 sets for /healthz while any of these is processed (serve_fixtures.assert_healthz_fast)
 BIGINT_PLUS_ONE = str(2**63)  # one past PostgreSQL's bigint and SQLite's INTEGER
 PERCENT = [  # (path, parameter): a lone `%` once raised TypeError in django-filter's error translation
-    ("/api/v1/devices/", "tainted"), ("/api/v1/devices/", "attribute"), ("/api/v1/devices/", "capacity"),
-    ("/api/v1/nodes/", "ready"), ("/api/v1/nodes/", "unschedulable"), ("/api/v1/clusters/", "enabled"),
+    ("/api/v1/devices/", "tainted"),
+    ("/api/v1/devices/", "attribute"),
+    ("/api/v1/devices/", "capacity"),
+    ("/api/v1/nodes/", "ready"),
+    ("/api/v1/nodes/", "unschedulable"),
+    ("/api/v1/clusters/", "enabled"),
     ("/api/v1/aggregates/devices", "tainted"),
 ]
 TOO_LARGE = [  # (path and query, the parameter the 400 names)
@@ -155,14 +159,22 @@ def test_oidc_routes_are_served_with_oidc_on(transactional_db, tmp_path):
     """The other side: configured, /oidc/authenticate/ sends the browser to the provider (which need
     not be running for that)."""
     idp = "https://idp.example"
-    env = {"OIDC_RP_CLIENT_ID": "gpudash", "OIDC_OP_ISSUER": idp, "OIDC_OP_AUTHORIZATION_ENDPOINT": idp + "/authorize",
-           "OIDC_OP_TOKEN_ENDPOINT": idp + "/token", "OIDC_OP_USER_ENDPOINT": idp + "/me", "OIDC_OP_JWKS_ENDPOINT": idp + "/jwks"}
+    env = {
+        "OIDC_RP_CLIENT_ID": "gpudash",
+        "OIDC_OP_ISSUER": idp,
+        "OIDC_OP_AUTHORIZATION_ENDPOINT": idp + "/authorize",
+        "OIDC_OP_TOKEN_ENDPOINT": idp + "/token",
+        "OIDC_OP_USER_ENDPOINT": idp + "/me",
+        "OIDC_OP_JWKS_ENDPOINT": idp + "/jwks",
+    }
     server = ServeProcess(tmp_path / "serve-oidc.log", env=env).start()
     try:
         opener = urllib.request.build_opener(NoRedirect)
         with pytest.raises(urllib.error.HTTPError) as answer:
             opener.open(server.url + "/oidc/authenticate/", timeout=60)
-        assert answer.value.code == 302 and answer.value.headers["Location"].startswith(idp + "/authorize?"), answer.value.headers
+        assert answer.value.code == 302 and answer.value.headers["Location"].startswith(idp + "/authorize?"), (
+            answer.value.headers
+        )
     finally:
         server.stop()
 

@@ -24,8 +24,8 @@ from claims.models import Finding
 from claims.preview_scope import OutOfScope, check_documents, redact_result
 from gpudash import roles
 from gpudash.sync.apply import apply_object
-
 from tests.conftest import PREVIEW_WORKER_MARKS
+
 from .api_fixtures import claim, client_for, load_fleet
 from .fleet_data import make_user
 from .ops_fixtures import apply, claim_raw, node_raw, pod_raw, slice_raw
@@ -72,17 +72,28 @@ def api(users):
 
 def pod_yaml(namespace, key, name):
     ref = {"resourceClaimTemplateName": name} if key == "template" else {"resourceClaimName": name}
-    return yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": namespace},
-        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
-                 "resourceClaims": [{"name": "gpu", **ref}]},
-    })
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "namespace": namespace},
+            "spec": {
+                "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
+                "resourceClaims": [{"name": "gpu", **ref}],
+            },
+        }
+    )
 
 
 def target(form, namespace, exists):
     """(name of the object referenced, request fields). Pod forms keep the request's namespace the
     user's own: only the YAML names the other one (the way around the old request-only check)."""
-    key = {"claim": "pending", "pod-pending-claim": "pending", "pod-allocated-claim": "allocated", "pod-template": "template"}[form]
+    key = {
+        "claim": "pending",
+        "pod-pending-claim": "pending",
+        "pod-allocated-claim": "allocated",
+        "pod-template": "template",
+    }[form]
     name = EXISTING[namespace][key] if exists else MISSING
     if form == "claim":
         return name, {"namespace": namespace, "claim": name}
@@ -102,6 +113,7 @@ def assert_names_nothing(text, namespace, name):
 
 # -- the preview API --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("who", USERS)
 def test_preview_api_matrix(alpha, api, who):
     for form, namespace in ((f, ns) for f in FORMS for ns in (OWN, OTHER)):
@@ -109,14 +121,23 @@ def test_preview_api_matrix(alpha, api, who):
         for exists in (True, False):
             name, fields = target(form, namespace, exists)
             response = api[who].post("/api/v1/preview", {"cluster": "alpha", **fields}, format="json")
-            assert response.status_code == expected_status(who, namespace, exists), (form, namespace, exists, response.content[:400])
+            assert response.status_code == expected_status(who, namespace, exists), (
+                form,
+                namespace,
+                exists,
+                response.content[:400],
+            )
             answers[exists] = (name, response.json())
         status = expected_status(who, namespace, True)
         if status == 403:
             assert answers[True][1] == answers[False][1]  # the same answer whether the object exists
             assert_names_nothing(json.dumps(answers[True][1]), namespace, answers[True][0])
             if who == "scoped":
-                assert answers[True][1]["error"] == {"code": "permission_denied", "message": f"namespace {namespace} is outside your scope", "field": None}
+                assert answers[True][1]["error"] == {
+                    "code": "permission_denied",
+                    "message": f"namespace {namespace} is outside your scope",
+                    "field": None,
+                }
         else:
             result = answers[True][1]["result"]
             assert len(result["nodes"]) == 2  # alpha's node-a and node-b were previewed
@@ -145,11 +166,16 @@ spec:
 
 
 def test_plain_claims_and_lists_naming_another_namespace(alpha, api):
-    ask = lambda who, text: api[who].post("/api/v1/preview", {"cluster": "alpha", "namespace": OWN, "yaml": text}, format="json")  # noqa: E731
+    def ask(who, text):
+        return api[who].post("/api/v1/preview", {"cluster": "alpha", "namespace": OWN, "yaml": text}, format="json")  # noqa: E731
+
     assert ask("scoped", PLAIN % OWN).status_code == 200
     for namespace in (OTHER, "no-such-namespace"):
         refused = ask("scoped", PLAIN % namespace)
-        assert refused.status_code == 403 and refused.json()["error"]["message"] == f"namespace {namespace} is outside your scope"
+        assert (
+            refused.status_code == 403
+            and refused.json()["error"]["message"] == f"namespace {namespace} is outside your scope"
+        )
         assert ask("admin", PLAIN % namespace).status_code == 200
     # One document of several, and a kind: List, are enough to refuse the whole paste.
     assert ask("scoped", PLAIN % OWN + "---\n" + PLAIN.replace("plain", "second") % OTHER).status_code == 403
@@ -158,8 +184,12 @@ def test_plain_claims_and_lists_naming_another_namespace(alpha, api):
     # Without a namespace of its own an object is in the request's namespace.
     no_ns = PLAIN.replace(", namespace: %s", "")
     assert ask("scoped", no_ns).status_code == 200
-    other_request = api["scoped"].post("/api/v1/preview", {"cluster": "alpha", "namespace": OTHER, "yaml": no_ns}, format="json")
-    assert other_request.status_code == 403 and "team-b is outside your scope" in other_request.json()["error"]["message"]
+    other_request = api["scoped"].post(
+        "/api/v1/preview", {"cluster": "alpha", "namespace": OTHER, "yaml": no_ns}, format="json"
+    )
+    assert (
+        other_request.status_code == 403 and "team-b is outside your scope" in other_request.json()["error"]["message"]
+    )
 
 
 # -- the preview page -------------------------------------------------------------------------------
@@ -210,7 +240,9 @@ def test_preview_page_matrix(alpha, pages, who):
             assert found.status_code == missing.status_code == 403
             assert found.context["error"] == missing.context["error"] == f"namespace {namespace} is outside your scope"
             assert "report" not in found.context and "report" not in missing.context
-            assert page_text(found, f"{namespace}/{name}") == page_text(missing, f"{namespace}/{MISSING}")  # nothing tells them apart
+            assert page_text(found, f"{namespace}/{name}") == page_text(
+                missing, f"{namespace}/{MISSING}"
+            )  # nothing tells them apart
             assert f"{namespace}/{name}" not in found.content.decode() and "node-b" not in found.content.decode()
             continue
         assert found.status_code == 200 and found.context.get("report") is not None, found.context.get("error")
@@ -230,7 +262,12 @@ def test_preview_page_refuses_bound_claims_of_other_namespaces(alpha, pages):
 def test_holders_of_other_namespaces_are_hidden_everywhere_in_the_answer(alpha, api):
     """node-b's A100 gpu-0 is held by team-b/stuck: the scoped operator's reasons, most common reason
     and examples do not name it; the admin's do."""
-    text = PLAIN.replace("exactly: {deviceClassName: gpu.nvidia.com}", "exactly: {deviceClassName: gpu.nvidia.com, count: 2}") % OWN
+    text = (
+        PLAIN.replace(
+            "exactly: {deviceClassName: gpu.nvidia.com}", "exactly: {deviceClassName: gpu.nvidia.com, count: 2}"
+        )
+        % OWN
+    )
     body = {"cluster": "alpha", "namespace": OWN, "yaml": text}
     full = json.dumps(api["admin"].post("/api/v1/preview", body, format="json").json())
     scoped = json.dumps(api["scoped"].post("/api/v1/preview", body, format="json").json())
@@ -240,21 +277,41 @@ def test_holders_of_other_namespaces_are_hidden_everywhere_in_the_answer(alpha, 
 
 def test_redaction_of_engine_answers():
     visible = {OWN}
-    answer = {"summary": {"mostCommonReason": {"example": "7 are already allocated to other claims (e.g. team-b/x y)"},
-                          "problems": ["ResourceClaim team-b/broken: bad allocation: no such pool", "ResourceClaim team-a/mine: bad allocation: z",
-                                       "ResourceSlice s1: bad"]},
-              "nodes": [{"reason": "1 is already allocated to other claims (e.g. team-a/mine), 0 free"}]}
+    answer = {
+        "summary": {
+            "mostCommonReason": {"example": "7 are already allocated to other claims (e.g. team-b/x y)"},
+            "problems": [
+                "ResourceClaim team-b/broken: bad allocation: no such pool",
+                "ResourceClaim team-a/mine: bad allocation: z",
+                "ResourceSlice s1: bad",
+            ],
+        },
+        "nodes": [{"reason": "1 is already allocated to other claims (e.g. team-a/mine), 0 free"}],
+    }
     redact_result(answer, visible)
     assert answer["summary"]["mostCommonReason"]["example"].endswith("(e.g. a claim in another namespace)")
-    assert answer["summary"]["problems"] == ["ResourceClaim in another namespace: could not be used (details hidden)",
-                                             "ResourceClaim team-a/mine: bad allocation: z", "ResourceSlice s1: bad"]
+    assert answer["summary"]["problems"] == [
+        "ResourceClaim in another namespace: could not be used (details hidden)",
+        "ResourceClaim team-a/mine: bad allocation: z",
+        "ResourceSlice s1: bad",
+    ]
     assert "(e.g. team-a/mine)" in answer["nodes"][0]["reason"]
     with pytest.raises(OutOfScope, match="namespace team-b is outside your scope"):
-        check_documents([{"kind": "Pod", "metadata": {"namespace": OWN}}, {"kind": "ResourceClaim", "metadata": {"namespace": OTHER}}], OWN, visible)
-    check_documents([{"kind": "ResourceClaim", "metadata": [1]}], OWN, visible)  # a malformed object is the engine's to report
+        check_documents(
+            [
+                {"kind": "Pod", "metadata": {"namespace": OWN}},
+                {"kind": "ResourceClaim", "metadata": {"namespace": OTHER}},
+            ],
+            OWN,
+            visible,
+        )
+    check_documents(
+        [{"kind": "ResourceClaim", "metadata": [1]}], OWN, visible
+    )  # a malformed object is the engine's to report
 
 
 # -- findings ---------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def findings(db, settings):
@@ -265,8 +322,16 @@ def findings(db, settings):
 
     settings.GPUDASH_STUCK = {"PENDING_GRACE": 0}
     cluster = Cluster.objects.create(name="scope")
-    apply(cluster, "DeviceClass", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
-                                   "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}})
+    apply(
+        cluster,
+        "DeviceClass",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "gpu.example.com"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]},
+        },
+    )
     for node, devices in (("node-1", ["gpu-0"]), ("node-2", ["gpu-0"])):
         apply(cluster, "Node", node_raw(node))
         apply(cluster, "ResourceSlice", slice_raw(node, devices))
@@ -299,22 +364,30 @@ def test_findings_api_matrix(findings, api, who):
     other = Finding.objects.get(cluster=findings, rule=stuck.DOUBLE_ALLOCATION, namespace=OTHER)
     listed = client.get("/api/v1/findings", {"cluster": "scope"}).json()["results"]
     assert {f["namespace"] for f in listed} == ({OWN} if who != "admin" else {OWN, OTHER})
-    own_text = json.dumps([f for f in listed if f["namespace"] == OWN]) + json.dumps(client.get(f"/api/v1/findings/{double.id}").json()) \
+    own_text = (
+        json.dumps([f for f in listed if f["namespace"] == OWN])
+        + json.dumps(client.get(f"/api/v1/findings/{double.id}").json())
         + json.dumps(client.get(f"/api/v1/findings/{unallocatable.id}").json())
+    )
     if who == "admin":
         assert "team-b/dup-b" in own_text and "team-b/hog" in own_text
     else:
         assert "team-b/" not in own_text and "a claim in another namespace" in own_text
         shown = client.get(f"/api/v1/findings/{double.id}").json()
         assert shown["evidence"]["claims"] == ["team-a/dup", "a claim in another namespace"]
-        assert shown["summary"].startswith("Device gpu.example.com/node-1/gpu-0 is allocated to 2 claims (team-a/dup, a claim in another namespace)")
+        assert shown["summary"].startswith(
+            "Device gpu.example.com/node-1/gpu-0 is allocated to 2 claims (team-a/dup, a claim in another namespace)"
+        )
     # Other namespace x existing / missing: one 404 for both, whatever exists.
     found, missing = client.get(f"/api/v1/findings/{other.id}"), client.get("/api/v1/findings/999999")
     if who == "admin":
         assert found.status_code == 200 and missing.status_code == 404
     else:
         assert found.status_code == missing.status_code == 404 and found.json() == missing.json()
-        for namespace in (OTHER, "no-such-namespace"):  # filtering by a namespace outside the scope: nothing, either way
+        for namespace in (
+            OTHER,
+            "no-such-namespace",
+        ):  # filtering by a namespace outside the scope: nothing, either way
             assert client.get("/api/v1/findings", {"namespace": namespace}).json()["results"] == []
 
 
@@ -326,7 +399,9 @@ def test_findings_pages_matrix(findings, pages, who):
     if who == "admin":
         assert "team-b/dup-b" in stuck_page and "team-b/dup-b" in detail
     else:
-        assert "team-b/" not in stuck_page and "dup-b" not in stuck_page and "a claim in another namespace" in stuck_page
+        assert (
+            "team-b/" not in stuck_page and "dup-b" not in stuck_page and "a claim in another namespace" in stuck_page
+        )
         assert "dup-b" not in detail and "a claim in another namespace" in detail
     # Another namespace's claim page: the same 404 for an existing and a missing claim.
     found = client.get(reverse("claims:claim-detail", args=["scope", OTHER, "dup-b"]))
@@ -338,19 +413,29 @@ def test_findings_pages_matrix(findings, pages, who):
 
 def test_release_dry_run_page_shows_the_scoped_summary(findings, pages):
     double, _ = _own_findings(findings)
-    page = pages["scoped"].post(reverse("ops:stuck-release"), {"ids": [str(double.id)], "step": "dry-run"}).content.decode()
+    page = (
+        pages["scoped"]
+        .post(reverse("ops:stuck-release"), {"ids": [str(double.id)], "step": "dry-run"})
+        .content.decode()
+    )
     assert "a claim in another namespace" in page and "dup-b" not in page
     assert double.__class__.objects.get(pk=double.pk).summary == double.summary  # the stored row keeps the names
 
 
 def test_older_summaries_are_scrubbed_by_name():
-    summary, evidence = scoped_summary_and_evidence("some_rule", "held with team-b/long-name and team-b/long", {"claims": ["team-b/long", "team-b/long-name"]}, {OWN})
+    summary, evidence = scoped_summary_and_evidence(
+        "some_rule",
+        "held with team-b/long-name and team-b/long",
+        {"claims": ["team-b/long", "team-b/long-name"]},
+        {OWN},
+    )
     assert summary == "held with a claim in another namespace and a claim in another namespace"
     assert evidence["claims"] == ["a claim in another namespace"] * 2
 
 
 def test_claim_list_subscribes_only_to_visible_namespaces(alpha, pages):
     """The socket refuses another namespace's subscription, so the list filtered by one does not ask."""
+
     def live_scope(who, namespace):
         body = pages[who].get(reverse("claims:claim-list"), {"namespace": namespace}).content.decode()
         return json.loads(html.unescape(re.search(r"data-live-scope='([^']*)'", body).group(1)))
@@ -369,8 +454,13 @@ _NAME = st.text(st.characters(blacklist_characters=")", blacklist_categories=("C
 def test_no_example_holder_of_another_namespace_survives_redaction(holders, visible):
     """Whatever the names (mirrored names are not always valid), a hidden namespace's holder is gone and
     a visible one's is kept; nested anywhere in the answer."""
-    reasons = [f"request `gpu`: 1 is already allocated to other claims (e.g. {ns}/{name}), 0 free < count 1" for ns, name in holders]
-    answer = redact_result({"nodes": [{"reason": r} for r in reasons], "summary": {"reasons": [{"example": r} for r in reasons]}}, visible)
+    reasons = [
+        f"request `gpu`: 1 is already allocated to other claims (e.g. {ns}/{name}), 0 free < count 1"
+        for ns, name in holders
+    ]
+    answer = redact_result(
+        {"nodes": [{"reason": r} for r in reasons], "summary": {"reasons": [{"example": r} for r in reasons]}}, visible
+    )
     for (ns, name), node, summary in zip(holders, answer["nodes"], answer["summary"]["reasons"]):
         for text in (node["reason"], summary["example"]):
             if ns in visible:

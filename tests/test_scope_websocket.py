@@ -49,7 +49,18 @@ def users():
 
 
 def change(cluster, namespace, name, node="node-b", rv="9", event="MODIFIED"):
-    return Change(cluster.pk, cluster.name, "ResourceClaim", event, namespace, name, f"uid-{namespace}-{name}", node, rv, "allocated")
+    return Change(
+        cluster.pk,
+        cluster.name,
+        "ResourceClaim",
+        event,
+        namespace,
+        name,
+        f"uid-{namespace}-{name}",
+        node,
+        rv,
+        "allocated",
+    )
 
 
 async def publish(*changes):
@@ -79,12 +90,17 @@ def test_subscribing_to_a_namespace(alpha, users):
 
     answers = run(scenario)
     for who in USERS:
-        assert answers[who, OWN]["type"] == "subscribed" and answers[who, OWN]["groups"] == [f"gpudash.c{alpha.pk}.ns.{OWN}"]
+        assert answers[who, OWN]["type"] == "subscribed" and answers[who, OWN]["groups"] == [
+            f"gpudash.c{alpha.pk}.ns.{OWN}"
+        ]
         for namespace in (OTHER, NOWHERE):
             if who == "admin":
                 assert answers[who, namespace]["type"] == "subscribed"
             else:
-                assert answers[who, namespace] == {"type": "error", "error": f"namespace {namespace} is outside your scope"}, who
+                assert answers[who, namespace] == {
+                    "type": "error",
+                    "error": f"namespace {namespace} is outside your scope",
+                }, who
         if who != "admin":  # a namespace with objects and one without: the same answer
             assert str(answers[who, OTHER]).replace(OTHER, "X") == str(answers[who, NOWHERE]).replace(NOWHERE, "X")
 
@@ -97,13 +113,18 @@ def test_changes_of_other_namespaces_name_nothing(alpha, users):
             await comms[who].send_json_to({"subscribe": {"cluster": None, "kind": ["ResourceClaim"]}})
             await comms[who].receive_json_from(timeout=2)
         # An existing claim of each namespace changes, and a claim nobody has heard of is deleted.
-        await publish(change(alpha, OWN, "train", node="node-a"), change(alpha, OTHER, "stuck"),
-                      change(alpha, OTHER, "does-not-exist", node="node-z", event="DELETED"))
+        await publish(
+            change(alpha, OWN, "train", node="node-a"),
+            change(alpha, OTHER, "stuck"),
+            change(alpha, OTHER, "does-not-exist", node="node-z", event="DELETED"),
+        )
         got = {}
         for who, comm in comms.items():
             got[who] = []
             while len(got[who]) < 3:  # this test's cluster only: a change of another test's stack is not ours
-                got[who] += [c for c in (await comm.receive_json_from(timeout=2))["changes"] if c.get("cluster") == alpha.pk]
+                got[who] += [
+                    c for c in (await comm.receive_json_from(timeout=2))["changes"] if c.get("cluster") == alpha.pk
+                ]
             await comm.disconnect()
         return got
 
@@ -121,7 +142,9 @@ def test_changes_of_other_namespaces_name_nothing(alpha, users):
             for secret in (OTHER, "stuck", "does-not-exist", "node-b", "node-z", "uid-", "allocated"):
                 assert secret not in str(c), (who, secret, c)
         # Apart from the event, an existing and a missing object's changes look alike.
-        assert {k: v for k, v in others[0].items() if k != "event"} == {k: v for k, v in others[1].items() if k != "event"}
+        assert {k: v for k, v in others[0].items() if k != "event"} == {
+            k: v for k, v in others[1].items() if k != "event"
+        }
 
 
 def test_frames_that_are_not_json_get_an_error_and_the_socket_stays_open(alpha, users):

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
 def links(body, section):
     """{link text: href} of one result group of the search page."""
     m = re.search(rf'<section class="search-group" id="search-{section}">(.*?)</section>', body, re.S)
-    return dict((text, href) for href, text in re.findall(r'<a href="([^"]+)">([^<]+)</a>', m.group(1))) if m else {}
+    return {text: href for href, text in re.findall(r'<a href="([^"]+)">([^<]+)</a>', m.group(1))} if m else {}
 
 
 def test_search_finds_each_kind_by_name_and_uid_and_links_its_page(client, monkeypatch):
@@ -21,14 +21,22 @@ def test_search_finds_each_kind_by_name_and_uid_and_links_its_page(client, monke
     client.force_login(make_user("alice"))
     url = reverse("inventory:search")
     body = client.get(url, {"q": "train"}).content.decode()
-    assert links(body, "claim") == {"team-a/train-1": reverse("claims:claim-detail", args=["alpha", "team-a", "train-1"])}
-    assert links(body, "pod") == {"team-a/train-1-pod": reverse("claims:pod-detail", args=["alpha", "team-a", "train-1-pod"])}
+    assert links(body, "claim") == {
+        "team-a/train-1": reverse("claims:claim-detail", args=["alpha", "team-a", "train-1"])
+    }
+    assert links(body, "pod") == {
+        "team-a/train-1-pod": reverse("claims:pod-detail", args=["alpha", "team-a", "train-1-pod"])
+    }
     assert links(body, "node") == {}
     # by uid (exact), a node by name, a device by the GPU uuid it publishes
     assert "team-b/infer" in links(client.get(url, {"q": "uid-team-b-infer"}).content.decode(), "claim")
-    assert links(client.get(url, {"q": "node-b"}).content.decode(), "node") == {"node-b": reverse("inventory:node-detail", args=["alpha", "node-b"])}
+    assert links(client.get(url, {"q": "node-b"}).content.decode(), "node") == {
+        "node-b": reverse("inventory:node-detail", args=["alpha", "node-b"])
+    }
     body = client.get(url, {"q": "GPU-gpu-3"}).content.decode()
-    assert links(body, "device") == {"gpu-3": reverse("inventory:device-detail", args=["alpha", "gpu.nvidia.com", "node-a", "gpu-3"])}
+    assert links(body, "device") == {
+        "gpu-3": reverse("inventory:device-detail", args=["alpha", "gpu.nvidia.com", "node-a", "gpu-3"])
+    }
     # many hits: the first LIMIT and a link to the list with the same filter
     from inventory import search
 
@@ -64,16 +72,28 @@ def test_namespace_selector_persists_across_pages(client):
     assert claims() == ["infer", "stuck-claim"]
     assert [p.name for p in client.get(reverse("claims:pod-list")).context["pods"]] == []  # team-b runs no pod
     assert "namespace team-b" in client.get(reverse("inventory:search"), {"q": "x"}).content.decode()
-    assert "team-a/train-1" not in links(client.get(reverse("inventory:search"), {"q": "train"}).content.decode(), "claim")
+    assert "team-a/train-1" not in links(
+        client.get(reverse("inventory:search"), {"q": "train"}).content.decode(), "claim"
+    )
     # the page's own namespace filter wins for that request, and does not move the selector
-    assert sorted(c.name for c in client.get(reverse("claims:claim-list"), {"namespace": "team-a"}).context["page_obj"]) == ["pending-claim", "train-1"]
+    assert sorted(
+        c.name for c in client.get(reverse("claims:claim-list"), {"namespace": "team-a"}).context["page_obj"]
+    ) == ["pending-claim", "train-1"]
     assert claims() == ["infer", "stuck-claim"]
     client.get(reverse("inventory:overview"), {"ns": "all"})
     assert len(claims()) == 5
     # a list's filter form keeps its sort order and page size; its sort links keep the filters
-    body = client.get(reverse("inventory:node-list"), {"ordering": "-name", "per_page": "2", "ready": "true"}).content.decode()
-    assert '<input type="hidden" name="ordering" value="-name">' in body and '<input type="hidden" name="per_page" value="2">' in body
-    assert '<th class="" aria-sort="descending" data-sort="name"><a href="?ordering=name&amp;per_page=2&amp;ready=true">' in body
+    body = client.get(
+        reverse("inventory:node-list"), {"ordering": "-name", "per_page": "2", "ready": "true"}
+    ).content.decode()
+    assert (
+        '<input type="hidden" name="ordering" value="-name">' in body
+        and '<input type="hidden" name="per_page" value="2">' in body
+    )
+    assert (
+        '<th class="" aria-sort="descending" data-sort="name"><a href="?ordering=name&amp;per_page=2&amp;ready=true">'
+        in body
+    )
 
 
 def test_list_pages_label_an_estimated_count_and_still_page_to_the_end(client, settings):

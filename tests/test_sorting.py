@@ -14,8 +14,8 @@ from html.parser import HTMLParser
 import pytest
 from django.urls import reverse
 
-from claims.allocator.quantity import parse_quantity
 from claims.models import Pod, ResourceClaim
+from dra.quantity import parse_quantity
 from inventory.models import Cluster, Device, DeviceClass, Node
 
 from .fleet_data import load_scenario
@@ -45,7 +45,12 @@ class TableParser(HTMLParser):
             self.row = []
         elif tag in ("th", "td"):
             self.cell = {"text": "", "badge": None, "sort": attrs.get("data-sort")}
-        elif tag == "span" and self.cell is not None and "badge" in (attrs.get("class") or "").split() and self.cell["badge"] is None:
+        elif (
+            tag == "span"
+            and self.cell is not None
+            and "badge" in (attrs.get("class") or "").split()
+            and self.cell["badge"] is None
+        ):
             self.in_badge, self.cell["badge"] = 1, ""
         elif tag == "span" and self.in_badge:
             self.in_badge += 1
@@ -82,7 +87,7 @@ def table(client, url, table_id):
     parser = TableParser(table_id)
     parser.feed(body)
     assert parser.rows, f"no rows in #{table_id} of {url}"
-    return parser.headers, [{h: c for h, c in zip(parser.headers, row)} for row in parser.rows]
+    return parser.headers, [dict(zip(parser.headers, row)) for row in parser.rows]
 
 
 def check_every_column(client, path, table_id, identity, values, skip=()):
@@ -139,47 +144,94 @@ def number(column):
 
 
 def check_nodes(viewer):
-    nodes = {(c, n): (ready, since) for c, n, ready, since in Node.objects.values_list("cluster__name", "name", "ready", "ready_changed_at")}
+    nodes = {
+        (c, n): (ready, since)
+        for c, n, ready, since in Node.objects.values_list("cluster__name", "name", "ready", "ready_changed_at")
+    }
     ident = lambda r: (r["cluster"]["text"], r["name"]["text"].replace(" cordoned", ""))  # noqa: E731
-    check_every_column(viewer, reverse("inventory:node-list"), "node-table", ident, {
-        "cluster": text("cluster"),
-        "name": lambda r: ident(r)[1],
-        "ready": lambda r: nodes[ident(r)][0],
-        "since": lambda r: nodes[ident(r)][1],
-        "devices": number("devices"), "free": number("free"), "allocated": number("allocated"),
-        "gpus": lambda r: int(r["gpus"]["text"] or 0), "free_gpus": lambda r: int(r["free_gpus"]["text"] or 0),  # blank: none
-    })
+    check_every_column(
+        viewer,
+        reverse("inventory:node-list"),
+        "node-table",
+        ident,
+        {
+            "cluster": text("cluster"),
+            "name": lambda r: ident(r)[1],
+            "ready": lambda r: nodes[ident(r)][0],
+            "since": lambda r: nodes[ident(r)][1],
+            "devices": number("devices"),
+            "free": number("free"),
+            "allocated": number("allocated"),
+            "gpus": lambda r: int(r["gpus"]["text"] or 0),
+            "free_gpus": lambda r: int(r["free_gpus"]["text"] or 0),  # blank: none
+        },
+    )
 
 
 def check_devices(viewer):
-    held = {(c, d, p, n): f"{ns}/{h}" for c, d, p, n, ns, h in Device.objects.values_list("cluster__name", "driver", "pool", "name", "held_by_namespace", "held_by_name")}
+    held = {
+        (c, d, p, n): f"{ns}/{h}"
+        for c, d, p, n, ns, h in Device.objects.values_list(
+            "cluster__name", "driver", "pool", "name", "held_by_namespace", "held_by_name"
+        )
+    }
     ident = lambda r: (r["cluster"]["text"], r["driver"]["text"], r["pool"]["text"], r["name"]["text"])  # noqa: E731
-    check_every_column(viewer, reverse("inventory:device-list"), "device-table", ident, {
-        "cluster": text("cluster"), "node": lambda r: r["node"]["text"].replace("—", ""),  # "" without a node: first, as in SQL
-        "name": text("name"), "driver": text("driver"), "pool": text("pool"),
-        "model": lambda r: r["model"]["text"],  # "" for devices without one: sorted first, as in SQL
-        "memory": lambda r: parse_quantity(r["memory"]["text"]) if r["memory"]["text"] else None,
-        "state": lambda r: r["state"]["badge"],
-        "holder": lambda r: held[ident(r)],
-    })
+    check_every_column(
+        viewer,
+        reverse("inventory:device-list"),
+        "device-table",
+        ident,
+        {
+            "cluster": text("cluster"),
+            "node": lambda r: r["node"]["text"].replace("—", ""),  # "" without a node: first, as in SQL
+            "name": text("name"),
+            "driver": text("driver"),
+            "pool": text("pool"),
+            "model": lambda r: r["model"]["text"],  # "" for devices without one: sorted first, as in SQL
+            "memory": lambda r: parse_quantity(r["memory"]["text"]) if r["memory"]["text"] else None,
+            "state": lambda r: r["state"]["badge"],
+            "holder": lambda r: held[ident(r)],
+        },
+    )
 
 
 def check_pods(viewer):
     ident = lambda r: (r["cluster"]["text"], r["namespace"]["text"], r["name"]["text"])  # noqa: E731
-    check_every_column(viewer, reverse("claims:pod-list"), "pod-table", ident, {
-        "cluster": text("cluster"), "namespace": text("namespace"), "name": text("name"),
-        "phase": lambda r: r["phase"]["badge"].replace("?", ""), "node": lambda r: r["node"]["text"],
-    })
+    check_every_column(
+        viewer,
+        reverse("claims:pod-list"),
+        "pod-table",
+        ident,
+        {
+            "cluster": text("cluster"),
+            "namespace": text("namespace"),
+            "name": text("name"),
+            "phase": lambda r: r["phase"]["badge"].replace("?", ""),
+            "node": lambda r: r["node"]["text"],
+        },
+    )
 
 
 def check_pools(viewer):
     ident = lambda r: (r["cluster"]["text"], r["driver"]["text"], r["pool"]["text"])  # noqa: E731
-    check_every_column(viewer, reverse("inventory:pool-list"), "pool-table", ident, {
-        "cluster": text("cluster"), "driver": text("driver"), "pool": text("pool"),
-        "generation": number("generation"), "slices": lambda r: int(r["slices"]["text"].split("/")[0]),
-        "devices": number("devices"), "nodes": lambda r: None if r["nodes"]["text"] == "—" else r["nodes"]["text"],
-        "problems": lambda r: 0 if r["problems"]["text"] == "consistent" else len(r["problems"]["text"].split("  ")),
-    })
+    check_every_column(
+        viewer,
+        reverse("inventory:pool-list"),
+        "pool-table",
+        ident,
+        {
+            "cluster": text("cluster"),
+            "driver": text("driver"),
+            "pool": text("pool"),
+            "generation": number("generation"),
+            "slices": lambda r: int(r["slices"]["text"].split("/")[0]),
+            "devices": number("devices"),
+            "nodes": lambda r: None if r["nodes"]["text"] == "—" else r["nodes"]["text"],
+            "problems": lambda r: (
+                0 if r["problems"]["text"] == "consistent" else len(r["problems"]["text"].split("  "))
+            ),
+        },
+    )
 
 
 def check_classes(viewer):
@@ -189,22 +241,42 @@ def check_classes(viewer):
         count_class_matches(cluster.id)  # what the background recount stores
     ident = lambda r: (r["cluster"]["text"], r["name"]["text"])  # noqa: E731
     matches = {(c, n): m for c, n, m in DeviceClass.objects.values_list("cluster__name", "name", "match_count")}
-    check_every_column(viewer, reverse("inventory:class-list"), "class-table", ident, {
-        "cluster": text("cluster"), "name": text("name"),
-        "extended": lambda r: r["extended"]["text"].replace("—", ""),  # "" without one: first, as in SQL
-        "matching": lambda r: matches[ident(r)],
-    })
+    check_every_column(
+        viewer,
+        reverse("inventory:class-list"),
+        "class-table",
+        ident,
+        {
+            "cluster": text("cluster"),
+            "name": text("name"),
+            "extended": lambda r: r["extended"]["text"].replace("—", ""),  # "" without one: first, as in SQL
+            "matching": lambda r: matches[ident(r)],
+        },
+    )
 
 
 def check_claims(viewer):
-    created = {(c, ns, n): t for c, ns, n, t in ResourceClaim.objects.values_list("cluster__name", "namespace", "name", "creation_timestamp")}
+    created = {
+        (c, ns, n): t
+        for c, ns, n, t in ResourceClaim.objects.values_list("cluster__name", "namespace", "name", "creation_timestamp")
+    }
     ident = lambda r: (r["cluster"]["text"], r["namespace"]["text"], r["name"]["text"])  # noqa: E731
-    check_every_column(viewer, reverse("claims:claim-list"), "claim-table", ident, {
-        "cluster": text("cluster"), "namespace": text("namespace"), "name": text("name"),
-        "state": lambda r: r["state"]["badge"], "node": lambda r: r["node"]["text"],
-        "classes": lambda r: r["classes"]["text"].split(", ")[0] or None, "owner": lambda r: r["owner"]["text"],
-        "created": lambda r: created[ident(r)],
-    })
+    check_every_column(
+        viewer,
+        reverse("claims:claim-list"),
+        "claim-table",
+        ident,
+        {
+            "cluster": text("cluster"),
+            "namespace": text("namespace"),
+            "name": text("name"),
+            "state": lambda r: r["state"]["badge"],
+            "node": lambda r: r["node"]["text"],
+            "classes": lambda r: r["classes"]["text"].split(", ")[0] or None,
+            "owner": lambda r: r["owner"]["text"],
+            "created": lambda r: created[ident(r)],
+        },
+    )
 
 
 def check_findings(viewer):
@@ -212,29 +284,52 @@ def check_findings(viewer):
 
     # Findings of several rules, severities and remedies, one without a claim, at distinct times
     # (beside the fixture's one in cluster alpha).
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     demo = Cluster.objects.get(name="demo")
-    for i, (rule, severity, remedy, claim_name) in enumerate([
-        ("stale_reservation", "warning", "remove_reservations", "train-a"), ("orphaned_allocation", "critical", "deallocate", "orphan"),
-        ("node_gone", "info", "", "b-claim"), ("double_allocation", "critical", "", ""),
-    ]):
-        Finding.objects.create(cluster=demo, rule=rule, severity=severity, remedy=remedy, namespace="team-a" if claim_name else "",
-                               claim_name=claim_name, claim_uid=f"uid-sort-{i}", summary=f"finding {i}",
-                               first_seen=now - datetime.timedelta(minutes=7 * i + 3), last_seen=now)
-    seen = {(f.cluster.name, f"{f.namespace}/{f.claim_name}" if f.claim_name else "", f.rule): f.first_seen
-            for f in Finding.objects.active().select_related("cluster")}
+    for i, (rule, severity, remedy, claim_name) in enumerate(
+        [
+            ("stale_reservation", "warning", "remove_reservations", "train-a"),
+            ("orphaned_allocation", "critical", "deallocate", "orphan"),
+            ("node_gone", "info", "", "b-claim"),
+            ("double_allocation", "critical", "", ""),
+        ]
+    ):
+        Finding.objects.create(
+            cluster=demo,
+            rule=rule,
+            severity=severity,
+            remedy=remedy,
+            namespace="team-a" if claim_name else "",
+            claim_name=claim_name,
+            claim_uid=f"uid-sort-{i}",
+            summary=f"finding {i}",
+            first_seen=now - datetime.timedelta(minutes=7 * i + 3),
+            last_seen=now,
+        )
+    seen = {
+        (f.cluster.name, f"{f.namespace}/{f.claim_name}" if f.claim_name else "", f.rule): f.first_seen
+        for f in Finding.objects.active().select_related("cluster")
+    }
     rule_keys = {}
     from claims.stuck import RULE_TITLES
 
     for key, title in RULE_TITLES.items():
         rule_keys[str(title)] = key
     ident = lambda r: (r["cluster"]["text"], r["claim"]["text"], rule_keys.get(r["rule"]["text"], r["rule"]["text"]))  # noqa: E731
-    check_every_column(viewer, reverse("ops:stuck"), "findings-table", ident, {
-        "severity": lambda r: {"info": 1, "warning": 2, "critical": 3}[r["severity"]["badge"]],
-        "rule": text("rule"), "cluster": text("cluster"), "claim": text("claim"),
-        "first_seen": lambda r: seen[ident(r)],
-        "remedy": lambda r: None if r["remedy"]["text"] == "investigate" else r["remedy"]["text"],
-    })
+    check_every_column(
+        viewer,
+        reverse("ops:stuck"),
+        "findings-table",
+        ident,
+        {
+            "severity": lambda r: {"info": 1, "warning": 2, "critical": 3}[r["severity"]["badge"]],
+            "rule": text("rule"),
+            "cluster": text("cluster"),
+            "claim": text("claim"),
+            "first_seen": lambda r: seen[ident(r)],
+            "remedy": lambda r: None if r["remedy"]["text"] == "investigate" else r["remedy"]["text"],
+        },
+    )
 
 
 def check_pending(viewer):
@@ -244,22 +339,38 @@ def check_pending(viewer):
     # Pending pods with distinct ages and scheduler reasons (one without a condition yet).
     demo = Cluster.objects.get(name="demo")
     pods = []
-    for i, (name, message) in enumerate([("zeta-pod", "0/3 nodes are available"), ("alpha-pod", ""), ("mid-pod", "no GPU left")]):
+    for i, (name, message) in enumerate(
+        [("zeta-pod", "0/3 nodes are available"), ("alpha-pod", ""), ("mid-pod", "no GPU left")]
+    ):
         raw = pod("team-c", name, f"{name}-claim", phase="Pending", unschedulable_message=message)
         raw["metadata"]["creationTimestamp"] = f"2026-02-0{i + 1}T08:00:00Z"
         if name == "mid-pod":
             raw["status"]["conditions"][0]["reason"] = "SchedulerError"
         pods.append(("Pod", raw))
     apply_all(demo, pods)
-    created = {(c, ns, n): t for c, ns, n, t in Pod.objects.values_list("cluster__name", "namespace", "name", "creation_timestamp")}
+    created = {
+        (c, ns, n): t
+        for c, ns, n, t in Pod.objects.values_list("cluster__name", "namespace", "name", "creation_timestamp")
+    }
     ident = lambda r: (r["cluster"]["text"], r["namespace"]["text"], r["name"]["text"])  # noqa: E731
-    check_every_column(viewer, reverse("ops:pending"), "pending-table", ident, {
-        "cluster": text("cluster"), "namespace": text("namespace"), "name": text("name"),
-        "created": lambda r: created[ident(r)], "reason": text("reason"),
-    })
+    check_every_column(
+        viewer,
+        reverse("ops:pending"),
+        "pending-table",
+        ident,
+        {
+            "cluster": text("cluster"),
+            "namespace": text("namespace"),
+            "name": text("name"),
+            "created": lambda r: created[ident(r)],
+            "reason": text("reason"),
+        },
+    )
 
 
-MAP_ROW = re.compile(r'<div class="maprow[^"]*" id="[^"]*" data-cluster="([^"]*)" data-node="([^"]*)" data-gpus="(\d+)" data-gpus-free="(\d+)" data-devices="(\d+)"')
+MAP_ROW = re.compile(
+    r'<div class="maprow[^"]*" id="[^"]*" data-cluster="([^"]*)" data-node="([^"]*)" data-gpus="(\d+)" data-gpus-free="(\d+)" data-devices="(\d+)"'
+)
 
 
 def check_map(viewer):
@@ -270,13 +381,22 @@ def check_map(viewer):
     def rows(url):
         body = viewer.get(url).content.decode()
         assert 'id="sort-error"' not in body, url
-        return body, [{"cluster": c, "node": n, "gpus": int(g), "free_gpus": int(f), "devices": int(d)} for c, n, g, f, d in MAP_ROW.findall(body)]
+        return body, [
+            {"cluster": c, "node": n, "gpus": int(g), "free_gpus": int(f), "devices": int(d)}
+            for c, n, g, f, d in MAP_ROW.findall(body)
+        ]
 
     body, unsorted = rows(path)
     links = re.search(r'<p class="mapsort" id="map-sort">(.*?)</p>', body, re.S).group(1)
     columns = re.findall(r'data-sort="([^"]+)"', links)
     natural = lambda r: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", r["node"])]  # noqa: E731
-    keys = {"cluster": lambda r: r["cluster"], "node": natural, "gpus": lambda r: r["gpus"], "free_gpus": lambda r: r["free_gpus"], "devices": lambda r: r["devices"]}
+    keys = {
+        "cluster": lambda r: r["cluster"],
+        "node": natural,
+        "gpus": lambda r: r["gpus"],
+        "free_gpus": lambda r: r["free_gpus"],
+        "devices": lambda r: r["devices"],
+    }
     assert sorted(columns) == sorted(keys)
     ids = sorted((r["cluster"], r["node"]) for r in unsorted)
     assert len(set(ids)) == len(ids) > 3
@@ -287,7 +407,17 @@ def check_map(viewer):
         assert values == sorted(values, reverse=desc) and len(set(map(repr, values))) > 1, (column, desc, values)
 
 
-LISTS = [check_nodes, check_devices, check_pods, check_pools, check_classes, check_claims, check_findings, check_pending, check_map]
+LISTS = [
+    check_nodes,
+    check_devices,
+    check_pods,
+    check_pools,
+    check_classes,
+    check_claims,
+    check_findings,
+    check_pending,
+    check_map,
+]
 
 
 def test_every_list_sorts_by_every_column(viewer):

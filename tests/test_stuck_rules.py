@@ -1,7 +1,7 @@
 """Each stuck-claim rule: the situation makes a finding appear (after its grace period), the end of the
 situation clears it, and the cleared row stays as history."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,13 +12,13 @@ from inventory.models import SyncState
 
 from .ops_fixtures import DRIVER, apply, bump, claim_raw, cluster, new_uid, node_raw, pod_raw, slice_raw, ts  # noqa: F401
 
-T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GRACE = 60
 
 
 @pytest.fixture(autouse=True)
 def thresholds(settings):
-    settings.GPUDASH_STUCK = {k: GRACE for k in stuck.DEFAULTS} | {"BINDING_TIMEOUT": 600}
+    settings.GPUDASH_STUCK = dict.fromkeys(stuck.DEFAULTS, GRACE) | {"BINDING_TIMEOUT": 600}
 
 
 def at(seconds):
@@ -114,8 +114,14 @@ def test_deletion_blocked(cluster):
     assert finding.remedy == "deallocate"
     assert finding.evidence["allocated"] is True
     # Deallocated but the finalizer is still there: same finding, remedy moves on.
-    apply(cluster, "ResourceClaim", bump(claim_raw("c1", uid=claim["metadata"]["uid"], finalizers=[stuck_finalizer()],
-                                                   deleting=ts(at(-GRACE - 1))), 11))
+    apply(
+        cluster,
+        "ResourceClaim",
+        bump(
+            claim_raw("c1", uid=claim["metadata"]["uid"], finalizers=[stuck_finalizer()], deleting=ts(at(-GRACE - 1))),
+            11,
+        ),
+    )
     stuck.detect(cluster, now=at(5))
     [same] = active(cluster, stuck.DELETION_BLOCKED)
     assert same.id == finding.id and same.remedy == "finish_deletion"
@@ -163,8 +169,14 @@ def test_orphan_ignores_finished_referencing_pods(cluster):
 def test_unallocatable_includes_engine_explanation_or_says_why_not(cluster):
     world(cluster)
     apply(cluster, "ResourceClaim", claim_raw("c1"))
-    pod = pod_raw("p1", claim="c1", phase="Pending", node="", created=ts(at(-GRACE)),
-                  scheduled={"status": "False", "reason": "Unschedulable", "message": "0/1 nodes: cannot allocate all claims"})
+    pod = pod_raw(
+        "p1",
+        claim="c1",
+        phase="Pending",
+        node="",
+        created=ts(at(-GRACE)),
+        scheduled={"status": "False", "reason": "Unschedulable", "message": "0/1 nodes: cannot allocate all claims"},
+    )
     apply(cluster, "Pod", pod)
     stuck.detect(cluster, now=at(0))
     [finding] = active(cluster, stuck.UNALLOCATABLE)
@@ -175,7 +187,11 @@ def test_unallocatable_includes_engine_explanation_or_says_why_not(cluster):
     if not explanation["available"]:
         assert explanation["message"]
     # Allocation happens: cleared.
-    apply(cluster, "ResourceClaim", bump(claim_raw("c1", uid=finding.claim_uid, devices=["gpu-0"], reserved=[("p1", pod["metadata"]["uid"])]), 11))
+    apply(
+        cluster,
+        "ResourceClaim",
+        bump(claim_raw("c1", uid=finding.claim_uid, devices=["gpu-0"], reserved=[("p1", pod["metadata"]["uid"])]), 11),
+    )
     stuck.detect(cluster, now=at(1))
     assert active(cluster, stuck.UNALLOCATABLE) == []
 
@@ -197,7 +213,11 @@ def test_engine_explanations_are_budgeted_per_run(settings, cluster):
 def test_node_gone_and_node_not_ready(cluster):
     apply(cluster, "ResourceSlice", slice_raw("node-2", ["gpu-0"]))
     apply(cluster, "Node", node_raw("node-2", ready=False, since=ts(at(-GRACE))))
-    apply(cluster, "ResourceClaim", claim_raw("on-notready", devices=["gpu-0"], node="node-2", reserved=[("p", new_uid())]))
+    apply(
+        cluster,
+        "ResourceClaim",
+        claim_raw("on-notready", devices=["gpu-0"], node="node-2", reserved=[("p", new_uid())]),
+    )
     apply(cluster, "ResourceSlice", slice_raw("node-9", ["gpu-0"]))
     apply(cluster, "ResourceClaim", claim_raw("on-gone", devices=["gpu-0"], node="node-9"))
     stuck.detect(cluster, now=at(0))
@@ -216,9 +236,19 @@ def test_node_gone_and_node_not_ready(cluster):
 def test_binding_failure_and_binding_timeout(cluster):
     world(cluster)
     allocated_at = ts(at(-10))
-    failed = claim_raw("failed", devices=["gpu-0"], binding_conditions=(["dra.example.com/attached"], ["dra.example.com/failed"]),
-                       device_status=[{"driver": DRIVER, "pool": "node-1", "device": "gpu-0",
-                                       "conditions": [{"type": "dra.example.com/failed", "status": "True"}]}])
+    failed = claim_raw(
+        "failed",
+        devices=["gpu-0"],
+        binding_conditions=(["dra.example.com/attached"], ["dra.example.com/failed"]),
+        device_status=[
+            {
+                "driver": DRIVER,
+                "pool": "node-1",
+                "device": "gpu-0",
+                "conditions": [{"type": "dra.example.com/failed", "status": "True"}],
+            }
+        ],
+    )
     failed["status"]["allocation"]["allocationTimestamp"] = allocated_at
     waiting = claim_raw("waiting", devices=["gpu-1"], binding_conditions=(["dra.example.com/attached"], []))
     waiting["status"]["allocation"]["allocationTimestamp"] = allocated_at
@@ -259,7 +289,11 @@ def test_device_vanished(cluster):
     stuck.detect(cluster, now=at(1 + GRACE))
     [finding] = active(cluster, stuck.DEVICE_VANISHED)
     assert finding.subject == f"{DRIVER}/node-1/gpu-1"
-    apply(cluster, "ResourceSlice", slice_raw("node-1", ["gpu-0", "gpu-1"], rv="3") | {"metadata": {**slc["metadata"], "resourceVersion": "3"}})
+    apply(
+        cluster,
+        "ResourceSlice",
+        slice_raw("node-1", ["gpu-0", "gpu-1"], rv="3") | {"metadata": {**slc["metadata"], "resourceVersion": "3"}},
+    )
     stuck.detect(cluster, now=at(2 + GRACE))
     assert active(cluster, stuck.DEVICE_VANISHED) == []
 
@@ -302,4 +336,3 @@ def test_bad_threshold_is_named(settings, cluster):
     settings.GPUDASH_STUCK = {"ORPHAN_GRACE": "soon"}
     with pytest.raises(ValueError, match="ORPHAN_GRACE"):
         stuck.detect(cluster)
-

@@ -17,7 +17,7 @@ from .ops_fixtures import apply, claim_raw, cluster, node_raw, slice_raw  # noqa
 
 @pytest.fixture(autouse=True)
 def zero_grace(settings):
-    settings.GPUDASH_STUCK = {k: 0 for k in stuck.DEFAULTS} | {"DEBOUNCE_SECONDS": 30}
+    settings.GPUDASH_STUCK = dict.fromkeys(stuck.DEFAULTS, 0) | {"DEBOUNCE_SECONDS": 30}
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_without_a_broker_the_debounced_run_happens_in_this_process(settings):
     from inventory.models import Cluster
 
     settings.REDIS_URL = ""
-    settings.GPUDASH_STUCK = {k: 0 for k in stuck.DEFAULTS} | {"DEBOUNCE_SECONDS": 0.3}
+    settings.GPUDASH_STUCK = dict.fromkeys(stuck.DEFAULTS, 0) | {"DEBOUNCE_SECONDS": 0.3}
     tasks._last_request.clear()
     cluster = Cluster.objects.create(name="embedded")
     apply(cluster, "Node", node_raw("node-1"))

@@ -43,7 +43,9 @@ def test_finding_appears_in_the_live_region_then_release_with_confirmation(serve
     assert f'name="rv-{finding.id}" value="{rv}"' in dry
     assert server.store.get("resourceclaims", "team-a", "c1")["status"]["allocation"]
 
-    done = client.post("/stuck/release/", {"ids": [finding.id], "step": "release", f"rv-{finding.id}": rv}).content.decode()
+    done = client.post(
+        "/stuck/release/", {"ids": [finding.id], "step": "release", f"rv-{finding.id}": rv}
+    ).content.decode()
     assert "outcome-done" in done
     assert "allocation" not in server.store.get("resourceclaims", "team-a", "c1")["status"]
     finding.refresh_from_db()
@@ -100,7 +102,11 @@ def test_stale_reservation_bulk_dry_run_shows_refusal_when_pod_is_back(server, l
     stuck.detect(live_cluster)
     finding = Finding.objects.get(rule=stuck.STALE_RESERVATION)
     server.store.create("pods", pod_raw("p1", uid=uid, claim="c1"))
-    page = login(make_user("olivia", roles.OPERATOR)).post("/stuck/release/", {"ids": [finding.id], "step": "dry-run"}).content.decode()
+    page = (
+        login(make_user("olivia", roles.OPERATOR))
+        .post("/stuck/release/", {"ids": [finding.id], "step": "dry-run"})
+        .content.decode()
+    )
     assert "outcome-refused" in page and "Not safe now" in page and 'id="confirm-form"' not in page
 
 
@@ -112,13 +118,18 @@ def test_claim_changed_after_the_dry_run_is_a_conflict_on_the_page(server, orpha
     rv = server.store.get("resourceclaims", "team-a", "c1")["metadata"]["resourceVersion"]
     assert f'name="rv-{finding.id}" value="{rv}"' in dry
     # Someone else changes the claim between the dry run and the confirmation.
-    server.store.patch("resourceclaims", "team-a", "c1", {"metadata": {"labels": {"touched": "yes"}}}, "application/merge-patch+json")
+    server.store.patch(
+        "resourceclaims", "team-a", "c1", {"metadata": {"labels": {"touched": "yes"}}}, "application/merge-patch+json"
+    )
     response = client.post("/stuck/release/", {"ids": [finding.id], "step": "release", f"rv-{finding.id}": rv})
     page = response.content.decode()
     assert response.status_code == 200 and "outcome-conflict" in page and "re-evaluate" in page
     assert server.store.get("resourceclaims", "team-a", "c1")["status"]["allocation"]  # nothing was sent
     assert not any(method == "PATCH" for method, _ in server.requests)
-    assert list(AuditEntry.objects.order_by("id").values_list("username", "outcome")) == [("olivia", "dry-run"), ("olivia", "conflict")]
+    assert list(AuditEntry.objects.order_by("id").values_list("username", "outcome")) == [
+        ("olivia", "dry-run"),
+        ("olivia", "conflict"),
+    ]
 
 
 @pytest.mark.parametrize("sent", [None, "", "stale"])
@@ -141,6 +152,8 @@ def test_a_ui_release_without_the_dry_runs_resource_version_is_refused(server, o
         assert "outcome-refused" in page and "Run the dry run again" in page
     assert server.store.get("resourceclaims", "team-a", "c1")["status"]["allocation"]  # nothing was sent
     assert not any(method == "PATCH" for method, _ in server.requests)
-    assert list(AuditEntry.objects.values_list("username", "dry_run", "outcome")) == [("olivia", False, "conflict" if sent == "stale" else "refused")]
+    assert list(AuditEntry.objects.values_list("username", "dry_run", "outcome")) == [
+        ("olivia", False, "conflict" if sent == "stale" else "refused")
+    ]
     finding.refresh_from_db()
     assert finding.cleared_at is None

@@ -11,8 +11,10 @@ from tests.sync_fixtures import assert_mirror_equals_server, make_claim, make_no
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not os.environ.get("REDIS_URL") or not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-                       reason="needs Redis (broker) and PostgreSQL shared with the worker"),
+    pytest.mark.skipif(
+        not os.environ.get("REDIS_URL") or not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+        reason="needs Redis (broker) and PostgreSQL shared with the worker",
+    ),
 ]
 
 
@@ -24,13 +26,32 @@ def test_celery_worker_runs_the_watchers(cluster, devcluster, fast_sync, tmp_pat
     env = dict(subprocess_env(), GPUDASH_LEASE_SECONDS="2", GPUDASH_WATCH_TIMEOUT="5", GPUDASH_BACKOFF_MAX="0.5")
     log = open(tmp_path / "worker.log", "wb")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "gpudash", "worker", "-P", "solo", "--without-mingle", "--without-gossip", "-l", "INFO"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gpudash",
+            "worker",
+            "-P",
+            "solo",
+            "--without-mingle",
+            "--without-gossip",
+            "-l",
+            "INFO",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         ensure_watchers.delay()  # what beat sends every 15 s
-        wait_for(lambda: f":{worker.pid}:" in state(cluster, "ResourceClaim").lease_holder, timeout=90,
-                 message=f"the worker to take the lease; log: {(tmp_path / 'worker.log').read_text()[-2000:]}")
+        wait_for(
+            lambda: f":{worker.pid}:" in state(cluster, "ResourceClaim").lease_holder,
+            timeout=90,
+            message=f"the worker to take the lease; log: {(tmp_path / 'worker.log').read_text()[-2000:]}",
+        )
         assert_mirror_equals_server(cluster, devcluster, ["Node", "ResourceClaim"], timeout=60)
         devcluster.store.create("resourceclaims", make_claim("ns", "c2"))
         devcluster.store.delete("nodes", None, "n1")

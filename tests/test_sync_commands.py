@@ -13,7 +13,15 @@ from claims.models import Pod, ResourceClaim
 from gpudash.sync import publish
 from gpudash.sync.apply import apply_object
 from inventory.models import Cluster, Device, ResourceSlice, SyncState
-from tests.sync_fixtures import allocation, assert_mirror_equals_server, make_claim, make_class, make_node, make_pod, make_slice
+from tests.sync_fixtures import (
+    allocation,
+    assert_mirror_equals_server,
+    make_claim,
+    make_class,
+    make_node,
+    make_pod,
+    make_slice,
+)
 
 
 def test_add_cluster_registers_and_validates(transactional_db, devcluster, tmp_path):
@@ -40,7 +48,9 @@ def test_watch_once_mirrors_every_served_kind(cluster, devcluster, fast_sync):
     devcluster.store.create("resourceclaims", make_claim("ns", "c"))
     devcluster.store.create("pods", make_pod("ns", "p", claim="c"))
     call_command("watch", "--cluster", "dev", "--once")
-    assert_mirror_equals_server(cluster, devcluster, ["Node", "ResourceSlice", "DeviceClass", "ResourceClaim", "Pod"], timeout=1)
+    assert_mirror_equals_server(
+        cluster, devcluster, ["Node", "ResourceSlice", "DeviceClass", "ResourceClaim", "Pod"], timeout=1
+    )
     assert Device.objects.filter(cluster=cluster).count() == 8
     assert SyncState.objects.get(cluster=cluster, kind="DeviceTaintRule").status == SyncState.Status.NOT_SERVED
     with pytest.raises(CommandError, match="no such cluster: nope"):
@@ -54,7 +64,14 @@ def kubectl_dump():
     claim["status"] = {"allocation": allocation("gpu-1")}
     pod = make_pod("ml", "trainer", claim="train", node="gpu-1")
     plain = make_pod("ml", "web")
-    items = [node, slice_, claim, pod, plain, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "ml"}}]
+    items = [
+        node,
+        slice_,
+        claim,
+        pod,
+        plain,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "ml"}},
+    ]
     for n, item in enumerate(items):
         item["metadata"].update(uid=f"uid-{n}", resourceVersion=str(100 + n))
     return {"apiVersion": "v1", "kind": "List", "items": items}
@@ -69,14 +86,24 @@ def test_import_snapshot_makes_a_read_only_cluster(transactional_db, tmp_path):
     assert ResourceClaim.objects.get(cluster=cluster, name="train").state == "allocated"
     assert Device.objects.filter(cluster=cluster).count() == 2
     assert list(Pod.objects.filter(cluster=cluster).values_list("name", flat=True)) == ["trainer"]  # only DRA pods
-    assert set(SyncState.objects.filter(cluster=cluster).values_list("status", flat=True)) == {SyncState.Status.SNAPSHOT}
+    assert set(SyncState.objects.filter(cluster=cluster).values_list("status", flat=True)) == {
+        SyncState.Status.SNAPSHOT
+    }
     call_command("import_snapshot", str(path), "--name", "prod-dump")  # re-import replaces
-    assert ResourceSlice.objects.filter(cluster__name="prod-dump").count() == 1 and Cluster.objects.filter(name="prod-dump").count() == 1
+    assert (
+        ResourceSlice.objects.filter(cluster__name="prod-dump").count() == 1
+        and Cluster.objects.filter(name="prod-dump").count() == 1
+    )
 
 
 @pytest.mark.parametrize(
     "content, message",
-    [("{not json", "not JSON"), ("[1, 2]", "expected a JSON object"), ('{"kind": "Status"}', "no 'items' list"), ('{"items": 3}', "'items' is not a list")],
+    [
+        ("{not json", "not JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"kind": "Status"}', "no 'items' list"),
+        ('{"items": 3}', "'items' is not a list"),
+    ],
 )
 def test_import_snapshot_rejects_bad_files_clearly(transactional_db, tmp_path, content, message):
     path = tmp_path / "bad.json"
@@ -103,7 +130,11 @@ def test_changes_are_published_to_node_namespace_and_kind_groups(cluster, fast_s
     claim = make_claim("ml", "c1")
     claim["metadata"].update(uid="u-1", resourceVersion="5")
     claim["status"] = {"allocation": allocation("gpu-7")}
-    groups = (publish.node_group(cluster.pk, "gpu-7"), publish.namespace_group(cluster.pk, "ml"), publish.kind_group(cluster.pk, "ResourceClaim"))
+    groups = (
+        publish.node_group(cluster.pk, "gpu-7"),
+        publish.namespace_group(cluster.pk, "ml"),
+        publish.kind_group(cluster.pk, "ResourceClaim"),
+    )
 
     async def listen_while_applying():
         # One event loop for the channel's whole life, as a consumer has: the pub/sub layer keeps
@@ -117,8 +148,20 @@ def test_changes_are_published_to_node_namespace_and_kind_groups(cluster, fast_s
     received = async_to_sync(listen_while_applying)()
     for message in received:
         assert message["type"] == "kube.changes"
-        assert message["changes"] == [{"cluster": cluster.pk, "cluster_name": "dev", "kind": "ResourceClaim", "event": "ADDED", "namespace": "ml",
-                                       "name": "c1", "uid": "u-1", "node": "gpu-7", "resourceVersion": "5", "state": "allocated"}]
+        assert message["changes"] == [
+            {
+                "cluster": cluster.pk,
+                "cluster_name": "dev",
+                "kind": "ResourceClaim",
+                "event": "ADDED",
+                "namespace": "ml",
+                "name": "c1",
+                "uid": "u-1",
+                "node": "gpu-7",
+                "resourceVersion": "5",
+                "state": "allocated",
+            }
+        ]
 
 
 def test_in_process_runner_mirrors_and_stops(cluster, devcluster, fast_sync):

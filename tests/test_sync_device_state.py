@@ -29,7 +29,10 @@ def test_paged_list_leaves_the_same_state_as_a_full_refresh(devcluster, cluster,
     from claims.models import ResourceClaim
 
     # CONNECTED is written in the transaction that ends the list (reconcile + the deferred refresh).
-    wait_for(lambda: all(state(cluster, kind).status == "connected" for kind in ("ResourceSlice", "ResourceClaim")), message="lists done")
+    wait_for(
+        lambda: all(state(cluster, kind).status == "connected" for kind in ("ResourceSlice", "ResourceClaim")),
+        message="lists done",
+    )
     assert ResourceClaim.objects.filter(cluster=cluster).count() == counts["resourceclaims"]
     slices.stop()
     claims.stop()

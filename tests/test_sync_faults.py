@@ -129,7 +129,16 @@ def test_malformed_objects_are_counted_and_never_stop_the_stream(cluster, devclu
     bad_lines = [
         "{this is not json",
         json.dumps({"type": "ADDED", "object": {"kind": "ResourceClaim", "metadata": {"namespace": "ns"}}}),  # no name
-        json.dumps({"type": "ADDED", "object": {"kind": "ResourceClaim", "metadata": {"namespace": "ns", "name": "x", "resourceVersion": "1"}, "spec": "wrong"}}),
+        json.dumps(
+            {
+                "type": "ADDED",
+                "object": {
+                    "kind": "ResourceClaim",
+                    "metadata": {"namespace": "ns", "name": "x", "resourceVersion": "1"},
+                    "spec": "wrong",
+                },
+            }
+        ),
         json.dumps({"type": "ADDED", "object": {"kind": "ResourceClaim", "metadata": {"name": 42, "namespace": "ns"}}}),
     ]
     for line in bad_lines:
@@ -140,7 +149,9 @@ def test_malformed_objects_are_counted_and_never_stop_the_stream(cluster, devclu
     assert "this is not json" in caplog.text and "metadata.name missing" in caplog.text
 
 
-def test_a_slice_with_devices_of_the_wrong_json_type_is_malformed_and_the_rest_lands(cluster, devcluster, fast_sync, run_watcher, caplog):
+def test_a_slice_with_devices_of_the_wrong_json_type_is_malformed_and_the_rest_lands(
+    cluster, devcluster, fast_sync, run_watcher, caplog
+):
     """A server answering garbage: device attributes as a list, a capacity entry that is a string. Each
     such slice is reported (named field) and skipped; it never fails the batch or a later preview."""
     from inventory.models import Device, ResourceSlice
@@ -160,7 +171,9 @@ def test_a_slice_with_devices_of_the_wrong_json_type_is_malformed_and_the_rest_l
     wait_for(lambda: state(cluster, "ResourceSlice").malformed_count == 2, message="2 malformed counted")
     assert "device gpu-0: attributes must be a map, not list" in caplog.text
     assert "device gpu-0: capacity['memory'] must be an object, not str" in caplog.text
-    assert list(ResourceSlice.objects.filter(cluster=cluster).values_list("name", flat=True)) == [listed["metadata"]["name"]]
+    assert list(ResourceSlice.objects.filter(cluster=cluster).values_list("name", flat=True)) == [
+        listed["metadata"]["name"]
+    ]
     assert Device.objects.filter(cluster=cluster).count() == 1
 
 
@@ -187,9 +200,16 @@ def test_only_dra_pods_are_mirrored(cluster, devcluster, fast_sync, run_watcher)
     store = devcluster.store
     store.create("pods", make_pod("ns", "plain"))
     store.create("pods", make_pod("ns", "uses-claim", claim="c1", node="n1"))
-    store.create("pods", make_pod("kube-system", "driver", labels={"app.kubernetes.io/name": "nvidia-dra-driver-gpu"}, node="n1"))
+    store.create(
+        "pods", make_pod("kube-system", "driver", labels={"app.kubernetes.io/name": "nvidia-dra-driver-gpu"}, node="n1")
+    )
     run_watcher(cluster, "Pod")
-    mirrored = lambda obj: bool(obj["spec"].get("resourceClaims")) or "dra" in obj["metadata"].get("labels", {}).get("app.kubernetes.io/name", "")  # noqa: E731
+
+    def mirrored(obj):
+        return bool(obj["spec"].get("resourceClaims")) or "dra" in obj["metadata"].get("labels", {}).get(
+            "app.kubernetes.io/name", ""
+        )  # noqa: E731
+
     assert_mirror_equals_server(cluster, devcluster, ["Pod"], only=mirrored)
     assert set(Pod.objects.filter(cluster=cluster).values_list("name", flat=True)) == {"uses-claim", "driver"}
     driver = store.get("pods", "kube-system", "driver")
@@ -247,15 +267,20 @@ def test_discovery_without_resource_group_then_gaining_it(cluster, devcluster, f
     devcluster.store.create("resourceclaims", make_claim("ns", "c"))
     supervisor = Supervisor(cluster_names=["dev"]).start()
     try:
-        wait_for(lambda: SyncState.objects.filter(cluster=cluster, status=SyncState.Status.NOT_SERVED).count() == 5,
-                 message="5 resource.k8s.io kinds not served")
+        wait_for(
+            lambda: SyncState.objects.filter(cluster=cluster, status=SyncState.Status.NOT_SERVED).count() == 5,
+            message="5 resource.k8s.io kinds not served",
+        )
         assert_mirror_equals_server(cluster, devcluster, ["Node"])
         cluster.refresh_from_db()
         assert "resource.k8s.io/v1" not in cluster.served_resource_versions and cluster.server_version
         devcluster.enable_group("resource.k8s.io")
         devcluster.enable_devicetaintrules(("v1beta2",))
         assert_mirror_equals_server(cluster, devcluster, ["ResourceClaim"])
-        wait_for(lambda: state(cluster, "DeviceTaintRule").api_version == "resource.k8s.io/v1beta2", message="taint rules at v1beta2")
+        wait_for(
+            lambda: state(cluster, "DeviceTaintRule").api_version == "resource.k8s.io/v1beta2",
+            message="taint rules at v1beta2",
+        )
         cluster.refresh_from_db()
         assert "resource.k8s.io/v1" in cluster.served_resource_versions
     finally:
@@ -304,7 +329,11 @@ def test_cut_watch_stream_is_an_error_resumed_without_relisting(cluster, devclus
     wait_for(connected(cluster, "ResourceClaim"))
     assert devcluster.wait_for_watches("resourceclaims")
     mark = len(devcluster.requests)
-    delivered_rv = int(devcluster.store.create("resourceclaims", make_claim("ns", "sent-before-the-cut"))["metadata"]["resourceVersion"])
+    delivered_rv = int(
+        devcluster.store.create("resourceclaims", make_claim("ns", "sent-before-the-cut"))["metadata"][
+            "resourceVersion"
+        ]
+    )
     devcluster.abort_watches("resourceclaims")  # after the event above: it is written, then the cut
     wait_for(lambda: "connection lost" in state(cluster, "ResourceClaim").last_error, message="the cut recorded")
     devcluster.store.create("resourceclaims", make_claim("ns", "after-the-cut"))

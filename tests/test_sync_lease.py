@@ -26,14 +26,20 @@ def test_two_workers_compete_only_one_applies(cluster, devcluster, fast_sync, ru
     active, standby = (a, b) if holder == "worker-a" else (b, a)
     assert holder in ("worker-a", "worker-b")
     # The counters move just after the commit the mirror check saw: wait for them, then compare exactly.
-    wait_for(lambda: (active.watcher.stats.listed, active.watcher.stats.events) == (10, 5), message="the active watcher's counts")
+    wait_for(
+        lambda: (active.watcher.stats.listed, active.watcher.stats.events) == (10, 5),
+        message="the active watcher's counts",
+    )
     assert standby.watcher.stats.listed == 0 and standby.watcher.stats.events == 0
 
     active.stop()  # a clean stop releases the lease; the standby takes over
     wait_for(lambda: state(cluster, "ResourceClaim").lease_holder == standby.watcher.holder, message="takeover")
     devcluster.store.delete("resourceclaims", "ns", "c0")
     assert_mirror_equals_server(cluster, devcluster, ["ResourceClaim"])
-    wait_for(lambda: standby.watcher.stats.events + standby.watcher.stats.listed >= 1, message="the standby to apply the delete")
+    wait_for(
+        lambda: standby.watcher.stats.events + standby.watcher.stats.listed >= 1,
+        message="the standby to apply the delete",
+    )
 
 
 def test_watcher_that_lost_its_lease_applies_nothing(cluster, devcluster, fast_sync, run_watcher):
@@ -54,17 +60,38 @@ def cluster_claims(cluster):
     return list(ResourceClaim.objects.filter(cluster=cluster).values_list("name", flat=True))
 
 
-@pytest.mark.skipif(os.environ.get("DATABASE_URL", "").startswith("postgres") is False, reason="a second process needs a shared server database")
+@pytest.mark.skipif(
+    os.environ.get("DATABASE_URL", "").startswith("postgres") is False,
+    reason="a second process needs a shared server database",
+)
 def test_worker_killed_holding_the_lease_is_taken_over(cluster, devcluster, fast_sync, run_watcher, tmp_path):
     for i in range(5):
         devcluster.store.create("resourceclaims", make_claim("ns", f"c{i}"))
-    env = dict(subprocess_env(), GPUDASH_LEASE_SECONDS="2", GPUDASH_WATCH_TIMEOUT="5", GPUDASH_BACKOFF_MAX="0.5", GPUDASH_LIST_PAGE_SIZE="3")
+    env = dict(
+        subprocess_env(),
+        GPUDASH_LEASE_SECONDS="2",
+        GPUDASH_WATCH_TIMEOUT="5",
+        GPUDASH_BACKOFF_MAX="0.5",
+        GPUDASH_LIST_PAGE_SIZE="3",
+    )
     log = open(tmp_path / "watch.log", "wb")
-    proc = subprocess.Popen([sys.executable, "manage.py", "watch", "--cluster", "dev"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "watch", "--cluster", "dev"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
-        wait_for(lambda: f":{proc.pid}:" in state(cluster, "ResourceClaim").lease_holder, timeout=60, message="the subprocess to hold the lease")
+        wait_for(
+            lambda: f":{proc.pid}:" in state(cluster, "ResourceClaim").lease_holder,
+            timeout=60,
+            message="the subprocess to hold the lease",
+        )
         assert_mirror_equals_server(cluster, devcluster, ["ResourceClaim"], timeout=60)
-        wait_for(lambda: state(cluster, "ResourceClaim").status == SyncState.Status.CONNECTED, message="the list to finish")
+        wait_for(
+            lambda: state(cluster, "ResourceClaim").status == SyncState.Status.CONNECTED, message="the list to finish"
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
         dead = state(cluster, "ResourceClaim")

@@ -55,7 +55,9 @@ def test_initial_list_spans_pages_then_every_event_type(cluster, devcluster, fas
     assert [r.device for r in row.results.all()] == ["gpu-0"]
     assert [c.uid for c in row.consumers.all()] == ["u-1"]
     assert Device.objects.filter(slice__name="node-3-gpu.example.com").count() == 1
-    history = list(ClaimStateChange.objects.filter(cluster=cluster, name="claim-0").values_list("old_state", "new_state"))
+    history = list(
+        ClaimStateChange.objects.filter(cluster=cluster, name="claim-0").values_list("old_state", "new_state")
+    )
     assert history == [("", "pending"), ("pending", "allocated"), ("allocated", "reserved")]
     assert ClaimStateChange.objects.filter(cluster=cluster, name="claim-1", new_state="deleted").exists()
     st = state(cluster, "ResourceClaim")
@@ -74,5 +76,7 @@ def test_bookmarks_advance_the_stored_resource_version(cluster, devcluster, fast
     for i in range(5):
         devcluster.store.create("nodes", make_node(f"n-{i}"))
     target = devcluster.store.resource_version
-    wait_for(lambda: int(state(cluster, "DeviceClass").resource_version or 0) >= target, message="bookmark to reach the DB")
+    wait_for(
+        lambda: int(state(cluster, "DeviceClass").resource_version or 0) >= target, message="bookmark to reach the DB"
+    )
     assert target > listed_rv

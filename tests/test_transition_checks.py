@@ -21,10 +21,22 @@ def test_transition_findings_fire_on_exactly_the_built_nodes(client):
     objects = scenario_objects("mixed")
     nodes = {n["metadata"]["name"]: n for n in objects["nodes"]}
     dra_nodes = {s["spec"]["nodeName"] for s in objects["resourceslices"] if s["spec"].get("devices")}
-    ext = {c["spec"]["extendedResourceName"]: c["metadata"]["name"] for c in objects["deviceclasses"] if c["spec"].get("extendedResourceName")}
-    advertising = {n for n, raw in nodes.items() if any(r.startswith("nvidia.com/") and offered(raw, r) for r in raw["status"]["allocatable"])}
-    legacy = {(p["spec"]["nodeName"], r) for p in objects["pods"] if p["spec"].get("nodeName") in dra_nodes - advertising
-              and p["status"]["phase"] == "Running" for r in (p["spec"]["containers"][0]["resources"].get("limits") or {})}
+    ext = {
+        c["spec"]["extendedResourceName"]: c["metadata"]["name"]
+        for c in objects["deviceclasses"]
+        if c["spec"].get("extendedResourceName")
+    }
+    advertising = {
+        n
+        for n, raw in nodes.items()
+        if any(r.startswith("nvidia.com/") and offered(raw, r) for r in raw["status"]["allocatable"])
+    }
+    legacy = {
+        (p["spec"]["nodeName"], r)
+        for p in objects["pods"]
+        if p["spec"].get("nodeName") in dra_nodes - advertising and p["status"]["phase"] == "Running"
+        for r in (p["spec"]["containers"][0]["resources"].get("limits") or {})
+    }
 
     result = readiness.check_transition(cluster)
     by_finding = {}
@@ -34,12 +46,22 @@ def test_transition_findings_fire_on_exactly_the_built_nodes(client):
     assert set(both["data"]["nodes"]) == dra_nodes & advertising == {"both-01"}
     [shadowed] = by_finding["extended_resource_name_shadowed"]
     assert (shadowed["data"]["device_class"], shadowed["data"]["resource"]) == (ext["nvidia.com/gpu"], "nvidia.com/gpu")
-    assert set(shadowed["data"]["nodes"]) == {n for n in advertising if offered(nodes[n], "nvidia.com/gpu")} == {"both-01", "dp-only-01", "hami-01"}
+    assert (
+        set(shadowed["data"]["nodes"])
+        == {n for n in advertising if offered(nodes[n], "nvidia.com/gpu")}
+        == {"both-01", "dp-only-01", "hami-01"}
+    )
     requests = by_finding["device_plugin_request_on_dra_node"]
-    assert {(i["data"]["node"], i["data"]["resource"]) for i in requests} == legacy == {("dra-only-01", "nvidia.com/gpu")}
+    assert (
+        {(i["data"]["node"], i["data"]["resource"]) for i in requests} == legacy == {("dra-only-01", "nvidia.com/gpu")}
+    )
     assert requests[0]["data"]["pods"] == ["ml/legacy-job-0"]
     # each finding says what to do
-    assert "label the node" in both["text"] and "Remove the device plugin" in shadowed["text"] and "ResourceClaim" in requests[0]["text"]
+    assert (
+        "label the node" in both["text"]
+        and "Remove the device plugin" in shadowed["text"]
+        and "ResourceClaim" in requests[0]["text"]
+    )
     assert result["status"] == "warn"
 
     # the readiness page shows them (mirror-only: the cluster has no API server here)

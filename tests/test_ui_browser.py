@@ -33,13 +33,29 @@ def _claim(namespace, name, node=None, devices=()):
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": max(1, len(devices))}}]}},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": max(1, len(devices))}}
+                ]
+            }
+        },
     }
     if devices:
-        raw["status"] = {"allocation": {
-            "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": d} for d in devices]},
-            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]},
-        }}
+        raw["status"] = {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": d} for d in devices
+                    ]
+                },
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                    ]
+                },
+            }
+        }
     return raw
 
 
@@ -111,7 +127,8 @@ def test_pages_update_live_and_catch_up_after_a_server_restart(stack, page):
     page.wait_for_function(
         """([name]) => [...document.querySelectorAll('[data-region=devices] tr')].some(
                tr => tr.querySelector('a') && tr.querySelector('a').textContent === name && tr.innerText.includes('allocated'))""",
-        arg=[free], timeout=LIVE_TIMEOUT_MS,
+        arg=[free],
+        timeout=LIVE_TIMEOUT_MS,
     )
     page.screenshot(path=str(shots / "node-detail-live.png"), full_page=True)
 

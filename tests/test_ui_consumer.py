@@ -88,7 +88,11 @@ def test_node_scope_and_other_clusters():
         comm, _ = await _connect(user)
         await comm.send_json_to({"subscribe": {"cluster": 1, "node": "node-b"}})
         await comm.receive_json_from(timeout=2)
-        await _publish(change(cluster=2, node="node-b", name="elsewhere"), change(node="node-a", name="a"), change(node="node-b", name="b", kind="ResourceSlice", namespace=""))
+        await _publish(
+            change(cluster=2, node="node-b", name="elsewhere"),
+            change(node="node-a", name="a"),
+            change(node="node-b", name="b", kind="ResourceSlice", namespace=""),
+        )
         got = await comm.receive_json_from(timeout=2)
         await comm.disconnect()
         return got
@@ -104,7 +108,9 @@ def test_namespace_scoped_user_gets_redacted_changes_from_other_namespaces():
         comm, _ = await _connect(user)
         await comm.send_json_to({"subscribe": {"cluster": None, "kind": ["ResourceClaim"]}})
         await comm.receive_json_from(timeout=2)
-        await _publish(change(namespace="team-a", name="mine", rv="7"), change(namespace="team-b", name="secret", rv="8"))
+        await _publish(
+            change(namespace="team-a", name="mine", rv="7"), change(namespace="team-b", name="secret", rv="8")
+        )
         got = []
         while len(got) < 2:
             got += (await comm.receive_json_from(timeout=2))["changes"]
@@ -139,7 +145,10 @@ def test_bad_subscriptions_get_an_error():
 def test_groups_for_uses_the_narrowest_groups():
     assert groups_for(parse_scope({"cluster": None})) == ["gpudash.all"]
     assert groups_for(parse_scope({"cluster": 3})) == ["gpudash.c3"]
-    assert groups_for(parse_scope({"cluster": 3, "kind": ["Pod", "ResourceClaim"]})) == ["gpudash.c3.k.Pod", "gpudash.c3.k.ResourceClaim"]
+    assert groups_for(parse_scope({"cluster": 3, "kind": ["Pod", "ResourceClaim"]})) == [
+        "gpudash.c3.k.Pod",
+        "gpudash.c3.k.ResourceClaim",
+    ]
     assert groups_for(parse_scope({"cluster": 3, "namespace": "team-a"})) == ["gpudash.c3.ns.team-a"]
     assert groups_for(parse_scope({"cluster": "3", "node": "n1", "kind": ["Pod"]})) == ["gpudash.c3.n.n1"]
 
@@ -154,8 +163,10 @@ def test_dashboards_on_other_redis_databases_do_not_hear_each_other():
     db = urlsplit(ours["hosts"][0]).path.strip("/") or "0"
     other_db = "1" if db != "1" else "2"
     assert ours["prefix"].endswith("db" + db)
-    other = RedisPubSubChannelLayer(hosts=[urlunsplit(urlsplit(ours["hosts"][0])._replace(path="/" + other_db))],
-                                    prefix=ours["prefix"][: -len(db)] + other_db)
+    other = RedisPubSubChannelLayer(
+        hosts=[urlunsplit(urlsplit(ours["hosts"][0])._replace(path="/" + other_db))],
+        prefix=ours["prefix"][: -len(db)] + other_db,
+    )
     group = "gpudash.c1.k.ResourceClaim"
 
     async def scenario():
@@ -167,7 +178,7 @@ def test_dashboards_on_other_redis_databases_do_not_hear_each_other():
         first = await asyncio.wait_for(layer.receive(channel), 5)
         try:
             extra = await asyncio.wait_for(layer.receive(channel), 0.5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             extra = None
         await layer.group_discard(group, channel)
         await other.flush()

@@ -30,9 +30,17 @@ def alpha():
 
 
 def _audit(cluster, username, namespace, action="remove-reservation", outcome="done", dry_run=False):
-    return AuditEntry.objects.create(cluster=cluster, cluster_name=cluster.name, username=username, namespace=namespace,
-                                     claim_name=f"claim-{namespace}", action=action, outcome=outcome, dry_run=dry_run,
-                                     request={"method": "PATCH", "path": f"/apis/resource.k8s.io/v1/namespaces/{namespace}/x"})
+    return AuditEntry.objects.create(
+        cluster=cluster,
+        cluster_name=cluster.name,
+        username=username,
+        namespace=namespace,
+        claim_name=f"claim-{namespace}",
+        action=action,
+        outcome=outcome,
+        dry_run=dry_run,
+        request={"method": "PATCH", "path": f"/apis/resource.k8s.io/v1/namespaces/{namespace}/x"},
+    )
 
 
 def _rows(resp):
@@ -115,12 +123,12 @@ def test_one_timestamp_style():
     now = timezone.now()
     at = now - datetime.timedelta(minutes=5, seconds=3)
     html = str(ago(at))
-    iso = at.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    iso = at.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
     assert html == f'<time datetime="{iso}" title="{at:%Y-%m-%d %H:%M:%S} UTC">5m ago</time>'
     assert ago_text(now - datetime.timedelta(days=3, hours=5)) == "3d ago"
     assert ago_text(now + datetime.timedelta(minutes=10, seconds=5)) == "in 10m"
     assert ago_text(now) == "just now"
-    assert ago_text("2026-01-05T09:30:00Z") == ago_text(datetime.datetime(2026, 1, 5, 9, 30, tzinfo=datetime.timezone.utc))
+    assert ago_text("2026-01-05T09:30:00Z") == ago_text(datetime.datetime(2026, 1, 5, 9, 30, tzinfo=datetime.UTC))
     assert utc("2026-01-05T09:30:00Z") == "2026-01-05 09:30:00 UTC"
     assert ago(None) == ago_text("not a time") == utc(None) == "—"
 
@@ -129,12 +137,23 @@ def test_claim_timeline_uses_the_claims_own_timestamps(alpha):
     raw = claim("team-a", "dated")
     raw["metadata"]["creationTimestamp"] = "2026-01-05T09:00:00Z"
     apply_object(alpha, "ResourceClaim", raw)
-    raw = {**raw, "metadata": {**raw["metadata"], "resourceVersion": str(int(raw["metadata"]["resourceVersion"]) + 1), "deletionTimestamp": "2026-01-05T09:30:00Z",
-                               "finalizers": ["resource.kubernetes.io/delete-protection"]}}
+    raw = {
+        **raw,
+        "metadata": {
+            **raw["metadata"],
+            "resourceVersion": str(int(raw["metadata"]["resourceVersion"]) + 1),
+            "deletionTimestamp": "2026-01-05T09:30:00Z",
+            "finalizers": ["resource.kubernetes.io/delete-protection"],
+        },
+    }
     apply_object(alpha, "ResourceClaim", raw)
-    steps = list(ClaimStateChange.objects.filter(cluster=alpha, name="dated").order_by("at").values_list("new_state", "at"))
-    assert steps == [("pending", datetime.datetime(2026, 1, 5, 9, 0, tzinfo=datetime.timezone.utc)),
-                     ("deleting", datetime.datetime(2026, 1, 5, 9, 30, tzinfo=datetime.timezone.utc))]
+    steps = list(
+        ClaimStateChange.objects.filter(cluster=alpha, name="dated").order_by("at").values_list("new_state", "at")
+    )
+    assert steps == [
+        ("pending", datetime.datetime(2026, 1, 5, 9, 0, tzinfo=datetime.UTC)),
+        ("deleting", datetime.datetime(2026, 1, 5, 9, 30, tzinfo=datetime.UTC)),
+    ]
 
 
 def test_demo_churn_claims_are_born_now():

@@ -63,7 +63,7 @@ def test_every_page_renders_for_a_viewer(viewer, name, args):
     assert resp.status_code == 200
     body = resp.content.decode()
     assert "alpha" in body  # cluster selector and connection status are on every page
-    assert 'data-live-scope=' in body
+    assert "data-live-scope=" in body
 
 
 def test_a_user_without_role_is_refused(client, alpha):
@@ -161,7 +161,11 @@ def test_device_filter_by_state_driver_and_node(viewer):
 
 @pytest.mark.parametrize(
     "q,message",
-    [("memory >> 4", "expected `name op value`"), ("nosuchattr = 1", "no device publishes"), ("memory >= lots", "not a quantity")],
+    [
+        ("memory >> 4", "expected `name op value`"),
+        ("nosuchattr = 1", "no device publishes"),
+        ("memory >= lots", "not a quantity"),
+    ],
 )
 def test_device_filter_errors_are_shown_not_swallowed(viewer, q, message):
     resp = viewer.get(reverse("inventory:device-list"), {"q": q})
@@ -177,7 +181,10 @@ def test_device_detail(viewer):
     assert "gpu-0-counter-set" in body
     resp = viewer.get(reverse("inventory:device-detail", args=["alpha", "gpu.nvidia.com", "node-a", "gpu-0"]))
     assert {(r.claim.name, r.admin_access) for r in resp.context["results"]} == {("train-1", False), ("monitor", True)}
-    assert viewer.get(reverse("inventory:device-detail", args=["alpha", "gpu.nvidia.com", "node-a", "gpu-99"])).status_code == 404
+    assert (
+        viewer.get(reverse("inventory:device-detail", args=["alpha", "gpu.nvidia.com", "node-a", "gpu-99"])).status_code
+        == 404
+    )
 
 
 def test_pool_list_flags_inconsistent_pools(viewer, alpha):
@@ -185,8 +192,17 @@ def test_pool_list_flags_inconsistent_pools(viewer, alpha):
 
     from .ui_fixtures import gpu, meta
 
-    raw = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": meta("split-1"),
-           "spec": {"driver": "gpu.nvidia.com", "nodeName": "node-d", "pool": {"name": "split", "generation": 2, "resourceSliceCount": 2}, "devices": [gpu("gpu-0", "X")]}}
+    raw = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": meta("split-1"),
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": "node-d",
+            "pool": {"name": "split", "generation": 2, "resourceSliceCount": 2},
+            "devices": [gpu("gpu-0", "X")],
+        },
+    }
     apply_object(alpha, "ResourceSlice", raw)
     resp = viewer.get(reverse("inventory:pool-list"), {"problems": "1"})
     rows = list(resp.context["page_obj"])
@@ -243,7 +259,9 @@ def test_pods_page_links_pending_pods_to_their_claim(viewer):
     body = resp.content.decode()
     assert "Unschedulable" in body
     assert f'class="explain" href="{reverse("claims:claim-detail", args=["alpha", "team-a", "pending-claim"])}"' in body
-    assert [p.name for p in viewer.get(reverse("claims:pod-list"), {"phase": "Running"}).context["pods"]] == ["train-1-pod"]
+    assert [p.name for p in viewer.get(reverse("claims:pod-list"), {"phase": "Running"}).context["pods"]] == [
+        "train-1-pod"
+    ]
 
 
 def test_namespace_scoped_viewer_sees_only_their_claims_and_pods(scoped):
@@ -284,7 +302,9 @@ def test_connection_status_reports_disconnected(viewer, alpha):
 
     from inventory.models import SyncState
 
-    SyncState.objects.filter(cluster=alpha).update(status=SyncState.Status.ERROR, last_error="connection refused", last_error_at=timezone.now())
+    SyncState.objects.filter(cluster=alpha).update(
+        status=SyncState.Status.ERROR, last_error="connection refused", last_error_at=timezone.now()
+    )
     body = viewer.get(reverse("inventory:overview"), {"fragment": "conn"}).content.decode()
     assert "conn-disconnected" in body and "connection refused" in body
 
@@ -311,10 +331,12 @@ def test_preview_page_shows_fitting_nodes(client, alpha):
     assert fitting and [n["node"] for n in resp.context["fits"].rows] == [n["node"] for n in fitting]
     body = resp.content.decode()
     chosen = fitting[0]["results"][0]
-    assert f'{chosen["driver"]}/{chosen["pool"]}/{chosen["device"]}' in body
+    assert f"{chosen['driver']}/{chosen['pool']}/{chosen['device']}" in body
     misfit = next(n for n in engine["nodes"] if not n["fits"])
     row = re.search(rf'<tr data-node="{misfit["node"]}"><td.*?</tr>', body, re.S).group(0)
-    assert html.unescape(re.sub(r"<[^>]+>", "", row)).endswith(misfit["reason"].replace("`", ""))  # names shown as <code>
+    assert html.unescape(re.sub(r"<[^>]+>", "", row)).endswith(
+        misfit["reason"].replace("`", "")
+    )  # names shown as <code>
     resp = client.post(reverse("claims:preview") + "?cluster=alpha", {"yaml": ""})
     assert "Paste a ResourceClaim" in resp.context["error"]
 

@@ -14,9 +14,23 @@ from inventory.models import SyncState
 from .ui_fixtures import load_fleet, make_user
 
 PAGES = [
-    "/", "/fleet/map/", "/nodes/", "/nodes/alpha/node-a/", "/devices/", "/devices/alpha/gpu.nvidia.com/node-a/gpu-0/",
-    "/classes/", "/pools/", "/claims/", "/claims/alpha/team-a/train-1/", "/claims/alpha/team-a/pending-claim/", "/pods/",
-    "/preview/", "/stuck/", "/pending/", "/pending/alpha/team-a/waiting-pod/", "/readiness/",
+    "/",
+    "/fleet/map/",
+    "/nodes/",
+    "/nodes/alpha/node-a/",
+    "/devices/",
+    "/devices/alpha/gpu.nvidia.com/node-a/gpu-0/",
+    "/classes/",
+    "/pools/",
+    "/claims/",
+    "/claims/alpha/team-a/train-1/",
+    "/claims/alpha/team-a/pending-claim/",
+    "/pods/",
+    "/preview/",
+    "/stuck/",
+    "/pending/",
+    "/pending/alpha/team-a/waiting-pod/",
+    "/readiness/",
 ]
 LIVE_ENDPOINTS = ["/api/v1/clusters/alpha/readiness", "/api/v1/pods/alpha/team-a/waiting-pod/pending"]
 DEAD_SERVER = """apiVersion: v1
@@ -96,7 +110,12 @@ def test_a_release_on_a_cluster_with_garbage_settings_sends_nothing_and_says_why
 
 # --- strangers -------------------------------------------------------------------------------------
 
-OPS_PAGES = [("ops:stuck", ()), ("ops:pending", ()), ("ops:readiness", ()), ("ops:pending-pod", ("alpha", "team-a", "waiting-pod"))]
+OPS_PAGES = [
+    ("ops:stuck", ()),
+    ("ops:pending", ()),
+    ("ops:readiness", ()),
+    ("ops:pending-pod", ("alpha", "team-a", "waiting-pod")),
+]
 
 
 @pytest.mark.django_db

@@ -19,49 +19,104 @@ pytestmark = [pytest.mark.django_db(transaction=True), needs_prometheus]
 
 DRIVER = "gpu.nvidia.com"
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
-UUIDS = {"n1-gpu-0": "GPU-5e1f0c3a-8b2d-4f61-9a7e-0c1d2e3f4a5b", "n1-gpu-1": "GPU-9a8b7c6d-1111-2222-3333-444455556666",
-         "n2-gpu-0": "GPU-0f0e0d0c-aaaa-bbbb-cccc-ddddeeeeffff"}
+UUIDS = {
+    "n1-gpu-0": "GPU-5e1f0c3a-8b2d-4f61-9a7e-0c1d2e3f4a5b",
+    "n1-gpu-1": "GPU-9a8b7c6d-1111-2222-3333-444455556666",
+    "n2-gpu-0": "GPU-0f0e0d0c-aaaa-bbbb-cccc-ddddeeeeffff",
+}
 
 
 def gpu(name, uuid, product=H100):
-    return {"name": name, "attributes": {"type": {"string": "gpu"}, "uuid": {"string": uuid}, "productName": {"string": product}},
-            "capacity": {"memory": {"value": "80Gi"}}}
+    return {
+        "name": name,
+        "attributes": {"type": {"string": "gpu"}, "uuid": {"string": uuid}, "productName": {"string": product}},
+        "capacity": {"memory": {"value": "80Gi"}},
+    }
 
 
 def mig(name, parent, profile):
-    return {"name": name, "attributes": {"type": {"string": "mig"}, "parentUUID": {"string": parent}, "profile": {"string": profile},
-                                         "productName": {"string": A100}}, "capacity": {"memory": {"value": "10Gi"}}}
+    return {
+        "name": name,
+        "attributes": {
+            "type": {"string": "mig"},
+            "parentUUID": {"string": parent},
+            "profile": {"string": profile},
+            "productName": {"string": A100},
+        },
+        "capacity": {"memory": {"value": "10Gi"}},
+    }
 
 
 def node(name):
-    return {"apiVersion": "v1", "kind": "Node", "metadata": meta(name), "spec": {},
-            "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-05T10:00:00Z"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": meta(name),
+        "spec": {},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-05T10:00:00Z"}]},
+    }
 
 
 def slice_(node_name, devices):
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": meta(f"{node_name}-slice"),
-            "spec": {"driver": DRIVER, "nodeName": node_name, "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": meta(f"{node_name}-slice"),
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
 
 
 def claim(namespace, name, node_name, device):
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta(name, namespace),
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}},
-            "status": {"allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node_name, "device": device}]}},
-                       "reservedFor": [{"resource": "pods", "name": f"{name}-pod", "uid": f"uid-{namespace}-{name}-pod"}]}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": meta(name, namespace),
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}},
+        "status": {
+            "allocation": {
+                "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node_name, "device": device}]}
+            },
+            "reservedFor": [{"resource": "pods", "name": f"{name}-pod", "uid": f"uid-{namespace}-{name}-pod"}],
+        },
+    }
 
 
 def pod(namespace, name, claim_name, node_name):
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta(name, namespace),
-            "spec": {"nodeName": node_name, "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}], "containers": [{"name": "main", "image": "cuda"}]},
-            "status": {"phase": "Running"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta(name, namespace),
+        "spec": {
+            "nodeName": node_name,
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}],
+            "containers": [{"name": "main", "image": "cuda"}],
+        },
+        "status": {"phase": "Running"},
+    }
 
 
 N2 = UUIDS["n2-gpu-0"]
 FLEET = [
-    ("Node", node("node-1")), ("Node", node("node-2")),
+    ("Node", node("node-1")),
+    ("Node", node("node-2")),
     ("ResourceSlice", slice_("node-1", [gpu("gpu-0", UUIDS["n1-gpu-0"]), gpu("gpu-1", UUIDS["n1-gpu-1"])])),
-    ("ResourceSlice", slice_("node-2", [gpu("gpu-0", N2, A100), mig("gpu-0-mig-3g40gb-9-4", N2, "3g.40gb"),
-                                        mig("gpu-0-mig-1g10gb-19-0", N2, "1g.10gb"), mig("gpu-0-mig-1g10gb-19-1", N2, "1g.10gb")])),
+    (
+        "ResourceSlice",
+        slice_(
+            "node-2",
+            [
+                gpu("gpu-0", N2, A100),
+                mig("gpu-0-mig-3g40gb-9-4", N2, "3g.40gb"),
+                mig("gpu-0-mig-1g10gb-19-0", N2, "1g.10gb"),
+                mig("gpu-0-mig-1g10gb-19-1", N2, "1g.10gb"),
+            ],
+        ),
+    ),
     ("ResourceClaim", claim("team-a", "train", "node-1", "gpu-0")),
     ("ResourceClaim", claim("team-b", "infer", "node-2", "gpu-0-mig-3g40gb-9-4")),
     ("Pod", pod("team-a", "train-pod", "train", "node-1")),
@@ -147,7 +202,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 def scraped(tmp_path_factory):
     """One exporter endpoint and one Prometheus scraping it for the module (starting one takes seconds)."""
     exporter = FakeEndpoints()
-    prom = Prometheus(tmp_path_factory.mktemp("prom"), [{"job_name": "dcgm-exporter", "static_configs": [{"targets": [exporter.url.removeprefix("http://")]}]}]).start()
+    prom = Prometheus(
+        tmp_path_factory.mktemp("prom"),
+        [{"job_name": "dcgm-exporter", "static_configs": [{"targets": [exporter.url.removeprefix("http://")]}]}],
+    ).start()
     try:
         yield exporter, prom
     finally:
@@ -181,8 +239,18 @@ def test_poll_joins_each_series_to_its_device(setup):
     wait_scraped(prom, 87)
     result = utilization.poll(source)
     assert not result.error, result.error
-    got = {k: (s.gpu_util, s.fb_used_bytes, s.power_watts, s.gr_engine_active, s.allocated, s.held_by_namespace, s.held_by_name)
-           for k, s in samples(cluster).items()}
+    got = {
+        k: (
+            s.gpu_util,
+            s.fb_used_bytes,
+            s.power_watts,
+            s.gr_engine_active,
+            s.allocated,
+            s.held_by_namespace,
+            s.held_by_name,
+        )
+        for k, s in samples(cluster).items()
+    }
     assert got == {
         ("node-1", "gpu-0"): (87.0, 40960 * 2**20, 312.456, None, True, "team-a", "train"),
         ("node-1", "gpu-1"): (0.0, 0.0, 61.0, None, False, "", ""),
@@ -204,7 +272,9 @@ def test_poll_joins_each_series_to_its_device(setup):
     assert samples(cluster)[("node-1", "gpu-0")].gpu_util == 12.0
     utilization.poll(source, now=now + timezone.timedelta(minutes=1))
     assert UtilizationSample.objects.filter(cluster=cluster, pool="node-1", device="gpu-0").count() == 2
-    assert utilization.latest([cluster.id])[(cluster.id, DRIVER, "node-1", "gpu-0")].minute == (now + timezone.timedelta(minutes=1)).replace(second=0)
+    assert utilization.latest([cluster.id])[(cluster.id, DRIVER, "node-1", "gpu-0")].minute == (
+        now + timezone.timedelta(minutes=1)
+    ).replace(second=0)
 
 
 def test_history_is_pruned_after_retention(setup, settings):
@@ -226,7 +296,9 @@ def test_prometheus_down_or_garbage_is_an_error_and_keeps_the_history(setup):
     cluster, source, exporter, prom = setup
     wait_scraped(prom, 87)
     assert not utilization.poll(source).error
-    before = sorted(UtilizationSample.objects.filter(cluster=cluster).values_list("pool", "device", "minute", "gpu_util"))
+    before = sorted(
+        UtilizationSample.objects.filter(cluster=cluster).values_list("pool", "device", "minute", "gpu_util")
+    )
 
     source.refresh_from_db()
     source.url = f"http://127.0.0.1:{free_port()}"  # nothing listens there: Prometheus is down
@@ -243,15 +315,23 @@ def test_prometheus_down_or_garbage_is_an_error_and_keeps_the_history(setup):
     assert "not JSON" in result.error and "502 Bad Gateway" in result.error
     exporter.broken_answer = b'{"status": "success", "data": {"resultType": "matrix", "result": []}}'
     assert "expected an instant vector" in utilization.poll(source, now=later).error
-    exporter.broken_answer = b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, "lots"]}]}}'
+    exporter.broken_answer = (
+        b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, "lots"]}]}}'
+    )
     assert "is not a sample" in utilization.poll(source, now=later).error
     exporter.broken_answer = b'{"status": "error", "errorType": "bad_data", "error": "parse error at char 4"}'
     assert "bad_data: parse error at char 4" in utilization.poll(source, now=later).error
 
     # Nothing was lost or half-written, and the current values stay those of the last good poll.
-    assert sorted(UtilizationSample.objects.filter(cluster=cluster).values_list("pool", "device", "minute", "gpu_util")) == before
+    assert (
+        sorted(UtilizationSample.objects.filter(cluster=cluster).values_list("pool", "device", "minute", "gpu_util"))
+        == before
+    )
     assert len(utilization.latest([cluster.id])) == 4
-    assert dict(OpsCounter.objects.filter(name="utilization_polls").values_list("label", "value")) == {"ok": 1, "error": 5}
+    assert dict(OpsCounter.objects.filter(name="utilization_polls").values_list("label", "value")) == {
+        "ok": 1,
+        "error": 5,
+    }
 
 
 def test_idle_gpu_finding_opens_and_clears(setup, settings):
@@ -262,7 +342,11 @@ def test_idle_gpu_finding_opens_and_clears(setup, settings):
     from monitoring.idle import idle_gpu_hours_by_namespace
 
     cluster, source, exporter, prom = setup
-    settings.GPUDASH_MONITORING = {**settings.GPUDASH_MONITORING, "IDLE_THRESHOLD_PERCENT": 5, "IDLE_PERIOD_SECONDS": 300}
+    settings.GPUDASH_MONITORING = {
+        **settings.GPUDASH_MONITORING,
+        "IDLE_THRESHOLD_PERCENT": 5,
+        "IDLE_PERIOD_SECONDS": 300,
+    }
     exporter.body = exposition(train_util=2, infer_util=50)  # train's GPU idles, infer's partition works
     wait_scraped(prom, 2)
     base = timezone.now().replace(second=0, microsecond=0) - timezone.timedelta(minutes=20)
@@ -282,12 +366,21 @@ def test_idle_gpu_finding_opens_and_clears(setup, settings):
     detect(cluster, now=at(6))
     [finding] = idle_findings()
     assert (finding.namespace, finding.claim_name, finding.subject, finding.severity, finding.remedy) == (
-        "team-a", "train", f"{DRIVER}/node-1/gpu-0", "info", "")  # report-only: no release action
+        "team-a",
+        "train",
+        f"{DRIVER}/node-1/gpu-0",
+        "info",
+        "",
+    )  # report-only: no release action
     assert finding.evidence["pods"] == ["team-a/train-pod"] and finding.evidence["max_utilization_percent"] == 2.0
-    assert "under 5% utilization" in finding.summary and "team-a/train" in finding.summary and finding.cleared_at is None
+    assert (
+        "under 5% utilization" in finding.summary and "team-a/train" in finding.summary and finding.cleared_at is None
+    )
     # Idle is not stuck: the device keeps its state, the claim is not in the stuck list.
     train_gpu = Device.objects.filter(cluster=cluster, pool="node-1", name="gpu-0")
-    assert fleet.states_for(train_gpu)[0].st.state == fleet.ALLOCATED, list(Finding.objects.active().values_list("rule", "claim_name", "summary"))
+    assert fleet.states_for(train_gpu)[0].st.state == fleet.ALLOCATED, list(
+        Finding.objects.active().values_list("rule", "claim_name", "summary")
+    )
     assert not devicestate.stuck_claim_ids().exists()
     assert idle_gpu_hours_by_namespace([cluster.id], now=at(7)) == [("team-a", round(7 / 60, 2))]
     from django.test import Client
@@ -332,7 +425,9 @@ def test_pages_and_api_show_utilization_and_poll_errors(setup, client):
     assert 'class="cell s-allocated u-4" href="/devices/gpus/gpu.nvidia.com/node-1/gpu-0/"' in fleet_map
     assert 'class="cell s-free u-0" href="/devices/gpus/gpu.nvidia.com/node-1/gpu-1/"' in fleet_map
     assert 'u-none" href="/devices/gpus/gpu.nvidia.com/node-2/gpu-0-mig-1g10gb-19-1/"' in fleet_map
-    assert " u-" not in client.get("/fleet/map/").content.decode().split('class="fleetmap')[1]  # state colouring by default
+    assert (
+        " u-" not in client.get("/fleet/map/").content.decode().split('class="fleetmap')[1]
+    )  # state colouring by default
 
     api = APIClient()
     api.force_authenticate(make_user("scoped", namespaces=["team-b"]))

@@ -26,8 +26,11 @@ def with_rv(raw, rv, **spec):
 @pytest.fixture
 def demo():
     cluster = load_scenario(Cluster.objects.create(name="demo"))
-    [gpu_slice] = [s for s in scenario_objects("demo")["resourceslices"]
-                   if s["spec"]["nodeName"] == NODE and s["spec"]["driver"] == DRIVER]
+    [gpu_slice] = [
+        s
+        for s in scenario_objects("demo")["resourceslices"]
+        if s["spec"]["nodeName"] == NODE and s["spec"]["driver"] == DRIVER
+    ]
     return cluster, gpu_slice
 
 

@@ -28,17 +28,26 @@ def test_device_page_turns_into_its_last_seen_page(stack):
     api, base, page = stack["api"], stack["base"], stack["page"]
     url = f"{base}/devices/demo/gpu.nvidia.com/gpu-h100-01/gpu-7/"
     assert page.goto(url).status == 200
-    slices = [s for s in api.store.list("resourceslices", field_selector="spec.nodeName=gpu-h100-01")
-              if s["spec"]["driver"] == "gpu.nvidia.com"]
+    slices = [
+        s
+        for s in api.store.list("resourceslices", field_selector="spec.nodeName=gpu-h100-01")
+        if s["spec"]["driver"] == "gpu.nvidia.com"
+    ]
     for s in slices:
         api.store.delete("resourceslices", None, s["metadata"]["name"])
-    wait_until(lambda: Vanished.objects.filter(kind=Vanished.DEVICE, name="gpu-7", pool="gpu-h100-01").exists(),
-               SYNC_BOUND, "the watcher to remember the device")
+    wait_until(
+        lambda: Vanished.objects.filter(kind=Vanished.DEVICE, name="gpu-7", pool="gpu-h100-01").exists(),
+        SYNC_BOUND,
+        "the watcher to remember the device",
+    )
 
     response = page.goto(url)
     assert response.status == 404
     assert "gpu-7" in page.locator("#vanished-title").inner_text()
-    assert page.locator("#mainnav").is_visible() and page.locator("#mainnav a[aria-current=page]").inner_text() == "Devices"
+    assert (
+        page.locator("#mainnav").is_visible()
+        and page.locator("#mainnav a[aria-current=page]").inner_text() == "Devices"
+    )
     facts = page.locator("#vanished-facts").inner_text()
     assert "gpu-h100-01" in facts and "ml-training/llama-pretrain-0-gpus-" in facts
     assert "NVIDIA H100 80GB HBM3" in page.locator("#vanished-attributes").inner_text()

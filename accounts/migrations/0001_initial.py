@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,20 +14,27 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='SignInIdentity',
+            name="SignInIdentity",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('issuer', models.CharField(max_length=500)),
-                ('subject', models.CharField(max_length=255)),
-                ('groups', models.JSONField(blank=True, default=list)),
-                ('sources', models.JSONField(blank=True, default=list)),
-                ('kube_username', models.CharField(blank=True, max_length=300)),
-                ('kube_groups', models.JSONField(blank=True, default=list)),
-                ('signed_in_at', models.DateTimeField(auto_now=True)),
-                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='sign_in_identity', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("issuer", models.CharField(max_length=500)),
+                ("subject", models.CharField(max_length=255)),
+                ("groups", models.JSONField(blank=True, default=list)),
+                ("sources", models.JSONField(blank=True, default=list)),
+                ("kube_username", models.CharField(blank=True, max_length=300)),
+                ("kube_groups", models.JSONField(blank=True, default=list)),
+                ("signed_in_at", models.DateTimeField(auto_now=True)),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="sign_in_identity",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('issuer', 'subject'), name='unique_oidc_subject')],
+                "constraints": [models.UniqueConstraint(fields=("issuer", "subject"), name="unique_oidc_subject")],
             },
         ),
     ]

@@ -22,7 +22,9 @@ def allocation_by_namespace(claims, results):
     """[{cluster, namespace, claims, <state>..., stuck, devices, admin_access_devices}] for a claim
     queryset and the allocation results filtered alike (cluster, namespace, the user's scope: results
     carry their claim's namespace, so they are counted without joining each to its claim)."""
-    per_state = {s: Count("state", filter=Q(state=s)) for s in STATES}  # indexed columns only: an index-only scan of (cluster, state, namespace)
+    per_state = {
+        s: Count("state", filter=Q(state=s)) for s in STATES
+    }  # indexed columns only: an index-only scan of (cluster, state, namespace)
     rows = {
         (r["cluster__name"], r["namespace"]): r
         for r in claims.order_by().values("cluster__name", "namespace").annotate(claims=Count("*"), **per_state)

@@ -21,8 +21,8 @@ from claims.stuck import RULE_TITLES
 from gpudash import roles
 from gpudash.api.errors import error_body
 from gpudash.api.pagination import StablePagePagination
-from gpudash.api.serializers import JSONBooleanField
 from gpudash.api.permissions import IsViewer
+from gpudash.api.serializers import JSONBooleanField
 from inventory.models import Cluster
 from inventory.readiness import run_checks
 
@@ -36,8 +36,24 @@ class FindingSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Finding
-        fields = ("id", "cluster", "rule", "rule_title", "severity", "namespace", "claim_name", "claim_uid", "subject",
-                  "summary", "evidence", "remedy", "first_seen", "last_seen", "cleared_at", "active")
+        fields = (
+            "id",
+            "cluster",
+            "rule",
+            "rule_title",
+            "severity",
+            "namespace",
+            "claim_name",
+            "claim_uid",
+            "subject",
+            "summary",
+            "evidence",
+            "remedy",
+            "first_seen",
+            "last_seen",
+            "cleared_at",
+            "active",
+        )
 
     def get_active(self, obj) -> bool:
         return obj.cleared_at is None
@@ -51,24 +67,37 @@ class FindingSerializer(serializers.ModelSerializer):
         if "visible_namespaces" not in self.context:  # once per request, not per row
             request = self.context.get("request")
             self.context["visible_namespaces"] = roles.visible_namespaces(request.user) if request else set()
-        data["summary"], data["evidence"] = scoped_summary_and_evidence(obj.rule, obj.summary, obj.evidence, self.context["visible_namespaces"])
+        data["summary"], data["evidence"] = scoped_summary_and_evidence(
+            obj.rule, obj.summary, obj.evidence, self.context["visible_namespaces"]
+        )
         return data
 
 
 class ReleaseRequestSerializer(serializers.Serializer):
     action = serializers.ChoiceField(choices=sorted(PLANNERS), required=False)
     dry_run = JSONBooleanField(default=True)
-    uids = serializers.ListField(child=serializers.CharField(max_length=64), required=False, allow_empty=False,
-                                 help_text="remove_reservations only: the reservedFor entries (pod uids) to remove.")
-    resource_version = serializers.CharField(required=False, allow_blank=True, max_length=64,
-                                             help_text="The claim's resourceVersion the dry run showed; refused as a conflict if it changed.")
+    uids = serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        required=False,
+        allow_empty=False,
+        help_text="remove_reservations only: the reservedFor entries (pod uids) to remove.",
+    )
+    resource_version = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=64,
+        help_text="The claim's resourceVersion the dry run showed; refused as a conflict if it changed.",
+    )
 
 
 class BulkReleaseSerializer(serializers.Serializer):
     ids = serializers.ListField(child=serializers.IntegerField(min_value=1), allow_empty=False, max_length=200)
     dry_run = JSONBooleanField(default=True)
-    resource_versions = serializers.DictField(child=serializers.CharField(max_length=64), required=False,
-                                              help_text="finding id -> resourceVersion from the dry run.")
+    resource_versions = serializers.DictField(
+        child=serializers.CharField(max_length=64),
+        required=False,
+        help_text="finding id -> resourceVersion from the dry run.",
+    )
 
 
 def outcome_status(outcome):
@@ -90,11 +119,19 @@ def outcome_response(outcome):
     return Response(body, status=code)
 
 
-FINDING_FILTERS = {"cluster": "cluster__name", "rule": "rule", "severity": "severity", "namespace": "namespace", "claim": "claim_name"}
+FINDING_FILTERS = {
+    "cluster": "cluster__name",
+    "rule": "rule",
+    "severity": "severity",
+    "namespace": "namespace",
+    "claim": "claim_name",
+}
 
 
-@extend_schema(parameters=[OpenApiParameter(k, str) for k in FINDING_FILTERS] + [
-    OpenApiParameter("active", str, description="1 (default) = open findings, 0 = cleared, all = both")])
+@extend_schema(
+    parameters=[OpenApiParameter(k, str) for k in FINDING_FILTERS]
+    + [OpenApiParameter("active", str, description="1 (default) = open findings, 0 = cleared, all = both")]
+)
 class FindingListView(generics.ListAPIView):
     """Stuck-claim findings (open ones by default), newest first."""
 
@@ -132,14 +169,23 @@ class FindingReleaseView(APIView):
 
     permission_classes = [IsViewer]  # the operator check happens in claims.release, so refusals are audited too
 
-    @extend_schema(operation_id="finding_release", request=ReleaseRequestSerializer,
-                   responses={200: inline_serializer("ReleaseResult", {"result": serializers.DictField()})})
+    @extend_schema(
+        operation_id="finding_release",
+        request=ReleaseRequestSerializer,
+        responses={200: inline_serializer("ReleaseResult", {"result": serializers.DictField()})},
+    )
     def post(self, request, pk):
-        finding = get_object_or_404(roles.scope_queryset(Finding.objects.select_related("cluster"), request.user), pk=pk)
+        finding = get_object_or_404(
+            roles.scope_queryset(Finding.objects.select_related("cluster"), request.user), pk=pk
+        )
         data = ReleaseRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        outcome = release_finding(request.user, finding, dry_run=data.validated_data["dry_run"],
-                                  expected_resource_version=data.validated_data.get("resource_version", ""))
+        outcome = release_finding(
+            request.user,
+            finding,
+            dry_run=data.validated_data["dry_run"],
+            expected_resource_version=data.validated_data.get("resource_version", ""),
+        )
         return outcome_response(outcome)
 
 
@@ -148,20 +194,31 @@ class BulkReleaseView(APIView):
 
     permission_classes = [IsViewer]
 
-    @extend_schema(operation_id="finding_bulk_release", request=BulkReleaseSerializer, responses={200: inline_serializer("BulkReleaseResult", {"results": serializers.ListField()})})
+    @extend_schema(
+        operation_id="finding_bulk_release",
+        request=BulkReleaseSerializer,
+        responses={200: inline_serializer("BulkReleaseResult", {"results": serializers.ListField()})},
+    )
     def post(self, request):
         data = BulkReleaseSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         ids = data.validated_data["ids"]
         rvs = data.validated_data.get("resource_versions") or {}
-        found = {f.id: f for f in roles.scope_queryset(Finding.objects.select_related("cluster"), request.user).filter(id__in=ids)}
+        found = {
+            f.id: f
+            for f in roles.scope_queryset(Finding.objects.select_related("cluster"), request.user).filter(id__in=ids)
+        }
         missing = [i for i in ids if i not in found]
         if missing:
             raise ValidationError({"ids": [f"Unknown findings: {', '.join(map(str, missing))}."]})
         results = []
         for fid in ids:
-            outcome = release_finding(request.user, found[fid], dry_run=data.validated_data["dry_run"],
-                                      expected_resource_version=rvs.get(str(fid), ""))
+            outcome = release_finding(
+                request.user,
+                found[fid],
+                dry_run=data.validated_data["dry_run"],
+                expected_resource_version=rvs.get(str(fid), ""),
+            )
             results.append({"finding": fid, "http_status": outcome_status(outcome), **outcome.as_dict()})
         return Response({"results": results})
 
@@ -171,7 +228,10 @@ class ClaimReleaseView(APIView):
 
     permission_classes = [IsViewer]
 
-    @extend_schema(request=ReleaseRequestSerializer, responses={200: inline_serializer("ClaimReleaseResult", {"result": serializers.DictField()})})
+    @extend_schema(
+        request=ReleaseRequestSerializer,
+        responses={200: inline_serializer("ClaimReleaseResult", {"result": serializers.DictField()})},
+    )
     def post(self, request, cluster, namespace, name):
         cluster_row = get_object_or_404(Cluster, name=cluster)
         data = ReleaseRequestSerializer(data=request.data)
@@ -180,9 +240,16 @@ class ClaimReleaseView(APIView):
             raise ValidationError({"action": [f"Required: one of {', '.join(sorted(PLANNERS))}."]})
         if data.validated_data.get("uids") and data.validated_data["action"] != "remove_reservations":
             raise ValidationError({"uids": ["Only remove_reservations takes uids."]})
-        outcome = release(request.user, cluster_row, namespace, name, data.validated_data["action"],
-                          dry_run=data.validated_data["dry_run"], uids=data.validated_data.get("uids"),
-                          expected_resource_version=data.validated_data.get("resource_version", ""))
+        outcome = release(
+            request.user,
+            cluster_row,
+            namespace,
+            name,
+            data.validated_data["action"],
+            dry_run=data.validated_data["dry_run"],
+            uids=data.validated_data.get("uids"),
+            expected_resource_version=data.validated_data.get("resource_version", ""),
+        )
         return outcome_response(outcome)
 
 
@@ -191,14 +258,28 @@ class PodPendingView(APIView):
 
     permission_classes = [IsViewer]
 
-    @extend_schema(responses={200: inline_serializer("PendingReport", {"verdict": serializers.DictField(), "steps": serializers.ListField()})})
+    @extend_schema(
+        responses={
+            200: inline_serializer(
+                "PendingReport", {"verdict": serializers.DictField(), "steps": serializers.ListField()}
+            )
+        }
+    )
     def get(self, request, cluster, namespace, name):
         cluster_row = get_object_or_404(Cluster, name=cluster)
         if not roles.can_see_namespace(request.user, namespace):
             return Response(error_body("not_found", f"No pod {namespace}/{name} in {cluster}."), status=404)
         try:
-            return Response(explain_pod(cluster_row, namespace, name, visible_namespaces=roles.visible_namespaces(request.user),
-                                        user_key=request.user.pk, driver_namespaces=roles.driver_namespaces(request.user)))
+            return Response(
+                explain_pod(
+                    cluster_row,
+                    namespace,
+                    name,
+                    visible_namespaces=roles.visible_namespaces(request.user),
+                    user_key=request.user.pk,
+                    driver_namespaces=roles.driver_namespaces(request.user),
+                )
+            )
         except PodNotFound as exc:
             return Response(error_body("not_found", str(exc)), status=404)
 
@@ -208,7 +289,11 @@ class ReadinessView(APIView):
 
     permission_classes = [IsViewer]
 
-    @extend_schema(responses={200: inline_serializer("Readiness", {"status": serializers.CharField(), "checks": serializers.ListField()})})
+    @extend_schema(
+        responses={
+            200: inline_serializer("Readiness", {"status": serializers.CharField(), "checks": serializers.ListField()})
+        }
+    )
     def get(self, request, cluster):
         cluster_row = get_object_or_404(Cluster, name=cluster)
         return Response(run_checks(cluster_row))

@@ -7,14 +7,14 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gpudash import roles
-from gpudash.api.permissions import IsAdmin, IsOperator
-from gpudash.api.renderers import JSONRenderer
-from claims.allocator.gcpause import collector_paused
 from claims.models import ResourceClaim
 from claims.preview import EngineFailure, InventoryNotReady, OutOfScope, PreviewError
 from claims.preview_service import dispatch
+from dra.gcpause import collector_paused
+from gpudash import roles
 from gpudash.api.errors import ClientClosedRequest, EngineError, InventoryBuilding, PreviewsBusy, PreviewWorkerLost
+from gpudash.api.permissions import IsAdmin, IsOperator
+from gpudash.api.renderers import JSONRenderer
 from inventory.models import Cluster
 
 
@@ -22,10 +22,15 @@ class PreviewRequestSerializer(serializers.Serializer):
     cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all(), help_text="Cluster name.")
     namespace = serializers.CharField(max_length=253, default="default")
     yaml = serializers.CharField(
-        required=False, allow_blank=False, max_length=256 * 1024, trim_whitespace=False,
+        required=False,
+        allow_blank=False,
+        max_length=256 * 1024,
+        trim_whitespace=False,
         help_text="A ResourceClaim, ResourceClaimTemplate or Pod (with its claims) as YAML or JSON.",
     )
-    claim = serializers.CharField(required=False, max_length=253, help_text="Name of an existing pending claim in `namespace`.")
+    claim = serializers.CharField(
+        required=False, max_length=253, help_text="Name of an existing pending claim in `namespace`."
+    )
     headroom = serializers.BooleanField(
         default=False,
         help_text="Also count how many more copies of the claim(s) fit right now (greedy, one after another), "
@@ -33,14 +38,17 @@ class PreviewRequestSerializer(serializers.Serializer):
     )
 
     tolerations = serializers.JSONField(
-        required=False, help_text="For a bare claim or template: the tolerations of the pod that would use it, as in a Pod's "
-        "spec.tolerations (e.g. `[{\"key\": \"nvidia.com/gpu\", \"operator\": \"Exists\"}]`). A Pod in `yaml` carries its own.",
+        required=False,
+        help_text="For a bare claim or template: the tolerations of the pod that would use it, as in a Pod's "
+        'spec.tolerations (e.g. `[{"key": "nvidia.com/gpu", "operator": "Exists"}]`). A Pod in `yaml` carries its own.',
     )
     nodeSelector = serializers.JSONField(
-        required=False, help_text="For a bare claim or template: the would-be pod's nodeSelector, a map (or `k=v,k2=v2`).",
+        required=False,
+        help_text="For a bare claim or template: the would-be pod's nodeSelector, a map (or `k=v,k2=v2`).",
     )
     nodeFilters = serializers.BooleanField(
-        default=True, help_text="Run the kube-scheduler's node filters (cordon, taints, node affinity, ports, resources) before "
+        default=True,
+        help_text="Run the kube-scheduler's node filters (cordon, taints, node affinity, ports, resources) before "
         "DRA (default). False previews devices only, as if any pod could run on every node.",
     )
 
@@ -75,52 +83,135 @@ class PreviewView(APIView):
         ),
         request=PreviewRequestSerializer,
         responses={
-            200: inline_serializer("PreviewResult", {"result": serializers.JSONField(help_text="The engine's result: nodes, summary, headroom.")}),
-            400: inline_serializer("PreviewError", {"error": serializers.JSONField(help_text="{code, message, field}")}),
-            503: inline_serializer("PreviewUnavailable", {"error": serializers.JSONField(
-                help_text="{code: inventory_building, message, field: null}: the cluster's preview inventory is still being "
-                "built (a preview worker's start-up warm-up) past the preview deadline; Retry-After says when to ask again. "
-                "{code: preview_worker_lost}: the preview worker running it died or did not answer in time; ask again")}),
-            429: inline_serializer("PreviewsBusy", {"error": serializers.JSONField(
-                help_text="{code: previews_busy, message, field: null}: more previews in flight than the preview workers admit "
-                "(in all, or for this user); Retry-After says when to ask again")}),
-            422: inline_serializer("PreviewEngineError", {"error": serializers.JSONField(
-                help_text="{code: engine_error, message, field: null}: the engine failed on this input (logged for the administrators)")}),
+            200: inline_serializer(
+                "PreviewResult",
+                {"result": serializers.JSONField(help_text="The engine's result: nodes, summary, headroom.")},
+            ),
+            400: inline_serializer(
+                "PreviewError", {"error": serializers.JSONField(help_text="{code, message, field}")}
+            ),
+            503: inline_serializer(
+                "PreviewUnavailable",
+                {
+                    "error": serializers.JSONField(
+                        help_text="{code: inventory_building, message, field: null}: the cluster's preview inventory is still being "
+                        "built (a preview worker's start-up warm-up) past the preview deadline; Retry-After says when to ask again. "
+                        "{code: preview_worker_lost}: the preview worker running it died or did not answer in time; ask again"
+                    )
+                },
+            ),
+            429: inline_serializer(
+                "PreviewsBusy",
+                {
+                    "error": serializers.JSONField(
+                        help_text="{code: previews_busy, message, field: null}: more previews in flight than the preview workers admit "
+                        "(in all, or for this user); Retry-After says when to ask again"
+                    )
+                },
+            ),
+            422: inline_serializer(
+                "PreviewEngineError",
+                {
+                    "error": serializers.JSONField(
+                        help_text="{code: engine_error, message, field: null}: the engine failed on this input (logged for the administrators)"
+                    )
+                },
+            ),
         },
         examples=[
             OpenApiExample(
                 "YAML with headroom",
                 request_only=True,
-                value={"cluster": "prod", "namespace": "ml", "headroom": True, "yaml": (
-                    "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: two-gpus}\nspec:\n  devices:\n"
-                    "    requests:\n    - name: gpu\n      exactly: {deviceClassName: gpu.nvidia.com, count: 2}\n")},
+                value={
+                    "cluster": "prod",
+                    "namespace": "ml",
+                    "headroom": True,
+                    "yaml": (
+                        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: two-gpus}\nspec:\n  devices:\n"
+                        "    requests:\n    - name: gpu\n      exactly: {deviceClassName: gpu.nvidia.com, count: 2}\n"
+                    ),
+                },
             ),
-            OpenApiExample("A pending claim", request_only=True, value={"cluster": "prod", "namespace": "ml", "claim": "train-gpu-x7k2p"}),
+            OpenApiExample(
+                "A pending claim",
+                request_only=True,
+                value={"cluster": "prod", "namespace": "ml", "claim": "train-gpu-x7k2p"},
+            ),
             OpenApiExample(
                 "Result",
                 response_only=True,
                 status_codes=["200"],
-                value={"result": {
-                    "nodes": [
-                        {"node": "node-a", "fits": True, "reason": None, "error": None, "results": [
-                            {"claim": "ml/two-gpus", "request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-0", "adminAccess": False},
-                            {"claim": "ml/two-gpus", "request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-1", "adminAccess": False}]},
-                        {"node": "node-b", "fits": False, "results": [], "error": None,
-                         "reason": "request `gpu`: 8 devices match class `gpu.nvidia.com`, 7 are already allocated to other claims (e.g. ml/x), 1 free < count 2"},
-                    ],
-                    "summary": {"claims": ["ml/two-gpus"], "nodes": 2, "fits": 1, "errors": 0, "cluster": "prod",
-                                "mostCommonReason": {"code": "allocated", "nodes": 1, "example": "request `gpu`: ..."},
-                                "reasons": [{"code": "allocated", "nodes": 1, "example": "request `gpu`: ..."}],
-                                "schedulerMessage": None, "problems": [], "seconds": 0.004},
-                    "headroom": {"claims": ["ml/two-gpus"], "copies": 3, "byNodePool": {"a100": 3}, "byDeviceModel": {"NVIDIA A100 80GB PCIe": 3},
-                                 "byNode": {"node-a": 3}, "cappedNodes": [], "maxPerNode": 64, "seconds": 0.001},
-                }},
+                value={
+                    "result": {
+                        "nodes": [
+                            {
+                                "node": "node-a",
+                                "fits": True,
+                                "reason": None,
+                                "error": None,
+                                "results": [
+                                    {
+                                        "claim": "ml/two-gpus",
+                                        "request": "gpu",
+                                        "driver": "gpu.nvidia.com",
+                                        "pool": "node-a",
+                                        "device": "gpu-0",
+                                        "adminAccess": False,
+                                    },
+                                    {
+                                        "claim": "ml/two-gpus",
+                                        "request": "gpu",
+                                        "driver": "gpu.nvidia.com",
+                                        "pool": "node-a",
+                                        "device": "gpu-1",
+                                        "adminAccess": False,
+                                    },
+                                ],
+                            },
+                            {
+                                "node": "node-b",
+                                "fits": False,
+                                "results": [],
+                                "error": None,
+                                "reason": "request `gpu`: 8 devices match class `gpu.nvidia.com`, 7 are already allocated to other claims (e.g. ml/x), 1 free < count 2",
+                            },
+                        ],
+                        "summary": {
+                            "claims": ["ml/two-gpus"],
+                            "nodes": 2,
+                            "fits": 1,
+                            "errors": 0,
+                            "cluster": "prod",
+                            "mostCommonReason": {"code": "allocated", "nodes": 1, "example": "request `gpu`: ..."},
+                            "reasons": [{"code": "allocated", "nodes": 1, "example": "request `gpu`: ..."}],
+                            "schedulerMessage": None,
+                            "problems": [],
+                            "seconds": 0.004,
+                        },
+                        "headroom": {
+                            "claims": ["ml/two-gpus"],
+                            "copies": 3,
+                            "byNodePool": {"a100": 3},
+                            "byDeviceModel": {"NVIDIA A100 80GB PCIe": 3},
+                            "byNode": {"node-a": 3},
+                            "cappedNodes": [],
+                            "maxPerNode": 64,
+                            "seconds": 0.001,
+                        },
+                    }
+                },
             ),
             OpenApiExample(
                 "Malformed YAML",
                 response_only=True,
                 status_codes=["400"],
-                value={"error": {"code": "invalid", "message": "YAML: malformed YAML at line 3, column 17: expected ',' or '}', but got ':'", "field": "yaml"}},
+                value={
+                    "error": {
+                        "code": "invalid",
+                        "message": "YAML: malformed YAML at line 3, column 17: expected ',' or '}', but got ':'",
+                        "field": "yaml",
+                    }
+                },
             ),
         ],
     )
@@ -134,15 +225,27 @@ class PreviewView(APIView):
             raise PermissionDenied(str(OutOfScope(data["namespace"])))
         claim = None
         if data.get("claim"):
-            claim = ResourceClaim.objects.filter(cluster=data["cluster"], namespace=data["namespace"], name=data["claim"]).first()
+            claim = ResourceClaim.objects.filter(
+                cluster=data["cluster"], namespace=data["namespace"], name=data["claim"]
+            ).first()
             if claim is None:
-                raise ValidationError({"claim": [f"No claim {data['namespace']}/{data['claim']} in cluster {data['cluster'].name}."]})
+                raise ValidationError(
+                    {"claim": [f"No claim {data['namespace']}/{data['claim']} in cluster {data['cluster'].name}."]}
+                )
         timing = {}
         try:
             answer = dispatch.submit(
-                data["cluster"], user_key=request.user.pk, client_gone=getattr(request, "client_gone", None), timing=timing,
-                yaml_text=data.get("yaml"), claim=claim, namespace=data["namespace"], with_headroom=data["headroom"],
-                visible_namespaces=visible, tolerations=data.get("tolerations"), node_selector=data.get("nodeSelector"),
+                data["cluster"],
+                user_key=request.user.pk,
+                client_gone=getattr(request, "client_gone", None),
+                timing=timing,
+                yaml_text=data.get("yaml"),
+                claim=claim,
+                namespace=data["namespace"],
+                with_headroom=data["headroom"],
+                visible_namespaces=visible,
+                tolerations=data.get("tolerations"),
+                node_selector=data.get("nodeSelector"),
                 node_filters=data["nodeFilters"],
             )
         except dispatch.PreviewBusy as exc:  # admission control: 429 + Retry-After
@@ -234,8 +337,16 @@ class PreviewWorkersView(APIView):
         summary="The preview workers now",
         description="The backend (`local` pool or `celery` queue), the admission limits, previews in flight, and per worker "
         "(local) or per running job (celery) the process and the job it runs since when (epoch seconds).",
-        responses={200: inline_serializer("PreviewWorkers", {"backend": serializers.CharField(), "limits": serializers.DictField(),
-                                                             "inFlight": serializers.IntegerField(required=False)})},
+        responses={
+            200: inline_serializer(
+                "PreviewWorkers",
+                {
+                    "backend": serializers.CharField(),
+                    "limits": serializers.DictField(),
+                    "inFlight": serializers.IntegerField(required=False),
+                },
+            )
+        },
     )
     def get(self, request):
         return Response(dispatch.status())

@@ -30,7 +30,9 @@ class ResourceClaimSerializer(NamespacedSerializer):
     state = serializers.ChoiceField(choices=ResourceClaim.State.choices, read_only=True)
     stuck = serializers.BooleanField(read_only=True, help_text="An active stuck-claim finding exists for this claim.")
     allocated = serializers.BooleanField(read_only=True)
-    node = serializers.CharField(source="node_name", read_only=True, help_text="Node the allocation is pinned to, if one.")
+    node = serializers.CharField(
+        source="node_name", read_only=True, help_text="Node the allocation is pinned to, if one."
+    )
     allocation_timestamp = serializers.DateTimeField(read_only=True, allow_null=True)
     device_classes = serializers.ListField(child=serializers.CharField(), read_only=True)
     finalizers = serializers.ListField(child=serializers.CharField(), read_only=True)
@@ -51,7 +53,9 @@ class PodClaimRefSerializer(serializers.ModelSerializer):
 
 
 class HamiAssignedDeviceSerializer(serializers.Serializer):
-    container = serializers.IntegerField(help_text="Index in the pod's containers, init containers first (HAMi's order).")
+    container = serializers.IntegerField(
+        help_text="Index in the pod's containers, init containers first (HAMi's order)."
+    )
     uuid = serializers.CharField(help_text="The physical GPU's UUID.")
     type = serializers.CharField(help_text="HAMi's device type (e.g. NVIDIA).")
     memory = serializers.IntegerField(help_text="GPU memory assigned, MiB.")
@@ -61,7 +65,9 @@ class HamiAssignedDeviceSerializer(serializers.Serializer):
 class PodHamiSerializer(serializers.Serializer):
     annotation = serializers.CharField(help_text="The annotation read, e.g. hami.io/vgpu-devices-allocated.")
     devices = HamiAssignedDeviceSerializer(many=True, help_text="One entry per vGPU HAMi assigned.")
-    problem = serializers.CharField(help_text="What could not be read (those records are left out of `devices`); empty when all was read.")
+    problem = serializers.CharField(
+        help_text="What could not be read (those records are left out of `devices`); empty when all was read."
+    )
 
 
 class PodSerializer(NamespacedSerializer):
@@ -73,7 +79,9 @@ class PodSerializer(NamespacedSerializer):
     owner_kind = serializers.CharField(read_only=True)
     owner_name = serializers.CharField(read_only=True)
     claims = PodClaimRefSerializer(source="claim_refs", many=True, read_only=True)
-    hami = serializers.SerializerMethodField(help_text="The vGPUs HAMi's scheduler assigned (its allocation annotation); null for a pod HAMi did not schedule.")
+    hami = serializers.SerializerMethodField(
+        help_text="The vGPUs HAMi's scheduler assigned (its allocation annotation); null for a pod HAMi did not schedule."
+    )
 
     @extend_schema_field(PodHamiSerializer(allow_null=True))
     def get_hami(self, pod):
@@ -86,6 +94,23 @@ class AuditEntrySerializer(serializers.ModelSerializer):
     class Meta:
         model = AuditEntry
         fields = (
-            "id", "at", "username", "cluster", "cluster_id", "namespace", "claim_name", "claim_uid", "action", "rule",
-            "dry_run", "outcome", "reason", "reason_message", "request", "response", "before", "after", "kube_identity",
+            "id",
+            "at",
+            "username",
+            "cluster",
+            "cluster_id",
+            "namespace",
+            "claim_name",
+            "claim_uid",
+            "action",
+            "rule",
+            "dry_run",
+            "outcome",
+            "reason",
+            "reason_message",
+            "request",
+            "response",
+            "before",
+            "after",
+            "kube_identity",
         )

@@ -5,25 +5,33 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('claims', '0001_initial'),
-        ('inventory', '0001_initial'),
+        ("claims", "0001_initial"),
+        ("inventory", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='StuckObservation',
+            name="StuckObservation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rule', models.CharField(max_length=64)),
-                ('claim_uid', models.CharField(max_length=64)),
-                ('subject', models.CharField(blank=True, max_length=255)),
-                ('since', models.DateTimeField()),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("rule", models.CharField(max_length=64)),
+                ("claim_uid", models.CharField(max_length=64)),
+                ("subject", models.CharField(blank=True, max_length=255)),
+                ("since", models.DateTimeField()),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'rule', 'claim_uid', 'subject'), name='claims_stuckobservation_unique_key')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("cluster", "rule", "claim_uid", "subject"), name="claims_stuckobservation_unique_key"
+                    )
+                ],
             },
         ),
     ]

@@ -5,30 +5,38 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('claims', '0002_ops_stuck_observation'),
-        ('inventory', '0008_metrics_columns'),
+        ("claims", "0002_ops_stuck_observation"),
+        ("inventory", "0008_metrics_columns"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='PodFootprint',
+            name="PodFootprint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('namespace', models.CharField(max_length=253)),
-                ('name', models.CharField(max_length=253)),
-                ('uid', models.CharField(blank=True, max_length=64)),
-                ('node_name', models.CharField(blank=True, db_index=True, max_length=253)),
-                ('phase', models.CharField(blank=True, max_length=16)),
-                ('resource_version_num', models.BigIntegerField(default=0)),
-                ('raw', models.JSONField(default=dict)),
-                ('synced_at', models.DateTimeField(auto_now=True)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("namespace", models.CharField(max_length=253)),
+                ("name", models.CharField(max_length=253)),
+                ("uid", models.CharField(blank=True, max_length=64)),
+                ("node_name", models.CharField(blank=True, db_index=True, max_length=253)),
+                ("phase", models.CharField(blank=True, max_length=16)),
+                ("resource_version_num", models.BigIntegerField(default=0)),
+                ("raw", models.JSONField(default=dict)),
+                ("synced_at", models.DateTimeField(auto_now=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
-                'ordering': ('cluster_id', 'namespace', 'name'),
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'namespace', 'name'), name='claims_podfootprint_unique_name')],
+                "ordering": ("cluster_id", "namespace", "name"),
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("cluster", "namespace", "name"), name="claims_podfootprint_unique_name"
+                    )
+                ],
             },
         ),
     ]

@@ -4,14 +4,13 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('claims', '0004_auditentry_kube_identity'),
+        ("claims", "0004_auditentry_kube_identity"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='resourceclaim',
-            index=models.Index(fields=['namespace', 'cluster', 'name'], name='claims_claim_namespace_idx'),
+            model_name="resourceclaim",
+            index=models.Index(fields=["namespace", "cluster", "name"], name="claims_claim_namespace_idx"),
         ),
     ]

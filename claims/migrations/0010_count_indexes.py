@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('claims', '0009_no_statistics_for_documents'),
-        ('inventory', '0019_count_indexes'),
+        ("claims", "0009_no_statistics_for_documents"),
+        ("inventory", "0019_count_indexes"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='resourceclaim',
-            index=models.Index(fields=['cluster', 'state', 'namespace'], name='claims_claim_state_idx'),
+            model_name="resourceclaim",
+            index=models.Index(fields=["cluster", "state", "namespace"], name="claims_claim_state_idx"),
         ),
     ]

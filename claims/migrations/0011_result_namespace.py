@@ -11,16 +11,15 @@ def backfill(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('claims', '0010_count_indexes'),
+        ("claims", "0010_count_indexes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='allocationresult',
-            name='namespace',
-            field=models.CharField(blank=True, default='', max_length=253),
+            model_name="allocationresult",
+            name="namespace",
+            field=models.CharField(blank=True, default="", max_length=253),
         ),
         migrations.RunPython(backfill, migrations.RunPython.noop),
     ]

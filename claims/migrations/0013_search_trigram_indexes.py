@@ -4,7 +4,9 @@ from django.db import migrations
 
 from gpudash.search_indexes import trigram_operations
 
-create, drop = trigram_operations([("claims_resourceclaim", "name"), ("claims_resourceclaim", "owner_pod_name"), ("claims_pod", "name")])
+create, drop = trigram_operations(
+    [("claims_resourceclaim", "name"), ("claims_resourceclaim", "owner_pod_name"), ("claims_pod", "name")]
+)
 
 
 class Migration(migrations.Migration):

@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('claims', '0013_search_trigram_indexes'),
-        ('inventory', '0021_search_trigram_indexes'),
+        ("claims", "0013_search_trigram_indexes"),
+        ("inventory", "0021_search_trigram_indexes"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='resourceclaim',
-            index=models.Index(fields=['cluster', 'state', '-creation_timestamp', 'namespace', 'name'], name='claims_claim_state_new_idx'),
+            model_name="resourceclaim",
+            index=models.Index(
+                fields=["cluster", "state", "-creation_timestamp", "namespace", "name"],
+                name="claims_claim_state_new_idx",
+            ),
         ),
     ]

@@ -120,7 +120,9 @@ class RedisAdmission:
         cfg = limits()
         ticket = uuid.uuid4().hex
         keys = [f"{self.PREFIX}:all", f"{self.PREFIX}:user:{user_key}"]
-        outcome, count = self._acquire(keys=keys, args=[ticket, int(hold_seconds * 1000), cfg["WORKERS"] + cfg["QUEUE"], cfg["PER_USER"]])
+        outcome, count = self._acquire(
+            keys=keys, args=[ticket, int(hold_seconds * 1000), cfg["WORKERS"] + cfg["QUEUE"], cfg["PER_USER"]]
+        )
         if outcome == 1:
             raise _refusal("user", count, cfg["PER_USER"])
         if outcome == 2:

@@ -21,7 +21,17 @@ from claims.preview_service.config import limits
 from claims.preview_service.jobs import answer_or_raise, decode_answer, encode_answer, is_result, make_job
 from claims.preview_service.local_pool import LocalPool, PreviewCancelled, PreviewWorkerLost
 
-__all__ = ["PreviewBusy", "PreviewCancelled", "PreviewWorkerLost", "is_result", "request_preview", "result_of", "start", "status", "submit"]
+__all__ = [
+    "PreviewBusy",
+    "PreviewCancelled",
+    "PreviewWorkerLost",
+    "is_result",
+    "request_preview",
+    "result_of",
+    "start",
+    "status",
+    "submit",
+]
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -53,7 +63,9 @@ def local_pool():
     with _lock:
         if _pool is None:
             size = limits()["WORKERS"]
-            _pool = LocalPool(size, connection.settings_dict["NAME"], warm_up=getattr(settings, "GPUDASH_PREVIEW_WARM_UP", False))
+            _pool = LocalPool(
+                size, connection.settings_dict["NAME"], warm_up=getattr(settings, "GPUDASH_PREVIEW_WARM_UP", False)
+            )
             atexit.register(_pool.stop)
             log.info("preview pool: %s worker processes", size)
         return _pool
@@ -129,7 +141,12 @@ def submit(cluster, *, user_key, client_gone=None, timing=None, claim=None, visi
     wall = time.monotonic() - started
     admission_module.durations.add(wall)
     if timing is not None and worker_side is not None:
-        timing.update(wall=wall, run=worker_side["run"], wait=max(0.0, worker_side["started"] - queued_at), idle=worker_side["idle"])
+        timing.update(
+            wall=wall,
+            run=worker_side["run"],
+            wait=max(0.0, worker_side["started"] - queued_at),
+            idle=worker_side["idle"],
+        )
     return answer
 
 

@@ -8,15 +8,23 @@ that an in-process run_preview raised, so views keep one error path. Imports of 
 inside the functions: a worker process imports this module before it sets Django up.
 """
 
-
 import logging
 import time
 
 log = logging.getLogger(__name__)
 
 # Keywords of claims.preview.run_preview that a job carries as they are (all JSON-ready).
-PLAIN_KEYWORDS = ("yaml_text", "namespace", "with_headroom", "reason_codes", "pod", "tolerations", "node_selector",
-                  "node_filters", "deadline")
+PLAIN_KEYWORDS = (
+    "yaml_text",
+    "namespace",
+    "with_headroom",
+    "reason_codes",
+    "pod",
+    "tolerations",
+    "node_selector",
+    "node_filters",
+    "deadline",
+)
 
 
 def make_job(cluster, *, claim=None, visible_namespaces=None, **keywords):
@@ -33,7 +41,7 @@ def make_job(cluster, *, claim=None, visible_namespaces=None, **keywords):
 
 
 def execute(job, deadline):
-    """Run one job in this (worker) process. `deadline`: a claims.allocator.deadline.Deadline the
+    """Run one job in this (worker) process. `deadline`: a dra.deadline.Deadline the
     caller may cancel from another thread. Returns the answer dict; never raises for bad input."""
     from claims.models import ResourceClaim
     from claims.preview import EngineFailure, InventoryNotReady, OutOfScope, PreviewError, run_preview
@@ -50,8 +58,13 @@ def execute(job, deadline):
     visible = job.get("visible_namespaces")
     keywords = {k: job[k] for k in PLAIN_KEYWORDS if k in job and k != "deadline"}
     try:
-        result = run_preview(cluster, claim=claim, visible_namespaces=None if visible is None else set(visible),
-                             deadline=deadline, **keywords)
+        result = run_preview(
+            cluster,
+            claim=claim,
+            visible_namespaces=None if visible is None else set(visible),
+            deadline=deadline,
+            **keywords,
+        )
     except OutOfScope as exc:
         return {"error": "out_of_scope", "message": str(exc), "namespace": exc.namespace}
     except InventoryNotReady as exc:
@@ -72,7 +85,7 @@ def job_deadline(job):
     web process's wait (deadline + grace) always outlasts the worker's run."""
     from django.conf import settings
 
-    from claims.allocator.deadline import Deadline
+    from dra.deadline import Deadline
 
     deadline = Deadline(job.get("deadline") or settings.GPUDASH_ENGINE_LIMITS["PREVIEW_DEADLINE"] or None)
     if job.get("deadline_at") is not None and deadline.at is not None:

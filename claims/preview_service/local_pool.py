@@ -21,7 +21,6 @@ import threading
 import time
 from multiprocessing.connection import wait as wait_for_any
 
-
 log = logging.getLogger(__name__)
 
 POLL = 0.05  # how often a waiting request looks at its client and its worker
@@ -97,7 +96,9 @@ def worker_main(conn, database_name, warm_up):
 class _Worker:
     def __init__(self, context, database_name, warm_up):
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=worker_main, args=(child, database_name, warm_up), name="gpudash-preview-worker", daemon=True)
+        self.process = context.Process(
+            target=worker_main, args=(child, database_name, warm_up), name="gpudash-preview-worker", daemon=True
+        )
         self.process.start()
         child.close()
         self.pid = self.process.pid
@@ -167,14 +168,18 @@ class LocalPool:
                         continue
                 if ready or not worker.alive():  # its pipe closed, or the process ended
                     keep_worker = False
-                    raise PreviewWorkerLost(f"the preview worker (pid {worker.pid}) died while running this preview; "
-                                            "it is being restarted: ask again")
+                    raise PreviewWorkerLost(
+                        f"the preview worker (pid {worker.pid}) died while running this preview; "
+                        "it is being restarted: ask again"
+                    )
                 if client_gone is not None and client_gone.is_set():
                     worker.send(("cancel", job_id, None))  # it stops at the engine's next deadline check
                     raise PreviewCancelled()
                 if time.monotonic() > until:
                     keep_worker = False  # past its own deadline and the grace: it is not answering
-                    raise PreviewWorkerLost(f"the preview worker (pid {worker.pid}) did not answer in time; it is being restarted")
+                    raise PreviewWorkerLost(
+                        f"the preview worker (pid {worker.pid}) did not answer in time; it is being restarted"
+                    )
         finally:
             worker.job = None
             worker.recv_lock.release()
@@ -226,8 +231,14 @@ class LocalPool:
         for worker in list(self._workers):
             self._drain(worker)
             job = worker.job
-            out.append({"pid": worker.pid, "alive": worker.alive(), "warm": worker.warm,
-                        "job": None if job is None else {"id": str(job[0]), "since": job[1]}})
+            out.append(
+                {
+                    "pid": worker.pid,
+                    "alive": worker.alive(),
+                    "warm": worker.warm,
+                    "job": None if job is None else {"id": str(job[0]), "since": job[1]},
+                }
+            )
         return out
 
     def _drain(self, worker):

@@ -66,10 +66,15 @@ def run(job, wait_seconds, client_gone=None):
                 late = r.lpop(_key(job_id, "answer"))  # it may have answered just as its heartbeat ended
                 if late is not None:
                     return late, _timing(r, job_id)
-                raise PreviewWorkerLost(f"the preview worker running this preview stopped (no heartbeat for {cfg['LOST_AFTER']:g} s); ask again")
+                raise PreviewWorkerLost(
+                    f"the preview worker running this preview stopped (no heartbeat for {cfg['LOST_AFTER']:g} s); ask again"
+                )
             if time.monotonic() > until:
-                raise PreviewWorkerLost("no preview worker answered in time" if started else
-                                        "no preview worker took this preview in time (are the `preview` workers running?)")
+                raise PreviewWorkerLost(
+                    "no preview worker answered in time"
+                    if started
+                    else "no preview worker took this preview in time (are the `preview` workers running?)"
+                )
     except BaseException:
         r.set(_key(job_id, "cancel"), 1, ex=max(60, int(wait_seconds) + 60))
         raise
@@ -97,7 +102,9 @@ def execute_job(job_id, job, give_up_at):
     def beat():
         while True:
             r.set(beat_key, me, px=int(lost_after * 1000))
-            r.set(f"{PREFIX}s:running:{job_id}", orjson.dumps({"worker": me, "since": since}), px=int(lost_after * 1000))
+            r.set(
+                f"{PREFIX}s:running:{job_id}", orjson.dumps({"worker": me, "since": since}), px=int(lost_after * 1000)
+            )
             if r.exists(cancel_key):
                 deadline.cancel()
             if done.wait(lost_after / 3):
@@ -113,8 +120,14 @@ def execute_job(job_id, job, give_up_at):
         beat_thread.join()
     answer_key = _key(job_id, "answer")
     # The timing first: the web process reads it once the answer is there.
-    (r.pipeline().set(_key(job_id, "timing"), orjson.dumps(timing), ex=60).rpush(answer_key, answer).expire(answer_key, 60)
-     .delete(beat_key, f"{PREFIX}s:running:{job_id}").execute())
+    (
+        r.pipeline()
+        .set(_key(job_id, "timing"), orjson.dumps(timing), ex=60)
+        .rpush(answer_key, answer)
+        .expire(answer_key, 60)
+        .delete(beat_key, f"{PREFIX}s:running:{job_id}")
+        .execute()
+    )
     return "answered"
 
 
@@ -126,5 +139,7 @@ def status():
         value = r.get(key)
         if value is not None:
             entry = orjson.loads(value)
-            out.append({"job": {"id": key.decode().rsplit(":", 1)[1], "since": entry["since"]}, "worker": entry["worker"]})
+            out.append(
+                {"job": {"id": key.decode().rsplit(":", 1)[1], "since": entry["since"]}, "worker": entry["worker"]}
+            )
     return out

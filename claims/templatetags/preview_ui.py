@@ -19,7 +19,9 @@ def preview_strip(row, cluster_name):
         classes = ["cell", f"s-{d['state']}"] + [f"f-{f}" for f in d["flags"]] + (["pv-chosen"] if d["chosen"] else [])
         title = [d["name"], "CHOSEN" if d["chosen"] else "", d["label"], d["holder"]]
         url = url_of(d["driver"], d["pool"], d["name"])
-        parts.append(f'<a class="{" ".join(classes)}" href="{escape(url)}" title="{escape(" · ".join(t for t in title if t))}" data-device="{escape(d["name"])}"></a>')
+        parts.append(
+            f'<a class="{" ".join(classes)}" href="{escape(url)}" title="{escape(" · ".join(t for t in title if t))}" data-device="{escape(d["name"])}"></a>'
+        )
     return mark_safe("".join(parts))
 
 
@@ -41,4 +43,6 @@ def ticks(text, limit=None):
     parts = text.split("`")
     if len(parts) % 2 == 0:  # unbalanced (or cut inside a name): no <code>
         return mark_safe(escape(text) + clipped)
-    return mark_safe("".join(f"<code>{escape(p)}</code>" if i % 2 else escape(p) for i, p in enumerate(parts)) + clipped)
+    return mark_safe(
+        "".join(f"<code>{escape(p)}</code>" if i % 2 else escape(p) for i, p in enumerate(parts)) + clipped
+    )

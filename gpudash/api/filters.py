@@ -87,16 +87,20 @@ def filter_errors(filterset):
 
     django-filter's own translation applies `message % params` even without params, so a message
     quoting the value `%` (`?tainted=%`) raised a TypeError: a 500 instead of the 400."""
-    return ValidationError({
-        field: [ErrorDetail(e["message"], code=e["code"] or "invalid") for e in errors]
-        for field, errors in filterset.form.errors.get_json_data().items()
-    })
+    return ValidationError(
+        {
+            field: [ErrorDetail(e["message"], code=e["code"] or "invalid") for e in errors]
+            for field, errors in filterset.form.errors.get_json_data().items()
+        }
+    )
 
 
 def check_params(request, known):
     for key, values in request.query_params.lists():
         if key not in known:
-            raise ValidationError({key: [f"Unknown parameter {key!r}; this endpoint accepts: {', '.join(sorted(known))}."]})
+            raise ValidationError(
+                {key: [f"Unknown parameter {key!r}; this endpoint accepts: {', '.join(sorted(known))}."]}
+            )
         if any("\x00" in v for v in values):
             raise ValidationError({key: ["NUL characters are not allowed."]})
 

@@ -148,7 +148,9 @@ class StablePagePagination(PageNumberPagination):
         if raw.isascii() and raw.isdigit():
             last = last_page_number(self.get_page_size(request))
             if whole_number(raw, 0, last) is None:
-                raise ValidationError({self.page_query_param: [f"Must be a whole number from 1 to {last} (at this page_size)."]})
+                raise ValidationError(
+                    {self.page_query_param: [f"Must be a whole number from 1 to {last} (at this page_size)."]}
+                )
 
     def paginate_queryset(self, queryset, request, view=None):
         self.keyset = self.cursor_query_param in request.query_params
@@ -198,17 +200,26 @@ class StablePagePagination(PageNumberPagination):
         """Page numbers' body, plus `count_estimated`; with `cursor` there is no count (nor previous)."""
         out = super().get_paginated_response_schema(schema)
         out["required"] = ["results"]
-        out["properties"]["count"]["description"] = "Exact up to 10,000 rows, else an estimate (count_estimated). Absent with cursor."
-        out["properties"]["count_estimated"] = {"type": "boolean", "description": "Present (true) when count is the planner's estimate."}
+        out["properties"]["count"]["description"] = (
+            "Exact up to 10,000 rows, else an estimate (count_estimated). Absent with cursor."
+        )
+        out["properties"]["count_estimated"] = {
+            "type": "boolean",
+            "description": "Present (true) when count is the planner's estimate.",
+        }
         return out
 
     def get_schema_operation_parameters(self, view):
-        return super().get_schema_operation_parameters(view) + [{
-            "name": self.cursor_query_param, "required": False, "in": "query",
-            "description": "Keyset paging instead of page numbers: empty for the first page, then the value in `next`. "
-                           "The answer is {next, results} (no count). Refused (400) for an ordering with a nullable column.",
-            "schema": {"type": "string"},
-        }]
+        return super().get_schema_operation_parameters(view) + [
+            {
+                "name": self.cursor_query_param,
+                "required": False,
+                "in": "query",
+                "description": "Keyset paging instead of page numbers: empty for the first page, then the value in `next`. "
+                "The answer is {next, results} (no count). Refused (400) for an ordering with a nullable column.",
+                "schema": {"type": "string"},
+            }
+        ]
 
 
 def keyset_order(queryset):
@@ -220,7 +231,13 @@ def keyset_order(queryset):
         path = item.lstrip("-")
         field = _field(queryset.model, path)
         if field is None or field.null:
-            raise ValidationError({"cursor": [f"Ordering by {path.replace('__', '.')} (a column that may be empty) cannot be paged by cursor; use page numbers or another ordering."]})
+            raise ValidationError(
+                {
+                    "cursor": [
+                        f"Ordering by {path.replace('__', '.')} (a column that may be empty) cannot be paged by cursor; use page numbers or another ordering."
+                    ]
+                }
+            )
         keys.append((path, item.startswith("-")))
     if not keys or keys[-1][0] not in ("pk", "id"):
         raise ValidationError({"cursor": ["This list's order has no unique tiebreak; use page numbers."]})
@@ -262,18 +279,28 @@ def after_q(keys, values):
 
 
 def encode_cursor(keys, values):
-    doc = {"o": [("-" if d else "") + p for p, d in keys], "v": [v.isoformat() if hasattr(v, "isoformat") else v for v in values]}
+    doc = {
+        "o": [("-" if d else "") + p for p, d in keys],
+        "v": [v.isoformat() if hasattr(v, "isoformat") else v for v in values],
+    }
     return base64.urlsafe_b64encode(json.dumps(doc, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
 def decode_cursor(token, keys, model):
     """The row values a cursor token carries, typed by the model's fields; 400 on anything else."""
-    bad = ValidationError({"cursor": ["Invalid cursor: use the value of a `next` link of this list with the same ordering."]})
+    bad = ValidationError(
+        {"cursor": ["Invalid cursor: use the value of a `next` link of this list with the same ordering."]}
+    )
     try:
         doc = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise bad from None
-    if not isinstance(doc, dict) or doc.get("o") != [("-" if d else "") + p for p, d in keys] or not isinstance(doc.get("v"), list) or len(doc["v"]) != len(keys):
+    if (
+        not isinstance(doc, dict)
+        or doc.get("o") != [("-" if d else "") + p for p, d in keys]
+        or not isinstance(doc.get("v"), list)
+        or len(doc["v"]) != len(keys)
+    ):
         raise bad
     try:
         return [_field(model, p).to_python(v) for (p, _), v in zip(keys, doc["v"])]

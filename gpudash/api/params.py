@@ -67,9 +67,13 @@ class AttributeFilterField(_RepeatableField):
         name, sep, value = text.partition(":")
         name = name.strip()
         if not sep:
-            raise forms.ValidationError(f"{text!r}: expected NAME:VALUE, e.g. gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3.")
+            raise forms.ValidationError(
+                f"{text!r}: expected NAME:VALUE, e.g. gpu.nvidia.com/productName:NVIDIA H100 80GB HBM3."
+            )
         if not QUALIFIED_NAME_RE.match(name):
-            raise forms.ValidationError(f"{name!r} is not an attribute name (C identifier, optionally prefixed by a domain and '/').")
+            raise forms.ValidationError(
+                f"{name!r} is not an attribute name (C identifier, optionally prefixed by a domain and '/')."
+            )
         return name, typed_candidates(value)
 
 
@@ -81,7 +85,9 @@ class CapacityFilterField(_RepeatableField):
 
         match = CAPACITY_RE.match(text.strip())
         if not match:
-            raise forms.ValidationError(f"{text!r}: expected NAME OP QUANTITY with OP one of = != < <= > >=, e.g. gpu.nvidia.com/memory>=40Gi.")
+            raise forms.ValidationError(
+                f"{text!r}: expected NAME OP QUANTITY with OP one of = != < <= > >=, e.g. gpu.nvidia.com/memory>=40Gi."
+            )
         op = "=" if match["op"] == "==" else match["op"]
         try:
             number = quantity_number(match["value"].strip())

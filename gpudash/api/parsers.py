@@ -8,8 +8,8 @@ Both are parse errors of the client's body, and so is a NUL character, which Pos
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
-from claims.allocator.errors import InputError
-from claims.allocator.shapes import check_text
+from dra.errors import InputError
+from dra.shapes import check_text
 
 
 class JSONParser(parsers.JSONParser):

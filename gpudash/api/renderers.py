@@ -21,7 +21,12 @@ _LINE_SEPARATOR, _PARAGRAPH_SEPARATOR = "\u2028".encode(), "\u2029".encode()
 
 class JSONRenderer(renderers.JSONRenderer):
     def render(self, data, accepted_media_type=None, renderer_context=None):
-        if data is None or self.get_indent(accepted_media_type, renderer_context or {}) is not None or not self.compact or self.ensure_ascii:
+        if (
+            data is None
+            or self.get_indent(accepted_media_type, renderer_context or {}) is not None
+            or not self.compact
+            or self.ensure_ascii
+        ):
             return super().render(data, accepted_media_type, renderer_context)
         try:
             out = orjson.dumps(data, default=_drf_default, option=_OPTIONS)

@@ -26,7 +26,9 @@ class KubeObjectSerializer(RawOptionalMixin, serializers.Serializer):
     labels = serializers.DictField(child=serializers.CharField(), read_only=True)
     synced_at = serializers.DateTimeField(read_only=True)
     # Not read-only on purpose: the schema must not list it as always present (only with ?raw=1).
-    raw = serializers.JSONField(required=False, help_text="The object exactly as the API server sent it (only with ?raw=1).")
+    raw = serializers.JSONField(
+        required=False, help_text="The object exactly as the API server sent it (only with ?raw=1)."
+    )
 
 
 class NamespacedSerializer(KubeObjectSerializer):

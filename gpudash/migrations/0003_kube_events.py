@@ -5,44 +5,58 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpudash', '0002_change_log'),
-        ('inventory', '0009_syncstate_last_malformed'),
+        ("gpudash", "0002_change_log"),
+        ("inventory", "0009_syncstate_last_malformed"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='KubeEvent',
+            name="KubeEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('uid', models.CharField(db_index=True, max_length=64)),
-                ('namespace', models.CharField(blank=True, db_index=True, default='', max_length=253)),
-                ('name', models.CharField(max_length=253)),
-                ('resource_version', models.CharField(max_length=64)),
-                ('resource_version_num', models.BigIntegerField(default=0)),
-                ('creation_timestamp', models.DateTimeField(blank=True, null=True)),
-                ('deletion_timestamp', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('labels', models.JSONField(blank=True, default=dict)),
-                ('raw', models.JSONField(default=dict)),
-                ('synced_at', models.DateTimeField(auto_now=True)),
-                ('involved_kind', models.CharField(max_length=63)),
-                ('involved_namespace', models.CharField(blank=True, max_length=253)),
-                ('involved_name', models.CharField(max_length=253)),
-                ('involved_uid', models.CharField(blank=True, max_length=64)),
-                ('type', models.CharField(blank=True, max_length=32)),
-                ('reason', models.CharField(blank=True, max_length=128)),
-                ('message', models.TextField(blank=True)),
-                ('count', models.IntegerField(default=1)),
-                ('last_seen', models.DateTimeField(blank=True, null=True)),
-                ('reporter', models.CharField(blank=True, max_length=253)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("uid", models.CharField(db_index=True, max_length=64)),
+                ("namespace", models.CharField(blank=True, db_index=True, default="", max_length=253)),
+                ("name", models.CharField(max_length=253)),
+                ("resource_version", models.CharField(max_length=64)),
+                ("resource_version_num", models.BigIntegerField(default=0)),
+                ("creation_timestamp", models.DateTimeField(blank=True, null=True)),
+                ("deletion_timestamp", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("labels", models.JSONField(blank=True, default=dict)),
+                ("raw", models.JSONField(default=dict)),
+                ("synced_at", models.DateTimeField(auto_now=True)),
+                ("involved_kind", models.CharField(max_length=63)),
+                ("involved_namespace", models.CharField(blank=True, max_length=253)),
+                ("involved_name", models.CharField(max_length=253)),
+                ("involved_uid", models.CharField(blank=True, max_length=64)),
+                ("type", models.CharField(blank=True, max_length=32)),
+                ("reason", models.CharField(blank=True, max_length=128)),
+                ("message", models.TextField(blank=True)),
+                ("count", models.IntegerField(default=1)),
+                ("last_seen", models.DateTimeField(blank=True, null=True)),
+                ("reporter", models.CharField(blank=True, max_length=253)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
-                'ordering': ('cluster_id', 'namespace', 'name'),
-                'abstract': False,
-                'indexes': [models.Index(fields=['cluster', 'involved_kind', 'involved_namespace', 'involved_name'], name='gpudash_event_involved_idx'), models.Index(fields=['cluster', 'last_seen'], name='gpudash_event_age_idx')],
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'namespace', 'name'), name='gpudash_kubeevent_unique_name')],
+                "ordering": ("cluster_id", "namespace", "name"),
+                "abstract": False,
+                "indexes": [
+                    models.Index(
+                        fields=["cluster", "involved_kind", "involved_namespace", "involved_name"],
+                        name="gpudash_event_involved_idx",
+                    ),
+                    models.Index(fields=["cluster", "last_seen"], name="gpudash_event_age_idx"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("cluster", "namespace", "name"), name="gpudash_kubeevent_unique_name"
+                    )
+                ],
             },
         ),
     ]

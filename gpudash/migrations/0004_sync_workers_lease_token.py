@@ -14,10 +14,20 @@ class Migration(migrations.Migration):
             name="SyncWorker",
             fields=[
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("name", models.CharField(help_text="host:pid:random, the prefix of its lease holders", max_length=255, unique=True)),
+                (
+                    "name",
+                    models.CharField(
+                        help_text="host:pid:random, the prefix of its lease holders", max_length=255, unique=True
+                    ),
+                ),
                 ("hostname", models.CharField(blank=True, max_length=255)),
                 ("pid", models.IntegerField(default=0)),
-                ("clusters", models.JSONField(blank=True, default=list, help_text="Names of the clusters it watches; empty = all.")),
+                (
+                    "clusters",
+                    models.JSONField(
+                        blank=True, default=list, help_text="Names of the clusters it watches; empty = all."
+                    ),
+                ),
                 ("started", models.DateTimeField(auto_now_add=True)),
                 ("heartbeat", models.DateTimeField(db_index=True)),
                 ("leases", models.IntegerField(default=0, help_text="Leases it held at its last heartbeat.")),

@@ -4,29 +4,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpudash', '0004_sync_workers_lease_token'),
-        ('inventory', '0020_text_indexes_without_pattern_ops'),
+        ("gpudash", "0004_sync_workers_lease_token"),
+        ("inventory", "0020_text_indexes_without_pattern_ops"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='kubeevent',
-            name='namespace',
-            field=models.CharField(blank=True, default='', max_length=253),
+            model_name="kubeevent",
+            name="namespace",
+            field=models.CharField(blank=True, default="", max_length=253),
         ),
         migrations.AlterField(
-            model_name='kubeevent',
-            name='uid',
+            model_name="kubeevent",
+            name="uid",
             field=models.CharField(max_length=64),
         ),
         migrations.AddIndex(
-            model_name='kubeevent',
-            index=models.Index(fields=['uid'], name='gpudash_event_uid_idx'),
+            model_name="kubeevent",
+            index=models.Index(fields=["uid"], name="gpudash_event_uid_idx"),
         ),
         migrations.AddIndex(
-            model_name='kubeevent',
-            index=models.Index(fields=['namespace'], name='gpudash_event_namespace_idx'),
+            model_name="kubeevent",
+            index=models.Index(fields=["namespace"], name="gpudash_event_namespace_idx"),
         ),
     ]

@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('gpudash', '0005_text_indexes_without_pattern_ops'),
+        ("gpudash", "0005_text_indexes_without_pattern_ops"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='accessprofile',
-            name='driver_namespaces',
-            field=models.JSONField(blank=True, default=list, help_text='A namespace-scoped user may also see the DRA driver pods in these namespaces, and their logs (docs/auth.md).'),
+            model_name="accessprofile",
+            name="driver_namespaces",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text="A namespace-scoped user may also see the DRA driver pods in these namespaces, and their logs (docs/auth.md).",
+            ),
         ),
     ]

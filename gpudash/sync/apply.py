@@ -50,7 +50,9 @@ class BatchResult:
     unchanged: int = 0
     # Pools whose stored device state is left for the caller to refresh (apply_batch(defer_device_state=True)).
     device_pools: set = field(default_factory=set)
-    footprint_keys: set = field(default_factory=set)  # pods whose footprint is stored now (a pod relist's reconcile keeps them)
+    footprint_keys: set = field(
+        default_factory=set
+    )  # pods whose footprint is stored now (a pod relist's reconcile keeps them)
     analyze: bool = False  # statistics are due (many rows inserted) and left for the caller (defer_device_state=True)
 
     @property
@@ -106,7 +108,9 @@ _char_limits_cache = {}
 def _char_limits(model):
     if model not in _char_limits_cache:
         _char_limits_cache[model] = {
-            f.attname: f.max_length for f in model._meta.concrete_fields if isinstance(f, models.CharField) and f.max_length
+            f.attname: f.max_length
+            for f in model._meta.concrete_fields
+            if isinstance(f, models.CharField) and f.max_length
         }
     return _char_limits_cache[model]
 
@@ -234,18 +238,31 @@ def _existing(model, cluster, keys, kind=None):
     has_node = any(f.attname == "node_name" for f in model._meta.concrete_fields)
     # The child sources as JSON text, parsed here with orjson (the JSONField's json.loads per value
     # was a third of this read); text that does not parse leaves the source unknown: rebuilt.
-    sources = {f"_src{i}": Cast(_key_transform("raw", path), TextField()) for i, path in enumerate(CHILD_SOURCES.get(kind, ()))}
+    sources = {
+        f"_src{i}": Cast(_key_transform("raw", path), TextField()) for i, path in enumerate(CHILD_SOURCES.get(kind, ()))
+    }
     columns = ["id", "namespace", "name", "uid", "resource_version_num", "resource_version"]
     columns += ["state"] if has_state else []
     columns += ["node_name"] if has_node else []
-    rows = model.objects.filter(cluster=cluster, namespace__any_of=namespaces, name__any_of=names).annotate(**sources).values_list(*columns, *sources)
+    rows = (
+        model.objects.filter(cluster=cluster, namespace__any_of=namespaces, name__any_of=names)
+        .annotate(**sources)
+        .values_list(*columns, *sources)
+    )
     width = len(columns)
     for row in rows:
         key = (row[1], row[2])
         if key in keys:
             values = dict(zip(columns, row[:width]))
             node = values.get("node_name", values["name"] if model._meta.model_name == "node" else "")
-            current = _Current(values["id"], values["uid"], values["resource_version_num"], values["resource_version"], values.get("state"), node)
+            current = _Current(
+                values["id"],
+                values["uid"],
+                values["resource_version_num"],
+                values["resource_version"],
+                values.get("state"),
+                node,
+            )
             if sources:
                 current.child_src = _parsed_sources(row[width:])
             found[key] = current
@@ -316,10 +333,27 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
                 if cur.rv_num and rv_num and (rv_num < cur.rv_num if event == DELETED else rv_num <= cur.rv_num):
                     continue  # a replay from before the stored version
                 if kind == "ResourceClaim" and record_states:
-                    state_changes.append(_state_change(cluster, key, cur.uid, cur.state, "deleted", fields["resource_version"], cur.node, now))
-                changes[key] = Change(cluster.pk, cluster.name, kind, DELETED, key[0], key[1], cur.uid, cur.node, fields["resource_version"] or cur.resource_version, cur.state)
+                    state_changes.append(
+                        _state_change(
+                            cluster, key, cur.uid, cur.state, "deleted", fields["resource_version"], cur.node, now
+                        )
+                    )
+                changes[key] = Change(
+                    cluster.pk,
+                    cluster.name,
+                    kind,
+                    DELETED,
+                    key[0],
+                    key[1],
+                    cur.uid,
+                    cur.node,
+                    fields["resource_version"] or cur.resource_version,
+                    cur.state,
+                )
                 # A tombstone: a late replay of an older version must not bring the object back.
-                current[key] = _Current(None, cur.uid, max(rv_num, cur.rv_num), fields["resource_version"], None, cur.node, deleted=True)
+                current[key] = _Current(
+                    None, cur.uid, max(rv_num, cur.rv_num), fields["resource_version"], None, cur.node, deleted=True
+                )
                 continue
             if _is_stale(cur, rv_num):
                 continue
@@ -330,12 +364,29 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
                 old_state = cur.state if same_object else ""
                 if old_state != state:
                     at = _state_began(old_state, state, fields, now)
-                    state_changes.append(_state_change(cluster, key, fields["uid"], old_state, state, fields["resource_version"], node, at))
+                    state_changes.append(
+                        _state_change(
+                            cluster, key, fields["uid"], old_state, state, fields["resource_version"], node, at
+                        )
+                    )
             change_event = MODIFIED if same_object and (cur.id is not None or key in changes) else ADDED
             if key in changes and changes[key].event == ADDED and same_object:
                 change_event = ADDED  # added and modified within one batch: still new to listeners
-            changes[key] = Change(cluster.pk, cluster.name, kind, change_event, key[0], key[1], fields["uid"], node, fields["resource_version"], state)
-            current[key] = _Current(cur.id if same_object else None, fields["uid"], rv_num, fields["resource_version"], state, node, fields)
+            changes[key] = Change(
+                cluster.pk,
+                cluster.name,
+                kind,
+                change_event,
+                key[0],
+                key[1],
+                fields["uid"],
+                node,
+                fields["resource_version"],
+                state,
+            )
+            current[key] = _Current(
+                cur.id if same_object else None, fields["uid"], rv_num, fields["resource_version"], state, node, fields
+            )
 
         # The net effect per key against what the database held.
         to_delete, to_insert, to_update = [], [], []
@@ -393,8 +444,11 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
             result.footprint_keys = footprints.apply(cluster, ops)
             accelerators.refresh_nodes(cluster.pk, accelerator_nodes)  # device-plugin / HAMi GPUs in use
         if kind == "Node":  # device-plugin and HAMi GPUs the nodes offer (inventory/accelerators.py)
-            accelerators.refresh_nodes(cluster.pk, {k[1] for k, f in current.items() if f.deleted or f.fields},
-                                       raws={k[1]: f.fields["raw"] for k, f in current.items() if not f.deleted and f.fields})
+            accelerators.refresh_nodes(
+                cluster.pk,
+                {k[1] for k, f in current.items() if f.deleted or f.fields},
+                raws={k[1]: f.fields["raw"] for k, f in current.items() if not f.deleted and f.fields},
+            )
         if kind == "Event":
             events_mirror.prune(cluster)  # bounded in count and age
         changelog.record(cluster.pk, kind, changes)  # last write: its lock orders the log (changelog.py)
@@ -416,7 +470,12 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
 ANALYZE_AFTER_INSERTS = 200
 # What refresh_pools reads (inventory/devicestate.py): analyzed with a list's own tables when the
 # list's end refreshes pools, since another kind's list may still be filling them.
-DEVICE_STATE_TABLES = ("inventory.Device", "claims.AllocationResult", "inventory.SharedCounterSet", "inventory.NodeDeviceSummary")
+DEVICE_STATE_TABLES = (
+    "inventory.Device",
+    "claims.AllocationResult",
+    "inventory.SharedCounterSet",
+    "inventory.NodeDeviceSummary",
+)
 
 
 def _analyze(model, also=()):
@@ -426,7 +485,9 @@ def _analyze(model, also=()):
     again would cost seconds for the same statistics."""
     if connection.vendor != "postgresql":
         return
-    own = [model._meta.db_table] + [apps.get_model(label)._meta.db_table for label in getattr(model, "child_models", {})]
+    own = [model._meta.db_table] + [
+        apps.get_model(label)._meta.db_table for label in getattr(model, "child_models", {})
+    ]
     shared = sorted({apps.get_model(label)._meta.db_table for label in also} - set(own))
     with connection.cursor() as cursor:
         if shared:
@@ -467,7 +528,17 @@ def _state_began(old_state, new_state, fields, now):
 
 def _state_change(cluster, key, uid, old, new, rv, node, at):
     model = apps.get_model("claims.ClaimStateChange")
-    return model(cluster_id=cluster.pk, namespace=key[0], name=key[1], uid=uid or "", at=at, old_state=old or "", new_state=new or "", resource_version=rv or "", node_name=node or "")
+    return model(
+        cluster_id=cluster.pk,
+        namespace=key[0],
+        name=key[1],
+        uid=uid or "",
+        at=at,
+        old_state=old or "",
+        new_state=new or "",
+        resource_version=rv or "",
+        node_name=node or "",
+    )
 
 
 def _delete_ids(model, ids):
@@ -490,7 +561,9 @@ def _update(model, rows):
     for row in rows:
         row.synced_at = now
     # Only the columns read from raw: columns other parts of gpudash maintain are left alone.
-    names = [f.name for f in model._meta.concrete_fields if f.attname in rows[0]._from_raw_fields or f.name == "synced_at"]
+    names = [
+        f.name for f in model._meta.concrete_fields if f.attname in rows[0]._from_raw_fields or f.name == "synced_at"
+    ]
     if pgcopy.available():
         pgcopy.update(model, rows, names)
         return
@@ -617,13 +690,40 @@ def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(
             class_counts.request_after_commit(cluster, [kind])
         for row in gone:
             node = row.get("node_name", row["name"] if kind == "Node" else "")
-            changes.append(Change(cluster.pk, cluster.name, kind, DELETED, row["namespace"], row["name"], row["uid"], node, row["resource_version"], row.get("state")))
+            changes.append(
+                Change(
+                    cluster.pk,
+                    cluster.name,
+                    kind,
+                    DELETED,
+                    row["namespace"],
+                    row["name"],
+                    row["uid"],
+                    node,
+                    row["resource_version"],
+                    row.get("state"),
+                )
+            )
         if kind == "ResourceClaim":
             apps.get_model("claims.ClaimStateChange").objects.bulk_create(
-                [_state_change(cluster, (r["namespace"], r["name"]), r["uid"], r.get("state"), "deleted", r["resource_version"], r.get("node_name"), now) for r in gone],
+                [
+                    _state_change(
+                        cluster,
+                        (r["namespace"], r["name"]),
+                        r["uid"],
+                        r.get("state"),
+                        "deleted",
+                        r["resource_version"],
+                        r.get("node_name"),
+                        now,
+                    )
+                    for r in gone
+                ],
                 batch_size=_WRITE_BATCH,
             )
-        changelog.record(cluster.pk, kind, [(row["namespace"], row["name"]) for row in gone])  # last write (changelog.py)
+        changelog.record(
+            cluster.pk, kind, [(row["namespace"], row["name"]) for row in gone]
+        )  # last write (changelog.py)
         if publish:
             publish_on_commit(changes)
     return changes

@@ -56,8 +56,14 @@ def record(cluster_id, kind, keys):
             [cluster_id, kind, uuid.uuid4().hex],
         )
         seq = cursor.fetchone()[0]
-    MirrorChange.objects.create(cluster_id=cluster_id, kind=kind, seq=seq, keys=[list(k) for k in keys],
-                                holder=getattr(_writer, "holder", ""), lease_token=getattr(_writer, "token", 0))
+    MirrorChange.objects.create(
+        cluster_id=cluster_id,
+        kind=kind,
+        seq=seq,
+        keys=[list(k) for k in keys],
+        holder=getattr(_writer, "holder", ""),
+        lease_token=getattr(_writer, "token", 0),
+    )
     if seq % _PRUNE_EVERY == 0 and seq > KEEP:
         MirrorChange.objects.filter(cluster_id=cluster_id, kind=kind, seq__lte=seq - KEEP).delete()
         ChangeCursor.objects.filter(cluster_id=cluster_id, kind=kind).update(pruned_through=seq - KEEP)
@@ -66,14 +72,23 @@ def record(cluster_id, kind, keys):
 
 def cursors(cluster_id):
     """{kind: (seq, pruned_through, epoch)} as committed now."""
-    return {kind: (seq, pruned, epoch) for kind, seq, pruned, epoch in ChangeCursor.objects.filter(cluster_id=cluster_id).values_list("kind", "seq", "pruned_through", "epoch")}
+    return {
+        kind: (seq, pruned, epoch)
+        for kind, seq, pruned, epoch in ChangeCursor.objects.filter(cluster_id=cluster_id).values_list(
+            "kind", "seq", "pruned_through", "epoch"
+        )
+    }
 
 
 def changed_keys(cluster_id, since, until):
     """{kind: {(namespace, name), ...}} changed in the transactions numbered (since[kind], until[kind]]."""
     from django.db.models import Q
 
-    ranges = [Q(kind=kind, seq__gt=since.get(kind, 0), seq__lte=seq) for kind, seq in until.items() if seq > since.get(kind, 0)]
+    ranges = [
+        Q(kind=kind, seq__gt=since.get(kind, 0), seq__lte=seq)
+        for kind, seq in until.items()
+        if seq > since.get(kind, 0)
+    ]
     out = {}
     if not ranges:
         return out

@@ -35,7 +35,11 @@ def served_versions(client):
 
 def _plurals(resource_list):
     # Sub-resources ("resourceclaims/status") are not collections.
-    return {r.get("name") for r in resource_list.get("resources") or [] if isinstance(r, dict) and "/" not in (r.get("name") or "")}
+    return {
+        r.get("name")
+        for r in resource_list.get("resources") or []
+        if isinstance(r, dict) and "/" not in (r.get("name") or "")
+    }
 
 
 def choose_version(kind, served):
@@ -65,6 +69,8 @@ def discover(cluster, client):
         if version is None:
             SyncState.objects.filter(pk=state.pk).update(status=SyncState.Status.NOT_SERVED, api_version="")
         elif state.status == SyncState.Status.NOT_SERVED:
-            SyncState.objects.filter(pk=state.pk, status=SyncState.Status.NOT_SERVED).update(status=SyncState.Status.IDLE)
+            SyncState.objects.filter(pk=state.pk, status=SyncState.Status.NOT_SERVED).update(
+                status=SyncState.Status.IDLE
+            )
     log.info("cluster %s serves %s", cluster.name, {k: v for k, v in chosen.items() if v})
     return chosen

@@ -11,7 +11,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-EVENT_KINDS = frozenset({"Pod", "Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
+EVENT_KINDS = frozenset(
+    {"Pod", "Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"}
+)
 
 
 def limits():
@@ -30,8 +32,9 @@ def unwanted(cluster, ops):
     stored_pods = set()
     if pod_keys:
         stored_pods = set(
-            Pod.objects.filter(cluster=cluster, namespace__in={k[0] for k in pod_keys}, name__in={k[1] for k in pod_keys})
-            .values_list("namespace", "name")
+            Pod.objects.filter(
+                cluster=cluster, namespace__in={k[0] for k in pod_keys}, name__in={k[1] for k in pod_keys}
+            ).values_list("namespace", "name")
         )
     out = set()
     for _, key, f, _ in ops:
@@ -54,7 +57,7 @@ def prune(cluster):
     if max_age > 0:
         removed += qs.filter(last_seen__lt=timezone.now() - timedelta(seconds=max_age))._raw_delete(qs.db)
     if max_count > 0:
-        cutoff = list(qs.order_by("-last_seen", "-id").values_list("id", flat=True)[max_count:max_count + 10000])
+        cutoff = list(qs.order_by("-last_seen", "-id").values_list("id", flat=True)[max_count : max_count + 10000])
         if cutoff:
             removed += KubeEvent.objects.filter(id__in=cutoff)._raw_delete(qs.db)
     return removed

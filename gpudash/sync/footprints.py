@@ -11,8 +11,8 @@ ignored, a relist removes what it no longer lists. Every write is logged in the 
 
 import logging
 
-from claims.allocator.errors import InputError
-from claims.allocator.nodefilters import FOOTPRINT_FIELDS, pod_footprint
+from dra.errors import InputError
+from dra.nodefilters import FOOTPRINT_FIELDS, pod_footprint
 
 from . import changelog
 
@@ -47,7 +47,9 @@ def apply(cluster, ops):
     keys = list(final)
     for start in range(0, len(keys), _CHUNK):
         chunk = keys[start : start + _CHUNK]
-        rows = PodFootprint.objects.filter(cluster=cluster, namespace__in={k[0] for k in chunk}, name__in={k[1] for k in chunk})
+        rows = PodFootprint.objects.filter(
+            cluster=cluster, namespace__in={k[0] for k in chunk}, name__in={k[1] for k in chunk}
+        )
         for row in rows.values("id", "namespace", "name", "uid", "resource_version_num", "raw"):
             stored[(row["namespace"], row["name"])] = row
     to_delete, to_write, kept, changed = [], [], set(), []
@@ -55,8 +57,19 @@ def apply(cluster, ops):
         cur = stored.get(key)
         # A footprint written by an older gpudash (without a field this one keeps, e.g. the priority)
         # is derived again from the same version of the pod, which the next relist brings.
-        outdated = cur is not None and not deleted and rv == cur["resource_version_num"] and not FOOTPRINT_FIELDS <= set(cur["raw"] or ())
-        if cur is not None and cur["resource_version_num"] and rv and not outdated and (rv < cur["resource_version_num"] if deleted else rv <= cur["resource_version_num"]):
+        outdated = (
+            cur is not None
+            and not deleted
+            and rv == cur["resource_version_num"]
+            and not FOOTPRINT_FIELDS <= set(cur["raw"] or ())
+        )
+        if (
+            cur is not None
+            and cur["resource_version_num"]
+            and rv
+            and not outdated
+            and (rv < cur["resource_version_num"] if deleted else rv <= cur["resource_version_num"])
+        ):
             kept.add(key)
             continue  # a replay from before what is stored
         if deleted:
@@ -65,8 +78,18 @@ def apply(cluster, ops):
                 changed.append(key)
             continue
         doc = footprint_document(raw)
-        to_write.append(PodFootprint(cluster=cluster, namespace=key[0], name=key[1], uid=uid, node_name=doc["node"][:253],
-                                     phase=(doc["phase"] or "")[:16], resource_version_num=rv, raw=doc))
+        to_write.append(
+            PodFootprint(
+                cluster=cluster,
+                namespace=key[0],
+                name=key[1],
+                uid=uid,
+                node_name=doc["node"][:253],
+                phase=(doc["phase"] or "")[:16],
+                resource_version_num=rv,
+                raw=doc,
+            )
+        )
         kept.add(key)
         if cur is None or cur["raw"] != doc:
             changed.append(key)  # a status-only update leaves the footprint as it was: nothing for the preview
@@ -74,7 +97,10 @@ def apply(cluster, ops):
         PodFootprint.objects.filter(pk__in=to_delete[start : start + _CHUNK]).delete()
     if to_write:
         PodFootprint.objects.bulk_create(
-            to_write, batch_size=_CHUNK, update_conflicts=True, unique_fields=["cluster", "namespace", "name"],
+            to_write,
+            batch_size=_CHUNK,
+            update_conflicts=True,
+            unique_fields=["cluster", "namespace", "name"],
             update_fields=["uid", "node_name", "phase", "resource_version_num", "raw", "synced_at"],
         )
     changelog.record(cluster.pk, KIND, changed)  # last write of this part (changelog.py)
@@ -87,7 +113,9 @@ def reconcile(cluster, listed_keys, list_rv_num):
 
     gone = [
         (row_id, ns, name)
-        for row_id, ns, name, rv in PodFootprint.objects.filter(cluster=cluster).values_list("id", "namespace", "name", "resource_version_num").iterator(chunk_size=2000)
+        for row_id, ns, name, rv in PodFootprint.objects.filter(cluster=cluster)
+        .values_list("id", "namespace", "name", "resource_version_num")
+        .iterator(chunk_size=2000)
         if (ns, name) not in listed_keys and (not list_rv_num or rv <= list_rv_num)
     ]
     ids = [row_id for row_id, _, _ in gone]

@@ -37,10 +37,20 @@ KINDS = (
     Kind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False, "inventory.DeviceClass"),
     Kind("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False, "inventory.ResourceSlice"),
     Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True, "claims.ResourceClaim"),
-    Kind("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True, "claims.ResourceClaimTemplate"),
+    Kind(
+        "ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True, "claims.ResourceClaimTemplate"
+    ),
     Kind("Pod", "", "v1", "pods", True, "claims.Pod"),
     # Only served where the DRADeviceTaintRules gate is on (v1beta2 in 1.36, v1 later).
-    Kind("DeviceTaintRule", "resource.k8s.io", "v1", "devicetaintrules", False, "inventory.DeviceTaintRule", ("v1beta2", "v1alpha3")),
+    Kind(
+        "DeviceTaintRule",
+        "resource.k8s.io",
+        "v1",
+        "devicetaintrules",
+        False,
+        "inventory.DeviceTaintRule",
+        ("v1beta2", "v1alpha3"),
+    ),
     # Events about the objects above, kept bounded (gpudash/sync/events.py); shown on the object pages.
     Kind("Event", "", "v1", "events", True, "gpudash.KubeEvent"),
 )

@@ -51,9 +51,13 @@ class Lease:
     def acquire(self):
         """Take the lease if it is free, expired or already ours. Returns whether we hold it."""
         now = timezone.now()
-        free = Q(lease_holder="") | Q(lease_holder=self.holder) | Q(lease_expires__isnull=True) | Q(lease_expires__lt=now)
+        free = (
+            Q(lease_holder="") | Q(lease_holder=self.holder) | Q(lease_expires__isnull=True) | Q(lease_expires__lt=now)
+        )
         with transaction.atomic():
-            taken = SyncState.objects.filter(free, pk=self.state_id).update(lease_holder=self.holder, lease_expires=self._expiry())
+            taken = SyncState.objects.filter(free, pk=self.state_id).update(
+                lease_holder=self.holder, lease_expires=self._expiry()
+            )
             if taken:
                 # A new tenure gets a new token, in the same transaction: tokens of one (cluster, kind) only grow.
                 cluster_id, kind = SyncState.objects.values_list("cluster_id", "kind").get(pk=self.state_id)
@@ -105,8 +109,11 @@ def renew_parked(leases):
     for lease in leases:
         params += [lease.state_id, lease.holder]
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET lease_expires = %s WHERE id IN (SELECT id FROM {table} "
-                       f"WHERE (id, lease_holder) IN ({pairs}) FOR UPDATE SKIP LOCKED) RETURNING id", params)
+        cursor.execute(
+            f"UPDATE {table} SET lease_expires = %s WHERE id IN (SELECT id FROM {table} "
+            f"WHERE (id, lease_holder) IN ({pairs}) FOR UPDATE SKIP LOCKED) RETURNING id",
+            params,
+        )
         renewed = {row[0] for row in cursor.fetchall()}
     missing = {lease.state_id: lease for lease in leases if lease.state_id not in renewed}
     if missing:

@@ -36,8 +36,20 @@ def _converters(fields):
     return converters
 
 
-_PLAIN_TYPES = {"CharField", "SlugField", "TextField", "IntegerField", "BigIntegerField", "BooleanField",
-                "BigAutoField", "AutoField", "ForeignKey", "PositiveIntegerField", "SmallIntegerField", "DateTimeField"}
+_PLAIN_TYPES = {
+    "CharField",
+    "SlugField",
+    "TextField",
+    "IntegerField",
+    "BigIntegerField",
+    "BooleanField",
+    "BigAutoField",
+    "AutoField",
+    "ForeignKey",
+    "PositiveIntegerField",
+    "SmallIntegerField",
+    "DateTimeField",
+}
 
 
 def _db_values(model, obj, fields, add, converters=None):
@@ -83,15 +95,23 @@ def insert(model, objs):
     pk = model._meta.pk
     with connection.cursor() as cursor:
         if any(o.pk is None for o in objs):
-            cursor.execute("SELECT nextval(%s) FROM generate_series(1, %s)", [_sequence(model), sum(1 for o in objs if o.pk is None)])
+            cursor.execute(
+                "SELECT nextval(%s) FROM generate_series(1, %s)",
+                [_sequence(model), sum(1 for o in objs if o.pk is None)],
+            )
             ids = iter(r[0] for r in cursor.fetchall())
             for obj in objs:
                 if obj.pk is None:
                     obj.pk = next(ids)
-        fields = [f for f in model._meta.concrete_fields]
+        fields = list(model._meta.concrete_fields)
         converters = _converters(fields)
         raw_cursor = cursor.cursor
-        _copy(raw_cursor, model._meta.db_table, [f.column for f in fields], (_db_values(model, o, fields, True, converters) for o in objs))
+        _copy(
+            raw_cursor,
+            model._meta.db_table,
+            [f.column for f in fields],
+            (_db_values(model, o, fields, True, converters) for o in objs),
+        )
     for obj in objs:
         obj._state.adding = False
         obj._state.db = connection.alias
@@ -113,7 +133,12 @@ def update(model, objs, field_names):
         # Only the updated columns, no constraints: the other NOT NULL columns stay out of it.
         cursor.execute(f"DROP TABLE IF EXISTS {qn(temp)}")
         cursor.execute(f"CREATE TEMP TABLE {qn(temp)} ON COMMIT DROP AS SELECT {columns} FROM {qn(table)} WITH NO DATA")
-        _copy(cursor.cursor, temp, [f.column for f in fields], (_db_values(model, o, fields, False, converters) for o in objs))
+        _copy(
+            cursor.cursor,
+            temp,
+            [f.column for f in fields],
+            (_db_values(model, o, fields, False, converters) for o in objs),
+        )
         assignments = ", ".join(f"{qn(f.column)} = t.{qn(f.column)}" for f in fields[1:])
         pk = qn(model._meta.pk.column)
         cursor.execute(f"UPDATE {qn(table)} AS m SET {assignments} FROM {qn(temp)} AS t WHERE m.{pk} = t.{pk}")

@@ -149,12 +149,18 @@ class Supervisor:
         if self._leaving:
             return
         if now >= self._next_heartbeat:
-            held = sum(1 for watcher, thread in self.watchers.values() if thread.is_alive() and watcher.lease is not None and watcher.lease.held)
+            held = sum(
+                1
+                for watcher, thread in self.watchers.values()
+                if thread.is_alive() and watcher.lease is not None and watcher.lease.held
+            )
             workers.heartbeat(self.holder, self.cluster_names, leases=held)
             self._next_heartbeat = now + lease_seconds() / 3.0
         owners = workers.assignment()
         self.owned = {key for key, owner in owners.items() if owner == self.holder}
-        renew_parked([w.lease for w, thread in self.watchers.values() if w.parked and w.lease is not None and thread.is_alive()])
+        renew_parked(
+            [w.lease for w, thread in self.watchers.values() if w.parked and w.lease is not None and thread.is_alive()]
+        )
 
     def may_hold(self, key):
         return self.once or key in self.owned
@@ -182,10 +188,16 @@ class Supervisor:
 
     def start_watcher(self, cluster, kind, version):
         key = (cluster.pk, kind)
-        watcher = Watcher(cluster.pk, kind, version=version, holder=f"{self.holder}:{kind}"[:255], once=self.once,
-                          may_hold=lambda: self.may_hold(key),
-                          park_after=min(lease_seconds(), 2.0) if connection.vendor == "postgresql" and not self.once else None,
-                          list_slots=self.list_slots)
+        watcher = Watcher(
+            cluster.pk,
+            kind,
+            version=version,
+            holder=f"{self.holder}:{kind}"[:255],
+            once=self.once,
+            may_hold=lambda: self.may_hold(key),
+            park_after=min(lease_seconds(), 2.0) if connection.vendor == "postgresql" and not self.once else None,
+            list_slots=self.list_slots,
+        )
         # A stop of the supervisor stops every watcher.
         watcher.stop = _ChainedEvent(self.stop_event)
         thread = threading.Thread(target=watcher.run, name=f"watch-{cluster.name}-{kind}", daemon=True)
@@ -204,9 +216,14 @@ class Supervisor:
             thread.join()
 
     def summary(self):
-        return {f"{cid}:{kind}": {"alive": thread.is_alive(), "owned": (cid, kind) in self.owned,
-                                  "held": bool(watcher.lease and watcher.lease.held)}
-                for (cid, kind), (watcher, thread) in self.watchers.items()}
+        return {
+            f"{cid}:{kind}": {
+                "alive": thread.is_alive(),
+                "owned": (cid, kind) in self.owned,
+                "held": bool(watcher.lease and watcher.lease.held),
+            }
+            for (cid, kind), (watcher, thread) in self.watchers.items()
+        }
 
 
 class _ChainedEvent(threading.Event):

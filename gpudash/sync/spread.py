@@ -50,7 +50,9 @@ def assign(keys, workers, eligible=None):
             continue
         candidates.sort(key=lambda w: weight(w, key), reverse=True)
         kind = key[1]
-        choice = next((w for w in candidates if total[w] < capacity[w] and per_kind.get((w, kind), 0) < kind_cap[kind]), None)
+        choice = next(
+            (w for w in candidates if total[w] < capacity[w] and per_kind.get((w, kind), 0) < kind_cap[kind]), None
+        )
         if choice is None:
             choice = next((w for w in candidates if total[w] < capacity[w]), candidates[0])
         owners[key] = choice

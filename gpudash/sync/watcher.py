@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
-from claims.allocator.gcpause import collector_paused
+from dra.gcpause import collector_paused
 from gpudash.kube import KubeClient, KubeError
 from gpudash.models import resource_version_number
 from inventory.models import Cluster, SyncState
@@ -81,8 +81,18 @@ class WatchStats:
 class Watcher:
     """Keeps one (cluster, kind) mirrored while `stop` is not set. Run it in its own thread."""
 
-    def __init__(self, cluster_id, kind, version=None, holder=None, stop=None, once=False, may_hold=None, park_after=None,
-                 list_slots=None):
+    def __init__(
+        self,
+        cluster_id,
+        kind,
+        version=None,
+        holder=None,
+        stop=None,
+        once=False,
+        may_hold=None,
+        park_after=None,
+        list_slots=None,
+    ):
         self.cluster_id = cluster_id
         self.kind = kind
         self.spec = KINDS_BY_NAME[kind]
@@ -152,7 +162,9 @@ class Watcher:
                         continue
                     # Resume where the last holder left off: the rows match its stored version.
                     self.rv = SyncState.objects.values_list("resource_version", flat=True).get(pk=self.lease.state_id)
-                    log.info("%s %s: lease taken by %s (resume from %r)", self.cluster_name, self.kind, self.holder, self.rv)
+                    log.info(
+                        "%s %s: lease taken by %s (resume from %r)", self.cluster_name, self.kind, self.holder, self.rv
+                    )
                 if self.client is None:
                     self.client = KubeClient.for_cluster(self.cluster)
                 if not self.rv or self.once:
@@ -180,7 +192,9 @@ class Watcher:
                 self.rv = ""
             except NotServed as exc:
                 self.not_served = True
-                self._record(status=SyncState.Status.NOT_SERVED, last_error=str(exc)[:4000], last_error_at=timezone.now())
+                self._record(
+                    status=SyncState.Status.NOT_SERVED, last_error=str(exc)[:4000], last_error_at=timezone.now()
+                )
                 return
             except (KubeError, DatabaseError, OSError, ValueError) as exc:
                 if self.stop.is_set():
@@ -263,7 +277,11 @@ class Watcher:
             connection.close()
 
     def _record_error(self, exc):
-        self._record(status=SyncState.Status.ERROR, last_error=f"{type(exc).__name__}: {exc}"[:4000], last_error_at=timezone.now())
+        self._record(
+            status=SyncState.Status.ERROR,
+            last_error=f"{type(exc).__name__}: {exc}"[:4000],
+            last_error_at=timezone.now(),
+        )
 
     def close_stream(self):
         """Unblock a reader waiting on the watch connection (stop, lease lost)."""
@@ -292,7 +310,9 @@ class Watcher:
         device_pools = self._deferred_pools = getattr(self, "_deferred_pools", set())
         footprint_keys = set()  # pods the list's pages stored footprints of (every pod, DRA or not)
         analyze = False  # statistics due after the pages' inserts: taken once, at the end
-        api_version = self.spec.group_version if self.version == self.spec.version else f"{self.spec.group}/{self.version}"
+        api_version = (
+            self.spec.group_version if self.version == self.spec.version else f"{self.spec.group}/{self.version}"
+        )
         while True:
             started = time.monotonic()
             try:
@@ -321,11 +341,15 @@ class Watcher:
             started = time.monotonic()
             with collector_paused(), transaction.atomic():
                 self.lease.fence(status=SyncState.Status.LISTING)
-                result = apply.apply_batch_safely(self.cluster, self.kind, [(apply.LISTED, item) for item in items],
-                                                    defer_device_state=True)
+                result = apply.apply_batch_safely(
+                    self.cluster, self.kind, [(apply.LISTED, item) for item in items], defer_device_state=True
+                )
                 if result.malformed:
-                    self.lease.fence(malformed_count=increment("malformed_count", len(result.malformed)),
-                                     last_malformed=result.malformed[-1][0][:2000], last_malformed_at=timezone.now())
+                    self.lease.fence(
+                        malformed_count=increment("malformed_count", len(result.malformed)),
+                        last_malformed=result.malformed[-1][0][:2000],
+                        last_malformed_at=timezone.now(),
+                    )
             self.stats.apply_seconds += time.monotonic() - started
             self.stats.listed += len(items)
             seen_ids |= result.seen_ids
@@ -340,8 +364,14 @@ class Watcher:
             apply.take_statistics(self.kind, device_pools)  # outside the transaction: no locks held past it
         with transaction.atomic():
             self.lease.fence()
-            apply.reconcile(self.cluster, self.kind, seen_ids, resource_version_number(list_rv), device_pools=device_pools,
-                            footprint_keys=footprint_keys if self.kind == "Pod" else None)
+            apply.reconcile(
+                self.cluster,
+                self.kind,
+                seen_ids,
+                resource_version_number(list_rv),
+                device_pools=device_pools,
+                footprint_keys=footprint_keys if self.kind == "Pod" else None,
+            )
             now = timezone.now()
             self.lease.fence(
                 status=SyncState.Status.CONNECTED,
@@ -352,7 +382,9 @@ class Watcher:
                 object_count=self.spec.model.objects.filter(cluster=self.cluster).count(),
                 relist_count=increment("relist_count", 0 if first_sync else 1),
             )
-            publish_on_commit([Change(self.cluster.pk, self.cluster.name, self.kind, "RELIST", resourceVersion=list_rv)])
+            publish_on_commit(
+                [Change(self.cluster.pk, self.cluster.name, self.kind, "RELIST", resourceVersion=list_rv)]
+            )
         self.stats.apply_seconds += time.monotonic() - started
         self._deferred_pools = set()
         self.rv = list_rv
@@ -387,9 +419,9 @@ class Watcher:
                     first = events.get(timeout=wait)
                 except queue.Empty:
                     if not self.may_hold():
-                        raise HandOver()
+                        raise HandOver() from None
                     if not self.lease.held:
-                        raise LeaseLost(f"lease of sync state {self.lease.state_id} was taken while parked")
+                        raise LeaseLost(f"lease of sync state {self.lease.state_id} was taken while parked") from None
                     quiet += wait
                     if self.parked:
                         continue
@@ -432,7 +464,9 @@ class Watcher:
         try:
             request_detection(self.cluster, [self.kind])
         except Exception:  # a broker hiccup must not stop the sync; the periodic run catches up
-            log.warning("%s %s: could not request a stuck-claim detector run", self.cluster.name, self.kind, exc_info=True)
+            log.warning(
+                "%s %s: could not request a stuck-claim detector run", self.cluster.name, self.kind, exc_info=True
+            )
 
     @collector_paused()  # a batch's parsed events and rows live until it ends, none in a cycle (gcpause.py)
     def _apply_lines(self, batch):

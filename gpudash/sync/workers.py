@@ -37,8 +37,15 @@ def heartbeat(name, clusters=(), leases=0):
     updated = SyncWorker.objects.filter(name=name).update(heartbeat=now, leases=leases, clusters=list(clusters))
     if not updated:
         SyncWorker.objects.update_or_create(
-            name=name, defaults={"hostname": socket.gethostname()[:255], "pid": os.getpid(), "clusters": list(clusters),
-                                 "heartbeat": now, "leases": leases})
+            name=name,
+            defaults={
+                "hostname": socket.gethostname()[:255],
+                "pid": os.getpid(),
+                "clusters": list(clusters),
+                "heartbeat": now,
+                "leases": leases,
+            },
+        )
     SyncWorker.objects.filter(heartbeat__lt=now - FORGET_AFTER).delete()
 
 
@@ -55,8 +62,14 @@ def wanted_keys():
     """{(cluster id, kind): cluster name} the workers share: every kind of every watched cluster,
     except kinds its discovery found not served."""
     clusters = dict(Cluster.objects.filter(enabled=True, is_snapshot=False).values_list("pk", "name"))
-    not_served = set(SyncState.objects.filter(cluster_id__in=clusters, status=SyncState.Status.NOT_SERVED).values_list("cluster_id", "kind"))
-    return {(cid, kind.kind): name for cid, name in clusters.items() for kind in KINDS if (cid, kind.kind) not in not_served}
+    not_served = set(
+        SyncState.objects.filter(cluster_id__in=clusters, status=SyncState.Status.NOT_SERVED).values_list(
+            "cluster_id", "kind"
+        )
+    )
+    return {
+        (cid, kind.kind): name for cid, name in clusters.items() for kind in KINDS if (cid, kind.kind) not in not_served
+    }
 
 
 def assignment(workers=None, keys=None):
@@ -115,7 +128,11 @@ def lease_table(now=None):
     names = sorted((w.name for w in workers), key=len, reverse=True)  # longest first: no prefix mix-ups
     shares = {w.name: WorkerShare(w, w.heartbeat >= cutoff) for w in workers}
     rows = []
-    states = SyncState.objects.select_related("cluster").filter(Q(cluster__is_snapshot=False)).order_by("cluster__name", "kind")
+    states = (
+        SyncState.objects.select_related("cluster")
+        .filter(Q(cluster__is_snapshot=False))
+        .order_by("cluster__name", "kind")
+    )
     for state in states:
         held = bool(state.lease_holder) and state.lease_expires is not None and state.lease_expires > now
         holder_worker = worker_of(state.lease_holder, names) if held else ""
@@ -135,11 +152,19 @@ def metric_families(gauge):
     workers_family = gauge("gpudash_sync_workers", "Sync workers whose heartbeat is recent (within the lease time).")
     workers_family.add_metric([], len(live))
     held = gauge("gpudash_sync_worker_leases", "(cluster, kind) leases each live sync worker holds.", labels=["worker"])
-    owned = gauge("gpudash_sync_worker_assigned", "(cluster, kind) leases each live sync worker's share holds (rendezvous hashing).", labels=["worker"])
+    owned = gauge(
+        "gpudash_sync_worker_assigned",
+        "(cluster, kind) leases each live sync worker's share holds (rendezvous hashing).",
+        labels=["worker"],
+    )
     for share in live:
         held.add_metric([share.name], len(share.held))
         owned.add_metric([share.name], share.owned)
-    moving = gauge("gpudash_sync_leases_unsettled", "Wanted (cluster, kind) leases not held by their assigned worker, by reason.", labels=["reason"])
+    moving = gauge(
+        "gpudash_sync_leases_unsettled",
+        "Wanted (cluster, kind) leases not held by their assigned worker, by reason.",
+        labels=["reason"],
+    )
     moving.add_metric(["handing_over"], sum(1 for r in rows if r.handing_over))
     moving.add_metric(["not_held"], sum(1 for r in rows if r.owner and not r.held))
     return [workers_family, held, owned, moving]

@@ -29,11 +29,38 @@ from inventory.querysets import DEVICE_STATES
 GROUPS = ("cluster", "node", "driver", "pool", "model", "kind", "state", "fleet_state")
 DEFAULT_GROUPS = ("cluster", "model", "state")
 # The model is the summary's (and the overview's): productName, else the model attribute.
-_COLUMNS = {"cluster": "cluster_id", "node": "node_name", "driver": "driver", "pool": "pool", "model": "g_model", "kind": "kind", "state": "g_state", "fleet_state": "g_fleet_state"}
+_COLUMNS = {
+    "cluster": "cluster_id",
+    "node": "node_name",
+    "driver": "driver",
+    "pool": "pool",
+    "model": "g_model",
+    "kind": "kind",
+    "state": "g_state",
+    "fleet_state": "g_fleet_state",
+}
 # Groupings and filters the summary answers: its key columns (summary.KEY), and the states.
-_SUMMARY_COLUMNS = {"cluster": "cluster_id", "node": "node_name", "driver": "driver", "pool": "pool", "model": "model", "kind": "kind"}
+_SUMMARY_COLUMNS = {
+    "cluster": "cluster_id",
+    "node": "node_name",
+    "driver": "driver",
+    "pool": "pool",
+    "model": "model",
+    "kind": "kind",
+}
 SUMMARY_FILTERS = frozenset(("cluster", "node", "driver", "pool", "kind", "state", "fleet_state"))
-_SUMS = ("free", "unready_free", "tainted_unheld", "allocated", "admin", "partial", "stuck", "stuck_allocated", "stuck_admin", "stuck_partial")
+_SUMS = (
+    "free",
+    "unready_free",
+    "tainted_unheld",
+    "allocated",
+    "admin",
+    "partial",
+    "stuck",
+    "stuck_allocated",
+    "stuck_admin",
+    "stuck_partial",
+)
 
 
 def _results(counts, group_by):
@@ -74,7 +101,13 @@ def summary_counts(filters, group_by):
     """
     columns = ["cluster_id"] + [c for g, c in _SUMMARY_COLUMNS.items() if g in group_by and g != "cluster"]
     scope = Q()
-    for name, column in (("cluster", "cluster_id"), ("node", "node_name"), ("driver", "driver"), ("pool", "pool"), ("kind", "kind")):
+    for name, column in (
+        ("cluster", "cluster_id"),
+        ("node", "node_name"),
+        ("driver", "driver"),
+        ("pool", "pool"),
+        ("kind", "kind"),
+    ):
         if name in filters:
             scope &= Q(**{column: filters[name].pk if name == "cluster" else filters[name]})
     keys = [f"k{i}" for i in range(len(columns))]
@@ -82,22 +115,42 @@ def summary_counts(filters, group_by):
     unready = Q(unready=True)
     # Placeholder rows of pools not publishing now count nothing.
     rows = (
-        NodeDeviceSummary.objects.filter(scope).exclude(n_total=0).annotate(unready=devicestate.not_ready_nodes([filters["cluster"].pk] if "cluster" in filters else None))
-        .annotate(**{k: F(c) for k, c in zip(keys, columns)}).values(*keys)
+        NodeDeviceSummary.objects.filter(scope)
+        .exclude(n_total=0)
+        .annotate(unready=devicestate.not_ready_nodes([filters["cluster"].pk] if "cluster" in filters else None))
+        .annotate(**{k: F(c) for k, c in zip(keys, columns)})
+        .values(*keys)
         .annotate(
-            free=Sum("n_free", filter=~unready), unready_free=Sum("n_free", filter=unready), tainted_unheld=Sum("n_tainted_unheld"),
-            allocated=Sum("n_allocated"), admin=Sum("n_admin"), partial=Sum("n_partial"),
-            stuck=zero, stuck_allocated=zero, stuck_admin=zero, stuck_partial=zero,
-        ).order_by()
+            free=Sum("n_free", filter=~unready),
+            unready_free=Sum("n_free", filter=unready),
+            tainted_unheld=Sum("n_tainted_unheld"),
+            allocated=Sum("n_allocated"),
+            admin=Sum("n_admin"),
+            partial=Sum("n_partial"),
+            stuck=zero,
+            stuck_allocated=zero,
+            stuck_admin=zero,
+            stuck_partial=zero,
+        )
+        .order_by()
     )
     stuck = (
         Device.objects.filter(scope, held_by_claim_id__in=devicestate.stuck_claim_ids())
-        .annotate(**{k: summary.MODEL if c == "model" else F(c) for k, c in zip(keys, columns)}).values(*keys)
+        .annotate(**{k: summary.MODEL if c == "model" else F(c) for k, c in zip(keys, columns)})
+        .values(*keys)
         .annotate(
-            free=zero, unready_free=zero, tainted_unheld=zero, allocated=zero, admin=zero, partial=zero,
-            stuck=Count("id"), stuck_allocated=Count("id", filter=Q(allocation_state=ALLOCATED)),
-            stuck_admin=Count("id", filter=Q(allocation_state=ADMIN)), stuck_partial=Count("id", filter=Q(allocation_state=PARTIAL)),
-        ).order_by()
+            free=zero,
+            unready_free=zero,
+            tainted_unheld=zero,
+            allocated=zero,
+            admin=zero,
+            partial=zero,
+            stuck=Count("id"),
+            stuck_allocated=Count("id", filter=Q(allocation_state=ALLOCATED)),
+            stuck_admin=Count("id", filter=Q(allocation_state=ADMIN)),
+            stuck_partial=Count("id", filter=Q(allocation_state=PARTIAL)),
+        )
+        .order_by()
     )
     sums = defaultdict(Counter)
     for row in rows.union(stuck, all=True):
@@ -111,7 +164,12 @@ def summary_counts(filters, group_by):
             api_state = devicestate.API_STATE_OF[fleet_state]
             if filters.get("state", api_state) != api_state or filters.get("fleet_state", fleet_state) != fleet_state:
                 continue
-            counts[tuple(api_state if g == "state" else fleet_state if g == "fleet_state" else values[_SUMMARY_COLUMNS[g]] for g in group_by)] += n
+            counts[
+                tuple(
+                    api_state if g == "state" else fleet_state if g == "fleet_state" else values[_SUMMARY_COLUMNS[g]]
+                    for g in group_by
+                )
+            ] += n
     return _results(counts, group_by)
 
 
@@ -124,9 +182,16 @@ DEVICE_FILTER_PARAMETERS = [
     OpenApiParameter("state", OpenApiTypes.STR, enum=DEVICE_STATES),
     OpenApiParameter("fleet_state", OpenApiTypes.STR, enum=devicestate.STATES),
     OpenApiParameter("tainted", OpenApiTypes.BOOL),
-    OpenApiParameter("kind", OpenApiTypes.STR, enum=("gpu", "partition", "other"), description="Device kind (a whole GPU, a partition of one, other devices)."),
+    OpenApiParameter(
+        "kind",
+        OpenApiTypes.STR,
+        enum=("gpu", "partition", "other"),
+        description="Device kind (a whole GPU, a partition of one, other devices).",
+    ),
     OpenApiParameter("attribute", OpenApiTypes.STR, many=True, explode=True, description="NAME:VALUE, repeatable."),
-    OpenApiParameter("capacity", OpenApiTypes.STR, many=True, explode=True, description="NAME OP QUANTITY, repeatable."),
+    OpenApiParameter(
+        "capacity", OpenApiTypes.STR, many=True, explode=True, description="NAME OP QUANTITY, repeatable."
+    ),
 ]
 
 
@@ -141,7 +206,11 @@ class DeviceAggregateView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "group_by", OpenApiTypes.STR, many=True, enum=GROUPS, explode=True,
+                "group_by",
+                OpenApiTypes.STR,
+                many=True,
+                enum=GROUPS,
+                explode=True,
                 description=f"Repeatable; default {', '.join(DEFAULT_GROUPS)}.",
             ),
             *DEVICE_FILTER_PARAMETERS,
@@ -188,7 +257,9 @@ class GpuAggregateView(APIView):
         responses=inline_serializer(
             "GpuAggregate",
             {
-                "kinds": serializers.DictField(help_text="gpus, gpus_free, gpu_devices, partitions, partitions_free, other, other_free"),
+                "kinds": serializers.DictField(
+                    help_text="gpus, gpus_free, gpu_devices, partitions, partitions_free, other, other_free"
+                ),
                 "sources": serializers.DictField(help_text="dra, device-plugin, hami: totals and per-model counts"),
                 "free_gpu_histogram": serializers.ListField(child=serializers.DictField()),
                 "unpublished": serializers.DictField(help_text="devices and nodes whose driver publishes nothing now"),
@@ -208,18 +279,30 @@ class GpuAggregateView(APIView):
         snap = fleet.FleetSnapshot(cluster_ids, user=request.user)
         names = dict(Cluster.objects.values_list("id", "name"))
         unpublished = snap.unpublished()
-        return Response({
-            "kinds": snap.kind_totals(),
-            "sources": accelerators.source_totals(snapshot=snap),
-            "free_gpu_histogram": [
-                {"model": m["model"], "nodes": m["nodes"], "nodes_by_free_gpus": {str(b["free"]): b["nodes"] for b in m["bars"]}}
-                for m in snap.free_gpu_histogram()
-            ],
-            "unpublished": {
-                "devices": unpublished["devices"],
-                "nodes": [
-                    {"cluster": names.get(cid, str(cid)), "node": node, "since": r["since"], "devices": r["devices"], "drivers": r["drivers"]}
-                    for (cid, node), r in sorted(unpublished["rows"].items())
+        return Response(
+            {
+                "kinds": snap.kind_totals(),
+                "sources": accelerators.source_totals(snapshot=snap),
+                "free_gpu_histogram": [
+                    {
+                        "model": m["model"],
+                        "nodes": m["nodes"],
+                        "nodes_by_free_gpus": {str(b["free"]): b["nodes"] for b in m["bars"]},
+                    }
+                    for m in snap.free_gpu_histogram()
                 ],
-            },
-        })
+                "unpublished": {
+                    "devices": unpublished["devices"],
+                    "nodes": [
+                        {
+                            "cluster": names.get(cid, str(cid)),
+                            "node": node,
+                            "since": r["since"],
+                            "devices": r["devices"],
+                            "drivers": r["drivers"],
+                        }
+                        for (cid, node), r in sorted(unpublished["rows"].items())
+                    ],
+                },
+            }
+        )

@@ -6,8 +6,8 @@ from rest_framework import serializers
 from gpudash import roles
 from gpudash.api.serializers import KubeObjectSerializer, RawOptionalMixin
 from inventory import accelerators
-from inventory.models import Cluster, SyncState
 from inventory.devicestate import STATES
+from inventory.models import Cluster, SyncState
 from inventory.querysets import DEVICE_STATES
 
 __all__ = (
@@ -27,21 +27,44 @@ class SyncStateSerializer(serializers.ModelSerializer):
     class Meta:
         model = SyncState
         fields = (
-            "kind", "status", "api_version", "resource_version", "object_count", "connected_since",
-            "last_event_at", "last_list_at", "last_error", "last_error_at", "relist_count", "malformed_count",
+            "kind",
+            "status",
+            "api_version",
+            "resource_version",
+            "object_count",
+            "connected_since",
+            "last_event_at",
+            "last_list_at",
+            "last_error",
+            "last_error_at",
+            "relist_count",
+            "malformed_count",
         )
 
 
 class ClusterSerializer(serializers.ModelSerializer):
-    connected = serializers.SerializerMethodField(help_text="Every mirrored kind is connected (or a snapshot / not served).")
+    connected = serializers.SerializerMethodField(
+        help_text="Every mirrored kind is connected (or a snapshot / not served)."
+    )
     writable = serializers.BooleanField(read_only=True, help_text="Release actions may write to this cluster.")
     sync = SyncStateSerializer(source="sync_states", many=True, read_only=True, help_text="Watch status per kind.")
 
     class Meta:
         model = Cluster
         fields = (
-            "id", "name", "enabled", "read_only", "is_snapshot", "writable", "server_version", "features",
-            "served_resource_versions", "discovered_at", "created", "connected", "sync",
+            "id",
+            "name",
+            "enabled",
+            "read_only",
+            "is_snapshot",
+            "writable",
+            "server_version",
+            "features",
+            "served_resource_versions",
+            "discovered_at",
+            "created",
+            "connected",
+            "sync",
         )
 
     def get_connected(self, cluster) -> bool:
@@ -50,17 +73,28 @@ class ClusterSerializer(serializers.ModelSerializer):
 
 
 class NodeAcceleratorSerializer(serializers.Serializer):
-    source = serializers.ChoiceField(choices=["device-plugin", "hami"], help_text="device-plugin: an extended resource a device plugin advertises; hami: HAMi vGPU sharing.")
-    resource = serializers.CharField(help_text="The extended resource, e.g. nvidia.com/gpu, nvidia.com/mig-1g.10gb, nvidia.com/gpumem.")
+    source = serializers.ChoiceField(
+        choices=["device-plugin", "hami"],
+        help_text="device-plugin: an extended resource a device plugin advertises; hami: HAMi vGPU sharing.",
+    )
+    resource = serializers.CharField(
+        help_text="The extended resource, e.g. nvidia.com/gpu, nvidia.com/mig-1g.10gb, nvidia.com/gpumem."
+    )
     kind = serializers.ChoiceField(
         choices=["gpu", "partition", "share", "memory", "cores"],
         help_text="gpu: whole GPUs; partition: MIG slices (never whole GPUs); share: time-sliced replicas or HAMi vGPU slots; "
         "memory: HAMi GPU memory (MiB); cores: HAMi GPU compute (percent, 100 per GPU).",
     )
-    model = serializers.CharField(help_text="GPU model where known (GPU feature discovery label, HAMi's registration); empty if not.")
+    model = serializers.CharField(
+        help_text="GPU model where known (GPU feature discovery label, HAMi's registration); empty if not."
+    )
     allocatable = serializers.IntegerField(help_text="What the node offers.")
-    requested = serializers.IntegerField(help_text="What its bound, non-terminal pods use: HAMi's assignments where HAMi scheduled them, else their requests.")
-    gpus = serializers.IntegerField(help_text="Physical GPUs behind it (HAMi's registered GPUs; a whole-GPU resource's count; 0 for partitions and shares).")
+    requested = serializers.IntegerField(
+        help_text="What its bound, non-terminal pods use: HAMi's assignments where HAMi scheduled them, else their requests."
+    )
+    gpus = serializers.IntegerField(
+        help_text="Physical GPUs behind it (HAMi's registered GPUs; a whole-GPU resource's count; 0 for partitions and shares)."
+    )
 
 
 class DevicePluginSummarySerializer(serializers.Serializer):
@@ -73,8 +107,11 @@ class DevicePluginSummarySerializer(serializers.Serializer):
 
 class HamiPodShareSerializer(serializers.Serializer):
     pod = serializers.CharField(help_text="namespace/name; empty for a pod in a namespace the caller may not see.")
-    container = serializers.IntegerField(allow_null=True, help_text="Index in the pod's containers, init containers first (HAMi's order); "
-                                         "null for a pod in a namespace the caller may not see.")
+    container = serializers.IntegerField(
+        allow_null=True,
+        help_text="Index in the pod's containers, init containers first (HAMi's order); "
+        "null for a pod in a namespace the caller may not see.",
+    )
     memory = serializers.IntegerField(help_text="GPU memory assigned, MiB.")
     cores = serializers.IntegerField(help_text="GPU compute assigned, percent.")
 
@@ -94,12 +131,16 @@ class HamiDeviceSerializer(serializers.Serializer):
     memory_used = serializers.IntegerField(help_text="MiB assigned to pods.")
     cores = serializers.IntegerField(help_text="Percent (100 = the whole GPU).")
     cores_used = serializers.IntegerField()
-    pods = HamiPodShareSerializer(many=True, help_text="Pods HAMi assigned this GPU to (its vgpu-devices-allocated annotation).")
+    pods = HamiPodShareSerializer(
+        many=True, help_text="Pods HAMi assigned this GPU to (its vgpu-devices-allocated annotation)."
+    )
 
 
 class HamiProblemSerializer(serializers.Serializer):
     pod = serializers.CharField(help_text="namespace/name; empty for a pod in a namespace the caller may not see.")
-    text = serializers.CharField(help_text="What could not be read; that pod's requests count instead of an assignment.")
+    text = serializers.CharField(
+        help_text="What could not be read; that pod's requests count instead of an assignment."
+    )
 
 
 class NodeHamiSerializer(serializers.Serializer):
@@ -111,7 +152,10 @@ class NodeHamiSerializer(serializers.Serializer):
     cores = serializers.IntegerField(help_text="Percent, 100 per GPU.")
     cores_used = serializers.IntegerField()
     devices = HamiDeviceSerializer(many=True)
-    problems = HamiProblemSerializer(many=True, help_text="Pods whose assignment annotation could not be read, or names a GPU the node does not register.")
+    problems = HamiProblemSerializer(
+        many=True,
+        help_text="Pods whose assignment annotation could not be read, or names a GPU the node does not register.",
+    )
 
 
 class NodeSerializer(KubeObjectSerializer):
@@ -120,11 +164,21 @@ class NodeSerializer(KubeObjectSerializer):
     unschedulable = serializers.BooleanField(read_only=True)
     taints = serializers.ListField(child=serializers.DictField(), read_only=True)
     device_count = serializers.IntegerField(read_only=True, help_text="Devices published for this node.")
-    gpus = serializers.IntegerField(read_only=True, help_text="Physical GPUs DRA publishes for this node (a GPU and its partitions count once).")
-    free_gpus = serializers.IntegerField(read_only=True, help_text="Of those, GPUs with no device held or tainted (0 on a NotReady node).")
-    accelerators = serializers.SerializerMethodField(help_text="GPUs served outside DRA, per extended resource and model (never added to the DRA counts).")
-    device_plugin = serializers.SerializerMethodField(help_text="Totals of the device-plugin rows of `accelerators`; null when a device plugin advertises none here.")
-    hami = serializers.SerializerMethodField(help_text="HAMi vGPU sharing on this node: registered GPUs, what HAMi assigned to which pods; null on a node HAMi does not manage.")
+    gpus = serializers.IntegerField(
+        read_only=True, help_text="Physical GPUs DRA publishes for this node (a GPU and its partitions count once)."
+    )
+    free_gpus = serializers.IntegerField(
+        read_only=True, help_text="Of those, GPUs with no device held or tainted (0 on a NotReady node)."
+    )
+    accelerators = serializers.SerializerMethodField(
+        help_text="GPUs served outside DRA, per extended resource and model (never added to the DRA counts)."
+    )
+    device_plugin = serializers.SerializerMethodField(
+        help_text="Totals of the device-plugin rows of `accelerators`; null when a device plugin advertises none here."
+    )
+    hami = serializers.SerializerMethodField(
+        help_text="HAMi vGPU sharing on this node: registered GPUs, what HAMi assigned to which pods; null on a node HAMi does not manage."
+    )
 
     def _sources(self, node):
         # Read from the list's own query (accelerators.rows_json): no query per node.
@@ -150,22 +204,32 @@ class NodeSerializer(KubeObjectSerializer):
             self.context["hami_scope"] = roles.visible_namespaces(request.user) if request is not None else None
         hami = accelerators.scoped_hami(hami, self.context["hami_scope"])
         # Only the documented fields of each entry (the rows also hold the pod's namespace and name apart).
-        return {**{k: v for k, v in hami.items() if k != "model"},
-                "devices": [{**d, "pods": [{f: p[f] for f in HAMI_SHARE_FIELDS} for p in d["pods"]]} for d in hami["devices"]],
-                "problems": [{f: p[f] for f in HAMI_PROBLEM_FIELDS} for p in hami["problems"]]}
+        return {
+            **{k: v for k, v in hami.items() if k != "model"},
+            "devices": [
+                {**d, "pods": [{f: p[f] for f in HAMI_SHARE_FIELDS} for p in d["pods"]]} for d in hami["devices"]
+            ],
+            "problems": [{f: p[f] for f in HAMI_PROBLEM_FIELDS} for p in hami["problems"]],
+        }
 
 
 class DeviceClassSerializer(KubeObjectSerializer):
     extended_resource_name = serializers.CharField(read_only=True)
     selectors = serializers.ListField(child=serializers.DictField(), read_only=True)
     matching_devices = serializers.IntegerField(
-        source="match_count", allow_null=True, read_only=True,
+        source="match_count",
+        allow_null=True,
+        read_only=True,
         help_text="Devices of the class's cluster its selectors matched when last counted (see matching_counted_at); "
         "null when not counted yet or when they cannot be evaluated.",
     )
-    matching_error = serializers.SerializerMethodField(help_text="Why matching_devices is null, or on how many devices the selectors failed.")
+    matching_error = serializers.SerializerMethodField(
+        help_text="Why matching_devices is null, or on how many devices the selectors failed."
+    )
     matching_counted_at = serializers.DateTimeField(
-        source="match_computed_at", allow_null=True, read_only=True,
+        source="match_computed_at",
+        allow_null=True,
+        read_only=True,
         help_text="When the count was made (in the background, after class and slice changes); null: not counted yet.",
     )
     matching_current = serializers.SerializerMethodField(
@@ -204,20 +268,24 @@ class DeviceSerializer(RawOptionalMixin, serializers.Serializer):
     node = serializers.CharField(source="node_name", read_only=True)
     state = serializers.ChoiceField(choices=DEVICE_STATES, read_only=True)
     fleet_state = serializers.ChoiceField(
-        choices=STATES, read_only=True,
+        choices=STATES,
+        read_only=True,
         help_text="The dashboard's full state (free, allocated, admin, partial, tainted, unhealthy, stuck); `state` is its v1 projection.",
     )
     tainted = serializers.BooleanField(read_only=True)
     attributes = serializers.DictField(
-        source="attribute_values", read_only=True,
+        source="attribute_values",
+        read_only=True,
         help_text="Plain attribute values; names bare for the driver's own domain, qualified otherwise.",
     )
-    capacity = serializers.SerializerMethodField(help_text="Capacity quantities as published (e.g. \"80Gi\").")
+    capacity = serializers.SerializerMethodField(help_text='Capacity quantities as published (e.g. "80Gi").')
     taints = serializers.ListField(child=serializers.DictField(), read_only=True)
     allow_multiple_allocations = serializers.BooleanField(read_only=True)
     binds_to_node = serializers.BooleanField(read_only=True)
     consumes_counters = serializers.ListField(child=serializers.DictField(), read_only=True)
-    raw = serializers.JSONField(required=False, help_text="The device entry exactly as in the slice (only with ?raw=1).")
+    raw = serializers.JSONField(
+        required=False, help_text="The device entry exactly as in the slice (only with ?raw=1)."
+    )
 
     def get_capacity(self, device) -> dict[str, str]:
         from inventory.normalize import normalize_name
@@ -240,7 +308,9 @@ class AllocationSerializer(serializers.Serializer):
 
 
 class DeviceDetailSerializer(DeviceSerializer):
-    allocations = serializers.SerializerMethodField(help_text="Allocation results naming this device (claims you may see).")
+    allocations = serializers.SerializerMethodField(
+        help_text="Allocation results naming this device (claims you may see)."
+    )
 
     def get_allocations(self, device) -> list[dict]:
         from claims.models import AllocationResult

@@ -49,13 +49,20 @@ class NodeViewSet(MirrorViewSet):
             .values("n")
         )
         # Physical GPUs from the per-node summary (inventory/devicekinds.py); free ones only on a Ready node.
-        summary = NodeDeviceSummary.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name")).order_by().values("node_name")
+        summary = (
+            NodeDeviceSummary.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name"))
+            .order_by()
+            .values("node_name")
+        )
         gpus = summary.annotate(n=Sum("n_gpus")).values("n")
         free = summary.annotate(n=Sum("n_gpus_free")).values("n")
         return self.queryset.annotate(
             device_count=Coalesce(Subquery(devices, output_field=IntegerField()), Value(0)),
             gpus=Coalesce(Subquery(gpus, output_field=IntegerField()), Value(0)),
-            free_gpus=Case(When(ready=False, then=Value(0)), default=Coalesce(Subquery(free, output_field=IntegerField()), Value(0))),
+            free_gpus=Case(
+                When(ready=False, then=Value(0)),
+                default=Coalesce(Subquery(free, output_field=IntegerField()), Value(0)),
+            ),
             accelerator_rows=accelerators.rows_json(),  # device plugin, HAMi: in this query, not one per node
         )
 

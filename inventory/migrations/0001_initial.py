@@ -5,212 +5,305 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Cluster',
+            name="Cluster",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.SlugField(max_length=63, unique=True)),
-                ('kubeconfig', models.CharField(blank=True, help_text='Path to a kubeconfig file.', max_length=1024)),
-                ('context', models.CharField(blank=True, help_text='Context in the kubeconfig; empty = current.', max_length=253)),
-                ('in_cluster', models.BooleanField(default=False, help_text="Use the pod's service account instead of a kubeconfig.")),
-                ('is_snapshot', models.BooleanField(default=False, help_text='Imported from a dump; never watched or written to.')),
-                ('read_only', models.BooleanField(default=False, help_text='Never write to this cluster (release actions disabled).')),
-                ('enabled', models.BooleanField(default=True)),
-                ('features', models.JSONField(blank=True, default=dict)),
-                ('server_version', models.CharField(blank=True, max_length=64)),
-                ('served_resource_versions', models.JSONField(blank=True, default=list)),
-                ('discovered_at', models.DateTimeField(blank=True, null=True)),
-                ('created', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.SlugField(max_length=63, unique=True)),
+                ("kubeconfig", models.CharField(blank=True, help_text="Path to a kubeconfig file.", max_length=1024)),
+                (
+                    "context",
+                    models.CharField(
+                        blank=True, help_text="Context in the kubeconfig; empty = current.", max_length=253
+                    ),
+                ),
+                (
+                    "in_cluster",
+                    models.BooleanField(
+                        default=False, help_text="Use the pod's service account instead of a kubeconfig."
+                    ),
+                ),
+                (
+                    "is_snapshot",
+                    models.BooleanField(default=False, help_text="Imported from a dump; never watched or written to."),
+                ),
+                (
+                    "read_only",
+                    models.BooleanField(
+                        default=False, help_text="Never write to this cluster (release actions disabled)."
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                ("features", models.JSONField(blank=True, default=dict)),
+                ("server_version", models.CharField(blank=True, max_length=64)),
+                ("served_resource_versions", models.JSONField(blank=True, default=list)),
+                ("discovered_at", models.DateTimeField(blank=True, null=True)),
+                ("created", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'ordering': ('name',),
+                "ordering": ("name",),
             },
         ),
         migrations.CreateModel(
-            name='ResourceSlice',
+            name="ResourceSlice",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('uid', models.CharField(db_index=True, max_length=64)),
-                ('namespace', models.CharField(blank=True, db_index=True, default='', max_length=253)),
-                ('name', models.CharField(max_length=253)),
-                ('resource_version', models.CharField(max_length=64)),
-                ('resource_version_num', models.BigIntegerField(default=0)),
-                ('creation_timestamp', models.DateTimeField(blank=True, null=True)),
-                ('deletion_timestamp', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('labels', models.JSONField(blank=True, default=dict)),
-                ('raw', models.JSONField(default=dict)),
-                ('synced_at', models.DateTimeField(auto_now=True)),
-                ('driver', models.CharField(db_index=True, max_length=63)),
-                ('pool', models.CharField(db_index=True, max_length=253)),
-                ('pool_generation', models.BigIntegerField(default=0)),
-                ('resource_slice_count', models.IntegerField(default=1)),
-                ('node_name', models.CharField(blank=True, db_index=True, max_length=253)),
-                ('all_nodes', models.BooleanField(default=False)),
-                ('per_device_node_selection', models.BooleanField(default=False)),
-                ('node_selector', models.JSONField(blank=True, null=True)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("uid", models.CharField(db_index=True, max_length=64)),
+                ("namespace", models.CharField(blank=True, db_index=True, default="", max_length=253)),
+                ("name", models.CharField(max_length=253)),
+                ("resource_version", models.CharField(max_length=64)),
+                ("resource_version_num", models.BigIntegerField(default=0)),
+                ("creation_timestamp", models.DateTimeField(blank=True, null=True)),
+                ("deletion_timestamp", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("labels", models.JSONField(blank=True, default=dict)),
+                ("raw", models.JSONField(default=dict)),
+                ("synced_at", models.DateTimeField(auto_now=True)),
+                ("driver", models.CharField(db_index=True, max_length=63)),
+                ("pool", models.CharField(db_index=True, max_length=253)),
+                ("pool_generation", models.BigIntegerField(default=0)),
+                ("resource_slice_count", models.IntegerField(default=1)),
+                ("node_name", models.CharField(blank=True, db_index=True, max_length=253)),
+                ("all_nodes", models.BooleanField(default=False)),
+                ("per_device_node_selection", models.BooleanField(default=False)),
+                ("node_selector", models.JSONField(blank=True, null=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
-                'ordering': ('cluster_id', 'namespace', 'name'),
-                'abstract': False,
+                "ordering": ("cluster_id", "namespace", "name"),
+                "abstract": False,
             },
         ),
         migrations.CreateModel(
-            name='Device',
+            name="Device",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('driver', models.CharField(max_length=63)),
-                ('pool', models.CharField(max_length=253)),
-                ('name', models.CharField(max_length=63)),
-                ('node_name', models.CharField(blank=True, db_index=True, max_length=253)),
-                ('attributes', models.JSONField(blank=True, default=dict)),
-                ('capacity', models.JSONField(blank=True, default=dict)),
-                ('consumes_counters', models.JSONField(blank=True, default=list)),
-                ('taints', models.JSONField(blank=True, default=list)),
-                ('binds_to_node', models.BooleanField(default=False)),
-                ('binding_conditions', models.JSONField(blank=True, default=list)),
-                ('binding_failure_conditions', models.JSONField(blank=True, default=list)),
-                ('allow_multiple_allocations', models.BooleanField(default=False)),
-                ('raw', models.JSONField(default=dict)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
-                ('slice', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='devices', to='inventory.resourceslice')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("driver", models.CharField(max_length=63)),
+                ("pool", models.CharField(max_length=253)),
+                ("name", models.CharField(max_length=63)),
+                ("node_name", models.CharField(blank=True, db_index=True, max_length=253)),
+                ("attributes", models.JSONField(blank=True, default=dict)),
+                ("capacity", models.JSONField(blank=True, default=dict)),
+                ("consumes_counters", models.JSONField(blank=True, default=list)),
+                ("taints", models.JSONField(blank=True, default=list)),
+                ("binds_to_node", models.BooleanField(default=False)),
+                ("binding_conditions", models.JSONField(blank=True, default=list)),
+                ("binding_failure_conditions", models.JSONField(blank=True, default=list)),
+                ("allow_multiple_allocations", models.BooleanField(default=False)),
+                ("raw", models.JSONField(default=dict)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
+                (
+                    "slice",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="devices",
+                        to="inventory.resourceslice",
+                    ),
+                ),
             ],
             options={
-                'ordering': ('cluster_id', 'node_name', 'driver', 'pool', 'name'),
+                "ordering": ("cluster_id", "node_name", "driver", "pool", "name"),
             },
         ),
         migrations.CreateModel(
-            name='SharedCounterSet',
+            name="SharedCounterSet",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=63)),
-                ('counters', models.JSONField(default=dict)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
-                ('slice', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='counter_sets', to='inventory.resourceslice')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=63)),
+                ("counters", models.JSONField(default=dict)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
+                (
+                    "slice",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="counter_sets",
+                        to="inventory.resourceslice",
+                    ),
+                ),
             ],
             options={
-                'ordering': ('slice_id', 'name'),
+                "ordering": ("slice_id", "name"),
             },
         ),
         migrations.CreateModel(
-            name='SyncState',
+            name="SyncState",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(max_length=64)),
-                ('status', models.CharField(choices=[('idle', 'Idle'), ('listing', 'Listing'), ('connected', 'Connected'), ('error', 'Error'), ('not_served', 'Not served'), ('snapshot', 'Snapshot')], default='idle', max_length=16)),
-                ('api_version', models.CharField(blank=True, max_length=64)),
-                ('resource_version', models.CharField(blank=True, max_length=64)),
-                ('last_error', models.TextField(blank=True)),
-                ('last_error_at', models.DateTimeField(blank=True, null=True)),
-                ('last_event_at', models.DateTimeField(blank=True, null=True)),
-                ('last_list_at', models.DateTimeField(blank=True, null=True)),
-                ('connected_since', models.DateTimeField(blank=True, null=True)),
-                ('object_count', models.IntegerField(default=0)),
-                ('events_applied', models.BigIntegerField(default=0)),
-                ('malformed_count', models.IntegerField(default=0)),
-                ('relist_count', models.IntegerField(default=0)),
-                ('lease_holder', models.CharField(blank=True, max_length=255)),
-                ('lease_expires', models.DateTimeField(blank=True, null=True)),
-                ('updated', models.DateTimeField(auto_now=True)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sync_states', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("kind", models.CharField(max_length=64)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("idle", "Idle"),
+                            ("listing", "Listing"),
+                            ("connected", "Connected"),
+                            ("error", "Error"),
+                            ("not_served", "Not served"),
+                            ("snapshot", "Snapshot"),
+                        ],
+                        default="idle",
+                        max_length=16,
+                    ),
+                ),
+                ("api_version", models.CharField(blank=True, max_length=64)),
+                ("resource_version", models.CharField(blank=True, max_length=64)),
+                ("last_error", models.TextField(blank=True)),
+                ("last_error_at", models.DateTimeField(blank=True, null=True)),
+                ("last_event_at", models.DateTimeField(blank=True, null=True)),
+                ("last_list_at", models.DateTimeField(blank=True, null=True)),
+                ("connected_since", models.DateTimeField(blank=True, null=True)),
+                ("object_count", models.IntegerField(default=0)),
+                ("events_applied", models.BigIntegerField(default=0)),
+                ("malformed_count", models.IntegerField(default=0)),
+                ("relist_count", models.IntegerField(default=0)),
+                ("lease_holder", models.CharField(blank=True, max_length=255)),
+                ("lease_expires", models.DateTimeField(blank=True, null=True)),
+                ("updated", models.DateTimeField(auto_now=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="sync_states", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
-                'ordering': ('cluster__name', 'kind'),
+                "ordering": ("cluster__name", "kind"),
             },
         ),
         migrations.CreateModel(
-            name='DeviceClass',
+            name="DeviceClass",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('uid', models.CharField(db_index=True, max_length=64)),
-                ('namespace', models.CharField(blank=True, db_index=True, default='', max_length=253)),
-                ('name', models.CharField(max_length=253)),
-                ('resource_version', models.CharField(max_length=64)),
-                ('resource_version_num', models.BigIntegerField(default=0)),
-                ('creation_timestamp', models.DateTimeField(blank=True, null=True)),
-                ('deletion_timestamp', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('labels', models.JSONField(blank=True, default=dict)),
-                ('raw', models.JSONField(default=dict)),
-                ('synced_at', models.DateTimeField(auto_now=True)),
-                ('extended_resource_name', models.CharField(blank=True, max_length=253)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("uid", models.CharField(db_index=True, max_length=64)),
+                ("namespace", models.CharField(blank=True, db_index=True, default="", max_length=253)),
+                ("name", models.CharField(max_length=253)),
+                ("resource_version", models.CharField(max_length=64)),
+                ("resource_version_num", models.BigIntegerField(default=0)),
+                ("creation_timestamp", models.DateTimeField(blank=True, null=True)),
+                ("deletion_timestamp", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("labels", models.JSONField(blank=True, default=dict)),
+                ("raw", models.JSONField(default=dict)),
+                ("synced_at", models.DateTimeField(auto_now=True)),
+                ("extended_resource_name", models.CharField(blank=True, max_length=253)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'device classes',
-                'ordering': ('cluster_id', 'namespace', 'name'),
-                'abstract': False,
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'namespace', 'name'), name='inventory_deviceclass_unique_name')],
+                "verbose_name_plural": "device classes",
+                "ordering": ("cluster_id", "namespace", "name"),
+                "abstract": False,
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("cluster", "namespace", "name"), name="inventory_deviceclass_unique_name"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='DeviceTaintRule',
+            name="DeviceTaintRule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('uid', models.CharField(db_index=True, max_length=64)),
-                ('namespace', models.CharField(blank=True, db_index=True, default='', max_length=253)),
-                ('name', models.CharField(max_length=253)),
-                ('resource_version', models.CharField(max_length=64)),
-                ('resource_version_num', models.BigIntegerField(default=0)),
-                ('creation_timestamp', models.DateTimeField(blank=True, null=True)),
-                ('deletion_timestamp', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('labels', models.JSONField(blank=True, default=dict)),
-                ('raw', models.JSONField(default=dict)),
-                ('synced_at', models.DateTimeField(auto_now=True)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("uid", models.CharField(db_index=True, max_length=64)),
+                ("namespace", models.CharField(blank=True, db_index=True, default="", max_length=253)),
+                ("name", models.CharField(max_length=253)),
+                ("resource_version", models.CharField(max_length=64)),
+                ("resource_version_num", models.BigIntegerField(default=0)),
+                ("creation_timestamp", models.DateTimeField(blank=True, null=True)),
+                ("deletion_timestamp", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("labels", models.JSONField(blank=True, default=dict)),
+                ("raw", models.JSONField(default=dict)),
+                ("synced_at", models.DateTimeField(auto_now=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
-                'ordering': ('cluster_id', 'namespace', 'name'),
-                'abstract': False,
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'namespace', 'name'), name='inventory_devicetaintrule_unique_name')],
+                "ordering": ("cluster_id", "namespace", "name"),
+                "abstract": False,
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("cluster", "namespace", "name"), name="inventory_devicetaintrule_unique_name"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Node',
+            name="Node",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('uid', models.CharField(db_index=True, max_length=64)),
-                ('namespace', models.CharField(blank=True, db_index=True, default='', max_length=253)),
-                ('name', models.CharField(max_length=253)),
-                ('resource_version', models.CharField(max_length=64)),
-                ('resource_version_num', models.BigIntegerField(default=0)),
-                ('creation_timestamp', models.DateTimeField(blank=True, null=True)),
-                ('deletion_timestamp', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('labels', models.JSONField(blank=True, default=dict)),
-                ('raw', models.JSONField(default=dict)),
-                ('synced_at', models.DateTimeField(auto_now=True)),
-                ('ready', models.BooleanField(null=True)),
-                ('ready_changed_at', models.DateTimeField(blank=True, null=True)),
-                ('unschedulable', models.BooleanField(default=False)),
-                ('taints', models.JSONField(blank=True, default=list)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("uid", models.CharField(db_index=True, max_length=64)),
+                ("namespace", models.CharField(blank=True, db_index=True, default="", max_length=253)),
+                ("name", models.CharField(max_length=253)),
+                ("resource_version", models.CharField(max_length=64)),
+                ("resource_version_num", models.BigIntegerField(default=0)),
+                ("creation_timestamp", models.DateTimeField(blank=True, null=True)),
+                ("deletion_timestamp", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("labels", models.JSONField(blank=True, default=dict)),
+                ("raw", models.JSONField(default=dict)),
+                ("synced_at", models.DateTimeField(auto_now=True)),
+                ("ready", models.BooleanField(null=True)),
+                ("ready_changed_at", models.DateTimeField(blank=True, null=True)),
+                ("unschedulable", models.BooleanField(default=False)),
+                ("taints", models.JSONField(blank=True, default=list)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
-                'ordering': ('cluster_id', 'namespace', 'name'),
-                'abstract': False,
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'namespace', 'name'), name='inventory_node_unique_name')],
+                "ordering": ("cluster_id", "namespace", "name"),
+                "abstract": False,
+                "constraints": [
+                    models.UniqueConstraint(fields=("cluster", "namespace", "name"), name="inventory_node_unique_name")
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='resourceslice',
-            index=models.Index(fields=['cluster', 'driver', 'pool'], name='inventory_slice_pool_idx'),
+            model_name="resourceslice",
+            index=models.Index(fields=["cluster", "driver", "pool"], name="inventory_slice_pool_idx"),
         ),
         migrations.AddConstraint(
-            model_name='resourceslice',
-            constraint=models.UniqueConstraint(fields=('cluster', 'namespace', 'name'), name='inventory_resourceslice_unique_name'),
+            model_name="resourceslice",
+            constraint=models.UniqueConstraint(
+                fields=("cluster", "namespace", "name"), name="inventory_resourceslice_unique_name"
+            ),
         ),
         migrations.AddIndex(
-            model_name='device',
-            index=models.Index(fields=['cluster', 'driver', 'pool', 'name'], name='inventory_device_identity_idx'),
+            model_name="device",
+            index=models.Index(fields=["cluster", "driver", "pool", "name"], name="inventory_device_identity_idx"),
         ),
         migrations.AddConstraint(
-            model_name='syncstate',
-            constraint=models.UniqueConstraint(fields=('cluster', 'kind'), name='inventory_syncstate_unique_cluster_kind'),
+            model_name="syncstate",
+            constraint=models.UniqueConstraint(
+                fields=("cluster", "kind"), name="inventory_syncstate_unique_cluster_kind"
+            ),
         ),
     ]

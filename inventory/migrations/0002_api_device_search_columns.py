@@ -12,7 +12,9 @@ def backfill(apps, schema_editor):
     for dev in Device.objects.iterator(chunk_size=2000):
         dev.attribute_values = plain_attributes(dev.attributes, dev.driver)
         dev.capacity_values = capacity_values(dev.capacity, dev.driver)
-        dev.tainted = any(isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute") for t in dev.taints or [])
+        dev.tainted = any(
+            isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute") for t in dev.taints or []
+        )
         batch.append(dev)
         if len(batch) >= 2000:
             Device.objects.bulk_update(batch, ["attribute_values", "capacity_values", "tainted"])
@@ -44,25 +46,24 @@ def narrow_rows(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0001_initial'),
+        ("inventory", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='device',
-            name='attribute_values',
+            model_name="device",
+            name="attribute_values",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='device',
-            name='capacity_values',
+            model_name="device",
+            name="capacity_values",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='device',
-            name='tainted',
+            model_name="device",
+            name="tainted",
             field=models.BooleanField(default=False),
         ),
         migrations.RunPython(narrow_rows, migrations.RunPython.noop),

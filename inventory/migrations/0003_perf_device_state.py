@@ -7,40 +7,46 @@ def backfill(apps, schema_editor):
     # The same code the sync apply path runs, on the historical models: every device's stored state.
     from inventory.devicestate import refresh_pools
 
-    refresh_pools(None, models=(apps.get_model("inventory", "Device"), apps.get_model("claims", "AllocationResult"), apps.get_model("inventory", "SharedCounterSet")))
+    refresh_pools(
+        None,
+        models=(
+            apps.get_model("inventory", "Device"),
+            apps.get_model("claims", "AllocationResult"),
+            apps.get_model("inventory", "SharedCounterSet"),
+        ),
+    )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0002_api_device_search_columns'),
-        ('claims', '0001_initial'),
+        ("inventory", "0002_api_device_search_columns"),
+        ("claims", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='device',
-            name='admin_watched',
+            model_name="device",
+            name="admin_watched",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='device',
-            name='allocation_state',
-            field=models.CharField(db_index=True, default='free', max_length=16),
+            model_name="device",
+            name="allocation_state",
+            field=models.CharField(db_index=True, default="free", max_length=16),
         ),
         migrations.AddField(
-            model_name='device',
-            name='held_by_claim_id',
+            model_name="device",
+            name="held_by_claim_id",
             field=models.BigIntegerField(blank=True, db_index=True, null=True),
         ),
         migrations.AddField(
-            model_name='device',
-            name='held_by_name',
+            model_name="device",
+            name="held_by_name",
             field=models.CharField(blank=True, max_length=253),
         ),
         migrations.AddField(
-            model_name='device',
-            name='held_by_namespace',
+            model_name="device",
+            name="held_by_namespace",
             field=models.CharField(blank=True, max_length=253),
         ),
         migrations.RunPython(backfill, migrations.RunPython.noop),

@@ -5,33 +5,41 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0003_perf_device_state'),
+        ("inventory", "0003_perf_device_state"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Namespace',
+            name="Namespace",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('uid', models.CharField(db_index=True, max_length=64)),
-                ('namespace', models.CharField(blank=True, db_index=True, default='', max_length=253)),
-                ('name', models.CharField(max_length=253)),
-                ('resource_version', models.CharField(max_length=64)),
-                ('resource_version_num', models.BigIntegerField(default=0)),
-                ('creation_timestamp', models.DateTimeField(blank=True, null=True)),
-                ('deletion_timestamp', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('labels', models.JSONField(blank=True, default=dict)),
-                ('raw', models.JSONField(default=dict)),
-                ('synced_at', models.DateTimeField(auto_now=True)),
-                ('admin_access', models.BooleanField(default=False)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("uid", models.CharField(db_index=True, max_length=64)),
+                ("namespace", models.CharField(blank=True, db_index=True, default="", max_length=253)),
+                ("name", models.CharField(max_length=253)),
+                ("resource_version", models.CharField(max_length=64)),
+                ("resource_version_num", models.BigIntegerField(default=0)),
+                ("creation_timestamp", models.DateTimeField(blank=True, null=True)),
+                ("deletion_timestamp", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("labels", models.JSONField(blank=True, default=dict)),
+                ("raw", models.JSONField(default=dict)),
+                ("synced_at", models.DateTimeField(auto_now=True)),
+                ("admin_access", models.BooleanField(default=False)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
-                'ordering': ('cluster_id', 'namespace', 'name'),
-                'abstract': False,
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'namespace', 'name'), name='inventory_namespace_unique_name')],
+                "ordering": ("cluster_id", "namespace", "name"),
+                "abstract": False,
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("cluster", "namespace", "name"), name="inventory_namespace_unique_name"
+                    )
+                ],
             },
         ),
     ]

@@ -7,34 +7,41 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0004_namespace'),
+        ("inventory", "0004_namespace"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='NodeDeviceSummary',
+            name="NodeDeviceSummary",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('driver', models.CharField(max_length=63)),
-                ('pool', models.CharField(max_length=253)),
-                ('node_name', models.CharField(blank=True, max_length=253)),
-                ('model', models.TextField(blank=True)),
-                ('map_key', models.CharField(max_length=260)),
-                ('sort_key', models.TextField()),
-                ('n_total', models.IntegerField(default=0)),
-                ('n_free', models.IntegerField(default=0)),
-                ('n_tainted_unheld', models.IntegerField(default=0)),
-                ('n_allocated', models.IntegerField(default=0)),
-                ('n_admin', models.IntegerField(default=0)),
-                ('n_partial', models.IntegerField(default=0)),
-                ('n_tainted', models.IntegerField(default=0)),
-                ('n_admin_watched', models.IntegerField(default=0)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("driver", models.CharField(max_length=63)),
+                ("pool", models.CharField(max_length=253)),
+                ("node_name", models.CharField(blank=True, max_length=253)),
+                ("model", models.TextField(blank=True)),
+                ("map_key", models.CharField(max_length=260)),
+                ("sort_key", models.TextField()),
+                ("n_total", models.IntegerField(default=0)),
+                ("n_free", models.IntegerField(default=0)),
+                ("n_tainted_unheld", models.IntegerField(default=0)),
+                ("n_allocated", models.IntegerField(default=0)),
+                ("n_admin", models.IntegerField(default=0)),
+                ("n_partial", models.IntegerField(default=0)),
+                ("n_tainted", models.IntegerField(default=0)),
+                ("n_admin_watched", models.IntegerField(default=0)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['cluster', 'driver', 'pool'], name='inventory_summary_pool_idx'), models.Index(fields=['cluster', 'sort_key'], name='inventory_summary_order_idx')],
+                "indexes": [
+                    models.Index(fields=["cluster", "driver", "pool"], name="inventory_summary_pool_idx"),
+                    models.Index(fields=["cluster", "sort_key"], name="inventory_summary_order_idx"),
+                ],
             },
         ),
     ]

@@ -4,30 +4,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0005_perf2_node_summary'),
+        ("inventory", "0005_perf2_node_summary"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='deviceclass',
-            name='match_computed_at',
+            model_name="deviceclass",
+            name="match_computed_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='deviceclass',
-            name='match_count',
+            model_name="deviceclass",
+            name="match_count",
             field=models.IntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='deviceclass',
-            name='match_error',
+            model_name="deviceclass",
+            name="match_error",
             field=models.TextField(blank=True),
         ),
         migrations.AddField(
-            model_name='deviceclass',
-            name='match_version',
+            model_name="deviceclass",
+            name="match_version",
             field=models.CharField(blank=True, max_length=64),
         ),
     ]

@@ -14,20 +14,21 @@ def backfill(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0006_perf2_class_matches'),
+        ("inventory", "0006_perf2_class_matches"),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name='nodedevicesummary',
-            name='inventory_summary_pool_idx',
+            model_name="nodedevicesummary",
+            name="inventory_summary_pool_idx",
         ),
         migrations.RunPython(clear, migrations.RunPython.noop),
         migrations.AddConstraint(
-            model_name='nodedevicesummary',
-            constraint=models.UniqueConstraint(fields=('cluster', 'driver', 'pool', 'node_name', 'model'), name='inventory_summary_unique_key'),
+            model_name="nodedevicesummary",
+            constraint=models.UniqueConstraint(
+                fields=("cluster", "driver", "pool", "node_name", "model"), name="inventory_summary_unique_key"
+            ),
         ),
         migrations.RunPython(backfill, migrations.RunPython.noop),
     ]

@@ -18,11 +18,18 @@ class Migration(migrations.Migration):
         migrations.AddField(model_name="syncstate", name="gone_count", field=models.IntegerField(default=0)),
         migrations.AddField(model_name="syncstate", name="watch_restarts", field=models.BigIntegerField(default=0)),
         migrations.RemoveConstraint(model_name="nodedevicesummary", name="inventory_summary_unique_key"),
-        migrations.AddField(model_name="nodedevicesummary", name="kind", field=models.CharField(default="other", max_length=16)),
-        migrations.RunPython(lambda apps, schema_editor: apps.get_model("inventory", "NodeDeviceSummary").objects.all().delete(), migrations.RunPython.noop),
+        migrations.AddField(
+            model_name="nodedevicesummary", name="kind", field=models.CharField(default="other", max_length=16)
+        ),
+        migrations.RunPython(
+            lambda apps, schema_editor: apps.get_model("inventory", "NodeDeviceSummary").objects.all().delete(),
+            migrations.RunPython.noop,
+        ),
         migrations.AddConstraint(
             model_name="nodedevicesummary",
-            constraint=models.UniqueConstraint(fields=("cluster", "driver", "pool", "node_name", "model", "kind"), name="inventory_summary_unique_key"),
+            constraint=models.UniqueConstraint(
+                fields=("cluster", "driver", "pool", "node_name", "model", "kind"), name="inventory_summary_unique_key"
+            ),
         ),
         migrations.RunPython(rebuild, migrations.RunPython.noop),
     ]

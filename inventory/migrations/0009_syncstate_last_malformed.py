@@ -10,5 +10,7 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.AddField(model_name="syncstate", name="last_malformed", field=models.TextField(blank=True)),
-        migrations.AddField(model_name="syncstate", name="last_malformed_at", field=models.DateTimeField(blank=True, null=True)),
+        migrations.AddField(
+            model_name="syncstate", name="last_malformed_at", field=models.DateTimeField(blank=True, null=True)
+        ),
     ]

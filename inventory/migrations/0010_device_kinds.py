@@ -48,11 +48,19 @@ class Migration(migrations.Migration):
                 ("n_total", models.IntegerField(default=0)),
                 ("n_gpus", models.IntegerField(default=0)),
                 ("since", models.DateTimeField()),
-                ("cluster", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster")),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
                 "constraints": [
-                    models.UniqueConstraint(fields=("cluster", "driver", "pool", "node_name", "model", "kind"), name="inventory_unpublished_unique_key"),
+                    models.UniqueConstraint(
+                        fields=("cluster", "driver", "pool", "node_name", "model", "kind"),
+                        name="inventory_unpublished_unique_key",
+                    ),
                 ],
             },
         ),

@@ -11,7 +11,12 @@ def fill(apps, schema_editor):
     model = apps.get_model("inventory", "NodeAccelerator")
     for cluster_id in node_model.objects.values_list("cluster_id", flat=True).distinct().order_by():
         requested = {}
-        for node, phase, raw in footprint_model.objects.filter(cluster_id=cluster_id).exclude(node_name="").values_list("node_name", "phase", "raw").iterator(chunk_size=2000):
+        for node, phase, raw in (
+            footprint_model.objects.filter(cluster_id=cluster_id)
+            .exclude(node_name="")
+            .values_list("node_name", "phase", "raw")
+            .iterator(chunk_size=2000)
+        ):
             if phase in ("Succeeded", "Failed"):
                 continue
             for name, value in ((raw or {}).get("requests") or {}).items():
@@ -19,9 +24,27 @@ def fill(apps, schema_editor):
                     requested.setdefault(node, {}).setdefault(name, 0)
                     requested[node][name] += int(value)
         rows = []
-        for name, raw in node_model.objects.filter(cluster_id=cluster_id, namespace="").values_list("name", "raw").iterator(chunk_size=1000):
-            for source, resource, kind, mdl, alloc, used, gpus in accelerators.rows_for_node(raw or {}, requested.get(name, {})):
-                rows.append(model(cluster_id=cluster_id, node_name=name, source=source, resource=resource[:253], kind=kind, model=mdl, allocatable=alloc, requested=used, gpus=gpus))
+        for name, raw in (
+            node_model.objects.filter(cluster_id=cluster_id, namespace="")
+            .values_list("name", "raw")
+            .iterator(chunk_size=1000)
+        ):
+            for source, resource, kind, mdl, alloc, used, gpus in accelerators.rows_for_node(
+                raw or {}, requested.get(name, {})
+            ):
+                rows.append(
+                    model(
+                        cluster_id=cluster_id,
+                        node_name=name,
+                        source=source,
+                        resource=resource[:253],
+                        kind=kind,
+                        model=mdl,
+                        allocatable=alloc,
+                        requested=used,
+                        gpus=gpus,
+                    )
+                )
         model.objects.bulk_create(rows, batch_size=1000)
 
 
@@ -46,7 +69,12 @@ class Migration(migrations.Migration):
                 ("allocatable", models.BigIntegerField(default=0)),
                 ("requested", models.BigIntegerField(default=0)),
                 ("gpus", models.IntegerField(default=0)),
-                ("cluster", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster")),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
                 "indexes": [models.Index(fields=["cluster", "node_name"], name="inventory_accel_node_idx")],

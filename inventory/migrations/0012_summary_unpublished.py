@@ -21,6 +21,8 @@ class Migration(migrations.Migration):
     operations = [
         migrations.DeleteModel(name="UnpublishedDevices"),
         migrations.AddField(model_name="nodedevicesummary", name="n_unpublished", field=models.IntegerField(default=0)),
-        migrations.AddField(model_name="nodedevicesummary", name="unpublished_since", field=models.DateTimeField(blank=True, null=True)),
+        migrations.AddField(
+            model_name="nodedevicesummary", name="unpublished_since", field=models.DateTimeField(blank=True, null=True)
+        ),
         migrations.RunPython(rebuild, migrations.RunPython.noop),
     ]

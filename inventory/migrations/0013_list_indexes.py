@@ -4,18 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0012_summary_unpublished'),
+        ("inventory", "0012_summary_unpublished"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='device',
-            index=models.Index(fields=['cluster', 'node_name', 'driver', 'pool', 'name', 'id'], name='inventory_device_order_idx'),
+            model_name="device",
+            index=models.Index(
+                fields=["cluster", "node_name", "driver", "pool", "name", "id"], name="inventory_device_order_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='nodedevicesummary',
-            index=models.Index(fields=['cluster', 'node_name'], name='inventory_summary_node_idx'),
+            model_name="nodedevicesummary",
+            index=models.Index(fields=["cluster", "node_name"], name="inventory_summary_node_idx"),
         ),
     ]

@@ -8,20 +8,21 @@ from django.db.models.functions import Coalesce
 def backfill(apps, schema_editor):
     """Count the device rows every existing slice has (the sync writes the count from now on)."""
     slice_model, device = apps.get_model("inventory", "ResourceSlice"), apps.get_model("inventory", "Device")
-    per_slice = device.objects.filter(slice_id=OuterRef("pk")).order_by().values("slice_id").annotate(n=Count("*")).values("n")
+    per_slice = (
+        device.objects.filter(slice_id=OuterRef("pk")).order_by().values("slice_id").annotate(n=Count("*")).values("n")
+    )
     slice_model.objects.update(device_count=Coalesce(Subquery(per_slice, output_field=IntegerField()), Value(0)))
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0013_list_indexes'),
+        ("inventory", "0013_list_indexes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='resourceslice',
-            name='device_count',
+            model_name="resourceslice",
+            name="device_count",
             field=models.IntegerField(default=0),
         ),
         migrations.RunPython(backfill, migrations.RunPython.noop),

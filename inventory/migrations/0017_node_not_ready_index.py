@@ -4,14 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0016_device_filter_statistics'),
+        ("inventory", "0016_device_filter_statistics"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='node',
-            index=models.Index(condition=models.Q(('namespace', ''), ('ready', False)), fields=['cluster', 'name'], name='inventory_node_not_ready_idx'),
+            model_name="node",
+            index=models.Index(
+                condition=models.Q(("namespace", ""), ("ready", False)),
+                fields=["cluster", "name"],
+                name="inventory_node_not_ready_idx",
+            ),
         ),
     ]

@@ -4,14 +4,13 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0018_no_statistics_for_documents'),
+        ("inventory", "0018_no_statistics_for_documents"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='node',
-            index=models.Index(fields=['cluster', 'ready'], name='inventory_node_ready_idx'),
+            model_name="node",
+            index=models.Index(fields=["cluster", "ready"], name="inventory_node_ready_idx"),
         ),
     ]

@@ -5,12 +5,16 @@ from django.db import migrations
 
 from gpudash.search_indexes import trigram_operations
 
-create, drop = trigram_operations([("inventory_node", "name"), ("inventory_resourceslice", "name"), ("inventory_device", "name")])
+create, drop = trigram_operations(
+    [("inventory_node", "name"), ("inventory_resourceslice", "name"), ("inventory_device", "name")]
+)
 
 
 def create_uuid(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("CREATE INDEX IF NOT EXISTS inventory_device_uuid_idx ON inventory_device ((attribute_values -> 'uuid'))")
+        schema_editor.execute(
+            "CREATE INDEX IF NOT EXISTS inventory_device_uuid_idx ON inventory_device ((attribute_values -> 'uuid'))"
+        )
 
 
 def drop_uuid(apps, schema_editor):

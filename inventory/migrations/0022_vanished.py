@@ -5,33 +5,44 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0021_search_trigram_indexes'),
+        ("inventory", "0021_search_trigram_indexes"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Vanished',
+            name="Vanished",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('Device', 'Device'), ('ResourceSlice', 'ResourceSlice')], max_length=16)),
-                ('driver', models.CharField(max_length=63)),
-                ('pool', models.CharField(max_length=253)),
-                ('name', models.CharField(max_length=253)),
-                ('slice_name', models.CharField(blank=True, max_length=253)),
-                ('node_name', models.CharField(blank=True, max_length=253)),
-                ('device_kind', models.CharField(blank=True, max_length=16)),
-                ('attributes', models.JSONField(blank=True, default=dict)),
-                ('capacity', models.JSONField(blank=True, default=dict)),
-                ('devices', models.JSONField(blank=True, default=list)),
-                ('held_by_namespace', models.CharField(blank=True, max_length=253)),
-                ('held_by_name', models.CharField(blank=True, max_length=253)),
-                ('vanished_at', models.DateTimeField(db_index=True)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(choices=[("Device", "Device"), ("ResourceSlice", "ResourceSlice")], max_length=16),
+                ),
+                ("driver", models.CharField(max_length=63)),
+                ("pool", models.CharField(max_length=253)),
+                ("name", models.CharField(max_length=253)),
+                ("slice_name", models.CharField(blank=True, max_length=253)),
+                ("node_name", models.CharField(blank=True, max_length=253)),
+                ("device_kind", models.CharField(blank=True, max_length=16)),
+                ("attributes", models.JSONField(blank=True, default=dict)),
+                ("capacity", models.JSONField(blank=True, default=dict)),
+                ("devices", models.JSONField(blank=True, default=list)),
+                ("held_by_namespace", models.CharField(blank=True, max_length=253)),
+                ("held_by_name", models.CharField(blank=True, max_length=253)),
+                ("vanished_at", models.DateTimeField(db_index=True)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'kind', 'driver', 'pool', 'name'), name='inventory_vanished_unique_key')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("cluster", "kind", "driver", "pool", "name"), name="inventory_vanished_unique_key"
+                    )
+                ],
             },
         ),
     ]

@@ -16,11 +16,17 @@ def unpublished_cells(count, since_text):
     count = min(int(count or 0), _MAX_GREY_CELLS)
     if not count:
         return ""
-    title = ngettext("%(n)d device last published, not published since %(since)s", "%(n)d devices last published, not published since %(since)s", count) % {"n": count, "since": since_text}
+    title = ngettext(
+        "%(n)d device last published, not published since %(since)s",
+        "%(n)d devices last published, not published since %(since)s",
+        count,
+    ) % {"n": count, "since": since_text}
     cell = format_html('<i class="cell unpublished" title="{}"></i>', title)
     return mark_safe(cell * count)
 
 
 @register.filter
 def kind_label(kind):
-    return {"gpu": gettext("whole GPU"), "partition": gettext("partition"), "other": gettext("other device")}.get(kind, kind)
+    return {"gpu": gettext("whole GPU"), "partition": gettext("partition"), "other": gettext("other device")}.get(
+        kind, kind
+    )

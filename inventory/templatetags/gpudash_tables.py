@@ -20,8 +20,15 @@ def sort_header(context, column, label, css=""):
     current, desc, query = _sort_query(context, column)
     if current == column:
         aria, arrow = ("descending", " ▼") if desc else ("ascending", " ▲")
-        return format_html('<th class="{}" aria-sort="{}" data-sort="{}"><a href="?{}">{}</a><span aria-hidden="true">{}</span></th>',
-                           css, aria, column, query.urlencode(), label, arrow)
+        return format_html(
+            '<th class="{}" aria-sort="{}" data-sort="{}"><a href="?{}">{}</a><span aria-hidden="true">{}</span></th>',
+            css,
+            aria,
+            column,
+            query.urlencode(),
+            label,
+            arrow,
+        )
     return format_html('<th class="{}" data-sort="{}"><a href="?{}">{}</a></th>', css, column, query.urlencode(), label)
 
 
@@ -32,8 +39,14 @@ def sort_link(context, column, label):
     current, desc, query = _sort_query(context, column)
     if current == column:
         words, arrow = (_("sorted descending"), " ▼") if desc else (_("sorted ascending"), " ▲")
-        return format_html('<a href="?{}" data-sort="{}" aria-current="true">{}<span aria-hidden="true">{}</span><span class="visually-hidden"> ({})</span></a>',
-                           query.urlencode(), column, label, arrow, words)
+        return format_html(
+            '<a href="?{}" data-sort="{}" aria-current="true">{}<span aria-hidden="true">{}</span><span class="visually-hidden"> ({})</span></a>',
+            query.urlencode(),
+            column,
+            label,
+            arrow,
+            words,
+        )
     return format_html('<a href="?{}" data-sort="{}">{}</a>', query.urlencode(), column, label)
 
 

@@ -21,10 +21,17 @@ register = template.Library()
 
 # What the nav's connection line and the severity badges say; the keys stay in classes and filters.
 CONNECTION_TITLES = {
-    "connected": gettext_lazy("connected"), "lagging": gettext_lazy("lagging"), "disconnected": gettext_lazy("disconnected"),
-    "never": gettext_lazy("never connected"), "snapshot": gettext_lazy("snapshot"),
+    "connected": gettext_lazy("connected"),
+    "lagging": gettext_lazy("lagging"),
+    "disconnected": gettext_lazy("disconnected"),
+    "never": gettext_lazy("never connected"),
+    "snapshot": gettext_lazy("snapshot"),
 }
-SEVERITY_TITLES = {"info": gettext_lazy("info"), "warning": gettext_lazy("warning"), "critical": gettext_lazy("critical")}
+SEVERITY_TITLES = {
+    "info": gettext_lazy("info"),
+    "warning": gettext_lazy("warning"),
+    "critical": gettext_lazy("critical"),
+}
 
 
 @register.simple_tag
@@ -73,7 +80,9 @@ def state_label(state):
 @register.simple_tag
 def state_badge(st):
     """A coloured badge for a fleet.DeviceState, with its secondary flags."""
-    flags = format_html_join("", ' <span class="flag flag-{}">{}</span>', ((f, _state_label(f)) for f in sorted(st.flags) if f != st.state))
+    flags = format_html_join(
+        "", ' <span class="flag flag-{}">{}</span>', ((f, _state_label(f)) for f in sorted(st.flags) if f != st.state)
+    )
     return format_html('<span class="badge s-{}">{}</span>{}', st.state, st.label, flags)
 
 
@@ -88,7 +97,7 @@ def _as_datetime(value):
         value = parse_datetime(value)
     if not isinstance(value, datetime.datetime):
         return None
-    return value if timezone.is_aware(value) else timezone.make_aware(value, datetime.timezone.utc)
+    return value if timezone.is_aware(value) else timezone.make_aware(value, datetime.UTC)
 
 
 @register.filter
@@ -113,7 +122,7 @@ def ago_text(value):
 def utc(value):
     """The absolute time, always UTC: '2026-12-03 06:36:18 UTC'."""
     value = _as_datetime(value)
-    return "—" if value is None else value.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return "—" if value is None else value.astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @register.filter
@@ -123,7 +132,7 @@ def ago(value):
     when = _as_datetime(value)
     if when is None:
         return "—"
-    iso = when.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    iso = when.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
     return format_html('<time datetime="{}" title="{}">{}</time>', iso, utc(when), ago_text(when))
 
 
@@ -149,8 +158,11 @@ def device_url_maker(cluster_name):
 
     def make(driver, pool, name):
         if not driver or not pool or not name or "/" in driver or "/" in name:
-            return device_url(cluster_name, driver, pool, name)  # what reverse() refuses or treats apart: its own answer
+            return device_url(
+                cluster_name, driver, pool, name
+            )  # what reverse() refuses or treats apart: its own answer
         return f"{before}{quote(driver, safe=_PATH_SAFE)}{middle}{quote(pool, safe=_PATH_SAFE)}{between}{quote(name, safe=_PATH_SAFE)}{after}"
+
     return make
 
 
@@ -173,7 +185,11 @@ SOURCE_CELL_CAP = 64  # cells per resource; a larger count is said in numbers af
 def _hami_state(d):
     if not d["slots_used"]:
         return "free"
-    full = d["slots_used"] >= d["slots"] or (d["memory"] and d["memory_used"] >= d["memory"]) or (d["cores"] and d["cores_used"] >= d["cores"])
+    full = (
+        d["slots_used"] >= d["slots"]
+        or (d["memory"] and d["memory_used"] >= d["memory"])
+        or (d["cores"] and d["cores_used"] >= d["cores"])
+    )
     return "allocated" if full else "partial"
 
 
@@ -195,23 +211,42 @@ def source_cells(sources):
                 cells.append(f'<span class="cell s-{state}{extra}" title="{html.escape(title)}"></span>')
             if alloc > SOURCE_CELL_CAP or item["requested"] > alloc:
                 # Translated outside the f-string: makemessages does not read inside one.
-                more = _("%(resource)s: %(requested)s of %(allocatable)s requested") % {"resource": item["resource"], "requested": item["requested"], "allocatable": alloc}
+                more = _("%(resource)s: %(requested)s of %(allocatable)s requested") % {
+                    "resource": item["resource"],
+                    "requested": item["requested"],
+                    "allocatable": alloc,
+                }
                 cells.append(f'<span class="srcmore">{html.escape(more)}</span>')
-        groups.append(f'<span class="srccells" data-source="device-plugin"><span class="srclabel">{html.escape(_("device plugin"))}</span>{"".join(cells)}</span>')
+        groups.append(
+            f'<span class="srccells" data-source="device-plugin"><span class="srclabel">{html.escape(_("device plugin"))}</span>{"".join(cells)}</span>'
+        )
     hami = (sources or {}).get("hami")
     if hami:
         cells = []
         for d in hami.get("devices", ()):
             state = _hami_state(d)
-            title = _("%(gpu)s · %(model)s · %(used)s/%(slots)s vGPU slots · %(memory_used)s/%(memory)s MiB · %(cores_used)s/%(cores)s%% compute") % {
-                "gpu": d["id"], "model": d["model"], "used": d["slots_used"], "slots": d["slots"], "memory_used": d["memory_used"],
-                "memory": d["memory"], "cores_used": d["cores_used"], "cores": d["cores"]}
+            title = _(
+                "%(gpu)s · %(model)s · %(used)s/%(slots)s vGPU slots · %(memory_used)s/%(memory)s MiB · %(cores_used)s/%(cores)s%% compute"
+            ) % {
+                "gpu": d["id"],
+                "model": d["model"],
+                "used": d["slots_used"],
+                "slots": d["slots"],
+                "memory_used": d["memory_used"],
+                "memory": d["memory"],
+                "cores_used": d["cores_used"],
+                "cores": d["cores"],
+            }
             flag = "" if d.get("health", True) else " f-unhealthy"
-            cells.append(f'<span class="cell s-{state}{flag}" data-uuid="{html.escape(d["id"])}" title="{html.escape(title)}"></span>')
+            cells.append(
+                f'<span class="cell s-{state}{flag}" data-uuid="{html.escape(d["id"])}" title="{html.escape(title)}"></span>'
+            )
         if hami.get("problems"):
             unreadable = _("%(count)s unreadable assignment(s)") % {"count": len(hami["problems"])}
             cells.append(f'<span class="srcmore warn">{html.escape(unreadable)}</span>')
-        groups.append(f'<span class="srccells" data-source="hami"><span class="srclabel">{html.escape(_("HAMi"))}</span>{"".join(cells)}</span>')
+        groups.append(
+            f'<span class="srccells" data-source="hami"><span class="srclabel">{html.escape(_("HAMi"))}</span>{"".join(cells)}</span>'
+        )
     return mark_safe("".join(groups))
 
 
@@ -237,7 +272,10 @@ def map_cells(row, devices_url):
         if d.get("model"):
             title.append(d["model"])
         for h in st.holders:
-            title.append((f"{h.namespace}/{h.name}" if h.visible else _("(claim in another namespace)")) + (" [admin]" if h.admin_access else ""))
+            title.append(
+                (f"{h.namespace}/{h.name}" if h.visible else _("(claim in another namespace)"))
+                + (" [admin]" if h.admin_access else "")
+            )
         parts.append(
             f'<a class="{classes}" href="{html.escape(prefix + d["driver"] + "/" + d["pool"] + "/" + d["name"])}/" title="{html.escape(" · ".join(title))}"></a>'
         )
@@ -255,20 +293,34 @@ def map_row(row, devices_url, one_cluster):
     cluster, node, devices = row["cluster_name"], row["node"], row["devices"]
     gpus, gpus_free, unpublished, sources = row["gpus"], row["gpus_free"], row["unpublished"], row.get("sources") or {}
     classes = "maprow" + (" row-unhealthy" if row["unhealthy"] else "") + (" row-unpublished" if unpublished else "")
-    href = reverse("inventory:pool-list") if node[:5] == "pool:" else reverse("inventory:node-detail", args=[cluster, node])
+    href = (
+        reverse("inventory:pool-list")
+        if node[:5] == "pool:"
+        else reverse("inventory:node-detail", args=[cluster, node])
+    )
     esc_cluster, esc_node = html.escape(cluster), html.escape(node)
     label = esc_node if one_cluster else f'<span class="muted">{esc_cluster}/</span>{esc_node}'
     cells = [map_cells(row, devices_url)]
     if unpublished:
         since = row["unpublished_since"]
-        cells.append(unpublished_cells(unpublished, date_filter(timezone.template_localtime(since), "Y-m-d H:i:s e") if since else ""))
+        cells.append(
+            unpublished_cells(
+                unpublished, date_filter(timezone.template_localtime(since), "Y-m-d H:i:s e") if since else ""
+            )
+        )
     if sources:
         cells.append(source_cells(sources))
     esc = html.escape
     if gpus:
-        summary = esc(ngettext("%(counter)s GPU", "%(counter)s GPUs", gpus) % {"counter": gpus}) + " " + esc(_("· %(free)s free") % {"free": gpus_free})
+        summary = (
+            esc(ngettext("%(counter)s GPU", "%(counter)s GPUs", gpus) % {"counter": gpus})
+            + " "
+            + esc(_("· %(free)s free") % {"free": gpus_free})
+        )
         if len(devices) != gpus:
-            counted = esc(_("published devices, partitions and other devices included"))  # outside the f-string: makemessages reads it
+            counted = esc(
+                _("published devices, partitions and other devices included")
+            )  # outside the f-string: makemessages reads it
             summary += f' <span title="{counted}">({len(devices)})</span>'
     else:
         summary = str(len(devices))
@@ -279,9 +331,15 @@ def map_row(row, devices_url, one_cluster):
     if dp:
         summary += " · " + esc(_("device plugin %(gpus)s (%(free)s free)") % {"gpus": dp["gpus"], "free": dp["free"]})
     if hami:
-        summary += " · " + esc(_("HAMi %(used)s/%(shares)s shares") % {"used": hami["shares_used"], "shares": hami["shares"]})
+        summary += " · " + esc(
+            _("HAMi %(used)s/%(shares)s shares") % {"used": hami["shares_used"], "shares": hami["shares"]}
+        )
     if unpublished:
-        summary += ' <span class="unpub">' + _("driver not publishing since %(since)s") % {"since": ago(row["unpublished_since"])} + "</span>"
+        summary += (
+            ' <span class="unpub">'
+            + _("driver not publishing since %(since)s") % {"since": ago(row["unpublished_since"])}
+            + "</span>"
+        )
     return mark_safe(
         f'<div class="{classes}" id="maprow-{esc_cluster}-{esc_node}" data-cluster="{esc_cluster}" data-node="{esc_node}" data-gpus="{gpus}" '
         f'data-gpus-free="{gpus_free}" data-devices="{len(devices)}">\n<a class="mapnode" href="{html.escape(href)}" title="{esc_cluster}/{esc_node}">{label}</a>\n'

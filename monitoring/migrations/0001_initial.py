@@ -5,64 +5,92 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('inventory', '0008_metrics_columns'),
+        ("inventory", "0008_metrics_columns"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='OpsCounter',
+            name="OpsCounter",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=64)),
-                ('cluster_name', models.CharField(blank=True, max_length=63)),
-                ('label', models.CharField(blank=True, max_length=128)),
-                ('value', models.BigIntegerField(default=0)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=64)),
+                ("cluster_name", models.CharField(blank=True, max_length=63)),
+                ("label", models.CharField(blank=True, max_length=128)),
+                ("value", models.BigIntegerField(default=0)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('name', 'cluster_name', 'label'), name='monitoring_counter_unique')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("name", "cluster_name", "label"), name="monitoring_counter_unique")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='PrometheusSource',
+            name="PrometheusSource",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('url', models.URLField(help_text='Base URL, e.g. http://prometheus.monitoring:9090 (the API is under /api/v1/).', max_length=500)),
-                ('auth_header', models.CharField(blank=True, help_text="Sent as the Authorization header, e.g. 'Bearer TOKEN'. Optional.", max_length=2000)),
-                ('enabled', models.BooleanField(default=True)),
-                ('last_poll_at', models.DateTimeField(blank=True, null=True)),
-                ('last_success_at', models.DateTimeField(blank=True, null=True)),
-                ('last_minute', models.DateTimeField(blank=True, null=True)),
-                ('last_error', models.TextField(blank=True)),
-                ('last_error_at', models.DateTimeField(blank=True, null=True)),
-                ('devices_matched', models.IntegerField(default=0)),
-                ('series_unmatched', models.IntegerField(default=0)),
-                ('cluster', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='prometheus', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "url",
+                    models.URLField(
+                        help_text="Base URL, e.g. http://prometheus.monitoring:9090 (the API is under /api/v1/).",
+                        max_length=500,
+                    ),
+                ),
+                (
+                    "auth_header",
+                    models.CharField(
+                        blank=True,
+                        help_text="Sent as the Authorization header, e.g. 'Bearer TOKEN'. Optional.",
+                        max_length=2000,
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                ("last_poll_at", models.DateTimeField(blank=True, null=True)),
+                ("last_success_at", models.DateTimeField(blank=True, null=True)),
+                ("last_minute", models.DateTimeField(blank=True, null=True)),
+                ("last_error", models.TextField(blank=True)),
+                ("last_error_at", models.DateTimeField(blank=True, null=True)),
+                ("devices_matched", models.IntegerField(default=0)),
+                ("series_unmatched", models.IntegerField(default=0)),
+                (
+                    "cluster",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="prometheus", to="inventory.cluster"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='UtilizationSample',
+            name="UtilizationSample",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('driver', models.CharField(max_length=63)),
-                ('pool', models.CharField(max_length=253)),
-                ('device', models.CharField(max_length=63)),
-                ('minute', models.DateTimeField()),
-                ('gpu_util', models.FloatField(null=True)),
-                ('fb_used_bytes', models.FloatField(null=True)),
-                ('power_watts', models.FloatField(null=True)),
-                ('gr_engine_active', models.FloatField(null=True)),
-                ('allocated', models.BooleanField(default=False)),
-                ('held_by_namespace', models.CharField(blank=True, max_length=253)),
-                ('held_by_name', models.CharField(blank=True, max_length=253)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("driver", models.CharField(max_length=63)),
+                ("pool", models.CharField(max_length=253)),
+                ("device", models.CharField(max_length=63)),
+                ("minute", models.DateTimeField()),
+                ("gpu_util", models.FloatField(null=True)),
+                ("fb_used_bytes", models.FloatField(null=True)),
+                ("power_watts", models.FloatField(null=True)),
+                ("gr_engine_active", models.FloatField(null=True)),
+                ("allocated", models.BooleanField(default=False)),
+                ("held_by_namespace", models.CharField(blank=True, max_length=253)),
+                ("held_by_name", models.CharField(blank=True, max_length=253)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['cluster', 'minute'], name='monitoring_sample_minute_idx')],
-                'constraints': [models.UniqueConstraint(fields=('cluster', 'driver', 'pool', 'device', 'minute'), name='monitoring_sample_unique_minute')],
+                "indexes": [models.Index(fields=["cluster", "minute"], name="monitoring_sample_minute_idx")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("cluster", "driver", "pool", "device", "minute"), name="monitoring_sample_unique_minute"
+                    )
+                ],
             },
         ),
     ]

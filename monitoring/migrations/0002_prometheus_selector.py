@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('monitoring', '0001_initial'),
+        ("monitoring", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='prometheussource',
-            name='series_selector',
-            field=models.CharField(blank=True, help_text='Label matchers added to every query, for a Prometheus that scrapes several clusters, e.g. cluster="prod".', max_length=500),
+            model_name="prometheussource",
+            name="series_selector",
+            field=models.CharField(
+                blank=True,
+                help_text='Label matchers added to every query, for a Prometheus that scrapes several clusters, e.g. cluster="prod".',
+                max_length=500,
+            ),
         ),
     ]

@@ -5,71 +5,78 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0010_device_kinds'),
-        ('monitoring', '0002_prometheus_selector'),
+        ("inventory", "0010_device_kinds"),
+        ("monitoring", "0002_prometheus_selector"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='FleetSample',
+            name="FleetSample",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('minute', models.DateTimeField()),
-                ('model', models.TextField(blank=True)),
-                ('kind', models.CharField(max_length=16)),
-                ('free', models.IntegerField(default=0)),
-                ('allocated', models.IntegerField(default=0)),
-                ('admin', models.IntegerField(default=0)),
-                ('partial', models.IntegerField(default=0)),
-                ('tainted', models.IntegerField(default=0)),
-                ('unhealthy', models.IntegerField(default=0)),
-                ('stuck', models.IntegerField(default=0)),
-                ('gpus', models.IntegerField(default=0)),
-                ('gpus_free', models.IntegerField(default=0)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("minute", models.DateTimeField()),
+                ("model", models.TextField(blank=True)),
+                ("kind", models.CharField(max_length=16)),
+                ("free", models.IntegerField(default=0)),
+                ("allocated", models.IntegerField(default=0)),
+                ("admin", models.IntegerField(default=0)),
+                ("partial", models.IntegerField(default=0)),
+                ("tainted", models.IntegerField(default=0)),
+                ("unhealthy", models.IntegerField(default=0)),
+                ("stuck", models.IntegerField(default=0)),
+                ("gpus", models.IntegerField(default=0)),
+                ("gpus_free", models.IntegerField(default=0)),
             ],
         ),
         migrations.CreateModel(
-            name='NamespaceSample',
+            name="NamespaceSample",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('minute', models.DateTimeField()),
-                ('namespace', models.CharField(max_length=253)),
-                ('gpu', models.IntegerField(default=0)),
-                ('partition', models.IntegerField(default=0)),
-                ('other', models.IntegerField(default=0)),
-                ('pending', models.IntegerField(default=0)),
-                ('claims_allocated', models.IntegerField(default=0)),
-                ('reserved', models.IntegerField(default=0)),
-                ('deleting', models.IntegerField(default=0)),
-                ('idle', models.IntegerField(default=0)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("minute", models.DateTimeField()),
+                ("namespace", models.CharField(max_length=253)),
+                ("gpu", models.IntegerField(default=0)),
+                ("partition", models.IntegerField(default=0)),
+                ("other", models.IntegerField(default=0)),
+                ("pending", models.IntegerField(default=0)),
+                ("claims_allocated", models.IntegerField(default=0)),
+                ("reserved", models.IntegerField(default=0)),
+                ("deleting", models.IntegerField(default=0)),
+                ("idle", models.IntegerField(default=0)),
             ],
         ),
         migrations.RemoveConstraint(
-            model_name='utilizationsample',
-            name='monitoring_sample_unique_minute',
+            model_name="utilizationsample",
+            name="monitoring_sample_unique_minute",
         ),
         migrations.AddField(
-            model_name='fleetsample',
-            name='cluster',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster'),
+            model_name="fleetsample",
+            name="cluster",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+            ),
         ),
         migrations.AddField(
-            model_name='namespacesample',
-            name='cluster',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.cluster'),
+            model_name="namespacesample",
+            name="cluster",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.cluster"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='fleetsample',
-            constraint=models.UniqueConstraint(fields=('minute', 'cluster', 'model', 'kind'), name='monitoring_fleetsample_unique'),
+            model_name="fleetsample",
+            constraint=models.UniqueConstraint(
+                fields=("minute", "cluster", "model", "kind"), name="monitoring_fleetsample_unique"
+            ),
         ),
         migrations.AddIndex(
-            model_name='namespacesample',
-            index=models.Index(fields=['namespace', 'minute'], name='monitoring_nssample_ns_idx'),
+            model_name="namespacesample",
+            index=models.Index(fields=["namespace", "minute"], name="monitoring_nssample_ns_idx"),
         ),
         migrations.AddConstraint(
-            model_name='namespacesample',
-            constraint=models.UniqueConstraint(fields=('minute', 'cluster', 'namespace'), name='monitoring_nssample_unique'),
+            model_name="namespacesample",
+            constraint=models.UniqueConstraint(
+                fields=("minute", "cluster", "namespace"), name="monitoring_nssample_unique"
+            ),
         ),
     ]

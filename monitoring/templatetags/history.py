@@ -4,11 +4,17 @@ from urllib.parse import urlencode
 
 from django import template
 from django.urls import reverse
-from django.utils.translation import gettext as _, gettext_lazy
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 register = template.Library()
 
-RANGES = ((6, gettext_lazy("6 h")), (24, gettext_lazy("24 h")), (168, gettext_lazy("7 days")), (336, gettext_lazy("14 days")))
+RANGES = (
+    (6, gettext_lazy("6 h")),
+    (24, gettext_lazy("24 h")),
+    (168, gettext_lazy("7 days")),
+    (336, gettext_lazy("14 days")),
+)
 
 
 def _src(name, cluster, **params):
@@ -21,15 +27,30 @@ def _context(title, charts):
     from ..history import retention_days
 
     longest = retention_days() * 24
-    return {"history_title": title, "history_charts": charts, "history_hours": 24,
-            "history_ranges": [(h, label) for h, label in RANGES if h <= longest] or [(int(longest), _("%(hours)s h") % {"hours": f"{longest:g}"})]}
+    return {
+        "history_title": title,
+        "history_charts": charts,
+        "history_hours": 24,
+        "history_ranges": [(h, label) for h, label in RANGES if h <= longest]
+        or [(int(longest), _("%(hours)s h") % {"hours": f"{longest:g}"})],
+    }
 
 
 def namespace_charts(namespace, cluster):
     return [
-        {"title": _("Devices held by %(namespace)s") % {"namespace": namespace}, "src": _src("api:history-namespaces", cluster, namespace=namespace, series="gpu,partition,other,idle")},
-        {"title": _("Claims of %(namespace)s by state") % {"namespace": namespace}, "src": _src("api:history-namespaces", cluster, namespace=namespace,
-                                                                 series="claims_pending,claims_allocated,claims_reserved,claims_deleting")},
+        {
+            "title": _("Devices held by %(namespace)s") % {"namespace": namespace},
+            "src": _src("api:history-namespaces", cluster, namespace=namespace, series="gpu,partition,other,idle"),
+        },
+        {
+            "title": _("Claims of %(namespace)s by state") % {"namespace": namespace},
+            "src": _src(
+                "api:history-namespaces",
+                cluster,
+                namespace=namespace,
+                series="claims_pending,claims_allocated,claims_reserved,claims_deleting",
+            ),
+        },
     ]
 
 
@@ -40,9 +61,18 @@ def fleet_history(context):
     cluster = context.get("cluster")
     charts = [
         {"title": _("Whole-GPU devices by state"), "src": _src("api:history-devices", cluster, kind="gpu")},
-        {"title": _("Free whole GPUs by model"), "src": _src("api:history-devices", cluster, series="gpus_free", group_by="model")},
-        {"title": _("Whole GPUs held, top namespaces"), "src": _src("api:history-namespaces", cluster, series="gpu", top=8)},
-        {"title": _("Pending claims, top namespaces"), "src": _src("api:history-namespaces", cluster, series="claims_pending", top=8)},
+        {
+            "title": _("Free whole GPUs by model"),
+            "src": _src("api:history-devices", cluster, series="gpus_free", group_by="model"),
+        },
+        {
+            "title": _("Whole GPUs held, top namespaces"),
+            "src": _src("api:history-namespaces", cluster, series="gpu", top=8),
+        },
+        {
+            "title": _("Pending claims, top namespaces"),
+            "src": _src("api:history-namespaces", cluster, series="claims_pending", top=8),
+        },
     ]
     if context.get("global_namespace"):
         charts += namespace_charts(context["global_namespace"], cluster)
@@ -51,4 +81,6 @@ def fleet_history(context):
 
 @register.inclusion_tag("monitoring/_history_charts.html", takes_context=True)
 def namespace_history(context, namespace):
-    return _context(_("%(namespace)s over time") % {"namespace": namespace}, namespace_charts(namespace, context.get("cluster")))
+    return _context(
+        _("%(namespace)s over time") % {"namespace": namespace}, namespace_charts(namespace, context.get("cluster"))
+    )

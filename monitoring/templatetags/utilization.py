@@ -26,7 +26,8 @@ def _status(cluster_id):
 @register.inclusion_tag("monitoring/_device_utilization.html")
 def device_utilization(device):
     sample = latest([device.cluster_id], [(device.cluster_id, device.driver, device.pool, device.name)]).get(
-        (device.cluster_id, device.driver, device.pool, device.name))
+        (device.cluster_id, device.driver, device.pool, device.name)
+    )
     return {"sample": sample, "source": _status(device.cluster_id)}
 
 
@@ -86,8 +87,11 @@ def pods_utilization(pods):
         return {}
     from claims.lookups import claim_keys_q
 
-    results = (AllocationResult.objects.filter(claim_keys_q(pods_of_claim, prefix="claim__"), admin_access=False)
-               .values_list("cluster_id", "claim__namespace", "claim__name", "driver", "pool", "device").order_by("cluster_id", "pool", "device"))
+    results = (
+        AllocationResult.objects.filter(claim_keys_q(pods_of_claim, prefix="claim__"), admin_access=False)
+        .values_list("cluster_id", "claim__namespace", "claim__name", "driver", "pool", "device")
+        .order_by("cluster_id", "pool", "device")
+    )
     held = [(r[:3], (r[0], *r[3:])) for r in results if r[:3] in pods_of_claim]
     found = latest({k[0] for k in pods_of_claim}, [key for _claim, key in held])
     out = defaultdict(list)

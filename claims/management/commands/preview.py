@@ -5,8 +5,17 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from claims.allocator import AllocationError, Features, InputError, headroom, load_documents, preview, resolve_claims, snapshot_inventory
-from claims.allocator.nodefilters import parse_toleration_flag, scheduling_pod
+from dra import (
+    AllocationError,
+    Features,
+    InputError,
+    headroom,
+    load_documents,
+    preview,
+    resolve_claims,
+    snapshot_inventory,
+)
+from dra.nodefilters import parse_toleration_flag, scheduling_pod
 
 
 class Command(BaseCommand):
@@ -16,18 +25,40 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--claim", required=True, help="YAML/JSON file with claims, templates or one pod ('-' = stdin).")
-        parser.add_argument("--snapshot", help="`kubectl get deviceclasses,resourceslices,resourceclaims,nodes -A -o json` output.")
-        parser.add_argument("--cluster", help="Cluster in the database (default: the only one). Ignored with --snapshot.")
+        parser.add_argument(
+            "--claim", required=True, help="YAML/JSON file with claims, templates or one pod ('-' = stdin)."
+        )
+        parser.add_argument(
+            "--snapshot", help="`kubectl get deviceclasses,resourceslices,resourceclaims,nodes -A -o json` output."
+        )
+        parser.add_argument(
+            "--cluster", help="Cluster in the database (default: the only one). Ignored with --snapshot."
+        )
         parser.add_argument("--namespace", help="Namespace for objects that have none (default: default).")
-        parser.add_argument("--features", help='JSON of DRA feature settings for --snapshot, e.g. \'{"device_taint_rules": true}\'.')
+        parser.add_argument(
+            "--features", help="JSON of DRA feature settings for --snapshot, e.g. '{\"device_taint_rules\": true}'."
+        )
         parser.add_argument("--node", action="append", dest="nodes", help="Only these nodes (repeatable).")
         parser.add_argument("--headroom", action="store_true", help="Also count how many copies would fit (greedy).")
-        parser.add_argument("--toleration", action="append", dest="tolerations", metavar="KEY[=VALUE][:EFFECT]",
-                            help="For a bare claim or template: a toleration of the pod that would use it (repeatable; '*' tolerates all).")
-        parser.add_argument("--node-selector", action="append", dest="node_selector", metavar="KEY=VALUE",
-                            help="For a bare claim or template: the would-be pod's nodeSelector (repeatable).")
-        parser.add_argument("--no-node-filters", action="store_true", help="Skip the scheduler's node filters (cordon, taints, affinity, resources).")
+        parser.add_argument(
+            "--toleration",
+            action="append",
+            dest="tolerations",
+            metavar="KEY[=VALUE][:EFFECT]",
+            help="For a bare claim or template: a toleration of the pod that would use it (repeatable; '*' tolerates all).",
+        )
+        parser.add_argument(
+            "--node-selector",
+            action="append",
+            dest="node_selector",
+            metavar="KEY=VALUE",
+            help="For a bare claim or template: the would-be pod's nodeSelector (repeatable).",
+        )
+        parser.add_argument(
+            "--no-node-filters",
+            action="store_true",
+            help="Skip the scheduler's node filters (cordon, taints, affinity, resources).",
+        )
         parser.add_argument("--json", action="store_true", help="Print the JSON document (see docs/allocator.md).")
 
     def handle(self, *args, **opts):
@@ -42,7 +73,9 @@ class Command(BaseCommand):
                 documents = load_documents(text, opts["claim"])
                 claims, bound = resolve_claims(inv, documents, namespace=opts["namespace"])
                 filters = not opts["no_node_filters"]
-                pod = scheduling_pod(documents, namespace=opts["namespace"], **self._would_be(opts)) if filters else None
+                pod = (
+                    scheduling_pod(documents, namespace=opts["namespace"], **self._would_be(opts)) if filters else None
+                )
                 result = preview(inv, claims, bound=bound, nodes=opts["nodes"], pod=pod, node_filters=filters)
                 if opts["headroom"]:
                     result["headroom"] = self._headroom(inv, claims, pod, filters)
@@ -84,15 +117,27 @@ class Command(BaseCommand):
         if opts["cluster"]:
             cluster = Cluster.objects.filter(name=opts["cluster"]).first()
             if cluster is None:
-                raise CommandError(f"no cluster named {opts['cluster']!r}; known: {', '.join(Cluster.objects.values_list('name', flat=True)) or 'none'}")
+                raise CommandError(
+                    f"no cluster named {opts['cluster']!r}; known: {', '.join(Cluster.objects.values_list('name', flat=True)) or 'none'}"
+                )
         else:
             clusters = list(Cluster.objects.all()[:2])
             if len(clusters) != 1:
-                raise CommandError("give --cluster NAME (or --snapshot FILE): " + ("no cluster in the database" if not clusters else "there are several clusters"))
+                raise CommandError(
+                    "give --cluster NAME (or --snapshot FILE): "
+                    + ("no cluster in the database" if not clusters else "there are several clusters")
+                )
             cluster = clusters[0]
         try:
-            return run_preview(cluster, yaml_text=text, namespace=opts["namespace"], with_headroom=opts["headroom"], nodes=opts["nodes"],
-                               node_filters=not opts["no_node_filters"], **self._would_be(opts))
+            return run_preview(
+                cluster,
+                yaml_text=text,
+                namespace=opts["namespace"],
+                with_headroom=opts["headroom"],
+                nodes=opts["nodes"],
+                node_filters=not opts["no_node_filters"],
+                **self._would_be(opts),
+            )
         except PreviewError as exc:
             raise CommandError(str(exc)) from None
 
@@ -120,4 +165,6 @@ class Command(BaseCommand):
             if "error" in h:
                 self.stdout.write(f"Headroom: {h['error']}")
             else:
-                self.stdout.write(f"Headroom: {h['copies']} more copies; by node pool {h['byNodePool']}; by device model {h['byDeviceModel']}")
+                self.stdout.write(
+                    f"Headroom: {h['copies']} more copies; by node pool {h['byNodePool']}; by device model {h['byDeviceModel']}"
+                )

@@ -12,15 +12,21 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=6443, help="Port on 127.0.0.1 (0 = any free port).")
         parser.add_argument("--scenario", default="demo", help="Scenario name or YAML path ('' = none).")
-        parser.add_argument("--fleet-nodes", type=int, default=0,
-                            help="Also load a synthetic fleet with this many 8-GPU nodes (benchmarks).")
+        parser.add_argument(
+            "--fleet-nodes",
+            type=int,
+            default=0,
+            help="Also load a synthetic fleet with this many 8-GPU nodes (benchmarks).",
+        )
         parser.add_argument("--fleet-claims", type=int, default=None, help="Claims in the synthetic fleet.")
         parser.add_argument("--churn", type=float, default=0.0, help="Churn actions per second (0 = none).")
         parser.add_argument("--kubeconfig", default="devcluster-kubeconfig.yaml", help="Where to write a kubeconfig.")
         parser.add_argument("--context", default="devcluster")
         parser.add_argument("--token", default=None, help="Require this bearer token.")
         parser.add_argument("--bookmark-interval", type=float, default=60.0)
-        parser.add_argument("--devicetaintrules", action="store_true", help="Serve resource.k8s.io/v1beta2 DeviceTaintRules.")
+        parser.add_argument(
+            "--devicetaintrules", action="store_true", help="Serve resource.k8s.io/v1beta2 DeviceTaintRules."
+        )
 
     def handle(self, *args, **opts):
         from devcluster.churn import Churn

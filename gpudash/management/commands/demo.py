@@ -18,7 +18,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--api-port", type=int, default=0, help="Port of the built-in API server (0 = any free).")
-        parser.add_argument("--scenario", default="demo-mixed", help="Scenario name or YAML path (demo-mixed: the demo fleet plus device-plugin and HAMi nodes).")
+        parser.add_argument(
+            "--scenario",
+            default="demo-mixed",
+            help="Scenario name or YAML path (demo-mixed: the demo fleet plus device-plugin and HAMi nodes).",
+        )
         parser.add_argument("--churn", type=float, default=0.5, help="Demo changes per second (0 = none).")
 
     def handle(self, *args, **opts):

@@ -16,7 +16,7 @@ class Command(BaseCommand):
         try:
             user = User.objects.get(username=username)
         except User.DoesNotExist:
-            raise CommandError(f"no user named {username!r}")
+            raise CommandError(f"no user named {username!r}") from None
         scope = None if namespaces is None else [n.strip() for n in namespaces.split(",") if n.strip()]
         roles.grant(user, role, scope)
         where = ", ".join(scope) if scope else "all namespaces"

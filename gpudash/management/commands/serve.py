@@ -17,17 +17,26 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--workers", type=int, default=1,
-                            help="Web server processes (needs REDIS_URL: the channel layer and the watchers must be shared).")
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=1,
+            help="Web server processes (needs REDIS_URL: the channel layer and the watchers must be shared).",
+        )
         parser.add_argument("--no-watchers", action="store_true", help="Do not start in-process watchers.")
-        parser.add_argument("--no-preview-warm-up", action="store_true",
-                            help="Preview workers do not build the preview inventories at start (settings.GPUDASH_PREVIEW_WARM_UP off).")
+        parser.add_argument(
+            "--no-preview-warm-up",
+            action="store_true",
+            help="Preview workers do not build the preview inventories at start (settings.GPUDASH_PREVIEW_WARM_UP off).",
+        )
 
     def handle(self, *args, **opts):
         if opts["workers"] < 1:
             raise CommandError("--workers must be at least 1")
         if opts["workers"] > 1 and not settings.REDIS_URL:
-            raise CommandError("--workers above 1 needs REDIS_URL: without it the live updates and the watchers live in one process")
+            raise CommandError(
+                "--workers above 1 needs REDIS_URL: without it the live updates and the watchers live in one process"
+            )
         in_process = not settings.REDIS_URL and not opts["no_watchers"]
         if in_process:
             self.stdout.write("Watchers running in this process (no REDIS_URL).")

@@ -15,8 +15,12 @@ class Command(BaseCommand):
         parser.add_argument("name", help="Short name for the cluster (letters, digits, - and _).")
         parser.add_argument("--kubeconfig", default="", help="Path to the kubeconfig file.")
         parser.add_argument("--context", default="", help="Context in the kubeconfig (default: its current context).")
-        parser.add_argument("--in-cluster", action="store_true", help="Use the pod's service account instead of a kubeconfig.")
-        parser.add_argument("--read-only", action="store_true", help="Never write to this cluster (release actions disabled).")
+        parser.add_argument(
+            "--in-cluster", action="store_true", help="Use the pod's service account instead of a kubeconfig."
+        )
+        parser.add_argument(
+            "--read-only", action="store_true", help="Never write to this cluster (release actions disabled)."
+        )
 
     def handle(self, *args, name, kubeconfig, context, in_cluster, read_only, **options):
         if slugify(name) != name:
@@ -36,7 +40,13 @@ class Command(BaseCommand):
             raise CommandError(f"cluster {name!r} is an imported snapshot; pick another name")
         cluster, created = Cluster.objects.update_or_create(
             name=name,
-            defaults={"kubeconfig": kubeconfig, "context": context, "in_cluster": in_cluster, "read_only": read_only, "enabled": True},
+            defaults={
+                "kubeconfig": kubeconfig,
+                "context": context,
+                "in_cluster": in_cluster,
+                "read_only": read_only,
+                "enabled": True,
+            },
         )
         self.stdout.write(f"{'Added' if created else 'Updated'} cluster {cluster.name} (id {cluster.pk}).")
 
@@ -51,6 +61,10 @@ class Command(BaseCommand):
             raise CommandError(f"kubeconfig {path}: not a kubeconfig (expected a YAML mapping)")
         names = [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)]
         if context and context not in names:
-            raise CommandError(f"kubeconfig {path}: no context {context!r} (has: {', '.join(map(str, names)) or 'none'})")
+            raise CommandError(
+                f"kubeconfig {path}: no context {context!r} (has: {', '.join(map(str, names)) or 'none'})"
+            )
         if not context and not doc.get("current-context") and len(names) != 1:
-            raise CommandError(f"kubeconfig {path}: no current-context; pass --context (has: {', '.join(map(str, names)) or 'none'})")
+            raise CommandError(
+                f"kubeconfig {path}: no current-context; pass --context (has: {', '.join(map(str, names)) or 'none'})"
+            )

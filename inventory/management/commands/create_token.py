@@ -12,13 +12,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("username")
-        parser.add_argument("--reset", action="store_true", help="Replace an existing token (the old one stops working).")
+        parser.add_argument(
+            "--reset", action="store_true", help="Replace an existing token (the old one stops working)."
+        )
 
     def handle(self, username, reset=False, **options):
         try:
             user = get_user_model().objects.get(username=username)
         except get_user_model().DoesNotExist as exc:
-            raise CommandError(f"No user named {username!r}; create one with `manage.py createsuperuser` or the admin.") from exc
+            raise CommandError(
+                f"No user named {username!r}; create one with `manage.py createsuperuser` or the admin."
+            ) from exc
         if reset:
             Token.objects.filter(user=user).delete()
         token, created = Token.objects.get_or_create(user=user)

@@ -1,7 +1,7 @@
 """Load a `kubectl get ... -A -o json` dump as a read-only snapshot cluster.
 
-    kubectl get deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates,pods,nodes -A -o json > dump.json
-    python manage.py import_snapshot dump.json --name prod-dump
+kubectl get deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates,pods,nodes -A -o json > dump.json
+python manage.py import_snapshot dump.json --name prod-dump
 """
 
 import json
@@ -51,7 +51,9 @@ class Command(BaseCommand):
                 existing.delete()  # a re-import replaces the snapshot wholesale
             cluster = Cluster.objects.create(name=name, is_snapshot=True, read_only=True, discovered_at=timezone.now())
             for spec in KINDS:
-                result = apply_batch(cluster, spec.kind, [(LISTED, raw) for raw in by_kind.get(spec.kind, [])], record_states=False)
+                result = apply_batch(
+                    cluster, spec.kind, [(LISTED, raw) for raw in by_kind.get(spec.kind, [])], record_states=False
+                )
                 for message, text in result.malformed:
                     self.stderr.write(f"{path}: {message}: {text[:300]}")
                 malformed += len(result.malformed)
@@ -63,13 +65,22 @@ class Command(BaseCommand):
                     malformed_count=len(result.malformed),
                     last_list_at=timezone.now(),
                 )
-            versions = sorted({str(item.get("apiVersion")) for items_ in by_kind.values() for item in items_ if "/" in str(item.get("apiVersion"))})
+            versions = sorted(
+                {
+                    str(item.get("apiVersion"))
+                    for items_ in by_kind.values()
+                    for item in items_
+                    if "/" in str(item.get("apiVersion"))
+                }
+            )
             Cluster.objects.filter(pk=cluster.pk).update(served_resource_versions=versions)
 
         counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_kind.items())) or "nothing"
         self.stdout.write(f"Imported snapshot cluster {name} (id {cluster.pk}): {counts}.")
         if skipped:
-            self.stdout.write("Skipped kinds gpudash does not mirror: " + ", ".join(f"{n} {k}" for k, n in sorted(skipped.items())))
+            self.stdout.write(
+                "Skipped kinds gpudash does not mirror: " + ", ".join(f"{n} {k}" for k, n in sorted(skipped.items()))
+            )
         if malformed:
             self.stderr.write(f"{malformed} malformed object(s) were not imported (listed above).")
 

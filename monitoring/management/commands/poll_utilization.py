@@ -21,7 +21,11 @@ class Command(BaseCommand):
                 failed = True
                 self.stdout.write(f"{name}: error: {r.error}")
             else:
-                unmatched = f", {sum(r.unmatched.values())} series matched no device ({dict(r.unmatched)})" if r.unmatched else ""
+                unmatched = (
+                    f", {sum(r.unmatched.values())} series matched no device ({dict(r.unmatched)})"
+                    if r.unmatched
+                    else ""
+                )
                 self.stdout.write(f"{name}: {r.matched} devices{unmatched}")
         if failed:
             raise CommandError("some polls failed")

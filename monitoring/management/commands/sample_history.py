@@ -16,5 +16,7 @@ class Command(BaseCommand):
     def handle(self, *args, prune, **options):
         self.stdout.write(f"{history.sample()} history rows written")
         if prune:
-            self.stdout.write(f"{history.prune()} history rows, {utilization.prune()} utilization samples and "
-                              f"{vanished.prune()} last-seen records pruned")
+            self.stdout.write(
+                f"{history.prune()} history rows, {utilization.prune()} utilization samples and "
+                f"{vanished.prune()} last-seen records pruned"
+            )
