@@ -1,6 +1,7 @@
 """REST API benchmark: server time and queries per request on a 5,000-node (or --nodes) fleet in PostgreSQL.
 
     .venv/bin/python bench/bench_api.py [--nodes 5000] [--claims 20000] [--runs 30] [--reload] [--load-only]
+        [--explain [DIR]]
 
 The fleet comes from devcluster.fleet.generate_fleet (5,000 nodes x 8 GPUs, 20 % of nodes with MIG
 partitions, 20,000 claims and pods) and is written with bulk inserts through the models' own
@@ -16,6 +17,7 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -158,6 +160,26 @@ def timed_gets(client, url, runs, warmup):
 SKIP_EXPLAIN = ("django_session", "auth_user", "authtoken_token", "auth_group", "gpudash_accessprofile")
 
 
+def add_explain_option(parser, what):
+    """`--explain [DIR]`: also write the EXPLAIN plans of `what` as markdown into DIR (the system's
+    temporary directory when no DIR is given). Plans are produced on demand, not kept in the repository."""
+    parser.add_argument(
+        "--explain",
+        nargs="?",
+        const=tempfile.gettempdir(),
+        metavar="DIR",
+        help=f"Also write EXPLAIN (ANALYZE, BUFFERS) of {what} as markdown into DIR "
+        "(default: the system's temporary directory).",
+    )
+
+
+def explain_file(directory, name):
+    """Where `--explain DIR` writes the plans named `name` (created if missing)."""
+    path = Path(directory) / f"{name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def explain(client, label, url, min_ms=0.0):
     """Markdown: EXPLAIN (ANALYZE, BUFFERS) of each query one GET of `url` runs (auth and session
     lookups left out, and those under `min_ms`), after one warm-up GET."""
@@ -203,11 +225,7 @@ def main():
     parser.add_argument(
         "--skip-class-count", action="store_true", help="Do not time the background class recount first."
     )
-    parser.add_argument(
-        "--explain",
-        metavar="FILE",
-        help="Also write EXPLAIN (ANALYZE, BUFFERS) of every query of every case to FILE (markdown).",
-    )
+    add_explain_option(parser, "every query of every case")
     args = parser.parse_args()
 
     db_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_DB)
@@ -288,10 +306,11 @@ def main():
         p50, worst, queries, rows, count = measure(client, url, args.runs)
         print(f"{label:58} {p50:8.1f} {worst:8.1f} {queries:8d} {rows:6d} {count!s:>8}")
     if args.explain:
-        with open(args.explain, "w") as f:
+        path = explain_file(args.explain, f"api-{args.nodes}")
+        with open(path, "w") as f:
             f.write(f"# EXPLAIN ANALYZE: bench/bench_api.py, {args.nodes} nodes\n\n")
             f.write("\n".join(explain(client, label, url) for label, url in cases))
-        print(f"plans written to {args.explain}")
+        print(f"plans written to {path}")
 
 
 if __name__ == "__main__":

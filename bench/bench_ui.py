@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_ui.py [--nodes 5000] [--claims 20000] [--runs 10] [--clients 200]
                                        [--rate 100] [--seconds 10] [--reload] [--skip-pages] [--skip-fanout]
-                                       [--sorts desc|asc|both|none] [--only TEXT ...]
+                                       [--sorts desc|asc|both|none] [--only TEXT ...] [--explain [DIR]]
 
 Pages: every list page plain, filtered, and sorted by each sortable column (--sorts: descending by
 default, ascending, both or none; every list that declares sortable columns, the fleet map, stuck
@@ -332,6 +332,8 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--clients-only":
         port, cookie, n, scope, out_path = sys.argv[2:7]
         return clients_only(int(port), cookie, int(n), json.loads(scope), out_path)
+    from bench_api import add_explain_option, explain_file
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--claims", type=int, default=20000)
@@ -342,11 +344,7 @@ def main():
     parser.add_argument("--reload", action="store_true")
     parser.add_argument("--skip-pages", action="store_true")
     parser.add_argument("--skip-fanout", action="store_true")
-    parser.add_argument(
-        "--explain",
-        metavar="FILE",
-        help="Also write EXPLAIN (ANALYZE, BUFFERS) of each page's queries over 1 ms to FILE (markdown).",
-    )
+    add_explain_option(parser, "each page's queries over 1 ms")
     parser.add_argument(
         "--server", choices=("uvicorn", "daphne"), default="uvicorn", help="ASGI server for the fan-out part"
     )
@@ -404,7 +402,8 @@ def main():
         if args.explain:
             from bench_api import explain
 
-            with open(args.explain, "w") as f:
+            path = explain_file(args.explain, f"ui-{args.nodes}")
+            with open(path, "w") as f:
                 f.write(f"# EXPLAIN ANALYZE: bench/bench_ui.py, {args.nodes} nodes (queries over 1 ms)\n\n")
                 pages = [
                     (n, u)
@@ -412,7 +411,7 @@ def main():
                     if not args.only or any(o in n for o in args.only)
                 ]
                 f.write("\n".join(explain(client, label, url, min_ms=1.0) for label, url in pages))
-            print(f"plans written to {args.explain}")
+            print(f"plans written to {path}")
     if not args.skip_fanout:
         bench_fanout(
             cluster,
