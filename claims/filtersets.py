@@ -7,7 +7,7 @@ from django.db import connection
 from django.db.models import Exists, OuterRef, Q, TextField
 from django.db.models.functions import Cast
 
-from gpudash.api.filters import ApiFilterSet, NamespacedFilterSet
+from gpudash.api.filters import ApiFilterSet, NamespacedFilterSet, search_filter
 from inventory.models import Cluster
 
 from .models import AuditEntry, ClaimConsumer, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
@@ -55,6 +55,7 @@ class ResourceClaimFilterSet(NamespacedFilterSet):
     pod = django_filters.CharFilter(
         method="filter_pod", help_text="Name of a pod that references, owns or reserves the claim."
     )
+    q = search_filter("filter_q", "Text the claim's name or its owner pod's name contains (any case).")
     ordering = django_filters.OrderingFilter(
         fields=(
             ("cluster__name", "cluster"),
@@ -77,6 +78,9 @@ class ResourceClaimFilterSet(NamespacedFilterSet):
 
     def filter_device_class(self, queryset, name, value):
         return json_list_contains(queryset, "device_classes", value)
+
+    def filter_q(self, queryset, name, value):
+        return queryset.filter(Q(name__icontains=value) | Q(owner_pod_name__icontains=value))
 
     def filter_pod(self, queryset, name, value):
         referenced = PodClaimRef.objects.filter(
@@ -111,6 +115,7 @@ class PodFilterSet(NamespacedFilterSet):
     )
     node = django_filters.CharFilter(field_name="node_name")
     claim = django_filters.CharFilter(method="filter_claim", help_text="Name of a claim the pod uses.")
+    q = search_filter("filter_q", "Text the pod's name contains (any case).")
     ordering = django_filters.OrderingFilter(
         fields=(("cluster__name", "cluster"), "namespace", "name", "phase", ("node_name", "node"), "creation_timestamp")
     )
@@ -118,6 +123,9 @@ class PodFilterSet(NamespacedFilterSet):
     class Meta:
         model = Pod
         fields = ("cluster", "namespace", "name", "uid")
+
+    def filter_q(self, queryset, name, value):
+        return queryset.filter(name__icontains=value)
 
     def filter_claim(self, queryset, name, value):
         return queryset.filter(Exists(PodClaimRef.objects.filter(pod_id=OuterRef("pk"), claim_name=value)))

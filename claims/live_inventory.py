@@ -112,7 +112,7 @@ class LiveInventory:
 
     def _freeze(self):
         """Move every object alive now out of the cyclic collector's scans (gc.freeze): a full
-        collection over a 5,000-node inventory takes ~2 s, and previews would pay it at random.
+        collection over a whole inventory takes seconds, and previews would pay it at random.
         What the freeze keeps that later turns into cyclic garbage (views replaced by updates) is
         not reclaimed: at most about one inventory's worth."""
         self._freeze_after -= 1
@@ -271,8 +271,8 @@ def _needs_rebuild(seen, heads):
 
 
 def load_raw(model, cluster_id, plain=None):
-    """Every row's raw JSON, in (namespace, name) order. Read as text and parsed with orjson: about
-    twice as fast as letting the driver decode jsonb with the json module. Slices' device values are
+    """Every row's raw JSON, in (namespace, name) order. Read as text and parsed with orjson: faster
+    than letting the driver decode jsonb with the json module. Slices' device values are
     shared (share_device_values, which adds their plain devices to `plain`)."""
     rows = []
     parse = _parser(model, rows, plain)

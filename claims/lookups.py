@@ -9,7 +9,7 @@ def claim_keys_q(keys, prefix=""):
     """Q for the claims with these (cluster_id, namespace, name) keys: one term per (cluster,
     namespace), each on the (cluster, namespace, name) unique index. Filtering by the names alone
     (as pages did) matches claims of the same name in other namespaces and, with no index on the
-    name, reads every claim: 30-40 ms per page at 20,000 claims. `prefix`: the path to the claim
+    name, reads every claim for every page. `prefix`: the path to the claim
     from the queried model ("claim__")."""
     by_ns = defaultdict(set)
     for cluster_id, namespace, name in keys:

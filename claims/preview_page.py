@@ -15,6 +15,7 @@ import yaml
 from django.db.models import Q
 from django.utils.translation import gettext, gettext_lazy
 
+from dra.gcpause import collector_paused
 from gpudash import roles
 from inventory import devicestate
 from inventory.fleet import natural_key, state_label
@@ -211,12 +212,21 @@ class PreviewReport:
         self.show_key, self.show_page = parse_show(self.show)
         self._total = None
 
+    @classmethod
+    @collector_paused()
+    def read(cls, answer, **page):
+        """(report, settled answer) of a preview worker's encoded answer (dispatch.submit), read and
+        settled while the cyclic collector is paused: a big fleet's per-node entries are then freed at
+        once when settled, instead of being visited by the young-generation collection that runs when
+        the collector resumes. Raises what the answer's error is (dispatch.result_of)."""
+        from .preview_service import dispatch
+
+        report = cls(dispatch.result_of(answer), **page)
+        return report, report.settle()
+
     def settle(self):
         """Work out everything the page shows, then let go of the per-node answer; returns the answer
-        without its `nodes`. The page keeps the nodes it lists (a page of each list) and the counts.
-        Called while the cyclic collector is paused (PreviewView.run): the 20,000 entries of a big
-        fleet are then freed at once, instead of being visited by the young-generation collection
-        that runs when the collector resumes (10-50 ms at 20,000 nodes)."""
+        without its `nodes`. The page keeps the nodes it lists (a page of each list) and the counts."""
         for name in (
             "fit_count",
             "reasons",

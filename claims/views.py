@@ -12,7 +12,6 @@ from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext
 from django.utils.translation import gettext as _
 
-from dra.gcpause import collector_paused
 from gpudash import roles, tables
 from gpudash.views import DashboardView
 from inventory import fleet
@@ -106,10 +105,14 @@ class TemplateListView(DashboardView):
 
 
 class ClaimListView(DashboardView):
+    """ResourceClaims in the user's namespaces, filtered like GET /api/v1/claims/ (the same FilterSet):
+    namespace (the global selector's by default), state, node, device class, name or owner pod."""
+
     template_name = "claims/claim_list.html"
     regions = {"claims": "claims/_claim_table.html"}
     live_kinds = ("ResourceClaim", "Finding")  # Finding: the stuck state and filter
     nav = "claims"
+    filter_aliases = {"class": "device_class"}  # the page's earlier name for the device class filter
 
     def live_scope(self):
         scope = super().live_scope()
@@ -119,26 +122,16 @@ class ClaimListView(DashboardView):
         return scope
 
     def get_context_data(self, **kwargs):
+        from .filtersets import ResourceClaimFilterSet
+
         ctx = super().get_context_data(**kwargs)
         get = self.request.GET
-        qs = claims_with_flags(
-            roles.scope_queryset(self.in_cluster(ResourceClaim.objects.select_related(None)), self.request.user)
-        )
-        f = {k: get.get(k, "").strip() for k in ("namespace", "state", "node", "class", "q")}
+        visible = roles.scope_queryset(self.in_cluster(ResourceClaim.objects.select_related(None)), self.request.user)
+        qs, filterset = self.filter_with(ResourceClaimFilterSet, visible, namespace=self.namespace)
+        qs = claims_with_flags(qs)
+        f = {k: get.get(k, "").strip() for k in ("state", "node", "device_class", "q")}
+        f["device_class"] = f["device_class"] or get.get("class", "").strip()
         f["namespace"] = list_namespace(self)
-        if f["namespace"]:
-            qs = qs.filter(namespace=f["namespace"])
-        if f["state"] == STUCK:
-            qs = qs.filter(is_stuck=True)
-        elif f["state"]:
-            qs = qs.filter(state=f["state"])
-        if f["node"]:
-            qs = qs.filter(node_name=f["node"])
-        if f["class"]:
-            # device_classes is a JSON list; icontains on its text works on PostgreSQL and SQLite alike.
-            qs = qs.filter(device_classes__icontains=f'"{f["class"]}"')
-        if f["q"]:
-            qs = qs.filter(Q(name__icontains=f["q"]) | Q(owner_pod_name__icontains=f["q"]))
         sort = tables.sorting(
             self.request,
             ResourceClaim,
@@ -171,6 +164,7 @@ class ClaimListView(DashboardView):
         )
         ctx.update(
             filters=f,
+            filter_errors=filterset.errors,
             states=CLAIM_STATES,
             namespaces=list(namespaces),
             total=ctx["page_obj"].paginator.count,
@@ -323,29 +317,27 @@ class ClaimDetailView(DashboardView):
 
 
 class PodListView(DashboardView):
+    """Pods that use claims, filtered like GET /api/v1/pods/ (the same FilterSet): namespace (the
+    global selector's by default), phase, node, name."""
+
     template_name = "claims/pod_list.html"
     regions = {"pods": "claims/_pod_table.html"}
     live_kinds = ("Pod", "ResourceClaim")
     nav = "pods"
 
     def get_context_data(self, **kwargs):
+        from .filtersets import PodFilterSet
+
         ctx = super().get_context_data(**kwargs)
         get = self.request.GET
         # EXISTS, not a join + DISTINCT: the pods list then walks the (cluster, namespace, name) index
         # for its page instead of de-duplicating every pod with a claim.
-        qs = roles.scope_queryset(self.in_cluster(Pod.objects.all()), self.request.user).filter(
+        using_claims = roles.scope_queryset(self.in_cluster(Pod.objects.all()), self.request.user).filter(
             Exists(PodClaimRef.objects.filter(pod_id=OuterRef("pk")))
         )
-        f = {k: get.get(k, "").strip() for k in ("namespace", "phase", "node", "q")}
+        qs, filterset = self.filter_with(PodFilterSet, using_claims, namespace=self.namespace)
+        f = {k: get.get(k, "").strip() for k in ("phase", "node", "q")}
         f["namespace"] = list_namespace(self)
-        if f["namespace"]:
-            qs = qs.filter(namespace=f["namespace"])
-        if f["phase"]:
-            qs = qs.filter(phase=f["phase"])
-        if f["node"]:
-            qs = qs.filter(node_name=f["node"])
-        if f["q"]:
-            qs = qs.filter(name__icontains=f["q"])
         sort = tables.sorting(
             self.request,
             Pod,
@@ -376,7 +368,13 @@ class PodListView(DashboardView):
             p.refs = refs.get(p.id, [])
             for r in p.refs:
                 r.claim_state = claim_states.get((p.cluster_id, p.namespace, r.claim_name), "")
-        ctx.update(pods=page, filters=f, phases=["Pending", "Running", "Succeeded", "Failed", "Unknown"], sorting=sort)
+        ctx.update(
+            pods=page,
+            filters=f,
+            filter_errors=filterset.errors,
+            phases=["Pending", "Running", "Succeeded", "Failed", "Unknown"],
+            sorting=sort,
+        )
         return ctx
 
 
@@ -502,18 +500,14 @@ class PreviewView(DashboardView):
                 visible_namespaces=roles.visible_namespaces(self.request.user),
                 **pod_params,
             )
-            # Read and settled into what the page shows before the collector resumes (PreviewReport.settle).
-            with collector_paused():
-                outcome = dispatch.result_of(answer)
-                del answer
-                report = PreviewReport(
-                    outcome,
-                    cluster=self.cluster,
-                    yaml_text=yaml_text or None,
-                    claim_spec=claim.raw.get("spec") if claim else None,
-                    show=params.get("show", ""),
-                )
-                outcome = report.settle()
+            report, outcome = PreviewReport.read(
+                answer,
+                cluster=self.cluster,
+                yaml_text=yaml_text or None,
+                claim_spec=claim.raw.get("spec") if claim else None,
+                show=params.get("show", ""),
+            )
+            del answer
         except OutOfScope as exc:  # a namespace the YAML names (checked before its claims are looked up)
             return self.out_of_scope(ctx, exc)
         except dispatch.PreviewBusy as exc:  # admission control: the page says so, with the API's 429 + Retry-After

@@ -1185,8 +1185,8 @@ def make_device(driver, attributes, capacity, allow_multiple_allocations=False, 
         }
     }
     device = CelDevice(driver, python_attrs, python_caps, bool(allow_multiple_allocations), error, data)
-    # The engine converts the maps on an activation's first evaluation
-    # (~40 us); pay it here, once per device, not inside a preview.
+    # The engine converts the maps on an activation's first evaluation;
+    # pay it here, once per device, not inside every preview.
     try:
         _warm_up_program().eval(device.activation)
     except Exception as exc:  # pragma: no cover - the values were checked above

@@ -2,8 +2,9 @@
 
 A fleet-wide preview, an inventory build, a pool summary or a sync batch makes tens or hundreds of
 thousands of small dicts and lists, none in a reference cycle, that live until the work ends. Their
-number triggers collections that re-scan them (and the rest of the young heap) again and again:
-15-60 % of such work measured. Reference counting frees them as usual; the collector runs after.
+number triggers collections that re-scan them (and the rest of the young heap) again and again, a
+large share of such work (BENCHMARKS.md, "Figures once quoted in the code"). Reference counting frees
+them as usual; the collector runs after.
 Only the thread that paused it resumes it (another thread's pause in between stays until then).
 """
 

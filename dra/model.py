@@ -32,7 +32,7 @@ def quantity(text):
 
 
 def _q(value):
-    """An exact amount: int when integral (int arithmetic is ~10x faster than Fraction), else Fraction."""
+    """An exact amount: int when integral (int arithmetic is much cheaper than Fraction's), else Fraction."""
     if isinstance(value, dict):  # {"value": "80Gi"} (capacity / counter form)
         value = value.get("value")
     if value is None:

@@ -52,7 +52,7 @@ def filter_entry(plugin, passed, reason=None, reasons=()):
     """The JSON entry of one filter's verdict on a node: one dict per distinct verdict, shared by the
     node entries of every preview. A fleet preview has one entry per node and filter, and nearly all
     of them repeat a few verdicts; made afresh they were 100,000s of tracked objects that the cyclic
-    collector scanned once after each preview (40 ms of a 220 ms warm preview at 5,000 nodes).
+    collector scanned once after each preview, a noticeable part of a warm preview (BENCHMARKS.md).
     Read-only, like every part of a preview's result."""
     key = (plugin, passed, reason, reasons)
     entry = _FILTER_ENTRIES.get(key)

@@ -1,6 +1,6 @@
 """`field__any_of=[...]`: membership in a list sent as one parameter.
 
-Django's `__in` prepares and resolves every element (~15 µs each) and needs chunking under SQLite's
+Django's `__in` prepares and resolves every element one by one and needs chunking under SQLite's
 variable limit; the sync's batches test thousands of names and ids per statement, where that was most
 of the time spent outside the database. Here the list is one PostgreSQL array (`= ANY(%s)`), or on
 SQLite one JSON array read by json_each. Values are sent as they are: give the column's Python type

@@ -9,7 +9,6 @@ from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import QuerySet
 from django.http import Http404
-from django.template.context import make_context
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.formats import number_format
@@ -18,7 +17,7 @@ from django.views.generic import TemplateView
 
 from gpudash import roles
 from gpudash.api.pagination import BoundedCountPaginator
-from gpudash.api.params import whole_number
+from gpudash.api.params import MAX_SEARCH_LENGTH, whole_number
 from inventory.connection import connections
 from inventory.models import Cluster
 
@@ -26,9 +25,6 @@ SESSION_CLUSTER = "gpudash.cluster"
 SESSION_NAMESPACE = "gpudash.namespace"
 # Regions of base.html every page can refresh: connection status, the navigation's stuck-claims badge.
 SHARED_REGIONS = {"conn": "_connections.html", "navstuck": "_nav_stuck.html"}
-# Search boxes (`q`) take at most this many characters (their inputs say so too): names are shorter,
-# and SQLite refuses LIKE patterns over 50,000 bytes ("pattern too complex").
-MAX_SEARCH_LENGTH = 1000
 MAX_PER_PAGE = 1000
 # Query parameters of the page itself (paging, live fragments, the pickers, sorting), not a FilterSet's.
 PAGE_PARAMS = ("page", "per_page", "fragment", "cluster", "ns", "ordering")
@@ -45,7 +41,7 @@ def active_finding_count(user, cluster=None):
 def distinct_namespaces(models, cluster=None):
     """The namespaces the rows of `models` use (in `cluster`), in one query that walks the namespace
     index from value to value (a recursive "skip scan": one index probe per namespace) instead of a
-    DISTINCT that reads every claim and pod on every page (40-50 ms at 20,000 of each)."""
+    DISTINCT that reads every claim and pod on every page."""
     parts, params = [], []
     for i, model in enumerate(models):
         table = connection.ops.quote_name(model._meta.db_table)
@@ -59,30 +55,6 @@ def distinct_namespaces(models, cluster=None):
     with connection.cursor() as cursor:
         cursor.execute(f"WITH RECURSIVE {', '.join(parts)} {union}", params)
         return {v for (v,) in cursor.fetchall()}
-
-
-class PageResponse(TemplateResponse):
-    """Django's TemplateResponse, without the reference cycle its rendering leaves behind.
-
-    Each rendering context refers to its dicts and each dict back to the context (ContextDict), so
-    after a page is written everything in its context is garbage that only the cyclic collector can
-    free. For most pages that is small; a fleet-wide preview puts a 20,000-node answer there (60,000
-    to 120,000 objects), which then waited for a collection of the older generations and cost it
-    100-240 ms, inside whichever request triggered it. Emptying the context's list of dicts after the
-    rendering breaks the cycle, so the context is freed when the response has been written."""
-
-    @property
-    def rendered_content(self):
-        template = self.resolve_template(self.template_name)
-        context = self.resolve_context(self.context_data)
-        engine_template = getattr(template, "template", None)  # the Django template language's backend
-        if engine_template is None or not hasattr(template, "backend"):
-            return template.render(context, self._request)
-        rendering = make_context(context, self._request, autoescape=template.backend.engine.autoescape)
-        try:
-            return engine_template.render(rendering)
-        finally:
-            rendering.dicts.clear()
 
 
 class ObjectGone(Exception):
@@ -105,7 +77,6 @@ class DashboardView(LoginRequiredMixin, TemplateView):
     live_kinds = ()
     required_role = roles.VIEWER
     nav = ""
-    response_class = PageResponse
 
     def dispatch(self, request, *args, **kwargs):
         if not request.user.is_authenticated:
@@ -127,7 +98,7 @@ class DashboardView(LoginRequiredMixin, TemplateView):
     def bad_request(self, exc):
         """A 400 that says what was wrong, in the site's layout (navigation and cluster picker work)."""
         context = {"view": self, "message": str(exc), **self.layout_context()}
-        return PageResponse(self.request, "gpudash/bad_request.html", context, status=400)
+        return TemplateResponse(self.request, "gpudash/bad_request.html", context, status=400)
 
     def gone_page(self, record):
         """The "last seen" page (404) of an object gpudash mirrored once (inventory.models.Vanished), in
@@ -140,7 +111,7 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             self.request.user, record.held_by_namespace
         )
         context = {"view": self, "record": record, "holder_shown": holder_shown, **self.layout_context(scope, url)}
-        return PageResponse(self.request, "inventory/vanished.html", context, status=404)
+        return TemplateResponse(self.request, "inventory/vanished.html", context, status=404)
 
     def look_up(self, request, **kwargs):
         """Detail pages find their object here: after the login and role checks, so a stranger gets the
@@ -243,18 +214,30 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             stuck_count=active_finding_count(self.request.user, self.cluster),
         )
 
+    # Older page parameters still honoured (bookmarks, links): old name -> the FilterSet's filter.
+    filter_aliases = {}
+
     def filter_with(self, filterset_class, queryset, **defaults):
         """`queryset` through the list's FilterSet (the API's own, so a page's filters work unchanged
         on its endpoint) with the request's filters, `defaults` where the request has none. Invalid
-        filters list nothing; the FilterSet's errors say why."""
+        filters list nothing; the FilterSet's errors say why (also those its filters find while
+        filtering, such as a device filter clause naming nothing any device publishes)."""
         params = self.request.GET.copy()
         for key in PAGE_PARAMS:
             params.pop(key, None)
+        for old, new in self.filter_aliases.items():
+            if old in params:
+                values = params.pop(old)
+                if new not in params:
+                    params.setlist(new, values)
         for key, value in defaults.items():
             if value and key not in params:
                 params[key] = value
         filterset = filterset_class(params, queryset=queryset)
-        return (filterset.qs if filterset.is_valid() else queryset.none()), filterset
+        if not filterset.is_valid():
+            return queryset.none(), filterset
+        filtered = filterset.qs
+        return (queryset.none() if filterset.errors else filtered), filterset
 
     def paginate(self, items, per_page=100):
         """A page of `items`: ?page=N, and ?per_page=M (1 to 1000) instead of the page's default size
@@ -280,10 +263,10 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         region = self.request.GET.get("fragment")
         if region:
             if region in SHARED_REGIONS:
-                return PageResponse(self.request, SHARED_REGIONS[region], context)
+                return TemplateResponse(self.request, SHARED_REGIONS[region], context)
             if region not in self.regions:
                 raise Http404(f"This page has no region {region!r}.")
-            return PageResponse(self.request, self.regions[region], context)
+            return TemplateResponse(self.request, self.regions[region], context)
         return super().render_to_response(context, **response_kwargs)
 
 

@@ -1,13 +1,28 @@
 """django-filter FilterSets for the inventory side: nodes, classes, slices, devices."""
 
 import django_filters
+from django import forms
+from drf_spectacular.utils import extend_schema_field
 from rest_framework.exceptions import ValidationError
 
-from gpudash.api.filters import ApiFilterSet, AttributeFilter, CapacityFilter, KubeObjectFilterSet, StrictBooleanFilter
+from gpudash.api.filters import (
+    ApiFilterSet,
+    AttributeFilter,
+    CapacityFilter,
+    KubeObjectFilterSet,
+    StrictBooleanFilter,
+    search_filter,
+)
+from gpudash.api.params import MAX_SEARCH_LENGTH
 
+from . import devicefilter
 from .devicestate import STATES
+from .fleet import FLAGS
 from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
 from .querysets import DEVICE_STATES
+
+# What a device row's Python check of the filter language reads (the clauses SQL cannot answer).
+_FILTER_FIELDS = ("id", "driver", "pool", "name", "node_name", "attributes", "capacity")
 
 __all__ = ("ClusterFilterSet", "NodeFilterSet", "DeviceClassFilterSet", "ResourceSliceFilterSet", "DeviceFilterSet")
 
@@ -29,6 +44,12 @@ class NodeFilterSet(KubeObjectFilterSet):
     min_free_gpus = django_filters.NumberFilter(
         method="filter_gpus",
         min_value=0,
+        max_value=100000,
+        decimal_places=0,
+        error_messages={
+            "invalid": "Free GPUs must be a whole number.",
+            "max_decimal_places": "Free GPUs must be a whole number.",
+        },
         help_text="At least this many free whole GPUs (a GPU with a partition in use is not free).",
     )
     gpu_model = django_filters.CharFilter(
@@ -37,14 +58,19 @@ class NodeFilterSet(KubeObjectFilterSet):
     gpu_source = django_filters.ChoiceFilter(
         choices=[("any", "any"), ("dra", "dra"), ("device-plugin", "device-plugin")],
         method="filter_gpus",
+        error_messages={"invalid_choice": "Unknown GPU source %(value)r: use any, dra or device-plugin."},
         help_text="Count DRA devices, device-plugin GPUs, or either (default; a node with both is not counted twice).",
     )
+    q = search_filter("filter_q", "Text the node's name contains (any case).")
     ordering = django_filters.OrderingFilter(
         fields=(("cluster__name", "cluster"), "name", "creation_timestamp", "gpus", "free_gpus")
     )
 
     def filter_gpus(self, queryset, name, value):
         return queryset  # all three together in filter_queryset
+
+    def filter_q(self, queryset, name, value):
+        return queryset.filter(name__icontains=value)
 
     def filter_queryset(self, queryset):
         from . import fleet
@@ -87,6 +113,31 @@ class ResourceSliceFilterSet(KubeObjectFilterSet):
         fields = ("cluster", "name", "uid", "driver", "pool", "node")
 
 
+class DeviceFilterField(forms.CharField):
+    """The devices list's filter language (inventory/devicefilter.py): `productName = NVIDIA H100
+    80GB HBM3; memory >= 40Gi`, parsed into clauses; a syntax error names the clause."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", MAX_SEARCH_LENGTH)
+        super().__init__(**kwargs)
+
+    def clean(self, value):
+        text = super().clean(value)
+        try:
+            return devicefilter.parse(text)
+        except devicefilter.FilterError as exc:
+            raise forms.ValidationError(str(exc), code="invalid") from None
+
+
+@extend_schema_field({"type": "string"})
+class DeviceLanguageFilter(django_filters.Filter):
+    field_class = DeviceFilterField
+
+
+def _choice_error(what, choices):
+    return {"invalid_choice": f"Unknown {what} %(value)r: use one of {', '.join(choices)}."}
+
+
 class DeviceFilterSet(ApiFilterSet):
     cluster = django_filters.ModelChoiceFilter(
         field_name="cluster", to_field_name="name", queryset=Cluster.objects.all(), help_text="Cluster name."
@@ -106,7 +157,16 @@ class DeviceFilterSet(ApiFilterSet):
     fleet_state = django_filters.ChoiceFilter(
         choices=[(s, s) for s in STATES],
         method="filter_fleet_state",
-        help_text="The full state: free, allocated, admin, partial, tainted, unhealthy (node NotReady), stuck.",
+        error_messages=_choice_error("state", STATES),
+        help_text="The dashboard's state vocabulary (the pages' `state`): free, allocated, admin, partial, tainted, "
+        "unhealthy (node NotReady), stuck.",
+    )
+    flag = django_filters.ChoiceFilter(
+        choices=[(f, f) for f in FLAGS],
+        method="filter_flag",
+        error_messages=_choice_error("flag", FLAGS),
+        help_text="Carries this secondary flag whatever its state: tainted, unhealthy (node NotReady), admin "
+        "(watched with admin access).",
     )
     tainted = StrictBooleanFilter(help_text="Has a NoSchedule or NoExecute taint, whatever the state.")
     kind = django_filters.ChoiceFilter(
@@ -122,6 +182,13 @@ class DeviceFilterSet(ApiFilterSet):
         method="filter_capacity",
         help_text="NAME OP QUANTITY with OP one of = != < <= > >=, repeatable, e.g. gpu.nvidia.com/memory>=40Gi.",
     )
+    # Last: the clauses SQL cannot answer are checked in Python on what every other filter left.
+    q = DeviceLanguageFilter(
+        method="filter_language",
+        help_text="The devices page's filter language: clauses `name op value` separated by `;`, a newline or "
+        "`and`, op one of = == != >= <= > < ~ (contains), e.g. `productName = NVIDIA H100 80GB HBM3; memory >= 40Gi` "
+        "(docs/ui.md).",
+    )
     ordering = django_filters.OrderingFilter(
         fields=(("cluster__name", "cluster"), ("node_name", "node"), "driver", "pool", "name")
     )
@@ -135,6 +202,21 @@ class DeviceFilterSet(ApiFilterSet):
 
     def filter_fleet_state(self, queryset, name, value):
         return queryset.in_fleet_state(value) if value else queryset
+
+    def filter_flag(self, queryset, name, value):
+        return queryset.with_flag(value) if value else queryset
+
+    def filter_language(self, queryset, name, clauses):
+        if not clauses:
+            return queryset
+        try:
+            queryset, residual = devicefilter.apply_sql(queryset, clauses)
+            if residual:
+                rows = queryset.order_by().values(*_FILTER_FIELDS).iterator(chunk_size=2000)
+                queryset = queryset.with_ids([d["id"] for d in devicefilter.filter_devices(rows, residual)])
+        except devicefilter.FilterError as exc:  # a name no device publishes, a value of the wrong type
+            return self.reject(name, str(exc), queryset)
+        return queryset
 
     def filter_attribute(self, queryset, name, parsed):
         for n, (attr, candidates) in enumerate(parsed):

@@ -58,7 +58,7 @@ def _summary_groups():
     fleet.FleetSnapshot sums them, plus free whole GPUs per (cluster_id, node pool, model).
 
     The summary rows (one per node, driver, model and kind) are read once and summed here: the
-    SQL GROUP BY with a NotReady lookup per row costs several times more on 5,000 nodes.
+    SQL GROUP BY with a NotReady lookup per row costs several times more on a large fleet.
     """
     from inventory.models import Node, NodeDeviceSummary
 

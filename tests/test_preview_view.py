@@ -353,10 +353,10 @@ def _answers(garbage):
 
 
 def test_a_written_preview_leaves_no_answer_for_the_cyclic_collector(client, wide, monkeypatch):
-    """Template contexts (PageResponse) and DRF responses keep reference cycles once written; a
-    fleet-wide answer inside one waited for a collection of the older generations (100-240 ms at
-    20,000 nodes). Written through Django's handler, the page's answer is freed with its response,
-    the API's at once (the worker's JSON passed through; AcyclicResponse for DRF's other renderers)."""
+    """Template contexts and DRF responses keep reference cycles once written; a fleet-wide answer
+    inside one waited for a collection of the older generations. Written through Django's handler,
+    the page's answer is freed with its response (gpudash.acyclic.AcyclicTemplates), the API's at
+    once (the worker's JSON passed through; AcyclicResponse for DRF's other renderers)."""
     from django.conf import settings
     from django.test import RequestFactory
     from rest_framework.authtoken.models import Token
@@ -390,21 +390,22 @@ def test_a_written_preview_leaves_no_answer_for_the_cyclic_collector(client, wid
 
     # The check sees an answer left in a cycle: Django's TemplateResponse and DRF's own Response, as
     # the views used them before.
-    from django.template.response import TemplateResponse
+    import orjson
+    from django.template.backends.django import Template
 
     from claims.api import preview as api_preview
-    from claims.views import PreviewView
+    from gpudash.acyclic import AcyclicTemplate
 
-    monkeypatch.setattr(PreviewView, "response_class", TemplateResponse)
-    monkeypatch.setattr(api_preview.PreviewView, "_plain_json", lambda self, request: False)  # DRF renders it
-    monkeypatch.setattr(api_preview, "AcyclicResponse", api_preview.Response)
+    monkeypatch.setattr(AcyclicTemplate, "render", Template.render)
+    # DRF renders the answer it is given, read in the view
+    monkeypatch.setattr(api_preview, "AcyclicResponse", lambda encoded: api_preview.Response(orjson.loads(encoded)))
     for make_request in (page, api):
         status, garbage = _garbage_after(make_request)
         assert status == 200 and _answers(garbage), make_request.__name__
 
 
 def test_api_answer_is_the_same_written_in_the_view_or_by_drf(wide):
-    """The preview API passes the worker's JSON through as it is (PreviewView._plain_json); pretty-printed
+    """The preview API passes the worker's JSON through as it is (gpudash.acyclic.AcyclicResponse); pretty-printed
     and browsable-API requests are read and go through DRF's renderers: the same answer either way."""
     import json
 

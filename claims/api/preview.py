@@ -1,6 +1,5 @@
 """POST /api/v1/preview: where would this claim (YAML, or an existing pending claim) be allocated?"""
 
-from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -10,11 +9,10 @@ from rest_framework.views import APIView
 from claims.models import ResourceClaim
 from claims.preview import EngineFailure, InventoryNotReady, OutOfScope, PreviewError
 from claims.preview_service import dispatch
-from dra.gcpause import collector_paused
 from gpudash import roles
+from gpudash.acyclic import AcyclicResponse
 from gpudash.api.errors import ClientClosedRequest, EngineError, InventoryBuilding, PreviewsBusy, PreviewWorkerLost
 from gpudash.api.permissions import IsAdmin, IsOperator
-from gpudash.api.renderers import JSONRenderer
 from inventory.models import Cluster
 
 
@@ -60,11 +58,6 @@ class PreviewRequestSerializer(serializers.Serializer):
 
 class PreviewView(APIView):
     permission_classes = [IsOperator]
-
-    def dispatch(self, request, *args, **kwargs):
-        response = super().dispatch(request, *args, **kwargs)
-        self.response = None  # DRF keeps it on the view, which its renderer context keeps: AcyclicResponse
-        return response
 
     @extend_schema(
         summary="Where would a claim be allocated now?",
@@ -254,59 +247,26 @@ class PreviewView(APIView):
             raise PreviewWorkerLost(str(exc)) from exc
         except dispatch.PreviewCancelled as exc:
             raise ClientClosedRequest() from exc
-        if dispatch.is_result(answer) and self._plain_json(request):
-            # The worker wrote it with this renderer: the body as it is, never parsed in the web process.
-            return self._timed(HttpResponse(answer, content_type=request.accepted_renderer.media_type), timing)
-        # Pretty or browsable output, or an error: read here while the cyclic collector is paused, and let
-        # go of before it resumes, so a fleet-wide answer is freed at once instead of visited by a
-        # young-generation collection (as the preview page does, PreviewReport.settle).
-        with collector_paused():
-            try:
-                result = dispatch.result_of(answer)
-            except OutOfScope as exc:  # a namespace named in the YAML: the same 403 as the request's own
-                raise PermissionDenied(str(exc)) from exc
-            except EngineFailure as exc:  # logged by run_preview; still the API's JSON error, never a 500 page
-                raise EngineError(str(exc)) from exc
-            except InventoryNotReady as exc:  # 503 + Retry-After: the answer will come, just not within the deadline
-                raise InventoryBuilding(str(exc), wait=exc.retry_after) from exc
-            except PreviewError as exc:
-                # The engine's own input errors (bad YAML, unknown kind, unsupported feature) name the problem.
-                raise ValidationError({_field_of(str(exc), data): [str(exc)]}) from exc
-            del answer
-            answer = {"result": result}
-            del result
-        return self._timed(AcyclicResponse(answer), timing)
+        try:
+            if not dispatch.is_result(answer):
+                dispatch.result_of(answer)  # an error answer: raises what an in-process preview would have
+        except OutOfScope as exc:  # a namespace named in the YAML: the same 403 as the request's own
+            raise PermissionDenied(str(exc)) from exc
+        except EngineFailure as exc:  # logged by run_preview; still the API's JSON error, never a 500 page
+            raise EngineError(str(exc)) from exc
+        except InventoryNotReady as exc:  # 503 + Retry-After: the answer will come, just not within the deadline
+            raise InventoryBuilding(str(exc), wait=exc.retry_after) from exc
+        except PreviewError as exc:
+            # The engine's own input errors (bad YAML, unknown kind, unsupported feature) name the problem.
+            raise ValidationError({_field_of(str(exc), data): [str(exc)]}) from exc
+        # The worker wrote the answer with the API's JSON renderer: sent as it is, or read for another renderer.
+        return self._timed(AcyclicResponse(encoded=answer), timing)
 
     @staticmethod
     def _timed(response, timing):
         if timing:
             response["Server-Timing"] = server_timing(timing)
         return response
-
-    def _plain_json(self, request):
-        """Whether the request negotiated the API's compact JSON (not the browsable API, not indented):
-        what the preview workers write."""
-        renderer = getattr(request, "accepted_renderer", None)
-        if type(renderer) is not JSONRenderer:
-            return False
-        return renderer.get_indent(request.accepted_media_type, self.get_renderer_context()) is None
-
-
-class AcyclicResponse(Response):
-    """DRF's Response, minus the reference cycles around it once written: DRF puts the response into
-    its own renderer context while rendering, and the view that the context names keeps the response
-    too (PreviewView.dispatch drops that one). A fleet-wide answer inside such a cycle (60,000 to
-    120,000 objects at 20,000 nodes) waits for the cyclic collector, and the collection of the older
-    generations that frees it took 100-240 ms of whichever request ran it; without the cycle it is
-    freed as soon as the response is."""
-
-    @property
-    def rendered_content(self):
-        try:
-            return super().rendered_content
-        finally:
-            if self.renderer_context:
-                self.renderer_context.pop("response", None)
 
 
 def server_timing(timing):

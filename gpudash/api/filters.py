@@ -7,7 +7,14 @@ from rest_framework.exceptions import ErrorDetail, ValidationError
 
 from inventory.models import Cluster
 
-from .params import DB_INT_MAX, AttributeFilterField, CapacityFilterField, StrictBooleanField, whole_number
+from .params import (
+    DB_INT_MAX,
+    MAX_SEARCH_LENGTH,
+    AttributeFilterField,
+    CapacityFilterField,
+    StrictBooleanField,
+    whole_number,
+)
 
 # Parameters every list endpoint understands besides its filters.
 COMMON_PARAMS = {"page", "page_size", "cursor", "raw", "format"}  # cursor: keyset paging (gpudash/api/pagination.py)
@@ -30,6 +37,12 @@ class StrictBooleanFilter(django_filters.Filter):
     field_class = StrictBooleanField
 
 
+def search_filter(method, help_text):
+    """The list's search box (`q`), the same on its page and its endpoint: a text of at most
+    MAX_SEARCH_LENGTH characters, matched by the FilterSet's `method`."""
+    return django_filters.CharFilter(method=method, max_length=MAX_SEARCH_LENGTH, help_text=help_text)
+
+
 class ApiFilterSet(django_filters.FilterSet):
     """Adds a stable order: whatever `ordering` asks for (or the model's default), then the id; and
     keeps number filters within what the database can compare (a larger id is a 400, not a driver
@@ -45,9 +58,18 @@ class ApiFilterSet(django_filters.FilterSet):
         return filters
 
     def filter_queryset(self, queryset):
+        self._rejected = []
         queryset = super().filter_queryset(queryset)
+        for name, message in self._rejected:  # after the filters: the form's data is read while they run
+            self.form.add_error(name, message)
         ordering = list(queryset.query.order_by) or list(queryset.model._meta.ordering)
         return queryset.order_by(*ordering, "pk")
+
+    def reject(self, name, message, queryset):
+        """For a filter that finds its value wrong while filtering (a name no row has): the value's
+        error, as the form's own (a 400 in the API, the message on a page), and no rows."""
+        self._rejected.append((name, message))
+        return queryset.none()
 
 
 class KubeObjectFilterSet(ApiFilterSet):
@@ -79,7 +101,10 @@ class StrictFilterBackend(DjangoFilterBackend):
             return queryset
         if not filterset.is_valid():
             raise filter_errors(filterset)
-        return filterset.qs
+        filtered = filterset.qs
+        if filterset.errors:  # found while filtering (a name no device publishes, a value of the wrong type)
+            raise filter_errors(filterset)
+        return filtered
 
 
 def filter_errors(filterset):

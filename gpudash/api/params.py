@@ -8,6 +8,10 @@ import re
 
 from django import forms
 
+# Search boxes (`q`, pages and API alike) take at most this many characters (the pages' inputs say so
+# too): names are shorter, and SQLite refuses LIKE patterns over 50,000 bytes ("pattern too complex").
+MAX_SEARCH_LENGTH = 1000
+
 # Kubernetes QualifiedName: C identifier (<= 32 chars), optionally prefixed by a DNS subdomain and "/".
 _DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
 _QUALIFIED_NAME = rf"(?:{_DNS_LABEL}(?:\.{_DNS_LABEL})*/)?[A-Za-z_][A-Za-z0-9_]{{0,31}}"

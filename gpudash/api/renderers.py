@@ -1,8 +1,8 @@
 """The API's JSON renderer: DRF's output, written by orjson.
 
-A fleet-wide preview answers one entry per node: at 20,000 nodes a 9.7 MB body, which the standard
-library's encoder took 130 ms to write, about as long as the preview itself. orjson writes the same
-JSON several times faster. What orjson leaves to others goes through DRF's own encoder (`default`),
+A fleet-wide preview answers one entry per node, a body of megabytes, which the standard library's
+encoder took about as long to write as the preview itself to compute. orjson writes the same JSON in
+a fraction of that. What orjson leaves to others goes through DRF's own encoder (`default`),
 so the output matches DRF's JSONRenderer: datetimes in DRF's format, lazy translations as text,
 Decimals as numbers. Pretty-printed output (`Accept: application/json; indent=4`, the browsable
 API) and anything orjson cannot write at all (an integer beyond 64 bits) are left to DRF's renderer.

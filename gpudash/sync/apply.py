@@ -463,7 +463,7 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
 
 # PostgreSQL plans the device-state UPDATEs (correlated lookups of allocation results) from table
 # statistics; right after a bulk load those say "empty" and it picks a nested loop that scans every
-# result per device (30 s instead of 0.3 s per batch). Autovacuum catches up only a minute later, so
+# result per device (a hundred times slower per batch). Autovacuum catches up only a minute later, so
 # a batch that inserted many rows refreshes the statistics itself. A LIST does it once, at its end,
 # before its deferred device-state refresh (take_statistics): ANALYZE of a device table of 50,000+ rows with JSON
 # columns takes seconds, and once per page of 500 objects it was most of an initial sync's time.

@@ -127,7 +127,7 @@ async def _publish_pipelined(layer, messages):
 
     Written by hand because the channel layer API sends one group at a time: a busy flush names
     ~1,700 groups (a node and a namespace group per changed object), each group_send is an awaited
-    round trip costing ~0.3 ms of the sync process's CPU (as much as applying the events), and most
+    round trip costing the sync process as much CPU as applying the events, and most
     of those groups have no listener (a node group has one only while someone views that node).
     PUBSUB NUMSUB asks Redis which channels have subscribers, in one command. A page that subscribes
     between that answer and the publish misses this flush, as it misses any change made before it

@@ -148,8 +148,8 @@ _MARKS = ("\x01", "\x02", "\x03")
 
 def device_url_maker(cluster_name):
     """device_url for many devices of one cluster: reverse() once, then fill in each device's
-    driver, pool and name quoted as reverse() quotes them. A preview page links ~700 device cells,
-    and reverse() per cell was 30 ms of its server time."""
+    driver, pool and name quoted as reverse() quotes them. A preview page links hundreds of device
+    cells, and reverse() per cell was a visible part of its server time."""
     pattern = reverse("inventory:device-detail", args=[cluster_name, *_MARKS])
     marks = [quote(m, safe=_PATH_SAFE) for m in _MARKS]
     before, rest = pattern.split(marks[0], 1)
