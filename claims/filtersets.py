@@ -17,6 +17,7 @@ __all__ = (
     "ResourceClaimTemplateFilterSet",
     "PodFilterSet",
     "AuditEntryFilterSet",
+    "FindingFilterSet",
     "stuck_exists",
 )
 
@@ -147,3 +148,40 @@ class AuditEntryFilterSet(ApiFilterSet):
     class Meta:
         model = AuditEntry
         fields = ()
+
+
+class FindingFilterSet(ApiFilterSet):
+    """Stuck-claim findings: the Stuck page's filters and GET /api/v1/findings' (open ones unless
+    `active` says otherwise)."""
+
+    cluster = django_filters.CharFilter(field_name="cluster__name", help_text="Cluster name.")
+    rule = django_filters.CharFilter(method="filter_rule", help_text="A detector rule (claims/stuck.py).")
+    severity = django_filters.CharFilter()
+    namespace = django_filters.CharFilter()
+    claim = django_filters.CharFilter(field_name="claim_name", help_text="Name of the claim.")
+    active = django_filters.ChoiceFilter(
+        choices=[("1", "1"), ("0", "0"), ("all", "all")],
+        method="filter_active",
+        error_messages={"invalid_choice": "Must be 1, 0 or all, not %(value)r."},
+        help_text="1 (default) = open findings, 0 = cleared, all = both.",
+    )
+
+    class Meta:
+        model = Finding
+        fields = ()
+
+    def filter_rule(self, queryset, name, value):
+        from .stuck import RULE_TITLES
+
+        if value not in RULE_TITLES:
+            return self.reject(name, f"Unknown rule {value!r}; known: {', '.join(RULE_TITLES)}.", queryset)
+        return queryset.filter(rule=value)
+
+    def filter_active(self, queryset, name, value):
+        return queryset  # with its default, in filter_queryset
+
+    def filter_queryset(self, queryset):
+        active = self.form.cleaned_data.get("active") or "1"
+        if active != "all":
+            queryset = queryset.filter(cleared_at__isnull=active == "1")
+        return super().filter_queryset(queryset)

@@ -71,17 +71,17 @@ class StuckClaimsView(DashboardView):
     regions = {"findings": "claims/_findings_table.html"}
     live_kinds = ("ResourceClaim", "Pod", "Node", "ResourceSlice", "Finding")
     nav = "stuck"
+    filter_aliases = {"claim_name": "claim"}  # the page's name for the FilterSet's `claim`
 
     def get_context_data(self, **kwargs):
+        from .filtersets import FindingFilterSet
+
         ctx = super().get_context_data(**kwargs)
         get = self.request.GET
-        qs = roles.scope_queryset(self.in_cluster(Finding.objects.select_related("cluster")), self.request.user)
-        history = get.get("history") == "1"
-        qs = qs if history else qs.filter(cleared_at__isnull=True)
+        visible = roles.scope_queryset(self.in_cluster(Finding.objects.select_related("cluster")), self.request.user)
+        history = get.get("history") == "1"  # the page's checkbox: the API's active=all
+        qs, filterset = self.filter_with(FindingFilterSet, visible, active="all" if history else "1")
         filters = {k: get.get(k, "").strip() for k in ("rule", "severity", "namespace", "claim_name")}
-        for key, value in filters.items():
-            if value:
-                qs = qs.filter(**{key: value})
         sort = tables.sorting(
             self.request,
             Finding,
@@ -97,6 +97,7 @@ class StuckClaimsView(DashboardView):
             f.can_release = f.remedy and f.cleared_at is None and roles.can_operate(self.request.user, f.namespace)
         ctx.update(
             filters=filters,
+            filter_errors=filterset.errors,
             history=history,
             rules=RULE_TITLES,
             severities=Finding.Severity.choices,

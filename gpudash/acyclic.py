@@ -14,7 +14,11 @@ BENCHMARKS.md has the measurements). Two cycles do that, and each is broken here
   as it is for the compact JSON the API sends by default, reading it only for other renderers
   (pretty-printed, browsable), with the collector paused while it is read.
 
-The collector itself is paused where many short-lived objects are made (dra/gcpause.py).
+The collector itself is paused (dra.gcpause.collector_paused, the one helper) only where a piece of
+work makes very many short-lived objects, at that work's entry point: the engine's fleet-wide runs
+(dra/fleet.py), the live inventory build (claims/live_inventory.py), a sync batch
+(gpudash/sync/watcher.py), the pool summary (inventory/pools.py), and reading a preview's answer
+(claims/preview_page.PreviewReport.read for the page, AcyclicResponse here for the API).
 """
 
 import orjson

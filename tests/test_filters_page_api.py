@@ -7,7 +7,10 @@ than its endpoint (containment vs. icontains, another state vocabulary) would li
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
+from claims.models import Finding
+from claims.stuck import DELETION_BLOCKED, STALE_RESERVATION
 from inventory.models import Cluster
 
 from .api_fixtures import client_for
@@ -139,3 +142,33 @@ def test_api_rejects_what_the_page_rejects(users, path, params, field, message):
     assert resp.status_code == 400
     error = resp.json()["error"]
     assert error["field"] == field and message in error["message"], error
+
+
+@pytest.mark.parametrize(
+    "page_params, api_params",
+    [
+        ({}, {}),  # open findings by default
+        ({"history": "1"}, {"active": "all"}),
+        ({"rule": STALE_RESERVATION, "history": "1"}, {"rule": STALE_RESERVATION, "active": "all"}),
+        ({"namespace": "team-a"}, {"namespace": "team-a"}),
+        ({"claim_name": "stuck-claim", "history": "1"}, {"claim": "stuck-claim", "active": "all"}),
+        ({"severity": "critical", "history": "1"}, {"severity": "critical", "active": "all"}),
+    ],
+)
+def test_stuck_page_and_findings_api_list_the_same_findings(users, page_params, api_params):
+    client, api = users
+    alpha, now = Cluster.objects.get(name="alpha"), timezone.now()
+    common = {"cluster": alpha, "summary": "test finding", "first_seen": now, "last_seen": now}
+    Finding.objects.create(rule=STALE_RESERVATION, namespace="team-a", claim_name="train-1", claim_uid="u1", **common)
+    Finding.objects.create(
+        rule=DELETION_BLOCKED, namespace="team-b", claim_name="stuck-claim", claim_uid="u2", cleared_at=now, **common
+    )
+    Finding.objects.create(
+        rule=STALE_RESERVATION, namespace="team-b", claim_name="other", claim_uid="u3", severity="critical", **common
+    )
+    everything = {f.id for f in Finding.objects.all()}
+    body = api.get("/api/v1/findings", {**api_params, "page_size": 1000}).json()
+    rows = {r["id"] for r in body["results"]}
+    assert rows and rows <= everything
+    page = client.get(reverse("ops:stuck"), {**page_params, "per_page": 1000})
+    assert {f.id for f in page.context["page_obj"].object_list} == rows

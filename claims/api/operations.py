@@ -20,6 +20,7 @@ from claims.release import DONE, DRY_RUN, ERROR, PLANNERS, release, release_find
 from claims.stuck import RULE_TITLES
 from gpudash import roles
 from gpudash.api.errors import error_body
+from gpudash.api.filters import filter_errors
 from gpudash.api.pagination import StablePagePagination
 from gpudash.api.permissions import IsViewer
 from gpudash.api.serializers import JSONBooleanField
@@ -119,21 +120,12 @@ def outcome_response(outcome):
     return Response(body, status=code)
 
 
-FINDING_FILTERS = {
-    "cluster": "cluster__name",
-    "rule": "rule",
-    "severity": "severity",
-    "namespace": "namespace",
-    "claim": "claim_name",
-}
-
-
 @extend_schema(
-    parameters=[OpenApiParameter(k, str) for k in FINDING_FILTERS]
+    parameters=[OpenApiParameter(k, str) for k in ("cluster", "rule", "severity", "namespace", "claim")]
     + [OpenApiParameter("active", str, description="1 (default) = open findings, 0 = cleared, all = both")]
 )
 class FindingListView(generics.ListAPIView):
-    """Stuck-claim findings (open ones by default), newest first."""
+    """Stuck-claim findings (open ones by default), newest first; filtered as the Stuck page is (FindingFilterSet)."""
 
     serializer_class = FindingSerializer
     permission_classes = [IsViewer]
@@ -141,18 +133,15 @@ class FindingListView(generics.ListAPIView):
     filter_backends = []
 
     def get_queryset(self):
-        params = self.request.query_params
-        qs = roles.scope_queryset(Finding.objects.select_related("cluster"), self.request.user)
-        active = params.get("active", "1")
-        if active not in ("1", "0", "all"):
-            raise ValidationError({"active": [f"Must be 1, 0 or all, not {active!r}."]})
-        if active != "all":
-            qs = qs.filter(cleared_at__isnull=active == "1")
-        for param, field in FINDING_FILTERS.items():
-            if params.get(param):
-                qs = qs.filter(**{field: params[param]})
-        if params.get("rule") and params["rule"] not in RULE_TITLES:
-            raise ValidationError({"rule": [f"Unknown rule {params['rule']!r}; known: {', '.join(RULE_TITLES)}."]})
+        from claims.filtersets import FindingFilterSet
+
+        visible = roles.scope_queryset(Finding.objects.select_related("cluster"), self.request.user)
+        filterset = FindingFilterSet(self.request.query_params, queryset=visible)
+        if not filterset.is_valid():
+            raise filter_errors(filterset)
+        qs = filterset.qs
+        if filterset.errors:
+            raise filter_errors(filterset)
         return qs.order_by("-first_seen", "-id")
 
 
