@@ -213,7 +213,8 @@ class DeviceFilterSet(ApiFilterSet):
             queryset, residual = devicefilter.apply_sql(queryset, clauses)
             if residual:
                 rows = queryset.order_by().values(*_FILTER_FIELDS).iterator(chunk_size=2000)
-                queryset = queryset.with_ids([d["id"] for d in devicefilter.filter_devices(rows, residual)])
+                # The matching ids as one parameter (gpudash/lookups.py): they may be many thousands.
+                queryset = queryset.filter(pk__any_of=[d["id"] for d in devicefilter.filter_devices(rows, residual)])
         except devicefilter.FilterError as exc:  # a name no device publishes, a value of the wrong type
             return self.reject(name, str(exc), queryset)
         return queryset

@@ -101,18 +101,6 @@ class DeviceQuerySet(models.QuerySet):
         perhaps for one cluster): its state filters and annotations use them instead of reading again."""
         return self._keeping(self._chain(), not_ready)
 
-    def with_ids(self, ids):
-        """Devices whose id is in `ids` (a list built in Python, possibly of many thousands): one
-        parameter on SQLite (json_each), which refuses statements of more than 32,766 parameters."""
-        from django.db import connection
-        from django.db.models.expressions import RawSQL
-
-        if connection.vendor == "sqlite":
-            import json
-
-            return self.filter(pk__in=RawSQL("SELECT value FROM json_each(%s)", [json.dumps(list(ids))]))
-        return self.filter(pk__in=list(ids))
-
     def with_attribute_containing(self, name, text, n=0):
         """Devices whose attribute `name`, as text, contains `text` (case-insensitive)."""
         qs, q = _json_key_q("attribute_values", name, "icontains", text, f"_attrc{n}", self)
