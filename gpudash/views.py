@@ -214,7 +214,7 @@ class DashboardView(LoginRequiredMixin, TemplateView):
             stuck_count=active_finding_count(self.request.user, self.cluster),
         )
 
-    # Older page parameters still honoured (bookmarks, links): old name -> the FilterSet's filter.
+    # A page's own names for filters of its FilterSet (links and bookmarks keep working): name -> filter.
     filter_aliases = {}
 
     def filter_with(self, filterset_class, queryset, **defaults):
