@@ -58,6 +58,8 @@ STUCK, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE = (
     "free",
 )
 STATES = (FREE, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, STUCK)
+# Secondary flags a device carries whatever its state (flag_q).
+FLAGS = (TAINTED, UNHEALTHY, ADMIN)
 # Values of the stored column (the rest are derived at read time).
 STORED_STATES = (FREE, ALLOCATED, ADMIN, PARTIAL)
 

@@ -16,8 +16,7 @@ from gpudash.api.filters import (
 from gpudash.api.params import MAX_SEARCH_LENGTH
 
 from . import devicefilter
-from .devicestate import STATES
-from .fleet import FLAGS
+from .devicestate import FLAGS, STATES
 from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
 from .querysets import DEVICE_STATES
 
