@@ -4,7 +4,7 @@ Each rule yields `Candidate`s (a condition seen now, with the time it started wh
 `detect(cluster)` turns candidates older than their rule's grace period into findings, refreshes the
 findings still true, and clears the ones whose condition ended (cleared rows are kept as history).
 Thresholds come from settings.GPUDASH_STUCK. Rules only read the mirror; the release actions
-(claims/release.py) re-check everything against the API server before writing.
+(claims/release/) re-check everything against the API server before writing.
 """
 
 from collections import defaultdict

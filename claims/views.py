@@ -195,7 +195,7 @@ class ClaimDetailView(DashboardView):
     def findings_with_actions(self):
         """The claim's open findings, each with its remedy and whether this user may run it (or why not)."""
         from .finding_scope import show_findings
-        from .release import ACTION_TITLES
+        from .release.plans import ACTION_TITLES
         from .stuck import RULE_TITLES
 
         findings = list(

@@ -19,7 +19,8 @@ from inventory.models import Cluster
 from .finding_scope import show_findings
 from .models import AuditEntry, Finding, Pod, PodClaimRef
 from .pending import PodNotFound, explain_pod
-from .release import ACTION_TITLES, release_finding
+from .release.actions import release_finding
+from .release.plans import ACTION_TITLES
 from .stuck import RULE_TITLES
 
 MAX_BULK = 100

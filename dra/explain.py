@@ -5,7 +5,8 @@ code so a fleet summary can count them ("most common reason").
 """
 
 from .deadline import TimedOut
-from .search import ERROR, SUCCESS, NodeAllocator, counters_fit_alone
+from .matching import counters_fit_alone
+from .search import ERROR, SUCCESS, NodeAllocator
 
 MAX_EXPR = 90
 # Each extra search an explanation makes (constraints relaxed) gets this long: the verdict is known

@@ -2,8 +2,8 @@
 
 from fractions import Fraction
 
+from .matching import consumed_spelling
 from .quantity import format_quantity
-from .search import consumed_spelling
 
 
 def _local(node):

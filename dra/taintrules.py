@@ -14,7 +14,7 @@ cluster's tracker applied them:
 """
 
 from .cel import CelCompileError, CelRuntimeError, compile_selector, make_device
-from .search import evaluate_chain
+from .matching import evaluate_chain
 
 
 class RuleMatcher:

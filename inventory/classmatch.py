@@ -111,7 +111,7 @@ class _OutOfTime(Exception):
 def _count(cls, cel, cluster_devices, deadline=None):
     """(matching devices, devices whose evaluation failed): a runtime error means "no match" in the
     scheduler too, but the page says how many so a broken selector is not mistaken for an empty fleet."""
-    from dra.search import evaluate_chain
+    from dra.matching import evaluate_chain
 
     expressions = [(sel.get("cel") or {}).get("expression", "") for sel in cls.selectors]
     chain = [(f"class {cls.name}", i, cel.compile_selector(expr), expr) for i, expr in enumerate(expressions)]
@@ -130,8 +130,8 @@ def _count(cls, cel, cluster_devices, deadline=None):
 def classes_matching(device):
     """The cluster's DeviceClasses whose selectors match one Device row (the device page's links to
     its classes): the same evaluation as the counts, for one device."""
+    from dra.matching import evaluate_chain
     from dra.model import Device as AllocatorDevice
-    from dra.search import evaluate_chain
 
     raw = {
         "name": device.name,

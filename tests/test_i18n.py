@@ -126,7 +126,9 @@ MESSAGE_MODULES = [
     "claims/pending.py",
     "claims/stuck.py",
     "monitoring/idle.py",
-    "claims/release.py",
+    "claims/release/plans.py",
+    "claims/release/actions.py",
+    "claims/release/audit.py",
 ]
 MESSAGE_ARGUMENTS = {
     "item": [(1, "text")],

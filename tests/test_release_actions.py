@@ -9,18 +9,10 @@ import yaml
 
 from claims import stuck
 from claims.models import AuditEntry, Finding
-from claims.release import (
-    CONFLICT,
-    DONE,
-    DRY_RUN,
-    ERROR,
-    REFUSED,
-    STRATEGIC,
-    plan_action,
-    release,
-    release_finding,
-    send,
-)
+from claims.release.actions import release, release_finding
+from claims.release.audit import CONFLICT, DONE, DRY_RUN, ERROR, REFUSED
+from claims.release.plans import STRATEGIC, plan_action
+from claims.release.transport import send
 from devcluster.store import NotFound
 from gpudash import roles
 from gpudash.bounded import KEEP, TEXT_MAX, bounded

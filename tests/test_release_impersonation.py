@@ -15,7 +15,8 @@ from accounts.models import SignInIdentity
 from claims import stuck
 from claims.models import AuditEntry, Finding
 from claims.pending import ClusterReader
-from claims.release import DONE, DRY_RUN, REFUSED, release, release_finding
+from claims.release.actions import release, release_finding
+from claims.release.audit import DONE, DRY_RUN, REFUSED
 from gpudash import roles
 from inventory.readiness import FAIL, PASS, WARN, check_rbac
 

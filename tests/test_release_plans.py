@@ -2,7 +2,7 @@
 
 import pytest
 
-from claims.release import MERGE, STRATEGIC, plan_action
+from claims.release.plans import MERGE, STRATEGIC, plan_action
 
 from .ops_fixtures import FINALIZER, claim_raw, new_uid, pod_raw
 

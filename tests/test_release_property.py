@@ -8,7 +8,7 @@ precondition and finalizer semantics), without HTTP so hypothesis can try many s
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from claims.release import PLANNERS, plan_action, pod_is_live, pod_references_claim
+from claims.release.plans import PLANNERS, plan_action, pod_is_live, pod_references_claim
 from devcluster.store import ApiError, NotFound, Store
 
 from .ops_fixtures import FINALIZER, claim_raw, pod_raw

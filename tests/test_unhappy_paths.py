@@ -95,7 +95,8 @@ def test_live_endpoints_of_an_unreachable_cluster_answer_from_the_mirror(broken_
 
 
 def test_a_release_on_a_cluster_with_garbage_settings_sends_nothing_and_says_why(tmp_path, db):
-    from claims.release import ERROR, release
+    from claims.release.actions import release
+    from claims.release.audit import ERROR
 
     cluster = load_fleet()
     path = tmp_path / "kubeconfig"

@@ -16,7 +16,9 @@ from rest_framework.views import APIView
 from claims.finding_scope import scoped_summary_and_evidence
 from claims.models import Finding
 from claims.pending import PodNotFound, explain_pod
-from claims.release import DONE, DRY_RUN, ERROR, PLANNERS, release, release_finding
+from claims.release.actions import release, release_finding
+from claims.release.audit import DONE, DRY_RUN, ERROR
+from claims.release.plans import PLANNERS
 from claims.stuck import RULE_TITLES
 from gpudash import roles
 from gpudash.api.errors import error_body

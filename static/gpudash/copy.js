@@ -4,13 +4,8 @@
   "use strict";
   if (window.gpudashCopy) return;
   window.gpudashCopy = true;
-  // The words this script shows, in the page's language: the JSON block base.html renders
-  // ({% ui_texts %}); "{name}" placeholders are filled from `values`.
-  function t(key, values) {
-    var el = document.getElementById("gpudash-texts"), all = {};
-    try { all = JSON.parse(el.textContent); } catch (e) { all = {}; }
-    return String(all[key] || key).replace(/\{(\w+)\}/g, function (m, name) { return values && name in values ? values[name] : m; });
-  }
+  // The words this script shows, in the page's language (texts.js, loaded before this file).
+  var t = window.gpudash.t;
   function fallback(text) {
     var area = document.createElement("textarea");
     area.value = text;

@@ -36,13 +36,8 @@
   var RETRY_MS = 3000; // a region whose fetch failed is fetched again after this long
   var ANNOUNCE_EVERY_MS = 10000; // a region's summary at most this often: churn would talk non-stop
 
-  // The words this script shows, in the page's language: the JSON block base.html renders
-  // ({% ui_texts %}); "{name}" placeholders are filled from `values`.
-  function t(key, values) {
-    var el = document.getElementById("gpudash-texts"), all = {};
-    try { all = JSON.parse(el.textContent); } catch (e) { all = {}; }
-    return String(all[key] || key).replace(/\{(\w+)\}/g, function (m, name) { return values && name in values ? values[name] : m; });
-  }
+  // The words this script shows, in the page's language (texts.js, loaded before this file).
+  var t = window.gpudash.t;
 
   function setStatus(status, text) {
     state.status = status;

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dra import Features, allocate, preview
+from dra import matching as matching_mod
 from dra import search as search_mod
 from dra.cel import compile_selector, make_device
 from dra.search import SUCCESS
@@ -185,11 +186,11 @@ def test_results_are_deterministic_and_projection_is_exact(data):
 
     first = run()
     assert run() == first
-    search_mod.SHARE_RESULTS = False  # evaluate every device on its own
+    matching_mod.SHARE_RESULTS = False  # evaluate every device on its own
     try:
         assert run() == first
     finally:
-        search_mod.SHARE_RESULTS = True
+        matching_mod.SHARE_RESULTS = True
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
