@@ -189,15 +189,17 @@ def pool_capacity(inventory, key, *, kind_of=None, group_of=default_group):
         return not (taints_on and any(t.get("effect") in BLOCKING_TAINT_EFFECTS for t in dev.taints))
 
     counters_on = f.partitionable_devices
+    # What each device consumes, read once: both views have the same sets and counters.
+    needs = {dev.key: empty.need(dev) for dev in view.devices if dev.key in kinds and dev.has_counters}
     for (g, profile), devs in by_profile.items():
-        free, exact = _most(devs, now, usable, counters_on)
-        total, exact_total = _most(devs, empty, untainted, counters_on)
+        free, exact = _most(devs, now, usable, counters_on, needs)
+        total, exact_total = _most(devs, empty, untainted, counters_on, needs)
         groups[g].profiles[profile] = ProfileCount(free, total, exact and exact_total)
     # Whole GPUs: free, or stranded by partitions in use.
     creatable_sets = set()  # counter sets on which some partition could be created now
     for devs in by_profile.values():
         for dev in devs:
-            if usable(dev) and (not dev.has_counters or (counters_on and now.fits(dev))):
+            if usable(dev) and (not dev.has_counters or (counters_on and now.fits(needs[dev.key]))):
                 creatable_sets.update(name for name, _c in dev.consumes)
     for dev in view.devices:
         if kinds.get(dev.key) != GPU or not usable(dev):
@@ -205,9 +207,9 @@ def pool_capacity(inventory, key, *, kind_of=None, group_of=default_group):
         cap = groups[group_of(dev)]
         if not dev.has_counters:
             cap.gpus_free += 1
-        elif counters_on and now.fits(dev):
+        elif counters_on and now.fits(needs[dev.key]):
             cap.gpus_free += 1
-        elif counters_on and empty.fits(dev) and any(name in creatable_sets for name, _c in dev.consumes):
+        elif counters_on and empty.fits(needs[dev.key]) and any(name in creatable_sets for name, _c in dev.consumes):
             cap.stranded += 1
     return groups
 
@@ -225,7 +227,10 @@ class _Counters:
             }
 
     def need(self, dev):
-        """{(set, counter): amount} the device consumes, None when a set or counter is unknown."""
+        """{(set, counter): amount} the device consumes, None when a set or counter is unknown (or the
+        pool is over-committed)."""
+        if self.available is None:
+            return None
         out = {}
         for set_name, counters in dev.consumes:
             for cname, amount in counters.items():
@@ -235,31 +240,32 @@ class _Counters:
                 out[k] = out.get(k, 0) + amount
         return out
 
-    def fits(self, dev):
-        if self.available is None:
+    def fits(self, need):
+        """Whether a device's `need` fits in what is left."""
+        if self.available is None or need is None:
             return False
-        need = self.need(dev)
-        return need is not None and all(v <= self.available[k] for k, v in need.items())
+        return all(v <= self.available[k] for k, v in need.items())
 
 
-def _most(devs, counters, usable, counters_on):
+def _most(devs, counters, usable, counters_on, needs):
     """(the most of `devs` allocatable together, exact?): devices without counters count one each;
-    those with counters form groups linked by shared counters, each packed by an exact search."""
+    those with counters form groups linked by shared counters, each packed by an exact search.
+    `needs`: what each device with counters consumes (_Counters.need)."""
     plain = 0
-    needs = []
+    fitting = []
     for dev in devs:
         if not usable(dev):
             continue
         if not dev.has_counters:
             plain += 1
             continue
-        if not counters_on or counters.available is None:
+        if not counters_on:
             continue
-        need = counters.need(dev)
-        if need is not None and all(v <= counters.available[k] for k, v in need.items()):
-            needs.append(need)
+        need = needs[dev.key]
+        if counters.fits(need):
+            fitting.append(need)
     best, exact = plain, True
-    for component in _components(needs):
+    for component in _components(fitting):
         n, ok = _pack(component, counters.available)
         best += n
         exact = exact and ok
