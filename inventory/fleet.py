@@ -344,6 +344,14 @@ class FleetSnapshot:
         profile: the profiles of one GPU are alternatives, never added up); `total`: the same with
         nothing allocated; `stranded`: whole GPUs partly used by partitions, with room left for
         partitions only. NotReady nodes serve nothing: their free and stranded count 0."""
+        memo = self.__dict__.setdefault("_partition_memo", {})
+        if keys in memo:
+            return memo[keys]
+        if keys == ():  # the fleet's totals: summed from the per-model figures when those were read
+            by_model = memo.get(("model",))
+            if by_model is not None:
+                memo[keys] = _summed(list(by_model.values()))
+                return memo[keys]
         rows = self._summary().filter(Q(kind=PARTITION) | Q(n_gpus_stranded__gt=0))
         out = {}
         for *key, profiles, stranded, unready in rows.values_list(
@@ -358,6 +366,7 @@ class FleetSnapshot:
                 p["total"] += total
         for entry in out.values():
             entry["profiles"] = dict(sorted(entry["profiles"].items(), key=lambda kv: _profile_order(kv[0])))
+        memo[keys] = out
         return out
 
     def gpu_models(self):
@@ -510,6 +519,19 @@ def fold_partition_rows(rows, ready=True):
             p["total"] += total
     out["profiles"] = dict(sorted(out["profiles"].items(), key=lambda kv: _profile_order(kv[0])))
     return out
+
+
+def _summed(entries):
+    """partition_capacity entries added up into one ({(): entry})."""
+    total = {"profiles": {}, "stranded": 0}
+    for entry in entries:
+        total["stranded"] += entry["stranded"]
+        for profile, c in entry["profiles"].items():
+            p = total["profiles"].setdefault(profile, {"free": 0, "total": 0})
+            p["free"] += c["free"]
+            p["total"] += c["total"]
+    total["profiles"] = dict(sorted(total["profiles"].items(), key=lambda kv: _profile_order(kv[0])))
+    return {(): total} if entries else {}
 
 
 def _profile_order(profile):
@@ -815,7 +837,7 @@ def kinds_context(snap):
     source side by side, the free-GPU histogram per model, devices not published now."""
     from . import accelerators
 
-    sources = accelerators.source_totals(snapshot=snap)
+    sources = accelerators.source_totals(snapshot=snap)  # reads partition_capacity("model"): kind_totals sums it
     models = sorted(
         set(sources["dra"]["models"])
         | set(sources[accelerators.DEVICE_PLUGIN]["models"])
