@@ -42,6 +42,7 @@ def main():
     parser.add_argument("--claims", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--reload", action="store_true")
+    parser.add_argument("--pages-only", action="store_true", help="skip the engine and refresh timings")
     args = parser.parse_args()
 
     db_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_DB)
@@ -51,21 +52,16 @@ def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
     os.environ.setdefault("DB_CONN_MAX_AGE", "600")
     from bench_api import ensure_database, fleet_matches, load
-    from bench_ui import load_average, measure
+    from bench_ui import load_average
 
     ensure_database(db_url)
     import django
 
     django.setup()
     from django.conf import settings
-    from django.contrib.auth.models import User
     from django.core.management import call_command
-    from django.db.models import Q
-    from django.test import Client
 
-    from inventory import devicekinds, summary
-    from inventory.devicestate import refresh_pools
-    from inventory.fleet import FleetSnapshot
+    from inventory import devicekinds
     from inventory.models import Cluster, Device
 
     settings.ALLOWED_HOSTS = ["*"]
@@ -81,6 +77,19 @@ def main():
     )
     print(f"fleet: {args.nodes} nodes, {len(mig_pools)} pools with partitions; load {load_average():.1f}")
 
+    if not args.pages_only:
+        time_counts(cluster, mig_pools, args.runs)
+    time_pages(args)
+
+
+def time_counts(cluster, mig_pools, runs):
+    from django.db.models import Q
+
+    from inventory import summary
+    from inventory.devicestate import refresh_pools
+    from inventory.fleet import FleetSnapshot
+    from inventory.models import Device
+
     ms, _ = timed(lambda: summary._count_partitions(Device, Q(cluster_id=cluster.id), {}), 1)
     print(f"engine count, every MIG pool (as a full summary rebuild runs it): {ms:.0f} ms")
     one = mig_pools[len(mig_pools) // 2]
@@ -88,8 +97,16 @@ def main():
     print(f"engine count, one MIG pool: {med:.1f} ms median (max {top:.1f})")
     med, top = timed(lambda: refresh_pools({one}), 5)
     print(f"refresh_pools of that pool (device state + summary, with the count): {med:.1f} ms median (max {top:.1f})")
-    med, top = timed(lambda: FleetSnapshot([cluster.id]).partition_capacity(), args.runs)
+    med, top = timed(lambda: FleetSnapshot([cluster.id]).partition_capacity(), runs)
     print(f"FleetSnapshot.partition_capacity() over the fleet: {med:.1f} ms median (max {top:.1f})")
+
+
+def time_pages(args):
+    from bench_ui import load_average, measure
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from inventory.fleet import FleetSnapshot
 
     user = User.objects.filter(username="bench-ui").first() or User.objects.create_superuser(
         "bench-ui", password="bench-ui-pass"
