@@ -337,7 +337,7 @@ class FleetSnapshot:
             "gpus_stranded": capacity["stranded"],
         }
 
-    def partition_capacity(self, *keys):
+    def partition_capacity(self, *keys, nodes=None):
         """Partition-aware capacity (dra/partitions.py, stored by summary.rebuild) summed per `keys`
         (summary columns): {key tuple: {"profiles": {profile: {"free", "total"}}, "stranded": n}}.
         `free`: how many more partitions of the profile one claim could get now (a count per
@@ -345,6 +345,18 @@ class FleetSnapshot:
         nothing allocated; `stranded`: whole GPUs partly used by partitions, with room left for
         partitions only. NotReady nodes serve nothing: their free and stranded count 0."""
         memo = self.__dict__.setdefault("_partition_memo", {})
+        if nodes is not None:  # a page of nodes: read just those, not kept
+            rows = self._summary().filter(node_name__in={n for _, n in nodes})
+            found = self._partition_rows(rows, keys)
+            return (
+                {k: v for k, v in found.items() if (k[0], k[1]) in nodes}
+                if keys[:2]
+                == (
+                    "cluster_id",
+                    "node_name",
+                )
+                else found
+            )
         if keys in memo:
             return memo[keys]
         if keys == ():  # the fleet's totals: summed from the per-model figures when those were read
@@ -352,7 +364,11 @@ class FleetSnapshot:
             if by_model is not None:
                 memo[keys] = _summed(list(by_model.values()))
                 return memo[keys]
-        rows = self._summary().filter(Q(kind=PARTITION) | Q(n_gpus_stranded__gt=0))
+        memo[keys] = self._partition_rows(self._summary(), keys)
+        return memo[keys]
+
+    def _partition_rows(self, rows, keys):
+        rows = rows.filter(Q(kind=PARTITION) | Q(n_gpus_stranded__gt=0))
         out = {}
         for *key, profiles, stranded, unready in rows.values_list(
             *keys, "partition_free", "n_gpus_stranded", "unready"
@@ -366,7 +382,6 @@ class FleetSnapshot:
                 p["total"] += total
         for entry in out.values():
             entry["profiles"] = dict(sorted(entry["profiles"].items(), key=lambda kv: _profile_order(kv[0])))
-        memo[keys] = out
         return out
 
     def gpu_models(self):
@@ -575,6 +590,7 @@ class FleetMap:
 
     def __init__(self, snapshot, state="", search="", gpu=None, unpublished=False):
         """`snapshot`: the FleetSnapshot of the same clusters (its totals head the page; its stuck devices are reused)."""
+        self.snapshot = snapshot
         self.cluster_ids = snapshot.cluster_ids
         self.user = snapshot.user
         self.not_ready = snapshot.not_ready
@@ -670,7 +686,16 @@ class FleetMap:
                     "unpublished_since": r["unpublished_since"],
                 }
             )
-        return self.attach_devices(out)
+        return self.attach_partitions(self.attach_devices(out))
+
+    def attach_partitions(self, rows):
+        """Each map row's partition-aware figures (FleetSnapshot.partition_capacity), None without
+        partitions: one query for the page's nodes."""
+        nodes = {(r["cluster_id"], r["node"]) for r in rows if not r["node"].startswith("pool:")}
+        found = self.snapshot.partition_capacity("cluster_id", "node_name", nodes=nodes) if nodes else {}
+        for r in rows:
+            r["partitions"] = found.get((r["cluster_id"], r["node"]))
+        return rows
 
     def attach_devices(self, rows):
         """Load the devices (with state and holder) of these map rows: one query for the page."""

@@ -133,6 +133,11 @@ def test_demo_fleet_counts_what_can_be_created(demo, client):
     fleet_map = client.get(reverse("inventory:fleet-map")).content.decode()
     assert 'id="map-partition-capacity"' in fleet_map
     assert f'data-profile="1g.10gb" data-free="{sums["1g.10gb"]}"' in fleet_map
+    map_row = re.search(r'<div class="maprow[^"]*" id="maprow-demo-gpu-a100-02".*?</div>', fleet_map, re.S).group(0)
+    assert dict(re.findall(r'data-profile="([^"]+)" data-free="(\d+)"', map_row)) == {
+        p: str(n) for p, n in want["gpu-a100-02"][0].items()
+    }
+    assert f'data-stranded="{want["gpu-a100-02"][1]}"' in map_row and "GPUs stranded" in map_row
 
     nodes_page = client.get(reverse("inventory:node-list")).content.decode()
     row = re.search(r'<tr id="node-demo-gpu-a100-01">.*?</tr>', nodes_page, re.S).group(0)
