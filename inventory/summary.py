@@ -218,7 +218,7 @@ def _count_partition_pools(device_model, pools, new):
                 cluster_model.objects.filter(id=cid).values_list("features", flat=True).first()
             )
         except ValueError:
-            features = Features()  # as the previews do not run at all then, count with the defaults
+            features = Features()  # a setting the previews refuse: count with the scheduler defaults
         claim = {
             "metadata": {"namespace": "", "name": "held"},
             "status": {"allocation": {"devices": {"results": held.get(cid, [])}}},
