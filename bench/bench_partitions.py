@@ -125,17 +125,28 @@ def time_pages(args):
             f"{label:22s} {med:7.1f} ms median, max {top:7.1f}, CPU {cpu:6.1f} ms, {queries} queries, "
             f"{size // 1024} KiB; load {load_average():.1f}"
         )
-    # The same overview with the partition figures left out, right after: what they add under the
-    # same load (the shared machine's load moves the absolute figures a lot).
+    # The same overview with the partition figures left out, alternating request by request with the
+    # real one: what they add under the same load (the shared machine's load moves absolute figures).
     real = FleetSnapshot.partition_capacity
-    FleetSnapshot.partition_capacity = lambda self, *keys: {}
-    try:
-        med, top, cpu, queries, _size = measure(client, "/?cluster=bench", args.runs)
-    finally:
-        FleetSnapshot.partition_capacity = real
+
+    def without(self, *keys, **kw):
+        return {}
+
+    times = {"with": [], "without": []}
+    for i in range(2 * args.runs + 2):
+        mode = "without" if i % 2 else "with"
+        FleetSnapshot.partition_capacity = without if mode == "without" else real
+        try:
+            t0 = time.perf_counter()
+            assert client.get("/?cluster=bench").status_code == 200
+            if i >= 2:  # one warm-up each
+                times[mode].append((time.perf_counter() - t0) * 1000)
+        finally:
+            FleetSnapshot.partition_capacity = real
     print(
-        f"{'overview, no partition figures':22s} {med:7.1f} ms median, max {top:7.1f}, CPU {cpu:6.1f} ms, "
-        f"{queries} queries; load {load_average():.1f}"
+        "overview alternating, with / without the partition figures: "
+        f"{statistics.median(times['with']):.1f} / {statistics.median(times['without']):.1f} ms median "
+        f"over {len(times['with'])} each; load {load_average():.1f}"
     )
 
 
