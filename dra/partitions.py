@@ -179,14 +179,13 @@ def pool_capacity(inventory, key, *, kind_of=None, group_of=default_group):
     empty = _Counters(PoolCounters(view.label, sets, (), AllocatedState()))
     taints_on = f.device_taints
 
-    def usable(dev):
-        """Not allocated, no blocking taint (the counters are checked by the caller)."""
-        if state.is_allocated(dev.key):
-            return False
+    def untainted(dev):
+        """No taint that keeps a request without tolerations off it."""
         return not (taints_on and any(t.get("effect") in BLOCKING_TAINT_EFFECTS for t in dev.taints))
 
-    def untainted(dev):
-        return not (taints_on and any(t.get("effect") in BLOCKING_TAINT_EFFECTS for t in dev.taints))
+    def usable(dev):
+        """Not allocated and untainted (the counters are checked by the caller)."""
+        return not state.is_allocated(dev.key) and untainted(dev)
 
     counters_on = f.partitionable_devices
     # What each device consumes, read once: both views have the same sets and counters.
