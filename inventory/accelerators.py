@@ -517,7 +517,8 @@ def accelerator_rows(cluster_ids=None, nodes=None):
 def source_totals(cluster_ids=None, nodes=None, snapshot=None):
     """Totals per source and per model, the DRA side from the device summary.
 
-    {"dra": {"gpus", "free", "partitions", "nodes", "models": {model: {"gpus", "free", "partitions"}}},
+    {"dra": {"gpus", "free", "partitions", "stranded", "nodes",
+             "models": {model: {"gpus", "free", "partitions"[, "profiles", "stranded"]}}},
      "device-plugin": {"gpus", "free", "partitions", "partitions_free", "shares", "nodes", "models": {...}},
      "hami": {"gpus", "shares", "shares_used", "memory", "memory_used", "nodes", "models": {...}}}"""
     from . import fleet
@@ -535,6 +536,13 @@ def source_totals(cluster_ids=None, nodes=None, snapshot=None):
     for m in dra["models"].values():
         for k in ("gpus", "free", "partitions"):
             dra[k] += m[k]
+    # Partition-aware capacity (dra/partitions.py): per model what can still be created per profile.
+    dra["stranded"] = 0
+    for (model,), cap in snap.partition_capacity("model").items():
+        m = dra["models"].get(model or "(no model attribute)")
+        if m is not None:
+            m["profiles"], m["stranded"] = cap["profiles"], cap["stranded"]
+            dra["stranded"] += cap["stranded"]
     dra["nodes"] = snap.gpu_node_count()
     dp = {"gpus": 0, "free": 0, "partitions": 0, "partitions_free": 0, "shares": 0, "nodes": 0, "models": {}}
     hami = {"gpus": 0, "shares": 0, "shares_used": 0, "memory": 0, "memory_used": 0, "nodes": 0, "models": {}}

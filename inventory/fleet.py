@@ -9,6 +9,7 @@ and the lists.
 """
 
 import functools
+import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -326,10 +327,62 @@ class FleetSnapshot:
             else:
                 out["other"] += g["n"]
                 out["other_free"] += g["states"][FREE]
+        capacity = self.partition_capacity().get((), {"profiles": {}, "stranded": 0})
         return {
-            k: out[k]
-            for k in ("gpus", "gpus_free", "gpu_devices", "partitions", "partitions_free", "other", "other_free")
+            **{
+                k: out[k]
+                for k in ("gpus", "gpus_free", "gpu_devices", "partitions", "partitions_free", "other", "other_free")
+            },
+            "partition_profiles": capacity["profiles"],
+            "gpus_stranded": capacity["stranded"],
         }
+
+    def partition_capacity(self, *keys, nodes=None):
+        """Partition-aware capacity (dra/partitions.py, stored by summary.rebuild) summed per `keys`
+        (summary columns): {key tuple: {"profiles": {profile: {"free", "total"}}, "stranded": n}}.
+        `free`: how many more partitions of the profile one claim could get now (a count per
+        profile: the profiles of one GPU are alternatives, never added up); `total`: the same with
+        nothing allocated; `stranded`: whole GPUs partly used by partitions, with room left for
+        partitions only. NotReady nodes serve nothing: their free and stranded count 0."""
+        memo = self.__dict__.setdefault("_partition_memo", {})
+        if nodes is not None:  # a page of nodes: read just those, not kept
+            rows = self._summary().filter(node_name__in={n for _, n in nodes})
+            found = self._partition_rows(rows, keys)
+            return (
+                {k: v for k, v in found.items() if (k[0], k[1]) in nodes}
+                if keys[:2]
+                == (
+                    "cluster_id",
+                    "node_name",
+                )
+                else found
+            )
+        if keys in memo:
+            return memo[keys]
+        if keys == ():  # the fleet's totals: summed from the per-model figures when those were read
+            by_model = memo.get(("model",))
+            if by_model is not None:
+                memo[keys] = _summed(list(by_model.values()))
+                return memo[keys]
+        memo[keys] = self._partition_rows(self._summary(), keys)
+        return memo[keys]
+
+    def _partition_rows(self, rows, keys):
+        rows = rows.filter(Q(kind=PARTITION) | Q(n_gpus_stranded__gt=0))
+        out = {}
+        for *key, profiles, stranded, unready in rows.values_list(
+            *keys, "partition_free", "n_gpus_stranded", "unready"
+        ).order_by():
+            entry = out.setdefault(tuple(key), {"profiles": {}, "stranded": 0})
+            if not unready:
+                entry["stranded"] += stranded
+            for profile, (free, total) in (profiles or {}).items():
+                p = entry["profiles"].setdefault(profile, {"free": 0, "total": 0})
+                p["free"] += 0 if unready else free
+                p["total"] += total
+        for entry in out.values():
+            entry["profiles"] = dict(sorted(entry["profiles"].items(), key=lambda kv: _profile_order(kv[0])))
+        return out
 
     def gpu_models(self):
         """Rows per (driver, model): for GPUs the physical GPUs, free ones, partitions and free
@@ -396,8 +449,14 @@ class FleetSnapshot:
         )
 
     def node_gpu_counts(self):
-        """(cluster_id, node) -> Counter {"gpus", "gpus_free", "partitions", "other"}."""
+        """(cluster_id, node) -> Counter {"gpus", "gpus_free", "partitions", "other", "stranded"}, plus
+        "profiles" (partition_capacity) where the node publishes partitions."""
         out = defaultdict(Counter)
+        for (cid, node), cap in self.partition_capacity("cluster_id", "node_name").items():
+            if node and (self.nodes is None or (cid, node) in self.nodes):
+                out[(cid, node)]["stranded"] = cap["stranded"]
+                if cap["profiles"]:
+                    out[(cid, node)]["profiles"] = cap["profiles"]
         for g in self.node_kind_groups():
             if not g["node_name"] or (self.nodes is not None and (g["cluster_id"], g["node_name"]) not in self.nodes):
                 continue
@@ -427,6 +486,73 @@ class FleetSnapshot:
         if self._by_node_kind is None:
             self._by_node_kind = self.grouped("cluster_id", "node_name", "kind")
         return self._by_node_kind
+
+
+def partition_rows_json(cluster_ref="cluster_id", node_ref="name"):
+    """A per-node subquery: the node's summary rows with partition-aware figures as a JSON list
+    [{"profiles", "stranded"}] (None without such rows), so a list of nodes carries them in its own
+    query; fold_partition_rows sums them as partition_capacity does."""
+    from django.db.models import Func, JSONField, Subquery
+
+    from .accelerators import _JSONObject, _JSONRows
+
+    class _Nested(Func):
+        """A JSON column as a value inside a built object: as is on PostgreSQL, json() on SQLite."""
+
+        function = "JSON"
+        output_field = JSONField()
+
+        def as_postgresql(self, compiler, connection, **extra_context):
+            return compiler.compile(self.source_expressions[0])
+
+    rows = (
+        NodeDeviceSummary.objects.filter(cluster_id=OuterRef(cluster_ref), node_name=OuterRef(node_ref))
+        .filter(Q(kind=PARTITION) | Q(n_gpus_stranded__gt=0))
+        .exclude(n_total=0)
+        .order_by()
+        .values("node_name")
+    )
+    obj = _JSONObject(profiles=_Nested(F("partition_free")), stranded=F("n_gpus_stranded"))
+    return Subquery(rows.annotate(j=_JSONRows(obj)).values("j"), output_field=JSONField())
+
+
+def fold_partition_rows(rows, ready=True):
+    """partition_capacity's figures for one node from its partition_rows_json(): None without rows."""
+    if isinstance(rows, str):
+        rows = json.loads(rows)
+    if not rows:
+        return None
+    out = {"profiles": {}, "stranded": 0}
+    for row in rows:
+        profiles = row.get("profiles") or {}
+        if isinstance(profiles, str):
+            profiles = json.loads(profiles)
+        out["stranded"] += (row.get("stranded") or 0) if ready else 0
+        for profile, (free, total) in profiles.items():
+            p = out["profiles"].setdefault(profile, {"free": 0, "total": 0})
+            p["free"] += free if ready else 0
+            p["total"] += total
+    out["profiles"] = dict(sorted(out["profiles"].items(), key=lambda kv: _profile_order(kv[0])))
+    return out
+
+
+def _summed(entries):
+    """partition_capacity entries added up into one ({(): entry})."""
+    total = {"profiles": {}, "stranded": 0}
+    for entry in entries:
+        total["stranded"] += entry["stranded"]
+        for profile, c in entry["profiles"].items():
+            p = total["profiles"].setdefault(profile, {"free": 0, "total": 0})
+            p["free"] += c["free"]
+            p["total"] += c["total"]
+    total["profiles"] = dict(sorted(total["profiles"].items(), key=lambda kv: _profile_order(kv[0])))
+    return {(): total} if entries else {}
+
+
+def _profile_order(profile):
+    """MIG profiles smallest first ("1g.10gb" < "2g.20gb" < "7g.80gb"), other names after, by name."""
+    head = profile.split("g.", 1)[0]
+    return (0, int(head), profile) if head.isdigit() else (1, 0, profile)
 
 
 def unpublished_devices(cluster_ids=None, nodes=None):
@@ -464,6 +590,7 @@ class FleetMap:
 
     def __init__(self, snapshot, state="", search="", gpu=None, unpublished=False):
         """`snapshot`: the FleetSnapshot of the same clusters (its totals head the page; its stuck devices are reused)."""
+        self.snapshot = snapshot
         self.cluster_ids = snapshot.cluster_ids
         self.user = snapshot.user
         self.not_ready = snapshot.not_ready
@@ -559,7 +686,16 @@ class FleetMap:
                     "unpublished_since": r["unpublished_since"],
                 }
             )
-        return self.attach_devices(out)
+        return self.attach_partitions(self.attach_devices(out))
+
+    def attach_partitions(self, rows):
+        """Each map row's partition-aware figures (FleetSnapshot.partition_capacity), None without
+        partitions: one query for the page's nodes."""
+        nodes = {(r["cluster_id"], r["node"]) for r in rows if not r["node"].startswith("pool:")}
+        found = self.snapshot.partition_capacity("cluster_id", "node_name", nodes=nodes) if nodes else {}
+        for r in rows:
+            r["partitions"] = found.get((r["cluster_id"], r["node"]))
+        return rows
 
     def attach_devices(self, rows):
         """Load the devices (with state and holder) of these map rows: one query for the page."""
@@ -726,7 +862,7 @@ def kinds_context(snap):
     source side by side, the free-GPU histogram per model, devices not published now."""
     from . import accelerators
 
-    sources = accelerators.source_totals(snapshot=snap)
+    sources = accelerators.source_totals(snapshot=snap)  # reads partition_capacity("model"): kind_totals sums it
     models = sorted(
         set(sources["dra"]["models"])
         | set(sources[accelerators.DEVICE_PLUGIN]["models"])

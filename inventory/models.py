@@ -414,6 +414,11 @@ class NodeDeviceSummary(models.Model):
     # have no device held or tainted (free on a Ready node: NotReady applied when reading).
     n_gpus = models.IntegerField(default=0)
     n_gpus_free = models.IntegerField(default=0)
+    # Partition-aware capacity (dra/partitions.py), written with the counts above: on a partition row,
+    # per MIG profile [how many more one claim could get now, how many with nothing allocated]; on a
+    # GPU row, its whole GPUs that partitions in use leave partly free ("stranded").
+    partition_free = models.JSONField(default=dict, blank=True)
+    n_gpus_stranded = models.IntegerField(default=0)
     # A placeholder row of a node-local pool that publishes nothing now (a driver outage): every count
     # above 0, these say what it last published and since when (summary.rebuild).
     n_unpublished = models.IntegerField(default=0)

@@ -6,6 +6,9 @@ slices of an older generation are stale (the allocator ignores them once the new
 
 from collections import defaultdict
 
+from django.apps import apps as django_apps
+from django.db.models import Q
+
 from dra.gcpause import collector_paused
 
 
@@ -74,3 +77,30 @@ def _pool_summaries(slices_qs):
         )
     out.sort(key=lambda r: (r["cluster_name"], r["driver"], r["pool"]))
     return out
+
+
+def with_partition_capacity(rows):
+    """Add to these pool rows (a page of pool_summaries) what their partitions can still give, as
+    the per-node summary stores it (dra/partitions.py): "profiles" {profile: {"free", "total"}}, per
+    profile how many more partitions one claim could get (alternatives, never summed across
+    profiles), and "stranded", whole GPUs partly used by partitions."""
+    summary_model = django_apps.get_model("inventory", "NodeDeviceSummary")
+    keys = {(r["cluster_id"], r["driver"], r["pool"]): r for r in rows}
+    if not keys:
+        return rows
+    found = summary_model.objects.filter(Q(kind="partition") | Q(n_gpus_stranded__gt=0)).filter(
+        cluster_id__in={k[0] for k in keys}, pool__in={k[2] for k in keys}
+    )
+    for cid, driver, pool, profiles, stranded in found.values_list(
+        "cluster_id", "driver", "pool", "partition_free", "n_gpus_stranded"
+    ).order_by():
+        row = keys.get((cid, driver, pool))
+        if row is None:
+            continue
+        row["stranded"] = row.get("stranded", 0) + stranded
+        mine = row.setdefault("profiles", {})
+        for profile, (free, total) in (profiles or {}).items():
+            p = mine.setdefault(profile, {"free": 0, "total": 0})
+            p["free"] += free
+            p["total"] += total
+    return rows

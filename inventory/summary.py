@@ -6,6 +6,7 @@ then the pools' summary rows replaced.
 """
 
 import re
+from collections import defaultdict
 
 from django.apps import apps as django_apps
 from django.db.models import Case, Count, F, Max, Q, TextField, Value, When
@@ -100,6 +101,8 @@ def rebuild(scope, device_model=None, summary_model=None):
         row.sort_key = natural_sort_key(row.map_key)
         new[values[: len(KEY)]] = row
     _count_gpus(device_model.objects.filter(scope), new)
+    if _has_field(summary_model, "partition_free"):  # migrations before 0023 rebuild without it
+        _count_partitions(device_model, scope, new)
     # Upsert by key and delete only what is gone, rather than delete-all-then-insert: the slice and
     # the claim watchers may refresh the same pool at once, and a DELETE does not see rows another
     # transaction inserts meanwhile, so two rebuilds would leave both sets of rows. Sorted, so two
@@ -125,7 +128,9 @@ def rebuild(scope, device_model=None, summary_model=None):
         batch_size=_WRITE_BATCH,
         update_conflicts=True,
         unique_fields=KEY,
-        update_fields=COUNTS + ("map_key", "sort_key", "n_unpublished", "unpublished_since"),
+        update_fields=COUNTS
+        + ("map_key", "sort_key", "n_unpublished", "unpublished_since")
+        + (PARTITION_FIELDS if _has_field(summary_model, "partition_free") else ()),
     )
 
 
@@ -156,3 +161,83 @@ def _count_gpus(devices, new):
             continue
         row.n_gpus += 1
         row.n_gpus_free += 0 if n_busy else 1
+
+
+PARTITION_FIELDS = ("partition_free", "n_gpus_stranded")
+
+
+def _has_field(model, name):
+    return any(f.name == name for f in model._meta.get_fields())
+
+
+def _count_partitions(device_model, scope, new):
+    """Add the partition-aware figures of the engine (dra/partitions.py) to the summary rows `new`:
+    per profile how many more partitions one claim could get ({profile: [free, total]}, on the
+    node's partition row of that model) and the whole GPUs stranded by partitions in use (on its
+    GPU row). Only pools that publish partitions are read, each from its stored slices, with the
+    devices held now (admin access aside) as one allocated claim."""
+    devices = device_model.objects.filter(scope)
+    pools = sorted(
+        set(
+            devices.filter(kind=devicekinds.PARTITION).values_list("cluster_id", "driver", "pool").distinct().order_by()
+        )
+    )
+    for start in range(0, len(pools), _PARTITION_POOLS_PER_QUERY):
+        _count_partition_pools(device_model, pools[start : start + _PARTITION_POOLS_PER_QUERY], new)
+
+
+_PARTITION_POOLS_PER_QUERY = 200
+
+
+def _count_partition_pools(device_model, pools, new):
+    from dra import Features, InputError, Inventory, partitions
+
+    apps = device_model._meta.apps
+    slice_model = apps.get_model("inventory", "ResourceSlice")
+    cluster_model = apps.get_model("inventory", "Cluster")
+    by_driver = defaultdict(list)
+    for cid, driver, pool in pools:
+        by_driver[(cid, driver)].append(pool)
+    pool_q = Q()
+    for (cid, driver), names in sorted(by_driver.items()):
+        pool_q |= Q(cluster_id=cid, driver=driver, pool__in=names)
+    rows = device_model.objects.filter(pool_q).order_by().annotate(model=MODEL)
+    info, held = {}, defaultdict(list)
+    for cid, driver, pool, name, node, model, kind, holder, state in rows.values_list(
+        "cluster_id", "driver", "pool", "name", "node_name", "model", "kind", "held_by_claim_id", "allocation_state"
+    ):
+        info[(cid, driver, pool, name)] = (node, model or "", kind)
+        if holder is not None and state != "admin":
+            held[cid].append({"driver": driver, "pool": pool, "device": name, "request": "held"})
+    slices = defaultdict(list)
+    for cid, raw in slice_model.objects.filter(pool_q).order_by("id").values_list("cluster_id", "raw"):
+        slices[cid].append(raw)
+    for cid in sorted({p[0] for p in pools}):
+        try:
+            features = Features.from_dict(
+                cluster_model.objects.filter(id=cid).values_list("features", flat=True).first()
+            )
+        except ValueError:
+            features = Features()  # a setting the previews refuse: count with the scheduler defaults
+        claim = {
+            "metadata": {"namespace": "", "name": "held"},
+            "status": {"allocation": {"devices": {"results": held.get(cid, [])}}},
+        }
+        try:
+            inv = Inventory(resource_slices=slices[cid], resource_claims=[claim], features=features)
+        except InputError:
+            continue  # slices the engine cannot read: the previews say why; no figures here
+
+        def about(dev, cid=cid):
+            return info.get((cid,) + dev.key) or ("", "", "")
+
+        keys = [(d, p) for c, d, p in pools if c == cid]
+        found = partitions.capacity(inv, keys, kind_of=lambda d: about(d)[2], group_of=lambda d: about(d)[:2])
+        for (driver, pool), groups in found.items():
+            for (node, model), cap in groups.items():
+                row = new.get((cid, driver, pool, node, model, devicekinds.PARTITION))
+                if row is not None and cap.profiles:
+                    row.partition_free = {p: [c.free, c.total] for p, c in sorted(cap.profiles.items())}
+                row = new.get((cid, driver, pool, node, model, devicekinds.GPU))
+                if row is not None and cap.stranded:
+                    row.n_gpus_stranded = cap.stranded

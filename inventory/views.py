@@ -673,5 +673,6 @@ class PoolListView(DashboardView):
         sort = tables.sorting(self.request, ResourceSlice, POOL_SORT)
         sort.sort_rows(rows, POOL_SORT_KEYS)
         ctx.update(self.paginate(rows, 200))
+        pools.with_partition_capacity(ctx["page_obj"].object_list)
         ctx.update(only_bad=only_bad, problem_count=sum(1 for r in rows if r["problems"]), sorting=sort)
         return ctx

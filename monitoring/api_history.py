@@ -18,7 +18,7 @@ from inventory.models import Cluster
 
 from . import history
 
-DEVICE_SERIES = history.STATE_FIELDS + ("gpus", "gpus_free")
+DEVICE_SERIES = history.STATE_FIELDS + ("gpus", "gpus_free", "gpus_stranded", "partition_slots_free", "partition_slots")
 DEVICE_GROUPS = ("none", "model", "kind", "cluster")
 # API name -> NamespaceSample column.
 NAMESPACE_SERIES = {
@@ -119,7 +119,10 @@ class DeviceHistoryView(APIView):
         summary="Devices over time",
         description="Per-minute device counts. Without `group_by`, one series per name in `series`; with it, the sum of "
         "those per model, device kind or cluster (a group that is zero throughout is left out). `gpus`/`gpus_free` "
-        "count physical GPUs (a whole GPU and its partitions are one).",
+        "count physical GPUs (a whole GPU and its partitions are one); `gpus_stranded` counts whole GPUs partly used by "
+        "partitions (room for partitions only); `partition_slots_free`/`partition_slots` count partitions of each "
+        "model's smallest MIG profile that can still be created / could be with nothing in use (from the shared "
+        "counters: overlapping placements are not added up).",
         parameters=_COMMON_PARAMETERS
         + [
             OpenApiParameter(

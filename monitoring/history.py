@@ -65,17 +65,31 @@ def minute_of(now):
 
 
 def fleet_counts(cluster_ids=None):
-    """{(cluster_id, model, kind): {state: devices, "gpus", "gpus_free"}}: the overview's counts, per
-    model and device kind (inventory/devicekinds.py)."""
+    """{(cluster_id, model, kind): {state: devices, "gpus", "gpus_free"[, partition_slots()]}}: the
+    overview's counts, per model and device kind (inventory/devicekinds.py)."""
     from inventory.fleet import FleetSnapshot
 
+    snap = FleetSnapshot(cluster_ids)
     out = {}
-    for row in FleetSnapshot(cluster_ids).grouped("cluster_id", "model", "kind"):
+    for row in snap.grouped("cluster_id", "model", "kind"):
         counts = {s: row["states"].get(s, 0) for s in STATE_FIELDS}
         out[(row["cluster_id"], row["model"], row["kind"])] = counts | {
             "gpus": row["gpus"] or 0,
             "gpus_free": row["gpus_free"] or 0,
         }
+    for key, capacity in snap.partition_capacity("cluster_id", "model", "kind").items():
+        if key in out:
+            out[key].update(partition_slots(capacity))
+    return out
+
+
+def partition_slots(capacity):
+    """A group's partition-aware figures as history columns: stranded GPUs, and the free and total
+    count of its smallest profile (the one with the most placements)."""
+    out = {"gpus_stranded": capacity["stranded"]}
+    if capacity["profiles"]:
+        smallest = max(capacity["profiles"].values(), key=lambda c: c["total"])
+        out |= {"partition_slots_free": smallest["free"], "partition_slots": smallest["total"]}
     return out
 
 

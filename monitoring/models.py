@@ -117,6 +117,13 @@ class FleetSample(models.Model):
     # ones (none of their devices held or tainted, node Ready), as the per-node summary counts them.
     gpus = models.IntegerField(default=0)
     gpus_free = models.IntegerField(default=0)
+    # Partition-aware capacity (dra/partitions.py via the summary): whole GPUs stranded by partitions
+    # in use (GPU rows), and on partition rows how many partitions of the model's smallest profile
+    # (the one with the most placements, e.g. 1g.10gb) can still be created, of how many with nothing
+    # in use: a count that adds up across nodes, unlike the published placements.
+    gpus_stranded = models.IntegerField(default=0)
+    partition_slots_free = models.IntegerField(default=0)
+    partition_slots = models.IntegerField(default=0)
 
     class Meta:
         constraints = [

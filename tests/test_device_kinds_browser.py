@@ -10,6 +10,7 @@ from inventory.models import Cluster
 from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
 from .fleet_data import load_scenario, make_user
 from .test_device_kinds import H100, expected_from_slices, per_node
+from .test_partition_capacity import expected as expected_partitions
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "kinds-pass-123"
@@ -35,7 +36,21 @@ def test_whole_gpu_counts_in_the_browser(artifacts_dir):
                 "gpus_free": sum(free.values()),
                 "partitions": sum(want["partitions"].values()),
                 "other": sum(want["other"].values()),
+                "gpus_stranded": sum(s for _p, s in expected_partitions(objects).values()),
             }
+            # partitions: what can still be created per profile, each figure saying what it counts
+            creatable = {
+                el.get_attribute("data-profile"): int(el.get_attribute("data-free"))
+                for el in page.query_selector_all("#partition-capacity .prof")
+            }
+            assert creatable == {
+                p: sum(node[0].get(p, 0) for node in expected_partitions(objects).values()) for p in creatable
+            }
+            assert set(creatable) == {"1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"}
+            legend = page.get_attribute("#partition-capacity .partcap", "title")
+            assert "do not add them up" in legend and "Stranded" in legend
+            assert "overlapping" in page.get_attribute('#gpu-tiles [data-kind="partitions"]', "title")
+            page.locator("#partition-capacity").screenshot(path=str(artifacts_dir / "partition-capacity.png"))
             # the chart: H100 nodes by number of free whole GPUs
             bars = {
                 int(li.get_attribute("data-free")): int(li.get_attribute("data-nodes"))

@@ -258,7 +258,16 @@ class GpuAggregateView(APIView):
             "GpuAggregate",
             {
                 "kinds": serializers.DictField(
-                    help_text="gpus, gpus_free, gpu_devices, partitions, partitions_free, other, other_free"
+                    help_text="gpus, gpus_free, gpu_devices, partitions (published MIG placements; overlapping "
+                    "ones exclude each other), partitions_free (those devices in state free: not a capacity), other, "
+                    "other_free; partition_profiles {profile: {free, total}}: per profile how many more partitions "
+                    "one claim could get now from the shared counters (profiles are alternatives, never summed), of "
+                    "how many with nothing in use; gpus_stranded: whole GPUs partly used by partitions"
+                ),
+                "partitions_by_node": serializers.ListField(
+                    child=serializers.DictField(),
+                    help_text="Where partitions can still be created: per node with partitions or stranded GPUs, "
+                    "{cluster, node, profiles {profile: {free, total}}, stranded} (NotReady nodes: free 0).",
                 ),
                 "sources": serializers.DictField(help_text="dra, device-plugin, hami: totals and per-model counts"),
                 "free_gpu_histogram": serializers.ListField(child=serializers.DictField()),
@@ -283,6 +292,11 @@ class GpuAggregateView(APIView):
             {
                 "kinds": snap.kind_totals(),
                 "sources": accelerators.source_totals(snapshot=snap),
+                "partitions_by_node": [
+                    {"cluster": names.get(cid, str(cid)), "node": node, **cap}
+                    for (cid, node), cap in sorted(snap.partition_capacity("cluster_id", "node_name").items())
+                    if node
+                ],
                 "free_gpu_histogram": [
                     {
                         "model": m["model"],

@@ -170,6 +170,12 @@ class NodeSerializer(KubeObjectSerializer):
     free_gpus = serializers.IntegerField(
         read_only=True, help_text="Of those, GPUs with no device held or tainted (0 on a NotReady node)."
     )
+    partitions = serializers.SerializerMethodField(
+        help_text="Partition-aware capacity (MIG on shared counters): `profiles` {profile: {free, total}}, per "
+        "profile how many more partitions one claim could get on this node now (profiles are alternatives, never "
+        "summed; free 0 on a NotReady node), of how many with nothing in use; `stranded`, whole GPUs partly used "
+        "by partitions. null on a node without partitions."
+    )
     accelerators = serializers.SerializerMethodField(
         help_text="GPUs served outside DRA, per extended resource and model (never added to the DRA counts)."
     )
@@ -179,6 +185,13 @@ class NodeSerializer(KubeObjectSerializer):
     hami = serializers.SerializerMethodField(
         help_text="HAMi vGPU sharing on this node: registered GPUs, what HAMi assigned to which pods; null on a node HAMi does not manage."
     )
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_partitions(self, node):
+        from inventory import fleet
+
+        # Read from the list's own query (fleet.partition_rows_json): no query per node.
+        return fleet.fold_partition_rows(getattr(node, "partition_rows", None), ready=node.ready is not False)
 
     def _sources(self, node):
         # Read from the list's own query (accelerators.rows_json): no query per node.

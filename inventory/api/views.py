@@ -41,6 +41,8 @@ class NodeViewSet(MirrorViewSet):
     filterset_class = NodeFilterSet
 
     def base_queryset(self):
+        from inventory import fleet
+
         devices = (
             Device.objects.filter(cluster_id=OuterRef("cluster_id"), node_name=OuterRef("name"))
             .order_by()
@@ -64,6 +66,7 @@ class NodeViewSet(MirrorViewSet):
                 default=Coalesce(Subquery(free, output_field=IntegerField()), Value(0)),
             ),
             accelerator_rows=accelerators.rows_json(),  # device plugin, HAMi: in this query, not one per node
+            partition_rows=fleet.partition_rows_json(),  # MIG capacity per profile, likewise
         )
 
 

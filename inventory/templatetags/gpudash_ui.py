@@ -282,6 +282,28 @@ def map_cells(row, devices_url):
     return mark_safe("".join(parts))
 
 
+def partition_summary(capacity):
+    """A map row's partition-aware figures, as the _partition_capacity.html include shows them
+    (compact: what can still be created per profile; stranded GPUs), with the same legend."""
+    esc = html.escape
+    legend = _(
+        "Per MIG profile: how many more partitions of that profile one claim could get now, computed from "
+        "the GPUs' shared counters as the scheduler counts them (a GPU's profiles are alternatives: do not "
+        "add them up), out of how many with nothing in use. Stranded: whole GPUs that partitions in use leave "
+        "partly free; only partition requests can use them."
+    )
+    parts = [
+        f'<span class="prof" data-profile="{esc(p)}" data-free="{c["free"]}" data-total="{c["total"]}">'
+        f"{esc(p)} <b>{c['free']}</b></span>"
+        for p, c in capacity["profiles"].items()
+    ]
+    stranded = capacity["stranded"]
+    if stranded:
+        text = ngettext("%(shown)s GPU stranded", "%(shown)s GPUs stranded", stranded) % {"shown": stranded}
+        parts.append(f'<span class="stranded">{esc(text)}</span>')
+    return f'<span class="partcap" data-stranded="{stranded}" title="{esc(legend)}">{" · ".join(parts)}</span>'
+
+
 @register.simple_tag
 def map_row(row, devices_url, one_cluster):
     """One fleet-map row (node link, cells, row summary), built in Python like map_cells: the same
@@ -327,6 +349,8 @@ def map_row(row, devices_url, one_cluster):
         free = row["states"].get("free")
         if free:
             summary += " " + esc(_("· %(free)s free") % {"free": free})
+    if row.get("partitions"):
+        summary += " · " + partition_summary(row["partitions"])
     dp, hami = sources.get("device_plugin"), sources.get("hami")
     if dp:
         summary += " · " + esc(_("device plugin %(gpus)s (%(free)s free)") % {"gpus": dp["gpus"], "free": dp["free"]})

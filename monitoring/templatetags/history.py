@@ -74,6 +74,14 @@ def fleet_history(context):
             "src": _src("api:history-namespaces", cluster, series="claims_pending", top=8),
         },
     ]
+    if (context.get("kinds") or {}).get("partitions"):  # MIG published: what can still be created, over time
+        charts.insert(
+            2,
+            {
+                "title": _("MIG: smallest partitions still creatable, GPUs stranded"),
+                "src": _src("api:history-devices", cluster, series="partition_slots_free,gpus_stranded"),
+            },
+        )
     if context.get("global_namespace"):
         charts += namespace_charts(context["global_namespace"], cluster)
     return _context(_("Over time"), charts)
