@@ -139,7 +139,7 @@ def verdict(inventory, claims, result, *, stuck=(), deleting=None):
 def _sort_node(item, name, entry, node_block, funnels, stuck, deleting):
     best = max(funnels, key=lambda f: (f.n_sel, len(f.free)))
     if item["model"] is None and best.sample is not None:
-        item["model"] = best.sample.display_model()
+        item["model"] = device_model(best.sample)
     if all(f.n_class == 0 for f in funnels):
         item["never"].setdefault("no-device", []).append(name)
         return
@@ -171,6 +171,15 @@ def _sort_node(item, name, entry, node_block, funnels, stuck, deleting):
     if kind == "device-taint":
         node["taints"] = [dict(t) for t in best.taints]
     item["blocked"].setdefault(kind, []).append(node)
+
+
+def device_model(device):
+    """What to call a device in a sentence: its model, and its partition profile where it has one."""
+    model = device.display_model()
+    profile = device.attribute(f"{device.driver}/profile")
+    if profile and profile[1] not in (None, "") and str(profile[1]) != model:
+        return f"{model} {profile[1]}"
+    return model
 
 
 def _identity(text):
@@ -273,19 +282,20 @@ def _block_phrase(kind, nodes, item, gettext, ngettext):
     n = len(nodes)
     names = _names([x["node"] for x in nodes], gettext)
     if kind == "allocated":
-        all_taken = all(x["free"] == 0 for x in nodes)
+        all_taken = all(x["devices"] == x["matching"] for x in nodes)
         text = (
             ngettext(
-                "%(count)s has all its matching devices allocated",
-                "%(count)s have all their matching devices allocated",
+                "%(count)s has all its matching devices allocated (to %(owners)s",
+                "%(count)s have all their matching devices allocated (to %(owners)s",
                 n,
             )
             if all_taken
             else ngettext(
-                "%(count)s has too few free (the rest allocated)", "%(count)s have too few free (the rest allocated)", n
+                "%(count)s has too few free devices (the others allocated to %(owners)s",
+                "%(count)s have too few free devices (the others allocated to %(owners)s",
+                n,
             )
-        ) % {"count": n}
-        text += " (" + _owner_names(nodes, gettext)
+        ) % {"count": n, "owners": _owner_names(nodes, gettext)}
         held_stuck = sum(1 for x in nodes if x.get("stuck"))
         if held_stuck:
             text += "; " + ngettext(
