@@ -19,6 +19,7 @@ from inventory import fleet
 from inventory.models import Cluster, Device
 from inventory.objectpage import crumb, object_page
 
+from .answers import headline_text, present
 from .lookups import claim_keys_q
 from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
 from .preview_service import dispatch
@@ -215,8 +216,25 @@ class ClaimDetailView(DashboardView):
             f.rule_title = RULE_TITLES.get(f.rule, f.rule)
             f.action_title = ACTION_TITLES.get(f.remedy, f.remedy)
             f.can_release = bool(f.remedy) and may_operate
+            explanation = (f.shown_evidence or {}).get("explanation") or {}
+            f.answer = headline_text(explanation.get("verdict")) if not f.remedy else []
+            f.remedies = (
+                present(
+                    explanation.get("remedies"),
+                    self.claim.cluster,
+                    lambda ns: roles.can_operate(self.request.user, ns),
+                )
+                if not f.remedy
+                else []
+            )
+            f.remedies_searched = bool(explanation.get("verdict")) and not f.remedy
             if not f.remedy:
-                f.release_blocked = gettext("No safe automatic remedy: fix the cause (see the evidence).")
+                # The engine's answer and its verified remedies say what to do; without them, the evidence.
+                f.release_blocked = (
+                    ""
+                    if f.remedies_searched
+                    else gettext("No safe automatic remedy: fix the cause (see the evidence).")
+                )
             elif not may_operate:
                 f.release_blocked = gettext(
                     "Releasing needs the operator role in namespace %(namespace)s; you are %(role)s."
