@@ -469,11 +469,10 @@ def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=Non
         )
     # The answer (the blocker in one sentence) comes from the nodes that could serve the request; the
     # scheduler's own message is quoted once, in the answer (explain_pod).
+    # The headline itself leads the report (explain_pod's answer); the evidence row gives the counts.
     sentences = headline_text(result.get("verdict"))
     text = gettext("Fits on none of %(nodes)s nodes.") % {"nodes": grouped(summary.get("nodes", 0))}
-    if sentences:
-        text += " " + " ".join(sentences)
-    elif common:
+    if not sentences and common:
         text += " " + gettext("Most common reason: %(reason)s.") % {"reason": plain(common).rstrip(".")}
     if filtered:
         text += f" {filtered}"
@@ -772,13 +771,15 @@ def _add_answer(report, cluster, may_release):
         (s["data"].get("message") for s in report["steps"] if s["key"] == "scheduling" and s["data"].get("message")),
         "",
     )
-    engine = next(
-        (s for c in report["claims"] for s in c["steps"] if s["key"] == "engine" and s["data"].get("verdict")),
-        None,
-    )
-    report["headline"] = headline_text(engine["data"]["verdict"]) if engine else []
-    report["remedies"] = present(engine["data"].get("remedies"), cluster, may_release) if engine else []
-    report["remedies_searched"] = engine is not None and not engine["data"]["verdict"].get("fits")
+    engines = [s for c in report["claims"] for s in c["steps"] if s["key"] == "engine" and s["data"].get("verdict")]
+    report["headline"] = [line for s in engines for line in headline_text(s["data"]["verdict"])]
+    report["remedies"] = [
+        r
+        for s in engines
+        if not s["data"]["verdict"].get("fits")
+        for r in present(s["data"].get("remedies"), cluster, may_release)
+    ]
+    report["remedies_searched"] = any(not s["data"]["verdict"].get("fits") for s in engines)
 
 
 def verdict(report):
