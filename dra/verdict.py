@@ -155,7 +155,9 @@ def _sort_node(item, name, entry, node_block, funnels, stuck, deleting):
         item["serving"].append(name)
     if node_block is not None:
         kind, detail = node_block
-        item["blocked"].setdefault(kind, []).append({"node": name, "detail": detail})
+        item["blocked"].setdefault(kind, []).append(
+            {"node": name, "detail": detail, "matching": best.n_sel, "free": len(best.free), "need": best.need}
+        )
         return
     served = any(f.enough for f in funnels)
     if served and not enough:
@@ -163,7 +165,7 @@ def _sort_node(item, name, entry, node_block, funnels, stuck, deleting):
     kind, n = _device_block(best, entry.get("code"))
     if served and kind != "constraint":
         kind = "constraint"
-    node = {"node": name, "devices": n, "matching": best.n_sel, "free": len(best.free)}
+    node = {"node": name, "devices": n, "matching": best.n_sel, "free": len(best.free), "need": best.need}
     if kind == "allocated":
         node["owners"] = list(best.owners)
         node["stuck"] = [o for o in best.owners if o in stuck]
