@@ -23,10 +23,15 @@ pytestmark = PREVIEW_WORKER_MARKS
 def demo(db):
     cluster = load_scenario(Cluster.objects.create(name="demo"))
     stuck.detect(cluster)  # the unallocatable llama claim, explained by the engine
-    # l4-warm-spare is allocated with nobody reserved: a finding once its grace period passed.
+    spare_finding(cluster)
+    return cluster
+
+
+def spare_finding(cluster):
+    """l4-warm-spare is allocated with nobody reserved: a finding once its grace period passed."""
     spare = ResourceClaim.objects.get(cluster=cluster, namespace="inference", name="l4-warm-spare")
     now = timezone.now()
-    Finding.objects.create(
+    return Finding.objects.create(
         cluster=cluster,
         rule=stuck.ORPHANED_ALLOCATION,
         namespace="inference",
@@ -37,7 +42,6 @@ def demo(db):
         first_seen=now,
         last_seen=now,
     )
-    return cluster
 
 
 def pending_l4_trio(cluster):
