@@ -158,3 +158,45 @@ def test_the_claim_pages_stuck_finding_gives_the_answer_and_verified_remedies(cl
     assert kinds[0] == "reduce-count" and "add-node" in kinds
     assert "Request gpus: count 8 → 6, the largest count that fits now. It would fit on gpu-h100-03" in shown
     assert "One more node like gpu-h100-01 would fit it." in shown
+
+
+L4_TRIO_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: trio-pasted, namespace: inference}
+spec:
+  containers: [{name: c, resources: {claims: [{name: gpus}]}}]
+  resourceClaims: [{name: gpus, resourceClaimTemplateName: trio}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: trio, namespace: inference}
+spec: {spec: {devices: {requests: [{name: gpus, exactly: {deviceClassName: l4.nvidia.com, count: 3}}]}}}
+"""
+
+
+def test_the_preview_api_gives_the_verdict_and_remedies_of_a_pasted_pod(demo):
+    from .api_fixtures import client_for
+
+    body = {"cluster": "demo", "namespace": "inference", "yaml": L4_TRIO_POD, "remedies": True}
+    result = (
+        client_for(make_user("otto", role=roles.OPERATOR)).post("/api/v1/preview", body, format="json").json()["result"]
+    )
+    (item,) = result["verdict"]["requests"]
+    assert sorted(item["serving"]) == ["gpu-l4-01", "gpu-l4-02"]
+    spare = next(n for n in item["blocked"]["allocated"] if n["node"] == "gpu-l4-01")
+    assert spare["stuck"] == ["inference/l4-warm-spare"]
+    kinds = [r["kind"] for r in result["remedies"]]
+    assert kinds[0] == "release-stuck" and "reduce-count" in kinds
+    assert result["remedies"][0]["change"] == {"op": "remove-claims", "claims": ["inference/l4-warm-spare"]}
+    # Without the flag, the answer is the preview alone; a viewer scoped to another namespace's pods
+    # never sees claim names outside it.
+    plain = client_for(make_user("otto2", role=roles.OPERATOR)).post(
+        "/api/v1/preview", dict(body, remedies=False), format="json"
+    )
+    assert "verdict" not in plain.json()["result"] and "remedies" not in plain.json()["result"]
+    scoped = client_for(make_user("sam", role=roles.OPERATOR, namespaces=["inference"])).post(
+        "/api/v1/preview", body, format="json"
+    )
+    owners = [o for n in scoped.json()["result"]["verdict"]["requests"][0]["blocked"]["allocated"] for o in n["owners"]]
+    assert owners and all(o.startswith("inference/") for o in owners)
