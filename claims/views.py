@@ -516,6 +516,7 @@ class PreviewView(DashboardView):
                 claim=claim,
                 namespace=namespace,
                 with_headroom=with_headroom,
+                with_remedies=True,  # searched only when no node fits (claims.preview._add_remedies)
                 reason_codes=True,
                 visible_namespaces=roles.visible_namespaces(self.request.user),
                 **pod_params,
@@ -550,7 +551,11 @@ class PreviewView(DashboardView):
         fits = report.fits
         attach_device_strips(self.cluster, fits.rows, request.user)
         groups = report.groups
+        verdict = outcome.get("verdict") or {}
         ctx.update(
+            answer_headline=headline_text(verdict) if verdict.get("requests") else [],
+            remedies=present(outcome.get("remedies"), self.cluster, lambda ns: roles.can_operate(request.user, ns)),
+            remedies_searched=bool(verdict.get("requests")) and not verdict.get("fits"),
             report=report,
             outcome=outcome,
             fits=fits,

@@ -200,3 +200,13 @@ def test_the_preview_api_gives_the_verdict_and_remedies_of_a_pasted_pod(demo):
     )
     owners = [o for n in scoped.json()["result"]["verdict"]["requests"][0]["blocked"]["allocated"] for o in n["owners"]]
     assert owners and all(o.startswith("inference/") for o in owners)
+
+
+def test_the_preview_page_shows_the_answer_and_remedies_of_a_pasted_pod(client, demo):
+    client.force_login(make_user("olivia", role=roles.OPERATOR))
+    body = client.post("/preview/?cluster=demo", {"yaml": L4_TRIO_POD, "namespace": "inference"}).content.decode()
+    answer = re.search(r'<div class="finding verdict-fail" id="pv-answer">(.*?)</div>', body, re.S).group(1)
+    assert text_of(answer).strip().startswith("Request gpus needs 3 × NVIDIA L4 on one node: 2 nodes have 3 or more;")
+    remedies = body[body.index('id="pv-remedies"') :]
+    assert re.findall(r'class="remedy remedy-([\w-]+)"', remedies)[0] == "release-stuck"
+    assert 'action="/stuck/release/"' in remedies
