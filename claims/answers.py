@@ -80,6 +80,19 @@ def _title_and_change(remedy):
             "selectors": " && ".join(s for s in remedy.get("selectors") or () if s),
             "count": remedy.get("nodesFitting") or len(remedy.get("fits") or ()),
         }
+    if kind == "drop-constraints":
+        constraints = ", ".join(
+            f"matchAttribute {c.get('matchAttribute')}"
+            if c.get("matchAttribute")
+            else f"distinctAttribute {c.get('distinctAttribute')}"
+            for c in remedy.get("constraints") or ()
+        )
+        count = remedy.get("nodesFitting") or len(remedy.get("fits") or ())
+        return gettext("Drop the claim's constraints"), ngettext(
+            "Without its constraints (%(constraints)s) it fits on %(count)s node.",
+            "Without its constraints (%(constraints)s) it fits on %(count)s nodes.",
+            count,
+        ) % {"constraints": constraints, "count": count}
     if kind == "other-class":
         return gettext("Use another device class"), gettext(
             "Request %(request)s: device class %(cls)s has free devices."

@@ -27,6 +27,7 @@ RANK = {
     "recover-node": 2,
     "reduce-count": 3,
     "drop-selectors": 3,
+    "drop-constraints": 3,
     "other-class": 3,
     "first-available": 3,
     "preempt": 4,
@@ -71,7 +72,7 @@ def apply(inventory, claims, pod, change):
         return new, claims, pod
     if op == "add-node":
         return _with_node_like(inventory, change["like"], change["name"]), claims, pod
-    if op in ("count", "drop-selectors", "class", "tolerate-device", "first-available"):
+    if op in ("count", "drop-selectors", "class", "tolerate-device", "first-available", "drop-constraints"):
         return inventory, [_changed_claim(c, change) if c.ref == change["claim"] else c for c in claims], pod
     if op == "tolerate-node":
         return inventory, claims, _tolerating(pod, change["tolerations"])
@@ -113,6 +114,9 @@ def _with_node_like(inventory, like, name):
 
 def _changed_claim(claim, change):
     spec = copy.deepcopy(claim.spec)
+    if change["op"] == "drop-constraints":
+        spec["devices"].pop("constraints", None)
+        return ClaimSpec(claim.namespace, claim.name, spec, claim.source)
     req = next(r for r in spec["devices"]["requests"] if r.get("name") == change["request"])
     op = change["op"]
     if op == "first-available":
@@ -445,6 +449,19 @@ class _Search:
 
     def relax_request(self):
         claims_by_ref = {c.ref: c for c in self.claims}
+        for claim in self.claims:
+            # The constraint that blocks: how many nodes fit without the claim's constraints.
+            items = [i for i in self.answer["requests"] if i["claim"] == claim.ref and "constraint" in i["blocked"]]
+            if claim.constraints and items and isinstance(claim.spec, dict):
+                r = self.offer(
+                    "drop-constraints",
+                    {"op": "drop-constraints", "claim": claim.ref},
+                    sorted({n for i in items for n in self._device_nodes(i)}),
+                    constraints=[c.raw for c in claim.constraints],
+                    affects=[],
+                )
+                if r:
+                    r["nodesFitting"] = len(r["fits"])
         for item in self.answer["requests"]:
             claim = claims_by_ref.get(item["claim"])
             if claim is None or not isinstance(claim.spec, dict):

@@ -25,7 +25,16 @@ HOLDER_KINDS = ("running", "stuck", "deleting")
 
 
 def node_case(
-    name, state="ready", gpus=4, model="a", holders=(), tainted=(), kinds=None, priorities=None, generated=None
+    name,
+    state="ready",
+    gpus=4,
+    model="a",
+    holders=(),
+    tainted=(),
+    kinds=None,
+    priorities=None,
+    generated=None,
+    models=None,
 ):
     """`holders`: per device, 0 (free) or the number of the claim holding it; `kinds`/`priorities`/
     `generated`: per claim number, running/stuck/deleting, its pod's priority, whether the claim was
@@ -35,6 +44,7 @@ def node_case(
         "state": state,
         "gpus": 0 if state == "cpu-only" else gpus,
         "model": model,
+        "models": list(models) if models else None,  # per device, where they differ (matchAttribute cases)
         "holders": list(holders) or [0] * gpus,
         "tainted": list(tainted),
         "kinds": dict(kinds or {}),
@@ -49,7 +59,14 @@ NODE_STATES = {
     "recover-node": ("not-ready", "not-ready", "ready"),
     "tolerate-node-taint": ("tainted", "tainted", "ready"),
 }
-FEW_HOLDERS = ("uncordon", "recover-node", "tolerate-node-taint", "tolerate-device-taint", "drop-selectors")
+FEW_HOLDERS = (
+    "drop-constraints",
+    "uncordon",
+    "recover-node",
+    "tolerate-node-taint",
+    "tolerate-device-taint",
+    "drop-selectors",
+)
 ONE_HOLDER = ("release-stuck", "wait-deleting", "preempt")
 HOLDER_KIND_BIAS = {
     "release-stuck": ("stuck", "stuck", "running"),
@@ -71,7 +88,14 @@ def node_cases(draw, name, bias=None):
     kinds = {c: draw(st.sampled_from(HOLDER_KIND_BIAS.get(bias, HOLDER_KINDS))) for c in (1, 2)}
     priorities = {c: draw(st.sampled_from((0,) if bias == "preempt" else (0, 100))) for c in (1, 2)}
     generated = {c: draw(st.just(True) if bias == "preempt" else st.booleans()) for c in (1, 2)}
-    return node_case(name, state, gpus, draw(st.sampled_from("ab")), holders, tainted, kinds, priorities, generated)
+    if bias == "drop-constraints":  # one device of each model: no two free devices share one
+        models = ["a", "b"][:gpus] + ["a"] * max(0, gpus - 2)
+        holders = [0, 0] + [1] * max(0, gpus - 2)
+    else:
+        models = draw(st.lists(st.sampled_from("ab"), min_size=gpus, max_size=gpus)) if draw(st.booleans()) else None
+    return node_case(
+        name, state, gpus, draw(st.sampled_from("ab")), holders, tainted, kinds, priorities, generated, models
+    )
 
 
 @st.composite
@@ -80,8 +104,8 @@ def cases(draw, bias=None):
     n = draw(st.integers(1, 4))
     return {
         "nodes": [draw(node_cases(f"n{i}", bias)) for i in range(n)],
-        "count": draw(st.integers(1, 4)),
-        "class": draw(st.sampled_from(("gpu",) if bias in ONE_HOLDER else sorted(CLASSES))),
+        "count": draw(st.integers(2, 3) if bias == "drop-constraints" else st.integers(1, 4)),
+        "class": draw(st.sampled_from(("gpu",) if bias in ONE_HOLDER + ("drop-constraints",) else sorted(CLASSES))),
         "selector": draw(
             st.sampled_from(
                 (f"{MODEL} == 'b'",)
@@ -92,11 +116,19 @@ def cases(draw, bias=None):
             )
         ),
         "priority": draw(st.sampled_from((1000,) if bias == "preempt" else (0, 50, 1000))),
+        "constraint": draw(st.just(True) if bias == "drop-constraints" else st.booleans()),
     }
 
 
-def pending(count=1, cls="gpu", selector=None, priority=0, nodes=()):
-    return {"nodes": list(nodes), "count": count, "class": cls, "selector": selector, "priority": priority}
+def pending(count=1, cls="gpu", selector=None, priority=0, nodes=(), constraint=False):
+    return {
+        "nodes": list(nodes),
+        "count": count,
+        "class": cls,
+        "selector": selector,
+        "priority": priority,
+        "constraint": constraint,
+    }
 
 
 def _node(case):
@@ -122,7 +154,8 @@ def _node(case):
 def _slice(case):
     devices = []
     for j in range(case["gpus"]):
-        d = {"name": f"gpu-{j}", "attributes": {"model": {"string": case["model"]}}}
+        model = case["models"][j] if case.get("models") else case["model"]
+        d = {"name": f"gpu-{j}", "attributes": {"model": {"string": model}}}
         if j in case["tainted"]:
             d["taints"] = [dict(DEVICE_TAINT)]
         devices.append(d)
@@ -232,7 +265,10 @@ def build(case):
     exactly = {"deviceClassName": case["class"], "count": case["count"]}
     if case.get("selector"):
         exactly["selectors"] = [{"cel": {"expression": case["selector"]}}]
-    claim = ClaimSpec("ml", "want", {"devices": {"requests": [{"name": "gpus", "exactly": exactly}]}})
+    devices = {"requests": [{"name": "gpus", "exactly": exactly}]}
+    if case.get("constraint"):  # all devices of one model
+        devices["constraints"] = [{"requests": ["gpus"], "matchAttribute": f"{DRIVER}/model"}]
+    claim = ClaimSpec("ml", "want", {"devices": devices})
     raw_pod = {
         "apiVersion": "v1",
         "kind": "Pod",

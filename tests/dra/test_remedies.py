@@ -37,7 +37,7 @@ def assert_exact(inv, claims, pod, remedy):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_remedy_of_a_kind_places_the_pod_where_it_says(kind, data):
     inv, claims, pod, found = offered(data.draw(cases(bias=kind)))
@@ -149,6 +149,22 @@ def test_dropping_a_selector_and_another_class():
     assert [r["deviceClass"] for r in other] == ["gpu-a"]  # gpu-a: no selector, model a is free
     for r in found:
         assert_exact(inv, claims, pod, r)
+
+
+def test_dropping_the_constraint_that_blocks():
+    case = pending(
+        count=2,
+        constraint=True,
+        nodes=[
+            node_case("n0", gpus=2, models=["a", "b"]),
+            node_case("n1", gpus=3, models=["a", "b", "b"], holders=[0, 1, 0]),
+        ],
+    )
+    inv, claims, pod, found = offered(case)
+    (drop,) = by_kind(found, "drop-constraints")
+    assert drop["nodesFitting"] == 2 and [f["node"] for f in drop["fits"]] == ["n0", "n1"]
+    assert drop["constraints"] == [{"requests": ["gpus"], "matchAttribute": "gpu.example.com/model"}]
+    assert_exact(inv, claims, pod, drop)
 
 
 def test_preempting_lower_priority_pods_whose_generated_claims_hold_the_devices():
