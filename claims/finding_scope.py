@@ -11,7 +11,7 @@ import copy
 from gpudash import roles
 from gpudash.messages import render
 
-from .preview_scope import OTHER_CLAIM, redact_result
+from .preview_scope import OTHER_CLAIM, redact_remedies, redact_result
 from .stuck import DOUBLE_ALLOCATION, double_allocation_summary
 
 
@@ -39,7 +39,7 @@ def scoped_summary_and_evidence(rule, summary, evidence, visible, message=None):
             for ref in sorted({r for r in others if isinstance(r, str)}, key=len, reverse=True):
                 summary = summary.replace(ref, OTHER_CLAIM)
     if isinstance(evidence.get("explanation"), dict):
-        evidence["explanation"] = redact_result(evidence["explanation"], visible)
+        evidence["explanation"] = redact_remedies(redact_result(evidence["explanation"], visible), visible)
     return redact_result(summary, visible), evidence
 
 

@@ -13,6 +13,7 @@ from gpudash.kube import KubeClient, KubeError
 from gpudash.messages import grouped
 from inventory.models import Node, ResourceSlice
 
+from .answers import headline_text, plain, present
 from .models import Pod, ResourceClaim
 from .preview_service.dispatch import request_preview
 
@@ -211,12 +212,16 @@ def scheduling_step(pod):
             phase=phase,
         )
     if cond and cond.get("status") == "False":
-        # The scheduler's reason and message stay as the scheduler wrote them.
+        # The scheduler's reason stays as the scheduler wrote it; its message is shown once, verbatim,
+        # in the answer above the checks (explain_pod: report["scheduler_message"]).
+        reason = cond.get("reason") or gettext("Not scheduled")
         return step(
             "scheduling",
             gettext("Scheduled"),
             FAIL,
-            f"{cond.get('reason') or gettext('Not scheduled')}: {cond.get('message') or ''}".strip(),
+            gettext("%(reason)s (the scheduler's message is quoted above).") % {"reason": reason}
+            if cond.get("message")
+            else reason,
             reason=cond.get("reason"),
             message=cond.get("message"),
             phase=phase,
@@ -423,7 +428,14 @@ def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=Non
     try:
         from .stuck import summarize_preview
 
-        full = request_preview(cluster, user_key=user_key, claim=row, visible_namespaces=visible_namespaces, pod=pod)
+        full = request_preview(
+            cluster,
+            user_key=user_key,
+            claim=row,
+            visible_namespaces=visible_namespaces,
+            pod=pod,
+            with_remedies=True,
+        )
         result = summarize_preview(full)
     except Exception as exc:  # an engine failure is reported, the rest of the checklist still runs
         return step(
@@ -455,15 +467,18 @@ def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=Non
             text % {"fits": fits, "caveat": caveat} + (f" {filtered}" if filtered else ""),
             **result,
         )
-    message = summary.get("schedulerMessage")
-    # The engine's reason and the scheduler's message stay in the scheduler's (English) wording.
-    text = gettext("Fits on none of %(nodes)s nodes.") % {"nodes": summary.get("nodes", 0)} + (
-        f" {filtered}" if filtered else ""
-    )
-    text += " " + gettext("Most common reason: %(reason)s") % {"reason": common}
-    if message:
-        text += " " + gettext("Scheduler: %(message)s") % {"message": message}
+    # The answer (the blocker in one sentence) comes from the nodes that could serve the request; the
+    # scheduler's own message is quoted once, in the answer (explain_pod).
+    # The headline itself leads the report (explain_pod's answer); the evidence row gives the counts.
+    sentences = headline_text(result.get("verdict"))
+    text = gettext("Fits on none of %(nodes)s nodes.") % {"nodes": grouped(summary.get("nodes", 0))}
+    if not sentences and common:
+        text += " " + gettext("Most common reason: %(reason)s.") % {"reason": plain(common).rstrip(".")}
+    if filtered:
+        text += f" {filtered}"
     post = post_filter_text(summary)
+    for node in result.get("nodes") or ():
+        node["reason"] = plain(node.get("reason"))
     return step("engine", gettext("Where could it fit?"), FAIL, text + (f" {post}" if post else ""), **result)
 
 
@@ -541,8 +556,10 @@ def driver_steps(cluster, reader, node, drivers, driver_namespaces=None):
             )
         )
     slices = list(ResourceSlice.objects.filter(cluster=cluster, node_name=node))
-    drivers = sorted(set(drivers) | {s.driver for s in slices})
+    pod_drivers = set(drivers)
+    drivers = sorted(pod_drivers | {s.driver for s in slices})
     for driver in drivers:
+        start = len(out)
         mine = [s for s in slices if s.driver == driver]
         published = gettext("%(driver)s: slices published") % {"driver": driver}
         running = gettext("%(driver)s: driver pod running") % {"driver": driver}
@@ -611,6 +628,9 @@ def driver_steps(cluster, reader, node, drivers, driver_namespaces=None):
                     pods=pods,
                 )
             )
+        if pod_drivers and driver not in pod_drivers:
+            for s in out[start:]:
+                s["data"]["unrelated"] = True  # the pod uses none of this driver's devices: evidence only
     return out
 
 
@@ -644,11 +664,21 @@ def pool_step(cluster, driver, pool):
     )
 
 
-def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None, driver_namespaces=None, user_key=None):
+def explain_pod(
+    cluster,
+    namespace,
+    name,
+    live=True,
+    visible_namespaces=None,
+    driver_namespaces=None,
+    user_key=None,
+    may_release=False,
+):
     """The whole checklist for one pod; PodNotFound if neither the API server nor the mirror knows it.
     `visible_namespaces`: the viewer's scope; the engine's reasons then do not name other namespaces' claims.
     `driver_namespaces` (roles.driver_namespaces): the driver pods named, and whose logs are read.
-    `user_key`: who asks, for the preview workers' admission control."""
+    `user_key`: who asks, for the preview workers' admission control. `may_release`: the viewer may run
+    the release dry run (a release remedy then links to it)."""
     with ClusterReader(cluster, live=live) as reader:
         pod, source = reader.pod(namespace, name)
         if pod is None:
@@ -719,6 +749,7 @@ def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None, dr
                 "API server not reachable (%(error)s): read from the database mirror (events as far as the Events "
                 "mirror holds them)."
             ) % {"error": reader.error}
+        _add_answer(report, cluster, may_release)
         report["verdict"] = verdict(report)
         return report
 
@@ -733,19 +764,55 @@ def _needs_driver_logs(report):
     )
 
 
+def _add_answer(report, cluster, may_release):
+    """The answer first: the scheduler's message (once, verbatim), the engine's headline and its
+    verified remedies, from the first claim the engine explained."""
+    report["scheduler_message"] = next(
+        (s["data"].get("message") for s in report["steps"] if s["key"] == "scheduling" and s["data"].get("message")),
+        "",
+    )
+    engines = [s for c in report["claims"] for s in c["steps"] if s["key"] == "engine" and s["data"].get("verdict")]
+    report["headline"] = [line for s in engines for line in headline_text(s["data"]["verdict"])]
+    report["remedies"] = [
+        r
+        for s in engines
+        if not s["data"]["verdict"].get("fits")
+        for r in present(s["data"].get("remedies"), cluster, may_release)
+    ]
+    report["remedies_searched"] = any(not s["data"]["verdict"].get("fits") for s in engines)
+
+
 def verdict(report):
-    """The first failing step, in checklist order: what to fix first."""
+    """The answer in one line: a running pod says so; a pending pod gets the engine's headline (the
+    nodes that could serve it and what blocks them now), else the first failing check, in checklist
+    order, among the checks about the pod's own drivers."""
     ordered = list(report["steps"])
     for c in report["claims"]:
         ordered += c["steps"]
     for d in report["drivers"]:
         ordered += d["steps"]
+    ordered = [s for s in ordered if not s["data"].get("unrelated")]
+    phase, node = report["pod"]["phase"], report["pod"]["node"]
+    failing = [s for s in ordered if s["status"] == FAIL]
+    if phase == "Running" or phase in TERMINAL:
+        detail = (
+            gettext("The pod is running on %(node)s.") % {"node": node}
+            if phase == "Running"
+            else gettext("The pod has finished (%(phase)s).") % {"phase": phase}
+        )
+        if failing:
+            detail += " " + gettext("A check still fails (see the evidence): %(title)s.") % {
+                "title": failing[0]["title"]
+            }
+        return {"status": "running", "title": gettext("Running") if phase == "Running" else phase, "detail": detail}
+    if report.get("headline"):
+        return {"status": FAIL, "title": gettext("Why it is Pending"), "detail": " ".join(report["headline"])}
     for status in (FAIL, WARN):
         hit = next((s for s in ordered if s["status"] == status), None)
         if hit:
             return {"status": status, "title": hit["title"], "detail": hit["detail"]}
     return {
-        "status": PASS,
+        "status": INFO,
         "title": gettext("No DRA problem found"),
         "detail": gettext("Every DRA check passes; look at other scheduling constraints."),
     }

@@ -11,8 +11,8 @@ import logging
 from django.conf import settings
 
 from claims.live_inventory import BuildInProgress, forget, live_inventory
-from claims.preview_scope import OutOfScope, check_documents, check_namespace, redact_result
-from dra import Features, InputError, headroom, load_documents, preview, resolve_claims
+from claims.preview_scope import OutOfScope, check_documents, check_namespace, redact_remedies, redact_result
+from dra import Features, InputError, headroom, load_documents, preview, remedies, resolve_claims, verdict
 from dra.deadline import Deadline
 from dra.errors import AllocationError
 from dra.model import ClaimSpec
@@ -134,6 +134,7 @@ def run_preview(
     tolerations=None,
     node_selector=None,
     node_filters=True,
+    with_remedies=False,
 ):
     """Preview `yaml_text` (claims, templates or one pod) or an existing pending `claim` row on every
     node of `cluster`. Returns the engine's JSON dict; raises PreviewError for bad input.
@@ -144,7 +145,9 @@ def run_preview(
     `visible_namespaces` (a set, or None for all): the user's scope. Every namespace the preview would
     read (`namespace`, the objects' own, the claim's) must be in it, checked before anything is looked
     up (OutOfScope otherwise, the same answer whether the objects exist or not); claims of other
-    namespaces named in the answer are hidden."""
+    namespaces named in the answer are hidden. `with_remedies` adds `verdict` (dra.verdict: the nodes
+    that could serve each request and what blocks them now) and `remedies` (the changes the engine
+    verified would make it fit) when no node fits."""
     if (yaml_text is None) == (claim is None):
         raise PreviewError("give either YAML (a claim, template or pod) or an existing claim, not both")
     limits = engine_limits(deadline)
@@ -195,10 +198,13 @@ def run_preview(
         raise
     except Exception as exc:  # e.g. a CEL library error on an odd expression: never a 500 page
         raise _engine_failure(cluster, exc) from exc
+    if with_remedies:
+        _add_remedies(cluster, inv, claims, bound, placed, result, limits["deadline"])
     result["summary"]["cluster"] = cluster.name
     result["summary"]["inventory"] = obtained.as_dict()  # how long this preview waited for its inventory, and why
     if visible_namespaces is not None:
         redact_other_claims(result, visible_namespaces)
+        redact_remedies(result, visible_namespaces)
     if with_headroom:
         try:
             result["headroom"] = headroom(
@@ -209,3 +215,35 @@ def run_preview(
         except Exception as exc:  # as above: the preview itself stands, the headroom says why it is missing
             result["headroom"] = {"error": str(_engine_failure(cluster, exc, "headroom count"))}
     return result
+
+
+def stuck_claim_refs(cluster):
+    """ "ns/name" of the claims the stuck detector holds stuck now (their devices are what a release frees)."""
+    from claims.models import Finding
+
+    return {
+        f"{ns}/{name}"
+        for ns, name in Finding.objects.stuck()
+        .filter(cluster=cluster)
+        .exclude(remedy="")
+        .values_list("namespace", "claim_name")
+        .distinct()
+    }
+
+
+def _add_remedies(cluster, inv, claims, bound, pod, result, deadline):
+    """The verdict and the verified remedies (dra.verdict, dra.remedies), on the same inventory and
+    under the same deadline as the preview; an engine failure here leaves the preview standing."""
+    try:
+        stuck = stuck_claim_refs(cluster)
+        answer = verdict(inv, claims, result, stuck=stuck)
+        result["verdict"] = answer
+        result["remedies"] = (
+            remedies(inv, claims, pod, result, answer, bound=bound, stuck=stuck, deadline=deadline)
+            if pod is not None
+            else []
+        )
+    except Exception as exc:
+        logger.exception("remedies failed")
+        result["remedies"] = []
+        result.setdefault("verdict", {"error": str(_engine_failure(cluster, exc, "remedy search"))})

@@ -85,3 +85,36 @@ def redact_result(value, visible):
             value[i] = redact_result(item, visible)
         return value
     return hide_other_claims(value, visible)
+
+
+# Lists of "namespace/name" refs in a verdict or remedy (dra.verdict, dra.remedies) that name other
+# people's claims or pods.
+_REF_LISTS = ("owners", "stuck", "deleting", "claims", "affects", "victims", "pods")
+OTHER_POD = "a pod in another namespace"
+
+
+def _hide_ref(ref, visible, other):
+    return ref if not isinstance(ref, str) or ref.split("/", 1)[0] in visible else other
+
+
+def _redact_refs(value, visible):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in _REF_LISTS and isinstance(item, list):
+                other = OTHER_POD if key in ("affects", "victims", "pods") else OTHER_CLAIM
+                value[key] = [_hide_ref(r, visible, other) for r in item]
+            else:
+                _redact_refs(item, visible)
+    elif isinstance(value, list):
+        for item in value:
+            _redact_refs(item, visible)
+
+
+def redact_remedies(result, visible):
+    """The verdict and remedies of a preview without the names of claims and pods outside `visible`."""
+    if visible is None:
+        return result
+    for key in ("verdict", "remedies"):
+        if key in result:
+            _redact_refs(result[key], visible)
+    return result

@@ -610,12 +610,19 @@ class _Explainer:
 
 def _explain_unallocatable(cluster, candidate):
     """The allocation engine's per-node explanation."""
+    from claims.models import Pod
     from claims.preview import run_preview  # imported here: claims.preview imports this app's models
 
+    # The Pending pod itself (its tolerations, selector, priority): the remedies are checked for it.
+    pod = Pod.objects.filter(cluster=cluster, uid=candidate.subject).only("raw").first() if candidate.subject else None
     try:
         # Bounded: a detector run makes at most EXPLAIN_PER_RUN of these.
         result = run_preview(
-            cluster, claim=candidate.claim, deadline=settings.GPUDASH_ENGINE_LIMITS["STUCK_EXPLAIN_DEADLINE"]
+            cluster,
+            claim=candidate.claim,
+            pod=pod.raw if pod is not None else None,
+            with_remedies=True,
+            deadline=settings.GPUDASH_ENGINE_LIMITS["STUCK_EXPLAIN_DEADLINE"],
         )
     except Exception as exc:  # the engine's failure must not stop the other rules
         return {"available": False, "message": f"The allocation engine could not explain it: {exc}"}
@@ -626,12 +633,16 @@ def summarize_preview(result, max_nodes=20):
     """The engine's answer, trimmed for storage: the summary and a few nodes (fitting ones first)."""
     result = _jsonable(result)
     nodes = sorted(result.get("nodes") or [], key=lambda n: (not n.get("fits"), n.get("node") or ""))
-    return {
+    out = {
         "available": True,
         "summary": result.get("summary") or {},
         "nodes": nodes[:max_nodes],
         "node_count": len(nodes),
     }
+    for key in ("verdict", "remedies"):  # computed over every node (dra.verdict, dra.remedies): kept whole
+        if key in result:
+            out[key] = result[key]
+    return out
 
 
 def _jsonable(value):

@@ -18,6 +18,7 @@ from inventory import fleet
 from inventory.models import Cluster, Device
 from inventory.objectpage import crumb, object_page
 
+from .answers import headline_text, present
 from .lookups import claim_keys_q
 from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
 from .preview_service import dispatch
@@ -209,8 +210,25 @@ class ClaimDetailView(DashboardView):
             f.rule_title = RULE_TITLES.get(f.rule, f.rule)
             f.action_title = ACTION_TITLES.get(f.remedy, f.remedy)
             f.can_release = bool(f.remedy) and may_operate
+            explanation = (f.shown_evidence or {}).get("explanation") or {}
+            f.answer = headline_text(explanation.get("verdict")) if not f.remedy else []
+            f.remedies = (
+                present(
+                    explanation.get("remedies"),
+                    self.claim.cluster,
+                    lambda ns: roles.can_operate(self.request.user, ns),
+                )
+                if not f.remedy
+                else []
+            )
+            f.remedies_searched = bool(explanation.get("verdict")) and not f.remedy
             if not f.remedy:
-                f.release_blocked = gettext("No safe automatic remedy: fix the cause (see the evidence).")
+                # The engine's answer and its verified remedies say what to do; without them, the evidence.
+                f.release_blocked = (
+                    ""
+                    if f.remedies_searched
+                    else gettext("No safe automatic remedy: fix the cause (see the evidence).")
+                )
             elif not may_operate:
                 f.release_blocked = gettext(
                     "Releasing needs the operator role in namespace %(namespace)s; you are %(role)s."
@@ -496,6 +514,7 @@ class PreviewView(DashboardView):
                 claim=claim,
                 namespace=namespace,
                 with_headroom=with_headroom,
+                with_remedies=True,  # searched only when no node fits (claims.preview._add_remedies)
                 reason_codes=True,
                 visible_namespaces=roles.visible_namespaces(self.request.user),
                 **pod_params,
@@ -526,7 +545,11 @@ class PreviewView(DashboardView):
         fits = report.fits
         attach_device_strips(self.cluster, fits.rows, request.user)
         groups = report.groups
+        verdict = outcome.get("verdict") or {}
         ctx.update(
+            answer_headline=headline_text(verdict) if verdict.get("requests") else [],
+            remedies=present(outcome.get("remedies"), self.cluster, lambda ns: roles.can_operate(request.user, ns)),
+            remedies_searched=bool(verdict.get("requests")) and not verdict.get("fits"),
             report=report,
             outcome=outcome,
             fits=fits,

@@ -221,6 +221,7 @@ class PendingPodView(DashboardView):
                         visible_namespaces=roles.visible_namespaces(self.request.user),
                         user_key=self.request.user.pk,
                         driver_namespaces=roles.driver_namespaces(self.request.user),
+                        may_release=lambda ns: roles.can_operate(self.request.user, ns),
                     )
                 except PodNotFound as exc:
                     ctx["error"] = str(exc)

@@ -6,6 +6,8 @@ Plain Python, no Django: feed it raw Kubernetes JSON (a database snapshot or a k
     claims, bound = resolve_claims(inv, load_documents(yaml_text))
     result = preview(inv, claims, bound=bound)      # {"nodes": [...], "summary": {...}}
     room = headroom(inv, claims)                     # greedy copies per node pool / device model
+    answer = verdict(inv, claims, result)            # never / blocked now per request; headline(answer)
+    fixes = remedies(inv, claims, pod, result, answer)  # changes the engine verified make it fit
 """
 
 from .documents import load_documents, resolve_claims, snapshot_inventory
@@ -14,6 +16,8 @@ from .features import Features
 from .fleet import allocate, headroom, prepare, preview
 from .inventory import Inventory
 from .model import ClaimSpec
+from .remedies import remedies
+from .verdict import headline, verdict
 
 __all__ = [
     "AllocationError",
@@ -24,10 +28,13 @@ __all__ = [
     "InputError",
     "Inventory",
     "SnapshotError",
+    "headline",
     "headroom",
     "load_documents",
     "prepare",
     "preview",
+    "remedies",
     "resolve_claims",
     "snapshot_inventory",
+    "verdict",
 ]

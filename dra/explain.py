@@ -37,6 +37,8 @@ class Funnel:
         self.n_class = self.n_err = self.n_sel = 0
         self.n_alloc = self.n_taint = self.n_counter = self.n_cap = 0
         self.owner = self.taint = None
+        self.owners = []  # every claim holding a matching device here, in device order (verdict.py names them)
+        self.taints = []  # every distinct untolerated device taint
         self.free = []
         for pool in view.usable:
             key = (shape, state.token(pool.key))
@@ -45,7 +47,7 @@ class Funnel:
                 if len(pool.funnel_cache) > 64:
                     pool.funnel_cache.clear()
                 part = pool.funnel_cache[key] = _pool_part(allocator, inv, pool, class_key, chain_key, variant)
-            n_class, n_err, n_sel, n_alloc, owner, n_taint, taint, n_counter, n_cap, free = part
+            n_class, n_err, n_sel, n_alloc, owner, n_taint, taint, n_counter, n_cap, free, owners, taints = part
             self.n_class += n_class
             self.n_err += n_err
             self.n_sel += n_sel
@@ -55,9 +57,21 @@ class Funnel:
             self.n_cap += n_cap
             self.owner = self.owner or owner
             self.taint = self.taint or taint
+            for o in owners:
+                if o not in self.owners:
+                    self.owners.append(o)
+            for t in taints:
+                if t not in self.taints:
+                    self.taints.append(t)
             if free:
                 self.free.extend(free)
         self.need = variant.count if variant.mode != "All" else self.n_sel
+        self.sample = None  # one matching device (its model names the request in verdict.py)
+        for pool in view.usable:
+            cands = pool.match_cache.get(chain_key) or pool.match_cache.get(class_key)
+            if cands:
+                self.sample = cands[0][0]
+                break
 
     @property
     def enough(self):
@@ -164,7 +178,7 @@ def _tolerations_key(tolerations):
 
 def _pool_part(allocator, inv, pool, class_key, chain_key, variant):
     """One pool's share of a Funnel: (n_class, n_err, n_sel, n_alloc, first owner, n_taint, first
-    taint, n_counter, n_cap, free devices), in the pool's device order."""
+    taint, n_counter, n_cap, free devices, owners, taints), in the pool's device order."""
     n_class = len(pool.match_cache.get(class_key) or ())
     cands = pool.match_cache.get(chain_key) or ()
     # Devices whose selectors raise were not reached by the search (else it would have been an
@@ -172,7 +186,7 @@ def _pool_part(allocator, inv, pool, class_key, chain_key, variant):
     n_err = sum(1 for c in cands if c[2] is not None)
     n_alloc = n_taint = n_counter = n_cap = 0
     owner = taint = None
-    free = []
+    free, owners, taints = [], [], []
     f = inv.features
     dedicated = inv.state.dedicated
     for dev, pool_, err in cands:
@@ -180,13 +194,17 @@ def _pool_part(allocator, inv, pool, class_key, chain_key, variant):
             continue
         if not variant.admin and (dev.key in dedicated):
             n_alloc += 1
-            owner = owner or (inv.state.owners.get(dev.key) or [None])[0]
+            held_by = inv.state.owners.get(dev.key) or [None]
+            owner = owner or held_by[0]
+            owners.extend(o for o in held_by if o is not None and o not in owners)
             continue
         if f.device_taints and dev.taints:
             blocking = variant.blocking_taint(dev)
             if blocking is not None:
                 n_taint += 1
                 taint = taint or blocking
+                if blocking not in taints:
+                    taints.append(blocking)
                 continue
         if dev.has_counters and not _counters_fit(dev, pool_, f):
             n_counter += 1
@@ -196,7 +214,20 @@ def _pool_part(allocator, inv, pool, class_key, chain_key, variant):
                 n_cap += 1
                 continue
         free.append(dev)
-    return (n_class, n_err, len(cands) - n_err, n_alloc, owner, n_taint, taint, n_counter, n_cap, tuple(free))
+    return (
+        n_class,
+        n_err,
+        len(cands) - n_err,
+        n_alloc,
+        owner,
+        n_taint,
+        taint,
+        n_counter,
+        n_cap,
+        tuple(free),
+        tuple(owners),
+        tuple(taints),
+    )
 
 
 def _counters_fit(dev, pool, features):
@@ -209,6 +240,17 @@ def _counters_fit(dev, pool, features):
     ):
         return True  # may have paid its counters with an earlier share
     return counters_fit_alone(dev, pool, features)
+
+
+def request_funnels(plan, view):
+    """[(claim, request, [Funnel per variant])] of every request on one node, whatever the node's
+    verdict (verdict.py sorts nodes into "never" and "blocked now" with them)."""
+    allocator = NodeAllocator(plan)
+    return [
+        (claim, req, [Funnel(allocator, view, claim, v) for v in req.variants])
+        for claim in plan.claims
+        for req in claim.requests
+    ]
 
 
 def explain(plan, view, deadline=None):

@@ -589,7 +589,7 @@ class Constraint:
 class ClaimSpec:
     """A claim to place: from a ResourceClaim, a template's spec, or a pod's template reference."""
 
-    __slots__ = ("namespace", "name", "requests", "constraints", "config", "source")
+    __slots__ = ("namespace", "name", "requests", "constraints", "config", "source", "spec")
 
     def __init__(self, namespace, name, spec, source="ResourceClaim"):
         self.namespace, self.name, self.source = namespace or "default", name or "", source
@@ -598,6 +598,7 @@ class ClaimSpec:
             spec = {}
         if not isinstance(spec, dict):
             raise InputError(f"{where}: spec must be an object")
+        self.spec = spec  # as given: remedies.py derives changed claims from it
         check_shape(spec, CLAIM_SPEC, where, "spec")  # mirrored claims too: the engine must not crash on them
         devices = spec.get("devices") or {}
         if not isinstance(devices, dict):

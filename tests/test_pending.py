@@ -63,26 +63,36 @@ def test_unallocated_claim_is_explained_with_events(server, live_cluster):
     resync(live_cluster, kinds=("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod"))
     report = explain_pod(live_cluster, "team-a", "train")
     assert report["source"] == "live"
-    assert report["steps"][0]["status"] == FAIL and "cannot allocate" in report["steps"][0]["detail"]
+    # The scheduler's message is quoted once, verbatim, in the answer; the check names its reason.
+    assert report["steps"][0]["status"] == FAIL
+    assert report["steps"][0]["detail"] == "Unschedulable (the scheduler's message is quoted above)."
+    assert report["scheduler_message"] == "0/1 nodes are available: 1 cannot allocate all claims."
     assert [e["reason"] for e in report["events"]] == ["FailedScheduling"]
     [claim] = report["claims"]
     assert statuses(claim["steps"])["exists"] == PASS
     assert statuses(claim["steps"])["allocated"] == FAIL
     engine = next(s for s in claim["steps"] if s["key"] == "engine")
     assert engine["status"] == FAIL
-    assert engine["detail"] == (
-        "Fits on none of 1 nodes. Most common reason: request `gpu`: 2 devices match class `gpu.example.com`, "
-        "2 are already allocated to other claims (e.g. team-b/holder), 0 free < count 1 "
-        "Scheduler: 0/1 nodes are available: 1 cannot allocate all claims. "
-        "still not schedulable, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    headline = (
+        "Request gpu needs 1 × gpu.example.com on one node: 1 node has 1 or more; "
+        "1 has all its matching devices allocated (to team-b/holder)."
     )
-    assert report["verdict"]["status"] == FAIL and report["verdict"]["title"] == "Scheduled"
+    assert engine["detail"].startswith("Fits on none of 1 nodes.") and headline not in engine["detail"]
+    assert "`" not in engine["detail"] and "Scheduler:" not in engine["detail"]
+    # The answer leads: the headline, then the remedies the engine verified (one more node like node-1;
+    # the holder is in use, so nothing is released).
+    assert report["verdict"] == {"status": FAIL, "title": "Why it is Pending", "detail": headline}
+    assert [r["kind"] for r in report["remedies"]] == ["add-node"]
+    assert report["remedies"][0]["change"] == "One more node like node-1 would fit it."
+    assert report["remedies"][0]["where"] == "It would fit on node-1-copy (devices gpu-0)."
 
     # A viewer scoped to other namespaces is not told which claim holds the devices.
     scoped = explain_pod(live_cluster, "team-a", "train", visible_namespaces={"team-a"})
     [claim] = scoped["claims"]
     detail = next(s for s in claim["steps"] if s["key"] == "engine")["detail"]
-    assert "team-b/holder" not in detail and "(e.g. a claim in another namespace)" in detail
+    assert "team-b/holder" not in detail
+    assert "team-b/holder" not in scoped["verdict"]["detail"]
+    assert "(to a claim in another namespace)" in scoped["verdict"]["detail"]
 
 
 def test_bound_pod_not_reserved_and_driver_missing(server, live_cluster):
@@ -117,7 +127,13 @@ def test_running_driver_pod_and_incomplete_pool(server, live_cluster):
     d = statuses(report["drivers"][0]["steps"])
     assert d["driverpod:gpu.example.com"] == PASS
     assert d["pool:gpu.example.com/node-1"] == FAIL
-    assert report["verdict"]["title"] == "gpu.example.com: pool node-1 complete"
+    # A running pod says so plainly; the failing check is named, not made the headline.
+    assert report["verdict"] == {
+        "status": "running",
+        "title": "Running",
+        "detail": "The pod is running on node-1. A check still fails (see the evidence): "
+        "gpu.example.com: pool node-1 complete.",
+    }
 
 
 def test_template_claim_not_created_yet(server, live_cluster):

@@ -35,6 +35,13 @@ class PreviewRequestSerializer(serializers.Serializer):
         "per node pool and device model: `result.headroom`. Slower than the preview alone.",
     )
 
+    remedies = serializers.BooleanField(
+        default=False,
+        help_text="When no node fits: also `result.verdict` (per request, the nodes that could never serve it and "
+        "those blocked now, with counts and names) and `result.remedies` (the smallest changes that make it fit, "
+        "each checked by the allocation engine: where it would land and who is affected; nothing is applied).",
+    )
+
     tolerations = serializers.JSONField(
         required=False,
         help_text="For a bare claim or template: the tolerations of the pod that would use it, as in a Pod's "
@@ -236,6 +243,7 @@ class PreviewView(APIView):
                 claim=claim,
                 namespace=data["namespace"],
                 with_headroom=data["headroom"],
+                with_remedies=data["remedies"] or None,
                 visible_namespaces=visible,
                 tolerations=data.get("tolerations"),
                 node_selector=data.get("nodeSelector"),

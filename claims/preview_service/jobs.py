@@ -24,6 +24,7 @@ PLAIN_KEYWORDS = (
     "node_selector",
     "node_filters",
     "deadline",
+    "with_remedies",
 )
 
 
