@@ -23,6 +23,34 @@ def pytest_configure(config):
 
     settings.GPUDASH_PREVIEW_WARM_UP = False  # the settings were read before this file
     _flush_postgres_by_delete()
+    if getattr(config.option, "dist", "no") == "loadfile":
+        # xdist would queue the files by number of tests, most first: the one-test browser files, the
+        # longest of all, came last, and the run ended on one worker finishing them. The files go in
+        # the order pytest_collection_modifyitems gives instead.
+        config.option.loadscopereorder = False
+
+
+def _file_weight(items):
+    """0: a browser or slow file; 1: a file using the database; 2: the rest (the pure engine tests)."""
+    if any(item.get_closest_marker("browser") or item.get_closest_marker("slow") for item in items):
+        return 0
+    db = ("db", "transactional_db", "django_db_setup")
+    if any(item.get_closest_marker("django_db") or any(f in item.fixturenames for f in db) for item in items):
+        return 1
+    return 2
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test`), the longest files first and the quick engine tests last, so the
+    two workers end together (longest-first scheduling): what one worker still has at the end is short.
+    A file's tests stay together and in their order."""
+    if not hasattr(config, "workerinput"):
+        return
+    by_file = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
+    files = sorted(by_file.values(), key=_file_weight)  # stable: collection order within a weight
+    items[:] = [item for file_items in files for item in file_items]
 
 
 def _flush_postgres_by_delete():
