@@ -170,9 +170,13 @@ def test_oidc_routes_are_not_served_with_oidc_off(serve, token):  # noqa: F811
         assert status == 404, path
 
 
+# Its own server writes a session, which a rolled-back test transaction would keep waiting for the
+# embedded SQLite's write lock: committed rows, so flushed after it. Last in the file: the flush also
+# empties fleet_rows.
+@pytest.mark.django_db(transaction=True)
 def test_oidc_routes_are_served_with_oidc_on(tmp_path):
     """The other side: configured, /oidc/authenticate/ sends the browser to the provider (which need
-    not be running for that, nor any row)."""
+    not be running for that)."""
     idp = "https://idp.example"
     env = {
         "OIDC_RP_CLIENT_ID": "gpudash",
