@@ -31,18 +31,25 @@ def pytest_configure(config):
 
 
 def _file_weight(items):
-    """0: a browser or slow file; 1: a file using the database; 2: the rest (the pure engine tests)."""
-    if any(item.get_closest_marker("browser") or item.get_closest_marker("slow") for item in items):
+    """0: a browser file (the longest: a server, a cluster, Chromium); 1: a slow file or one using the
+    database; 2: the rest (the quick engine tests). The browser files run beside each other, as they did
+    at the end of xdist's own order, not beside the files that time /healthz."""
+    if any(item.get_closest_marker("browser") for item in items):
         return 0
     db = ("db", "transactional_db", "django_db_setup")
-    if any(item.get_closest_marker("django_db") or any(f in item.fixturenames for f in db) for item in items):
+    if any(
+        item.get_closest_marker("slow")
+        or item.get_closest_marker("django_db")
+        or any(f in item.fixturenames for f in db)
+        for item in items
+    ):
         return 1
     return 2
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test`), the longest files first and the quick engine tests last, so the
-    two workers end together (longest-first scheduling): what one worker still has at the end is short.
+    """Under pytest-xdist (`make test`), the longest files (the browser files) first and the quick engine
+    tests last, so the two workers end together: what one worker still has at the end is short.
     A file's tests stay together and in their order."""
     if not hasattr(config, "workerinput"):
         return
