@@ -53,14 +53,22 @@ def wait_until(predicate, timeout, what):
 
 def stop_process(proc, grace=10):
     """Terminate a subprocess, killing it when it does not exit within `grace` seconds."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+    stop_processes([proc], grace)
+
+
+def stop_processes(procs, grace=10):
+    """Terminate subprocesses together (a server and its preview workers each take seconds to shut down:
+    their shutdowns overlap), killing any that has not exited within `grace` seconds of the signal."""
+    running = [p for p in procs if p is not None and p.poll() is None]
+    for proc in running:
+        proc.terminate()
+    deadline = time.monotonic() + grace
+    for proc in running:
+        try:
+            proc.wait(max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def subprocess_env():
@@ -133,6 +141,10 @@ class PreviewWorkers:
 
     def stop(self):
         stop_process(self.proc)
+        self.closed()
+
+    def closed(self):
+        """After the process was stopped (stop_processes, with its server's)."""
         self.proc = None
         self.log.close()
 
@@ -189,13 +201,13 @@ class AsgiServer:
         raise RuntimeError(f"daphne did not answer within 30 s; see {self.log_path}")
 
     def stop(self):
-        stop_process(self.proc)
+        stop_processes([self.proc, self.previews and self.previews.proc])
         self.proc = None
         if self.log:
             self.log.close()
             self.log = None
         if self.previews:
-            self.previews.stop()
+            self.previews.closed()
             self.previews = None
 
 

@@ -22,6 +22,65 @@ def pytest_configure(config):
     from django.conf import settings
 
     settings.GPUDASH_PREVIEW_WARM_UP = False  # the settings were read before this file
+    _flush_postgres_by_delete()
+    if getattr(config.option, "dist", "no") == "loadfile":
+        # xdist would queue the files by number of tests, most first: the one-test browser files, the
+        # longest of all, came last, and the run ended on one worker finishing them. The files go in
+        # the order pytest_collection_modifyitems gives instead.
+        config.option.loadscopereorder = False
+
+
+def _file_weight(items):
+    """0: a browser file (the longest: a server, a cluster, Chromium); 1: a slow file or one using the
+    database; 2: the rest (the quick engine tests). The browser files run beside each other, as they did
+    at the end of xdist's own order, not beside the files that time /healthz."""
+    if any(item.get_closest_marker("browser") for item in items):
+        return 0
+    db = ("db", "transactional_db", "django_db_setup")
+    if any(
+        item.get_closest_marker("slow")
+        or item.get_closest_marker("django_db")
+        or any(f in item.fixturenames for f in db)
+        for item in items
+    ):
+        return 1
+    return 2
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test`), the longest files (the browser files) first and the quick engine
+    tests last, so the two workers end together: what one worker still has at the end is short.
+    A file's tests stay together and in their order."""
+    if not hasattr(config, "workerinput"):
+        return
+    by_file = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
+    files = sorted(by_file.values(), key=_file_weight)  # stable: collection order within a weight
+    items[:] = [item for file_items in files for item in file_items]
+
+
+def _flush_postgres_by_delete():
+    """Empty the tables after a transactional test with DELETE, not TRUNCATE.
+
+    Django's flush (what django_db(transaction=True) runs after each test) truncates every table in one
+    statement; on PostgreSQL that makes new files for each of the ~45 tables and their indexes: 1-2 s a
+    test on a busy machine, against a few milliseconds to DELETE the few rows a test leaves. The same rows
+    go and the sequences are kept, as with the plain TRUNCATE. Django makes every foreign key DEFERRABLE
+    INITIALLY DEFERRED, so the deletes can run in any order inside flush's one transaction (checked at
+    commit, when the referencing rows are gone too). Flushes asked to reset sequences or cascade keep
+    Django's own statement."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences or allow_cascade or not tables:
+            return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        deletes = [f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(t))};" for t in tables]
+        return ["SET CONSTRAINTS ALL DEFERRED;", *deletes]
+
+    DatabaseOperations.sql_flush = sql_flush
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from .browser import ROOT, free_port, start_preview_workers, stop_process, subprocess_env
+from .browser import ROOT, free_port, start_preview_workers, stop_processes, subprocess_env
 
 HEALTHZ_TIMEOUT = 10  # a liveness bound, not a speed figure: a stalled server never answers
 HEALTHZ_FAST = 0.1  # issue 31: /healthz answers within 100 ms whatever else the server is given
@@ -74,10 +74,10 @@ class ServeProcess:
         raise RuntimeError(f"manage.py serve did not answer within 30 s; see {self.log_path}")
 
     def stop(self):
-        stop_process(self.proc)
+        stop_processes([self.proc, self.previews and self.previews.proc])
         self.log.close()
         if self.previews:
-            self.previews.stop()
+            self.previews.closed()
 
     def request(self, method, path, body=None, token=None, timeout=60, headers=None, text=False):
         """(status, parsed JSON body or None, content type) of one request; with `text`, the body as

@@ -10,6 +10,7 @@ import urllib.request
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
@@ -19,7 +20,9 @@ from gpudash.views import MAX_SEARCH_LENGTH
 from .api_fixtures import load_fleet, make_user
 from .serve_fixtures import ServeProcess, serve, while_in_flight  # noqa: F401
 
-pytestmark = [pytest.mark.slow, pytest.mark.sqlite_default]
+# django_db: the test database for the servers; the rows they read are committed once (fleet_rows), and
+# the tests, which only send requests, run in a rolled-back transaction that holds nothing.
+pytestmark = [pytest.mark.slow, pytest.mark.sqlite_default, pytest.mark.django_db]
 
 HEALTHZ_WITHIN = 0.1  # seconds: the bound issue 31 sets for /healthz while any of these is processed (serve_fixtures.assert_healthz_fast)
 BIGINT_PLUS_ONE = str(2**63)  # one past PostgreSQL's bigint and SQLite's INTEGER
@@ -45,18 +48,30 @@ TOO_LARGE = [  # (path and query, the parameter the 400 names)
 BODY_ENDPOINTS = ["/api/v1/preview", "/api/v1/findings/release", "/api/v1/claims/alpha/team-b/stuck/release"]
 
 
-@pytest.fixture
-def token(transactional_db):
-    """The fleet and an operator's token, in rows the server subprocess reads."""
-    load_fleet()
-    return Token.objects.create(user=make_user("otto", roles.OPERATOR)).key
+@pytest.fixture(scope="module")
+def fleet_rows(django_db_setup, django_db_blocker):
+    """The fleet, an operator's token and another operator's session, committed once for the module (the
+    server subprocess reads them; the tests only send it requests, so no test changes them), and the
+    tables emptied after the module as a transactional test's flush does."""
+    with django_db_blocker.unblock():
+        load_fleet()
+        token = Token.objects.create(user=make_user("otto", roles.OPERATOR)).key
+        client = Client()
+        client.force_login(make_user("olivia", roles.OPERATOR))
+        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    yield {"token": token, "cookie": cookie}
+    with django_db_blocker.unblock():
+        call_command("flush", interactive=False, verbosity=0)
 
 
 @pytest.fixture
-def session_cookie(token):  # token: the fleet is loaded
-    client = Client()
-    client.force_login(make_user("olivia", roles.OPERATOR))
-    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+def token(fleet_rows):
+    return fleet_rows["token"]
+
+
+@pytest.fixture
+def session_cookie(fleet_rows):
+    return fleet_rows["cookie"]
 
 
 def probed(serve, send):  # noqa: F811
@@ -155,7 +170,11 @@ def test_oidc_routes_are_not_served_with_oidc_off(serve, token):  # noqa: F811
         assert status == 404, path
 
 
-def test_oidc_routes_are_served_with_oidc_on(transactional_db, tmp_path):
+# Its own server writes a session, which a rolled-back test transaction would keep waiting for the
+# embedded SQLite's write lock: committed rows, so flushed after it. Last in the file: the flush also
+# empties fleet_rows.
+@pytest.mark.django_db(transaction=True)
+def test_oidc_routes_are_served_with_oidc_on(tmp_path):
     """The other side: configured, /oidc/authenticate/ sends the browser to the provider (which need
     not be running for that)."""
     idp = "https://idp.example"
