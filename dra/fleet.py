@@ -264,6 +264,7 @@ def preview(
     node_filters=True,
     deadline=None,
     filter_timeout=FILTER_TIMEOUT_SECONDS,
+    post_filter=True,
 ):
     """Place `claims` on every node (or `nodes`). `bound` = [(ref, nodeSelector)] of already-allocated
     claims of the same pod, which must be usable on the node.
@@ -279,7 +280,8 @@ def preview(
     `filter_timeout` (seconds, None = none): each node's search, as the scheduler's per-node Filter
     timeout (10 s); past it the node has the scheduler's timeout error. `deadline` (seconds or a
     deadline.Deadline): the whole call; nodes not decided by then get code "deadline", and
-    `summary.deadline` says how many.
+    `summary.deadline` says how many. `post_filter=False` leaves out what the PostFilter plugins
+    (preemption) would say when no node fits (the what-if only needs the verdicts).
     """
     started = time.perf_counter()
     deadline = Deadline.of(deadline)
@@ -358,7 +360,8 @@ def preview(
         sched.append(reasons)
     summary = summarize(entries, claims, inventory, started, codes, sched=sched, pod=pod)
     if (
-        pod is not None
+        post_filter
+        and pod is not None
         and not pod.hypothetical
         and summary["schedulerMessage"]
         and "deadline" not in codes
