@@ -21,6 +21,8 @@ after. Nothing here writes anywhere. Plain Python: no Django.
 import copy
 import json
 import re
+import threading
+import weakref
 from dataclasses import dataclass, field
 
 from .cel import CelCompileError, compile_selector
@@ -605,6 +607,22 @@ def _fits(inv, resolved, nodes, deadline):
     return fits, error, undecided
 
 
+# Verdicts of the unchanged inventory, per inventory object and shape: a second scenario on the same
+# live inventory (an admin trying one change after another) runs only what its changes touched. The
+# live inventory is replaced, never changed, when the sync moves on: its entry then goes with it.
+_BEFORE = weakref.WeakKeyDictionary()
+_BEFORE_LOCK = threading.Lock()
+_BEFORE_KEEP = 2000  # shapes remembered per inventory
+
+
+def _before_cache(inv):
+    with _BEFORE_LOCK:
+        cache = _BEFORE.get(inv)
+        if cache is None:
+            cache = _BEFORE[inv] = {}
+        return cache
+
+
 def evaluate(before, applied, workloads, deadline=None, examples=5):
     """The verdict of every workload (Workload) before and after `applied` (Applied, from `before`).
 
@@ -615,7 +633,7 @@ def evaluate(before, applied, workloads, deadline=None, examples=5):
     """
     after = applied.inventory
     added = set(applied.added)
-    before_runs, after_runs = {}, {}
+    before_runs, after_runs = _before_cache(before), {}
     out = []
     for work in workloads:
         if deadline is not None and deadline.expired():
@@ -625,9 +643,12 @@ def evaluate(before, applied, workloads, deadline=None, examples=5):
             continue
         b = _resolve(before, work)
         a = _resolve(after, work)
-        if b.key not in before_runs:
-            before_runs[b.key] = _fits(before, b, None, deadline)
-        fb, eb, ub = before_runs[b.key]
+        known = before_runs.get(b.key)
+        if known is None:
+            known = _fits(before, b, None, deadline)
+            if not known[2] and len(before_runs) < _BEFORE_KEEP:  # an answer cut short by the deadline is not kept
+                before_runs[b.key] = known
+        fb, eb, ub = known
         whole = bool(
             applied.affected is None
             or a.key != b.key
