@@ -227,3 +227,30 @@ def test_shapes():
     assert parse_shape("8 x gpu.nvidia.com")[0] == "8 x gpu.nvidia.com"
     with pytest.raises(ScenarioError, match="expected `COUNT x CLASS`"):
         parse_shape("eight gpus")
+
+
+@pytest.mark.parametrize("device", [None, "gpu-0"])
+def test_a_draft_taint_rule_blocks_the_tainted_devices(device):
+    from dra import Features
+
+    objs = build_fleet([2, 2], [0, 0], [1, 2])
+    inv = Inventory(
+        device_classes=objs["deviceclasses"],
+        resource_slices=objs["resourceslices"],
+        nodes=objs["nodes"],
+        resource_claim_templates=objs["resourceclaimtemplates"],
+        pods=objs["pods"],
+        features=Features(device_taint_rules=True),
+    )
+    where = f"{CLASS}/node-0" + (f"/{device}" if device else "")
+    applied = apply(inv, parse_changes([f"taint {where} maintenance=soon:NoSchedule"]), node_objects(objs))
+    assert applied.affected == {"node-0"} and not applied.notes
+    entries = {e["name"]: e for e in evaluate(inv, applied, pending_of(objs))}
+    assert entries["p-0"]["after"]["fits"] == (1 if device is None else 2)  # one untainted GPU is enough
+    assert entries["p-0"]["verdict"] == STILL_SCHEDULABLE
+    assert entries["p-1"]["after"]["nodes"] == ["node-1"]  # 2 GPUs: node-0 has at most one untainted
+    # With the cluster's DeviceTaintRule feature off the rule taints nothing, and the answer says so.
+    off = Inventory.from_objects(objs)
+    applied = apply(off, parse_changes([f"taint {where} maintenance=soon"]), node_objects(objs))
+    assert "DeviceTaintRule feature is off" in applied.notes[0]
+    assert {e["after"]["fits"] for e in evaluate(off, applied, pending_of(objs))} == {2}
