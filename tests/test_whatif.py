@@ -19,7 +19,7 @@ from .conftest import PREVIEW_WORKER_MARKS
 from .ui_fixtures import make_user
 from .whatif_fixtures import load_whatif_cluster, verdicts
 
-pytestmark = PREVIEW_WORKER_MARKS
+pytestmark = [*PREVIEW_WORKER_MARKS, pytest.mark.sqlite_default]
 API = "/api/v1/whatif"
 PAGE = reverse("claims:whatif")
 CLONE = ["add busy-00 2"]
