@@ -564,7 +564,7 @@ def _shape_key(inv, claims, bound, pod, work):
     return json.dumps(
         [
             [[c.namespace if c.uses_admin_access else "", _claim_parts(c)] for c in claims],
-            [[sel] for _, sel in bound],
+            [[ref, sel] for ref, sel in bound],  # an allocated claim must be usable where the pod goes
             described,
             pod.node_name,
             pod.not_simulated,

@@ -70,6 +70,7 @@ def test_api_page_and_cli_give_the_same_answer(plan, otto, client):
         "team-a/job-two": "now-schedulable",  # 2 GPUs: each empty clone of busy-00 has 2 H100
         "team-b/job-nine": "still-blocked",  # 9 GPUs: no node, cloned or not, has 9
         "team-b/job-one": "still-schedulable",  # 1 GPU: fitted on small-00 already
+        "team-a/solo": "still-schedulable",  # a claim no pod uses yet, placed for a would-be pod
     }
     assert verdicts(api) == verdicts(cli) == verdicts(page) == expected
     for result in (api, cli, page):
@@ -106,11 +107,14 @@ def test_release_and_drain(plan, otto):
         "team-a/job-two": "now-schedulable",  # busy-01's two H100 are free
         "team-b/job-nine": "still-blocked",
         "team-b/job-one": "still-schedulable",  # small-00 drained, but busy-01 has room now
+        "team-a/solo": "still-schedulable",
     }
     job_two = next(e for e in result["workloads"] if e["name"] == "job-two")
     assert job_two["after"]["nodes"] == ["busy-01"]
     cordon = api_run(client_for(otto), ["cordon small-00"])["result"]
-    assert verdicts(cordon)["team-b/job-one"] == "loses-place"
+    assert verdicts(cordon)["team-b/job-one"] == verdicts(cordon)["team-a/solo"] == "loses-place"
+    solo = next(e for e in cordon["workloads"] if e["name"] == "solo")
+    assert solo["kind"] == "claim" and solo["before"]["nodes"] == ["small-00"]
 
 
 @pytest.mark.parametrize(
@@ -145,8 +149,8 @@ def test_bad_shape_is_named(plan, otto):
 def test_namespace_scope(plan):
     scoped = make_user("ann", roles.OPERATOR, namespaces=["team-a"])
     result = api_run(client_for(scoped), ["drain busy-00"])["result"]
-    assert set(verdicts(result)) == {"team-a/job-two"}  # team-b's pods are not shown, nor counted
-    assert result["summary"]["workloads"] == 1
+    assert set(verdicts(result)) == {"team-a/job-two", "team-a/solo"}  # team-b's are not shown, nor counted
+    assert result["summary"]["workloads"] == 2
     # busy-00's team-b claims have no pods; the displaced list names none of another namespace.
     assert all(not d["pod"].startswith("team-b/") for d in result["displaced"])
     # A change naming another namespace's claim is refused before anything is looked up.
@@ -187,7 +191,10 @@ def test_save_and_share(plan, otto, client):
     other = make_user("olga", roles.OPERATOR, namespaces=["team-a"])
     client.force_login(other)
     theirs = client.get(resp["Location"])
-    assert verdicts(theirs.context["result"]) == {"team-a/job-two": "now-schedulable"}
+    assert verdicts(theirs.context["result"]) == {
+        "team-a/job-two": "now-schedulable",
+        "team-a/solo": "still-schedulable",
+    }
     # ...but not the saved scenario itself: it is otto's.
     assert ">two more</a>" not in theirs.content.decode()  # not in her list of saved scenarios
     olga = client_for(other)

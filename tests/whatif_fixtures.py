@@ -6,6 +6,7 @@ every H100 taken), plus pending pods:
   team-a/job-two    Pending pod of claim team-a/wants-two (2 GPUs): fits nowhere now
   team-b/job-nine   Pending pod of claim team-b/wants-nine (9 GPUs): fits nowhere, ever
   team-b/job-one    Pending pod of claim team-b/wants-one (1 GPU): fits on small-00
+  team-a/solo       a pending claim (1 GPU) no pod uses yet: fits on small-00
 """
 
 from gpudash.sync.apply import apply_object
@@ -36,6 +37,7 @@ def load_whatif_cluster(name="plan"):
     for kind, raw in fleet_objects(fit=0, busy=3, small=1, bare=1):
         apply_object(cluster, kind, raw)
     apply_object(cluster, "ResourceClaim", claim("team-b", "wants-one", count=1))
+    apply_object(cluster, "ResourceClaim", claim("team-a", "solo", count=1))
     for ns, pod, claim_name in (
         ("team-a", "job-two", "wants-two"),
         ("team-b", "job-nine", "wants-nine"),
