@@ -343,7 +343,7 @@ def clone_slice(raw, source, name):
     named after the node gets the new node's name; another gets the node's name appended, as pools
     must not repeat across nodes), device names and string attributes that name the source renamed,
     and each `uuid` attribute made unique."""
-    new = copy.deepcopy(raw)
+    new = json.loads(json.dumps(raw))  # a deep copy: several times faster than copy.deepcopy here
     meta, spec = new.setdefault("metadata", {}), new.setdefault("spec", {})
     old_name = meta.get("name") or "slice"
     new["metadata"] = {"name": old_name.replace(source, name) if source in old_name else f"{old_name}-{name}"}
