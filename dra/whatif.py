@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from .cel import CelCompileError, compile_selector
 from .documents import resolve_claims
 from .errors import AllocationError, InputError
-from .fleet import headroom, preview
+from .fleet import Fits, SharedFits, claim_inputs, headroom
+from .gcpause import collector_paused
 from .nodefilters import SchedulingPod
 
 MAX_CLONES = 100  # nodes one `add` may clone
@@ -505,7 +506,15 @@ def _taint(out, change):
             f"change {change.index + 1}: NoExecute also evicts the pods of claims holding these devices "
             "(unless a claim tolerates the taint); their devices stay allocated until the claims are released"
         )
-    return {"device_taint_rules": [rule]}, {}
+    # The inventory applies rule taints to its devices in place, and a copy shares its devices with
+    # the original: the slices the rule may select are stored again, so that the copy's devices
+    # that get the taint are its own and the live inventory keeps its taints.
+    fresh = [
+        s.raw
+        for s in inv.slices
+        if inv.features.device_taint_rules and s.driver == change.driver and (not change.pool or s.pool == change.pool)
+    ]
+    return {"device_taint_rules": [rule], "resource_slices": fresh}, {}
 
 
 # -- evaluating the pending pods and claims ---------------------------------------------------------
@@ -563,7 +572,7 @@ def _shape_key(inv, claims, bound, pod, work):
     described.pop("pod", None)
     return json.dumps(
         [
-            [[c.namespace if c.uses_admin_access else "", _claim_parts(c)] for c in claims],
+            [[c.namespace if c.uses_admin_access else "", claim_inputs(c)] for c in claims],
             [[ref, sel] for ref, sel in bound],  # an allocated claim must be usable where the pod goes
             described,
             pod.node_name,
@@ -576,35 +585,23 @@ def _shape_key(inv, claims, bound, pod, work):
     )
 
 
-def _claim_parts(claim):
-    return [
-        [[r.name, r.prioritized, [[v.sub, v.raw] for v in r.variants]] for r in claim.requests],
-        [k.raw for k in claim.constraints],
-        claim.config,
-    ]
-
-
-def _fits(inv, resolved, nodes, deadline):
-    """(names of the nodes among `nodes` (None: all) where it fits, error text, undecided)."""
+def _fits(shared, resolved, nodes):
+    """fleet.Fits of the workload on `nodes` (None: all): the engine's preview of it, its work
+    shared with the other workloads (fleet.SharedFits). A workload whose claims did not resolve
+    fits nowhere, with that error."""
     if resolved.error:
-        return set(), resolved.error, False
+        return Fits(frozenset(), resolved.error, False, frozenset())
     if nodes is not None and not nodes:
-        return set(), None, False
-    result = preview(
-        inv,
-        resolved.claims,
-        bound=resolved.bound,
-        nodes=nodes,
-        pod=resolved.pod,
-        explain_failures=False,
-        post_filter=False,
-        deadline=deadline,
-    )
-    fits = {e["node"] for e in result["nodes"] if e["fits"]}
-    errors = [e["error"] for e in result["nodes"] if e.get("error")]
-    undecided = bool((result["summary"].get("deadline") or {}).get("reached"))
-    error = errors[0] if errors and not fits and len(errors) == len(result["nodes"]) else None
-    return fits, error, undecided
+        return Fits(frozenset(), None, False, frozenset())
+    return shared.fits(resolved.claims, bound=resolved.bound, pod=resolved.pod, nodes=nodes)
+
+
+def _own(shared, resolved, nodes, known):
+    """`known`, the answer of a workload with equal inputs, for this one: an error's text names the
+    workload's own claims, so where there is one it is worked out again (a rare case)."""
+    if known.error is None or resolved.error:
+        return known
+    return _fits(shared, resolved, nodes)
 
 
 # Verdicts of the unchanged inventory, per inventory object and shape: a second scenario on the same
@@ -623,17 +620,40 @@ def _before_cache(inv):
         return cache
 
 
+def _after(shared, resolved, known, applied):
+    """fleet.Fits after the changes, from `known` (before) on the nodes the changes did not touch and
+    a run on those they did."""
+    after = applied.inventory
+    touched = sorted(n for n in applied.affected if n in after.nodes)
+    ran = _fits(shared, resolved, touched)
+    kept = frozenset(n for n in known.nodes if n not in applied.affected and n in after.nodes)
+    erring = frozenset(n for n in known.erring if n not in applied.affected and n in after.nodes)
+    untouched = len(after.node_names) - len(touched)
+    if after.node_names and not kept and not ran.nodes and len(erring) == untouched and len(ran.erring) == len(touched):
+        # Every node fails with an error (a removed node may have been the one that did not): the
+        # answer is the first node's error, its text worked out on the whole fleet.
+        return _fits(shared, resolved, None)
+    return Fits(kept | ran.nodes, None, ran.undecided, erring | ran.erring)
+
+
+@collector_paused()  # thousands of short-lived objects per workload, no cycles (gcpause.py)
 def evaluate(before, applied, workloads, deadline=None, examples=5):
     """The verdict of every workload (Workload) before and after `applied` (Applied, from `before`).
 
     Each pending pod or claim is placed alone, as the scheduler would place it next. Workloads with
-    equal inputs (_shape_key) share one engine run. After the changes only the nodes they touched
-    are run again, unless the workload's own claims or classes changed, or the changes reach every
-    node (a freed device on a pool many nodes see, a taint rule over a whole driver): then all nodes.
+    equal inputs (_shape_key) share one answer; the others share what the engine found per node
+    (fleet.SharedFits: filter verdicts per set of pod filter inputs, DynamicResources verdicts per
+    set of claims), each answer still the one a preview of that workload alone gives. After the
+    changes only the nodes they touched are run again, unless the workload's own claims or classes
+    changed, or the changes reach every node (a freed device on a pool many nodes see, a taint rule
+    over a whole driver): then all nodes.
     """
     after = applied.inventory
     added = set(applied.added)
     before_runs, after_runs = _before_cache(before), {}
+    shared_before, shared_after = SharedFits(before, deadline), SharedFits(after, deadline)
+    # A workload's claims resolve from the inventory's claims, templates (never changed) and classes.
+    same_claims = not applied.claims and not applied.classes
     out = []
     for work in workloads:
         if deadline is not None and deadline.expired():
@@ -642,13 +662,16 @@ def evaluate(before, applied, workloads, deadline=None, examples=5):
             )
             continue
         b = _resolve(before, work)
-        a = _resolve(after, work)
+        a = b if same_claims else _resolve(after, work)
         known = before_runs.get(b.key)
         if known is None:
-            known = _fits(before, b, None, deadline)
-            if not known[2] and len(before_runs) < _BEFORE_KEEP:  # an answer cut short by the deadline is not kept
+            known = _fits(shared_before, b, None)
+            # An answer cut short by the deadline is not kept.
+            if not known.undecided and len(before_runs) < _BEFORE_KEEP:
                 before_runs[b.key] = known
-        fb, eb, ub = known
+        else:
+            known = _own(shared_before, b, None, known)
+        fb, eb, ub = known.nodes, known.error, known.undecided
         whole = bool(
             applied.affected is None
             or a.key != b.key
@@ -658,14 +681,11 @@ def evaluate(before, applied, workloads, deadline=None, examples=5):
         )
         run_key = (a.key, whole)
         if run_key not in after_runs:
-            if whole:
-                after_runs[run_key] = _fits(after, a, None, deadline)
-            else:
-                touched = sorted(n for n in applied.affected if n in after.nodes)
-                fa_touched, ea, ua = _fits(after, a, touched, deadline)
-                kept = {n for n in fb if n not in applied.affected and n in after.nodes}
-                after_runs[run_key] = (kept | fa_touched, ea, ua)
-        fa, ea, ua = after_runs[run_key]
+            after_runs[run_key] = _after(shared_after, a, known, applied) if not whole else _fits(shared_after, a, None)
+            fits_after = after_runs[run_key]
+        else:
+            fits_after = _own(shared_after, a, None, after_runs[run_key])
+        fa, ea, ua = fits_after.nodes, fits_after.error, fits_after.undecided
         if ub or ua:
             verdict = UNDECIDED
         elif a.error and not fa:

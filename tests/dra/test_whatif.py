@@ -254,3 +254,21 @@ def test_a_draft_taint_rule_blocks_the_tainted_devices(device):
     applied = apply(off, parse_changes([f"taint {where} maintenance=soon"]), node_objects(objs))
     assert "DeviceTaintRule feature is off" in applied.notes[0]
     assert {e["after"]["fits"] for e in evaluate(off, applied, pending_of(objs))} == {2}
+
+
+@pytest.mark.parametrize("where", [CLASS, f"{CLASS}/node-0", f"{CLASS}/node-0/gpu-1"])
+def test_a_draft_taint_rule_leaves_the_live_inventory_untainted(where):
+    """The copy shares its devices with the original, and rule taints are set on devices in place:
+    the what-if's rule must taint the copy's devices only (a later preview on the live inventory
+    would otherwise see the draft rule)."""
+    from dra import Features, preview
+    from dra.model import ClaimSpec
+
+    objs = build_fleet([2], [0], [2])
+    inv = Inventory.from_objects(objs, features=Features(device_taint_rules=True))
+    spec = [ClaimSpec("ml", "two", b.claim_spec([{"name": "gpu", "deviceClassName": CLASS, "count": 2}]))]
+    assert preview(inv, spec)["summary"]["fits"] == 1
+    applied = apply(inv, parse_changes([f"taint {where} maintenance=soon"]), node_objects(objs))
+    assert preview(applied.inventory, spec)["summary"]["fits"] == 0
+    assert preview(inv, spec)["summary"]["fits"] == 1
+    assert all(not d.taints for d in inv.devices_by_key.values())
