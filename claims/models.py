@@ -512,3 +512,8 @@ class StuckObservation(models.Model):
                 fields=("cluster", "rule", "claim_uid", "subject"), name="claims_stuckobservation_unique_key"
             )
         ]
+
+
+from .models_whatif import WhatIfScenario  # noqa: E402  (saved what-if scenarios; their own module)
+
+__all__ = (*__all__, "WhatIfScenario")

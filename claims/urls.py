@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_objects
+from . import views, views_objects, views_whatif
 
 app_name = "claims"
 
@@ -16,4 +16,5 @@ urlpatterns = [
         name="template-detail",
     ),
     path("preview/", views.PreviewView.as_view(), name="preview"),
+    path("whatif/", views_whatif.WhatIfView.as_view(), name="whatif"),
 ]

@@ -1,7 +1,9 @@
 """Fleet-wide previews: place claims on every node, summarise, and count headroom."""
 
+import json
 import time
 from collections import Counter, defaultdict
+from typing import NamedTuple
 
 from .deadline import FILTER_TIMEOUT_SECONDS, Deadline, TimedOut
 from .documents import EXTENDED_CLAIM_NAME, extended_resource_claim
@@ -264,6 +266,7 @@ def preview(
     node_filters=True,
     deadline=None,
     filter_timeout=FILTER_TIMEOUT_SECONDS,
+    post_filter=True,
 ):
     """Place `claims` on every node (or `nodes`). `bound` = [(ref, nodeSelector)] of already-allocated
     claims of the same pod, which must be usable on the node.
@@ -279,7 +282,8 @@ def preview(
     `filter_timeout` (seconds, None = none): each node's search, as the scheduler's per-node Filter
     timeout (10 s); past it the node has the scheduler's timeout error. `deadline` (seconds or a
     deadline.Deadline): the whole call; nodes not decided by then get code "deadline", and
-    `summary.deadline` says how many.
+    `summary.deadline` says how many. `post_filter=False` leaves out what the PostFilter plugins
+    (preemption) would say when no node fits (the what-if only needs the verdicts).
     """
     started = time.perf_counter()
     deadline = Deadline.of(deadline)
@@ -358,7 +362,8 @@ def preview(
         sched.append(reasons)
     summary = summarize(entries, claims, inventory, started, codes, sched=sched, pod=pod)
     if (
-        pod is not None
+        post_filter
+        and pod is not None
         and not pod.hypothetical
         and summary["schedulerMessage"]
         and "deadline" not in codes
@@ -656,6 +661,204 @@ def node_pool_of(labels, label=None):
         if key and labels.get(key):
             return labels[key]
     return "(no node pool label)"
+
+
+class Fits(NamedTuple):
+    """Where a pod fits (SharedFits.fits)."""
+
+    nodes: frozenset  # names of the nodes where it fits
+    error: str | None  # the first node's error when every node fails with one
+    undecided: bool  # the deadline came before every node was decided
+    erring: frozenset  # names of the nodes that failed with an error
+
+
+class SharedFits:
+    """Where each of many pods fits on one inventory, as `preview` would say pod by pod, with the
+    work shared between the pods (a what-if re-checks every pending pod).
+
+    On each node a preview runs the pod's node filters, then DynamicResources. The filters read only
+    the pod's filter inputs (nodeName, tolerations, nodeSelector, required affinity, requests, host
+    ports) and the node; DynamicResources reads only the claims' specs (a claim's namespace where
+    admin access depends on it), the allocated claims' node selectors, the node's devices, and for
+    DRA-backed extended resources the pod's containers and namespace. So pods with equal filter
+    inputs share the filter verdicts of a node, pods with equal claims share its DynamicResources
+    verdict, and DynamicResources runs only on nodes whose filters some pod passes. An error's text
+    names the pod's own claims: where the answer is an error, its text comes from the pod's own
+    preview. One instance per inventory and request (its deadline; allocators are not thread-safe).
+    """
+
+    def __init__(self, inventory, deadline=None, filter_timeout=FILTER_TIMEOUT_SECONDS):
+        self.inventory = inventory
+        self.deadline = Deadline.of(deadline)
+        self.filter_timeout = filter_timeout
+        self._filters = {}  # filter key -> _FilterVerdicts
+        self._dra = {}  # DRA key -> (_PodPlans, single, bound, {node: (fits, error)}), or AllocationError
+        self._warmed = False
+
+    def fits(self, claims, bound=(), pod=None, nodes=None):
+        """Fits: the nodes among `nodes` (None: all) where the pod fits, the error text when every
+        node fails with an error (else None), whether the deadline cut the answer short, and the
+        nodes that failed with an error: what preview(inventory, claims, bound=bound, nodes=nodes,
+        pod=pod, explain_failures=False, post_filter=False, deadline=...) says in its node entries
+        and summary."""
+        inv = self.inventory
+        if nodes is None:
+            names = inv.node_names
+        else:
+            names = list(nodes)
+            unknown = [n for n in names if n not in inv.nodes]
+            if unknown:
+                raise InputError(f"unknown node(s): {', '.join(unknown[:5])}")
+        if pod is None:
+            pod = SchedulingPod.would_be()
+        dra = self._dra_of(claims, bound, pod)
+        if isinstance(dra, AllocationError):  # prepare's up-front checks: every node has the error
+            error = self._own_error(claims, bound, pod, names) if names else None
+            return Fits(frozenset(), error, False, frozenset(names))
+        if not self._warmed:
+            self._warmed = _warm(inv, self.deadline)
+            if not self._warmed:
+                return Fits(frozenset(), None, True, frozenset())
+        plans, single, shared_bound, verdicts = dra
+        filters = self._filters_of(pod)
+        passing = filters.passing(names) if nodes is None else filters.among(names)
+        if passing is None:
+            return Fits(frozenset(), None, True, frozenset())
+        expired, node_view = self.deadline.expired, inv.node
+        fits, erring = [], []
+        for name in passing:
+            verdict = verdicts.get(name)
+            if verdict is None:
+                if expired():
+                    return Fits(frozenset(fits), None, True, frozenset(erring))  # preview: the rest undecided
+                entry, code, _ = _dynamic_resources(
+                    plans, name, node_view(name), shared_bound, single, False, self.deadline
+                )
+                if code == "deadline":
+                    return Fits(frozenset(fits), None, True, frozenset(erring))
+                verdict = verdicts[name] = (entry["fits"], entry["error"])
+            if verdict[0]:
+                fits.append(name)
+            elif verdict[1] is not None:
+                erring.append(name)
+        # Nodes the filters reject carry no error: an error answer needs every node to pass them.
+        error = None
+        if names and not fits and len(erring) == len(names):
+            error = self._own_error(claims, bound, pod, names)
+        return Fits(frozenset(fits), error, False, frozenset(erring))
+
+    def _own_error(self, claims, bound, pod, names):
+        """The error text of the first node in this pod's own preview (the texts name its claims)."""
+        result = preview(
+            self.inventory,
+            claims,
+            bound=bound,
+            nodes=names[:1],
+            pod=pod,
+            explain_failures=False,
+            post_filter=False,
+            deadline=self.deadline,
+            filter_timeout=self.filter_timeout,
+        )
+        return result["nodes"][0]["error"]
+
+    def _filters_of(self, pod):
+        key = _json_key(
+            [
+                pod.node_name,
+                [t.to_dict() for t in pod.tolerations],
+                pod.node_selector,
+                pod.required,
+                pod.requests,
+                [list(p) for p in pod.host_ports],
+            ]
+        )
+        hit = self._filters.get(key)
+        if hit is None:
+            hit = self._filters[key] = _FilterVerdicts(self.inventory, pod, self.deadline)
+        return hit
+
+    def _dra_of(self, claims, bound, pod):
+        has_ext = pod.raw is not None and any(c.name == EXTENDED_CLAIM_NAME for c in claims)
+        per_node = None
+        if has_ext:  # the claim is rebuilt per node from the pod's containers (_PodPlans.for_node)
+            spec = pod.raw.get("spec") or {}
+            per_node = [
+                pod.ref.split("/", 1)[0],
+                sorted(_all_mapped(self.inventory, pod)),
+                [
+                    (c or {}).get("resources")
+                    for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+                ],
+            ]
+        key = _json_key(
+            [
+                [[c.namespace if c.uses_admin_access else "", claim_inputs(c)] for c in claims],
+                [sel for _, sel in bound],
+                per_node,
+            ]
+        )
+        hit = self._dra.get(key)
+        if hit is None:
+            try:
+                plans = _PodPlans(
+                    self.inventory, claims, pod, deadline=self.deadline, filter_timeout=self.filter_timeout
+                )
+                hit = (plans, plans.single(), list(bound), {})
+            except AllocationError as exc:
+                hit = exc
+            self._dra[key] = hit
+        return hit
+
+
+class _FilterVerdicts:
+    """The node filters' verdicts for one set of pod filter inputs (SharedFits), node by node."""
+
+    def __init__(self, inventory, pod, deadline):
+        self.inventory, self.pod, self.deadline = inventory, pod, deadline
+        self.dra_names = _all_mapped(inventory, pod)
+        self.passes = {}  # node -> whether the filters let the pod through
+        self.all_passing = None  # the nodes of the whole fleet that pass, in its order
+
+    def passing(self, names):
+        """The nodes of the whole fleet (`names`: inventory.node_names) that pass; None if the deadline
+        came first."""
+        if self.all_passing is None:
+            found = self.among(names)
+            if found is None:
+                return None
+            self.all_passing = found
+        return self.all_passing
+
+    def among(self, names):
+        inv, pod, dra_names, passes = self.inventory, self.pod, self.dra_names, self.passes
+        facts_of, usage_of, expired = inv.node_facts.get, inv.usage_of, self.deadline.expired
+        out = []
+        for name in names:
+            ok = passes.get(name)
+            if ok is None:
+                if expired():
+                    return None
+                facts = facts_of(name)
+                results = run_filters(pod, facts, usage_of(name), dra_names) if facts is not None else ()
+                ok = passes[name] = not (results and results[-1].passed is False)
+            if ok:
+                out.append(name)
+        return out
+
+
+def claim_inputs(claim):
+    """What the allocator reads of a claim (its requests, constraints and config), as JSON-able lists:
+    equal for claims it places alike whatever their names."""
+    return [
+        [[r.name, r.prioritized, [[v.sub, v.raw] for v in r.variants]] for r in claim.requests],
+        [k.raw for k in claim.constraints],
+        claim.config,
+    ]
+
+
+def _json_key(value):
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 @collector_paused()  # a fleet-wide preview: one entry per node, no cycles (gcpause.py)

@@ -7,6 +7,7 @@ from claims.api import operations
 from claims.api import views as claim_views
 from claims.api.aggregates import AllocationAggregateView
 from claims.api.preview import PreviewView, PreviewWorkersView
+from claims.api.whatif import ScenarioDetailView, ScenarioListView, WhatIfView
 from gpudash.api.errors import not_found_view
 from inventory.api import views as inventory_views
 from inventory.api.aggregates import DeviceAggregateView, GpuAggregateView
@@ -29,6 +30,9 @@ router.register("audit", claim_views.AuditEntryViewSet, basename="auditentry")
 urlpatterns = [
     path("preview", PreviewView.as_view(), name="preview"),
     path("preview/workers", PreviewWorkersView.as_view(), name="preview-workers"),
+    path("whatif", WhatIfView.as_view(), name="whatif"),
+    path("whatif/scenarios", ScenarioListView.as_view(), name="whatif-scenarios"),
+    path("whatif/scenarios/<int:pk>", ScenarioDetailView.as_view(), name="whatif-scenario"),
     path("aggregates/devices", DeviceAggregateView.as_view(), name="aggregate-devices"),
     path("aggregates/gpus", GpuAggregateView.as_view(), name="aggregate-gpus"),
     path("aggregates/allocation", AllocationAggregateView.as_view(), name="aggregate-allocation"),

@@ -26,14 +26,19 @@ PLAIN_KEYWORDS = (
     "deadline",
     "with_remedies",
 )
+# Keywords of a what-if job (`what: "whatif"`, claims.whatif.run_whatif).
+WHATIF_KEYWORDS = ("changes", "shapes")
 
 
-def make_job(cluster, *, claim=None, visible_namespaces=None, **keywords):
-    """The job for run_preview(cluster, claim=claim, visible_namespaces=..., **keywords)."""
-    unknown = set(keywords) - set(PLAIN_KEYWORDS)
+def make_job(cluster, *, claim=None, visible_namespaces=None, what=None, **keywords):
+    """The job for run_preview(cluster, claim=claim, visible_namespaces=..., **keywords), or with
+    what="whatif" for claims.whatif.run_whatif(cluster, changes=..., shapes=..., ...)."""
+    allowed = set(PLAIN_KEYWORDS) if what is None else {*WHATIF_KEYWORDS, "deadline"}
+    unknown = set(keywords) - allowed
     if unknown:
         raise TypeError(f"a preview job cannot carry {', '.join(sorted(unknown))}")
     return {
+        **({"what": what} if what else {}),
         "cluster": cluster.pk,
         "claim": None if claim is None else claim.pk,
         "visible_namespaces": None if visible_namespaces is None else sorted(visible_namespaces),
@@ -57,6 +62,8 @@ def execute(job, deadline):
         if claim is None:
             return {"error": "invalid", "message": "the claim was deleted while the preview waited"}
     visible = job.get("visible_namespaces")
+    if job.get("what") == "whatif":
+        return _execute_whatif(cluster, job, None if visible is None else set(visible), deadline)
     keywords = {k: job[k] for k in PLAIN_KEYWORDS if k in job and k != "deadline"}
     try:
         result = run_preview(
@@ -68,6 +75,31 @@ def execute(job, deadline):
         )
     except OutOfScope as exc:
         return {"error": "out_of_scope", "message": str(exc), "namespace": exc.namespace}
+    except InventoryNotReady as exc:
+        return {"error": "inventory_building", "message": str(exc), "retry_after": exc.retry_after}
+    except EngineFailure as exc:
+        return {"error": "engine", "message": str(exc)}
+    except PreviewError as exc:
+        return {"error": "invalid", "message": str(exc)}
+    return {"result": result}
+
+
+def _execute_whatif(cluster, job, visible, deadline):
+    from claims.preview import EngineFailure, InventoryNotReady, OutOfScope, PreviewError
+    from claims.whatif import ScenarioInvalid, run_whatif
+
+    try:
+        result = run_whatif(
+            cluster,
+            changes=job.get("changes") or [],
+            shapes=job.get("shapes") or [],
+            visible_namespaces=visible,
+            deadline=deadline,
+        )
+    except OutOfScope as exc:
+        return {"error": "out_of_scope", "message": str(exc), "namespace": exc.namespace}
+    except ScenarioInvalid as exc:
+        return {"error": "scenario", "message": str(exc), "field": exc.field, "index": exc.index}
     except InventoryNotReady as exc:
         return {"error": "inventory_building", "message": str(exc), "retry_after": exc.retry_after}
     except EngineFailure as exc:
@@ -126,6 +158,10 @@ def answer_or_raise(answer):
         raise InventoryNotReady.said(message, answer.get("retry_after") or 5)
     if code == "engine":
         raise EngineFailure(message)
+    if code == "scenario":
+        from claims.whatif import ScenarioInvalid
+
+        raise ScenarioInvalid(message, answer.get("field") or "changes", answer.get("index"))
     raise PreviewError(message)
 
 
