@@ -14,6 +14,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
+from gpudash import messages
 from inventory.fleet import state_label as _state_label
 
 register = template.Library()
@@ -32,6 +33,29 @@ SEVERITY_TITLES = {
     "warning": gettext_lazy("warning"),
     "critical": gettext_lazy("critical"),
 }
+
+
+CHECK_STATUS_TITLES = {
+    "pass": gettext_lazy("pass"),
+    "warn": gettext_lazy("warn"),
+    "fail": gettext_lazy("fail"),
+    "skip": gettext_lazy("skip"),
+}
+
+
+@register.filter
+def check_status(status):
+    """A readiness check's pass/warn/fail/skip in the page's language (the key stays in classes and the API)."""
+    return CHECK_STATUS_TITLES.get(status, status)
+
+
+@register.filter
+def duration(seconds):
+    """Seconds as "0.3 ms", "4.2 s", "3 min 12 s", units in the page's language (gpudash.messages.duration)."""
+    try:
+        return messages.duration(seconds)
+    except (TypeError, ValueError):
+        return seconds
 
 
 @register.simple_tag
