@@ -1301,7 +1301,7 @@ def run_checks(cluster, live=True):
             "cluster": cluster.name,
             "status": status,
             "live": reader.live,
-            "checked_at": timezone.now().isoformat(),
+            "checked_at": timezone.now().isoformat().replace("+00:00", "Z"),
             "checks": checks,
             "error": reader.error,
         }
