@@ -50,7 +50,7 @@ KUBERNETES_TERMS = {
     github docs openapi swagger redoc drf django celery redis postgresql sqlite daphne channels
     qps burst p50 p95 p99 max min avg
     v1 v1beta1 v1beta2 v1alpha3 get post put patch delete
-    driver pool device list watch create update finalizer
+    driver pool device list watch create update finalizer exporter
     readyz healthz livez metrics
     """.split(),
 }

@@ -62,6 +62,9 @@
       since.textContent = (section.getAttribute("data-since-text") || "collecting since {time}").replace("{time}", when);
       figure.insertBefore(since, plot);
     }
+    // The newest point with a sample: what the legend shows until the cursor points elsewhere.
+    var newest = body.timestamps.length - 1;
+    while (newest > 0 && !body.series.some(function (s) { return s.values[newest] !== null; })) newest--;
     var labels = {};
     try { labels = JSON.parse(section.getAttribute("data-series-labels") || "{}"); } catch (e) { labels = {}; }
     var fg = getComputedStyle(document.body).color;
@@ -78,11 +81,11 @@
       })),
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); },
       // The legend shows the newest values until the cursor points elsewhere (not "--").
-      hooks: { setCursor: [function (u) { if (u.cursor.idx == null) u.setLegend({ idx: u.data[0].length - 1 }); }] },
+      hooks: { setCursor: [function (u) { if (u.cursor.idx == null) u.setLegend({ idx: newest }); }] },
     };
     var data = [body.timestamps].concat(body.series.map(function (s) { return s.values; }));
     figure._uplot = new uPlot(opts, data, plot);
-    figure._uplot.setLegend({ idx: data[0].length - 1 });
+    figure._uplot.setLegend({ idx: newest });
     figure.setAttribute("data-chart-points", String(body.timestamps.length));
     figure.setAttribute("data-chart-series", String(body.series.length));
   }
