@@ -557,6 +557,7 @@ def driver_pod(node, rng, app=GPU_DRIVER_APP, namespace=GPU_DRIVER_NAMESPACE, da
         labels={"app.kubernetes.io/name": app, "app.kubernetes.io/component": "kubelet-plugin"},
         image=f"registry.example.com/{app}:v25.8.0",
     )
+    pod["spec"]["serviceAccountName"] = f"{app}-service-account"
     pod["metadata"]["ownerReferences"] = [
         {
             "apiVersion": "apps/v1",

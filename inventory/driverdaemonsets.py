@@ -30,6 +30,7 @@ class DriverPod:
     phase: str
     ready: bool
     reason: str = ""
+    service_account: str = ""
 
 
 @dataclass
@@ -98,6 +99,7 @@ def _pod_view(raw):
         # A pod without a Ready condition (an older mirror row) counts by its phase.
         ready=ready.get("status") == "True" if ready else phase == "Running",
         reason=(ready or {}).get("reason") or status.get("reason") or "",
+        service_account=spec.get("serviceAccountName") or "",
     )
 
 

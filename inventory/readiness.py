@@ -318,6 +318,7 @@ def check_drivers(cluster, reader):
             ],
             "selectors": selectors,
             "guessed": guessed,
+            "service_accounts": sorted({f"{p.namespace}:{p.service_account}" for p in pods if p.service_account}),
         }
         if not daemonsets:
             items.append(
@@ -597,7 +598,53 @@ def _rules_allow(rules, verb, group, resource):
     )
 
 
-def check_rbac(cluster, reader):
+def _driver_account_items(reader, drivers):
+    """A driver's kubelet plugin publishes its node's slices: its service account must be allowed to
+    create them (`drivers`: {driver: ["namespace:serviceaccount", ...]} from check 2)."""
+    items = []
+    for driver, accounts in sorted(drivers.items()):
+        for account in accounts:
+            namespace, name = account.split(":", 1)
+            user = f"system:serviceaccount:{namespace}:{name}"
+            body = {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": {
+                    "user": user,
+                    "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"],
+                    "resourceAttributes": {"verb": "create", "group": "resource.k8s.io", "resource": "resourceslices"},
+                },
+            }
+            try:
+                allowed = (
+                    _post(reader, "/apis/authorization.k8s.io/v1/subjectaccessreviews", body).get("status") or {}
+                ).get("allowed")
+            except KubeError as exc:
+                items.append(item(SKIP, gettext("SubjectAccessReview failed: %(error)s") % {"error": exc}))
+                return items
+            items.append(
+                item(
+                    PASS if allowed else FAIL,
+                    (
+                        gettext(
+                            "%(driver)s: its service account %(subject)s may publish ResourceSlices, as a driver must."
+                        )
+                        if allowed
+                        else gettext(
+                            "%(driver)s: its service account %(subject)s may not create ResourceSlices: the driver cannot "
+                            "publish its devices."
+                        )
+                    )
+                    % {"driver": driver, "subject": user},
+                    subject=user,
+                    driver=driver,
+                    links=[_pods_link(namespace)],
+                )
+            )
+    return items
+
+
+def check_rbac(cluster, reader, drivers=None):
     if not reader.live:
         return check(
             "rbac",
@@ -611,6 +658,7 @@ def check_rbac(cluster, reader):
         )
     items = []
     probe_ns = "default"
+    items += _driver_account_items(reader, drivers or {})
     for subject in ops_setting("RBAC_SUBJECTS") or []:
         who = subject.get("user") or ",".join(subject.get("groups") or [])
         allowed = []
@@ -1287,10 +1335,13 @@ def run_checks(cluster, live=True):
         checks = [
             check_versions(cluster, reader),
             check_drivers(cluster, reader),
-            check_rbac(cluster, reader),
+        ]
+        found = {d: v for d, v in checks[1]["data"].items() if isinstance(v, dict)}
+        checks += [
+            check_rbac(cluster, reader, {d: v.get("service_accounts") or [] for d, v in found.items()}),
             check_reporting(cluster),
         ]
-        down = {d: v.get("down_nodes") for d, v in checks[1]["data"].items() if isinstance(v, dict)}
+        down = {d: v.get("down_nodes") for d, v in found.items()}
         checks += [
             check_recovery(cluster, drivers_down=down),
             check_mirror(cluster),

@@ -32,6 +32,7 @@ def rdma_driver(store, nodes, ready_nodes, pod_nodes=None):
         pod = pod_raw(
             f"rdma-dra-driver-kubelet-plugin-{node}", namespace="rdma-dra-driver", node=node, labels=RDMA_LABELS
         )
+        pod["spec"]["serviceAccountName"] = "rdma-dra-driver-service-account"
         pod["status"]["conditions"] = [{"type": "Ready", "status": "True" if node in ready_nodes else "False"}]
         pod["metadata"]["ownerReferences"] = [
             {
@@ -177,3 +178,22 @@ def test_every_line_about_objects_links_them(server, live_cluster, client):
     assert 'href="/slices/?driver=rdma.example.com"' in drivers
     versions = page[page.index('id="check-versions"') :].split("</section>", 1)[0]
     assert 'href="/slices/"' in versions and 'href="/claims/"' in versions
+
+
+def test_least_privilege_asks_whether_each_driver_may_publish_slices(server, live_cluster):
+    store = server.store
+    rdma_nodes(store, ["h100-01"])
+    rdma_driver(store, ["h100-01"], ready_nodes={"h100-01"})
+    resync(live_cluster, ("Node", "ResourceSlice", "Pod"))
+    account = "system:serviceaccount:rdma-dra-driver:rdma-dra-driver-service-account"
+    server.subjects.enable()  # reviews naming a subject answer from that subject's rules: none yet
+    rbac = by_id(run_checks(live_cluster))["rbac"]
+    denied = next(i for i in rbac["items"] if i.get("data", {}).get("subject") == account)
+    assert denied["status"] == FAIL and "may not create ResourceSlices" in denied["text"]
+    assert denied["links"][0]["url"] == "/pods/?namespace=rdma-dra-driver"
+    server.subjects.set_user_rules(
+        account, [{"verbs": ["create"], "apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"]}]
+    )
+    rbac = by_id(run_checks(live_cluster))["rbac"]
+    allowed = next(i for i in rbac["items"] if i.get("data", {}).get("subject") == account)
+    assert allowed["status"] == PASS and "may publish ResourceSlices" in allowed["text"]
