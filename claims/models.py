@@ -495,6 +495,13 @@ class AuditEntry(models.Model):
     def outcome_title(self):
         return OUTCOME_TITLES.get(self.outcome, self.outcome)
 
+    @property
+    def action_title(self):
+        """The action in words, in the reader's language (the stored key stays in filters and the API)."""
+        from .release import ACTION_TITLES
+
+        return ACTION_TITLES.get(self.action, self.action)
+
 
 class StuckObservation(models.Model):
     """When the detector first saw a condition whose start the objects themselves don't tell

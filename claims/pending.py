@@ -6,7 +6,7 @@ Each step is {"key", "title", "status" (pass/warn/fail/info), "detail", "data"}.
 """
 
 from django.conf import settings
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext
 
 from dra.model import label_selector_matches
 from gpudash.kube import KubeClient, KubeError
@@ -205,7 +205,7 @@ def scheduling_step(pod):
     if node:
         return step(
             "scheduling",
-            gettext("Scheduled"),
+            pgettext("pending check", "Scheduled"),
             PASS,
             gettext("Bound to node %(node)s; phase %(phase)s.") % {"node": node, "phase": phase},
             node=node,
@@ -217,7 +217,7 @@ def scheduling_step(pod):
         reason = cond.get("reason") or gettext("Not scheduled")
         return step(
             "scheduling",
-            gettext("Scheduled"),
+            pgettext("pending check", "Scheduled"),
             FAIL,
             gettext("%(reason)s (the scheduler's message is quoted above).") % {"reason": reason}
             if cond.get("message")
@@ -228,7 +228,7 @@ def scheduling_step(pod):
         )
     return step(
         "scheduling",
-        gettext("Scheduled"),
+        pgettext("pending check", "Scheduled"),
         WARN,
         gettext(
             "Not scheduled yet and no PodScheduled condition: the scheduler has not tried "
@@ -288,7 +288,7 @@ def claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_n
         steps.append(
             step(
                 "allocated",
-                gettext("Allocated"),
+                pgettext("pending check", "Allocated"),
                 FAIL,
                 gettext("Not allocated: no node has devices that satisfy it (see the engine's explanation)."),
             )
@@ -304,7 +304,7 @@ def claim_steps(cluster, reader, pod, pod_claim, claim_name, template, visible_n
     steps.append(
         step(
             "allocated",
-            gettext("Allocated"),
+            pgettext("pending check", "Allocated"),
             PASS,
             (gettext("Allocated %(devices)s on %(node)s.") if claim_node else gettext("Allocated %(devices)s."))
             % {"devices": shown, "node": claim_node},
@@ -371,7 +371,7 @@ def prepared_step(pod, claim, results):
     if failed:
         return step(
             "prepared",
-            gettext("Devices prepared"),
+            pgettext("pending check", "Devices prepared"),
             FAIL,
             gettext("Binding failed: %(conditions)s") % {"conditions": "; ".join(failed)},
             conditions=device_conditions,
@@ -379,7 +379,7 @@ def prepared_step(pod, claim, results):
     if pending:
         return step(
             "prepared",
-            gettext("Devices prepared"),
+            pgettext("pending check", "Devices prepared"),
             WARN,
             gettext("Waiting for binding conditions: %(conditions)s") % {"conditions": "; ".join(pending)},
             conditions=device_conditions,
@@ -388,7 +388,7 @@ def prepared_step(pod, claim, results):
     if phase == "Running" or phase in TERMINAL:
         return step(
             "prepared",
-            gettext("Devices prepared"),
+            pgettext("pending check", "Devices prepared"),
             PASS,
             gettext("The pod's containers started (phase %(phase)s).") % {"phase": phase},
             conditions=device_conditions,
@@ -396,7 +396,7 @@ def prepared_step(pod, claim, results):
     if (pod.get("spec") or {}).get("nodeName"):
         return step(
             "prepared",
-            gettext("Devices prepared"),
+            pgettext("pending check", "Devices prepared"),
             WARN,
             gettext(
                 "The pod is bound but not running: the kubelet may be failing to prepare the "
@@ -406,7 +406,7 @@ def prepared_step(pod, claim, results):
         )
     return step(
         "prepared",
-        gettext("Devices prepared"),
+        pgettext("pending check", "Devices prepared"),
         INFO,
         gettext("Not applicable until the pod is bound to a node."),
         conditions=device_conditions,

@@ -506,9 +506,9 @@ spec:
           count: 4
 """
     return [
-        ("claim", "Claim: 2 devices", claim),
-        ("template", "Template: ≥ 40Gi memory", template),
-        ("pod", "Pod + template: 4 devices", pod),
+        ("claim", gettext("Claim: 2 devices"), claim),
+        ("template", gettext("Template: ≥ 40Gi memory"), template),
+        ("pod", gettext("Pod + template: 4 devices"), pod),
     ]
 
 

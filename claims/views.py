@@ -396,6 +396,21 @@ class PodListView(DashboardView):
         return ctx
 
 
+def yaml_namespace(text):
+    """metadata.namespace of the first object in pasted YAML, or "" (unreadable YAML is the preview's to report)."""
+    if not text or "namespace" not in text:
+        return ""
+    try:
+        for doc in yaml.safe_load_all(text):
+            meta = doc.get("metadata") if isinstance(doc, dict) else None
+            if isinstance(meta, dict) and isinstance(meta.get("namespace"), str):
+                return meta["namespace"].strip()
+            return ""
+    except yaml.YAMLError:
+        return ""
+    return ""
+
+
 class PreviewView(DashboardView):
     """Where would a claim land? Paste YAML (claim, template or pod) or pick a pending claim; runs
     claims.preview.run_preview and shows claims.preview_page.PreviewReport.
@@ -440,7 +455,8 @@ class PreviewView(DashboardView):
         ctx.update(
             picked=ref,
             yaml_text=yaml_text,
-            namespace=namespace,
+            # The field shows the namespace the YAML names (it only fills in for objects without one).
+            namespace=yaml_namespace(yaml_text) or namespace,
             with_headroom=with_headroom,
             pod_tolerations=params.get("tolerations", ""),
             pod_node_selector=params.get("node_selector", ""),

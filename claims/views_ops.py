@@ -17,7 +17,7 @@ from gpudash.views import DashboardView
 from inventory.models import Cluster
 
 from .finding_scope import show_findings
-from .models import AuditEntry, Finding, Pod, PodClaimRef
+from .models import OUTCOME_TITLES, AuditEntry, Finding, Pod, PodClaimRef
 from .pending import PodNotFound, explain_pod
 from .release.actions import release_finding
 from .release.plans import ACTION_TITLES
@@ -228,6 +228,17 @@ class PendingPodView(DashboardView):
         return ctx
 
 
+# The audit log's sortable columns (header links); unsorted, newest first.
+AUDIT_SORT_COLUMNS = {
+    "at": "at",
+    "username": "username",
+    "cluster": "cluster_name",
+    "claim": "claim_name",
+    "action": "action",
+    "outcome": "outcome",
+}
+
+
 class AuditLogView(DashboardView):
     """Every attempted write to a cluster (release actions, their dry runs and refusals), newest first,
     filtered like GET /api/v1/audit/ (the same FilterSet): user, cluster, action, outcome, namespace, claim."""
@@ -241,10 +252,12 @@ class AuditLogView(DashboardView):
         ctx = super().get_context_data(**kwargs)
         visible = roles.scope_queryset(self.in_cluster(AuditEntry.objects.all()), self.request.user)
         params = self.request.GET.copy()
-        for key in ("page", "fragment", "cluster"):  # ?cluster= is the page's cluster (in_cluster above)
+        for key in ("page", "fragment", "cluster", "ordering"):  # ?cluster= is the page's cluster (in_cluster above)
             params.pop(key, None)
         filterset = AuditEntryFilterSet(params, queryset=visible)
         entries = filterset.qs if filterset.is_valid() else visible.none()
+        sort = tables.sorting(self.request, AuditEntry, AUDIT_SORT_COLUMNS, default=("-at",))
+        entries = sort.apply(entries, tiebreak=("-id",)) if sort.order else entries
         ctx.update(self.paginate(entries, 50))
         for entry in ctx["page_obj"].object_list:
             entry.request_json = json.dumps(entry.request, indent=2) if entry.request else ""
@@ -257,6 +270,9 @@ class AuditLogView(DashboardView):
             filters={k: self.request.GET.get(k, "") for k in ("username", "action", "outcome", "namespace", "claim")},
             filter_errors=filterset.errors,
             choices=choices,
+            action_titles=ACTION_TITLES,
+            outcome_titles=OUTCOME_TITLES,
+            sorting=sort,
             total=ctx["page_obj"].paginator.count,
         )
         return ctx

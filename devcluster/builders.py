@@ -17,6 +17,7 @@ GPU_DRIVER_NAMESPACE = "nvidia-dra-driver-gpu"
 GPU_DRIVER_APP = "nvidia-dra-driver-gpu"
 NIC_DRIVER_NAMESPACE = "rdma-dra-driver"
 NIC_DRIVER_APP = "rdma-dra-driver"
+RDMA_NODE_LABEL = "feature.node.kubernetes.io/rdma.available"
 TIMESTAMP = "2026-01-05T08:00:00Z"
 MAX_DEVICES_WITH_COUNTERS = 64  # per slice, when devices consume counters (validation limit)
 
@@ -556,6 +557,7 @@ def driver_pod(node, rng, app=GPU_DRIVER_APP, namespace=GPU_DRIVER_NAMESPACE, da
         labels={"app.kubernetes.io/name": app, "app.kubernetes.io/component": "kubelet-plugin"},
         image=f"registry.example.com/{app}:v25.8.0",
     )
+    pod["spec"]["serviceAccountName"] = f"{app}-service-account"
     pod["metadata"]["ownerReferences"] = [
         {
             "apiVersion": "apps/v1",
@@ -567,6 +569,50 @@ def driver_pod(node, rng, app=GPU_DRIVER_APP, namespace=GPU_DRIVER_NAMESPACE, da
         }
     ]
     return pod
+
+
+def driver_daemonset(app, namespace, uid, node_selector, pods, nodes):
+    """The DaemonSet that owns a driver's kubelet-plugin pods, its status counted as the DaemonSet
+    controller does: desired = nodes its nodeSelector picks, ready = its pods whose Ready is True."""
+    labels = {"app.kubernetes.io/name": app, "app.kubernetes.io/component": "kubelet-plugin"}
+    desired = sum(1 for n in nodes if all(n["metadata"]["labels"].get(k) == v for k, v in node_selector.items()))
+    ready = sum(
+        1
+        for p in pods
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])
+    )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": f"{app}-kubelet-plugin",
+            "namespace": namespace,
+            "uid": uid,
+            "labels": {"app.kubernetes.io/name": app},
+            "generation": 1,
+            "creationTimestamp": TIMESTAMP,
+        },
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": dict(node_selector),
+                    "containers": [{"name": "plugin", "image": f"registry.example.com/{app}:v25.8.0"}],
+                },
+            },
+            "updateStrategy": {"type": "RollingUpdate"},
+        },
+        "status": {
+            "desiredNumberScheduled": desired,
+            "currentNumberScheduled": len(pods),
+            "numberReady": ready,
+            "numberAvailable": ready,
+            "updatedNumberScheduled": len(pods),
+            "numberMisscheduled": 0,
+            "observedGeneration": 1,
+        },
+    }
 
 
 def namespace_obj(name, rng, labels=None):

@@ -36,6 +36,8 @@ RESOURCES = {
         ResourceInfo("nodes", "Node", "", "v1", False, has_status=True, short_names=("no",)),
         ResourceInfo("pods", "Pod", "", "v1", True, has_status=True, short_names=("po",)),
         ResourceInfo("events", "Event", "", "v1", True, short_names=("ev",)),
+        # Driver DaemonSets (desired vs ready per node, for the readiness check of drivers).
+        ResourceInfo("daemonsets", "DaemonSet", "apps", "v1", True, has_status=True, short_names=("ds",)),
         ResourceInfo("deviceclasses", "DeviceClass", RESOURCE_GROUP, "v1", False),
         ResourceInfo("resourceslices", "ResourceSlice", RESOURCE_GROUP, "v1", False),
         ResourceInfo(

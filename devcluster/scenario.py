@@ -153,12 +153,44 @@ class _Expander:
             uid = node["metadata"]["uid"]
             slices = b.gpu_slices(name, uid, model, spec.get("gpus", 8), self.rng, spec.get("mig"), profiles)
             if spec.get("nics"):
+                node["metadata"]["labels"][b.RDMA_NODE_LABEL] = "true"  # what NFD labels RDMA-capable nodes with
                 slices += b.nic_slices(name, uid, spec["nics"], self.rng)
                 self.out["pods"].append(b.driver_pod(name, self.rng, b.NIC_DRIVER_APP, b.NIC_DRIVER_NAMESPACE, nic_ds))
             self.out["pods"].append(b.driver_pod(name, self.rng, daemonset_uid=gpu_ds))
             for s in slices:
                 self._index_slice(s)
             self.out["resourceslices"].extend(slices)
+        self._driver_daemonsets(gpu_ds, nic_ds)
+
+    def _driver_daemonsets(self, gpu_ds, nic_ds):
+        """The DaemonSets owning the driver pods; a pod on a NotReady node is not Ready (the node
+        lifecycle controller marks it so)."""
+        ready = {
+            n["metadata"]["name"]: any(
+                c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions") or []
+            )
+            for n in self.out["nodes"]
+        }
+        for uid, app, namespace, selector in (
+            (gpu_ds, b.GPU_DRIVER_APP, b.GPU_DRIVER_NAMESPACE, {"nvidia.com/gpu.present": "true"}),
+            (nic_ds, b.NIC_DRIVER_APP, b.NIC_DRIVER_NAMESPACE, {b.RDMA_NODE_LABEL: "true"}),
+        ):
+            pods = [
+                p
+                for p in self.out["pods"]
+                if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])
+            ]
+            for pod in pods:
+                if not ready.get(pod["spec"].get("nodeName"), True):
+                    for c in pod["status"]["conditions"]:
+                        if c["type"] == "Ready":
+                            c.update(status="False", reason="NodeNotReady")
+                    for cs in pod["status"].get("containerStatuses") or []:
+                        cs["ready"] = False
+            if pods:
+                self.out["daemonsets"].append(
+                    b.driver_daemonset(app, namespace, uid, selector, pods, self.out["nodes"])
+                )
 
     def _index_slice(self, s):
         driver, pool = s["spec"]["driver"], s["spec"]["pool"]["name"]

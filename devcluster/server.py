@@ -138,6 +138,27 @@ class WatchStream:
             self.queue.put_nowait(("DELETED", event))
 
 
+# The DRA feature gates of a default v1.36 apiserver: name -> (stage as the metric labels it, enabled).
+FEATURE_GATES = {
+    "DynamicResourceAllocation": ("", True),
+    "DRAAdminAccess": ("", True),
+    "DRAPrioritizedList": ("", True),
+    "DRAResourceClaimDeviceStatus": ("BETA", True),
+    "DRAPartitionableDevices": ("BETA", True),
+    "DRADeviceTaints": ("BETA", True),
+    "DRADeviceTaintRules": ("BETA", False),
+    "DRAConsumableCapacity": ("BETA", True),
+    "DRADeviceBindingConditions": ("BETA", True),
+    "DRAExtendedResource": ("BETA", True),
+    "DRASchedulerFilterTimeout": ("BETA", True),
+    "DRAResourceClaimGranularStatusAuthorization": ("BETA", True),
+    "DRAListTypeAttributes": ("ALPHA", False),
+    "DRANodeAllocatableResources": ("ALPHA", False),
+    "DRAResourcePoolStatus": ("ALPHA", False),
+    "DRAWorkloadResourceClaims": ("ALPHA", False),
+}
+
+
 class DevCluster:
     """The API server. `start()` returns the URL; the store stays usable directly."""
 
@@ -170,6 +191,10 @@ class DevCluster:
         self.disabled_groups = set()
         self.disabled_resources = set()
         self.devicetaintrule_versions = ()  # served versions of devicetaintrules; () = not served
+        # The apiserver's /metrics: its feature gates (kubernetes_feature_enabled), and whether the
+        # caller's RBAC allows GET /metrics (a nonResourceURLs rule; most clusters deny it).
+        self.feature_gates = dict(FEATURE_GATES)
+        self.metrics_allowed = True
         self.requests = collections.deque(maxlen=2000)  # (method, path_qs), for tests to inspect
         self.pod_logs = {}  # (namespace, pod, container) -> log text, served by pods/{name}/log
         self._faults = []
@@ -540,6 +565,8 @@ class DevCluster:
         head = parts[0]
         if head in ("healthz", "readyz", "livez") and len(parts) == 1:
             return web.Response(text="ok")
+        if head == "metrics" and len(parts) == 1 and request.method == "GET":
+            return self._metrics(request)
         if head == "version" and len(parts) == 1:
             return _json_response(
                 {
@@ -673,6 +700,31 @@ class DevCluster:
             )
         raise ApiError(405, "MethodNotAllowed", f"method {request.method} is not allowed here")
 
+    def _metrics(self, request):
+        """GET /metrics: the Prometheus text of kubernetes_feature_enabled (one line per gate, as the
+        apiserver's component-base registers it) and kubernetes_build_info; 403 where RBAC denies it."""
+        if not self.metrics_allowed:
+            raise ApiError(
+                403,
+                "Forbidden",
+                'forbidden: User "devcluster-user" cannot get path "/metrics"',
+            )
+        lines = [
+            "# HELP kubernetes_build_info [ALPHA] A metric with a constant '1' value labeled by major, minor, "
+            "git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes "
+            "was built, and platform on which it is running.",
+            "# TYPE kubernetes_build_info gauge",
+            'kubernetes_build_info{build_date="2026-01-01T00:00:00Z",compiler="gc",git_commit="devcluster",'
+            'git_tree_state="clean",git_version="v1.36.0-devcluster",go_version="go1.25",major="1",minor="36",'
+            'platform="linux/amd64"} 1',
+            "# HELP kubernetes_feature_enabled [BETA] This metric records the data about the stage and enablement "
+            "of a k8s feature.",
+            "# TYPE kubernetes_feature_enabled gauge",
+        ]
+        for name, (stage, enabled) in sorted(self.feature_gates.items()):
+            lines.append(f'kubernetes_feature_enabled{{name="{name}",stage="{stage}"}} {1 if enabled else 0}')
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
     def _pod_log(self, request, namespace, name):
         """GET pods/{name}/log: text/plain, with the apiserver's container, tailLines and limitBytes
         (previous, timestamps, sinceSeconds and follow are accepted and ignored)."""
@@ -762,9 +814,10 @@ class DevCluster:
             "preferredVersion": {"groupVersion": f"{AUTHZ_GROUP}/v1", "version": "v1"},
         }
         groups = [authz]
-        entry = self._group_entry(RESOURCE_GROUP)
-        if entry:
-            groups.append(entry)
+        for group in ("apps", RESOURCE_GROUP):
+            entry = self._group_entry(group)
+            if entry:
+                groups.append(entry)
         return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
     def _group(self, group):

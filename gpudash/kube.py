@@ -146,9 +146,9 @@ class KubeClient:
             raw.release_conn()
         return data.decode("utf-8", "replace"), cut
 
-    def stream_lines(self, path, query=None, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)):
-        """Open a streaming GET (a watch); returns (response, iterator of raw lines)."""
-        url, raw = self._request(path, query, timeout)
+    def stream_lines(self, path, query=None, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), accept="application/json"):
+        """Open a streaming GET (a watch, or /metrics as text/plain); returns (response, iterator of raw lines)."""
+        url, raw = self._request(path, query, timeout, accept=accept)
         return raw, _iter_lines(raw, url)
 
 

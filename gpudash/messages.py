@@ -50,3 +50,21 @@ def _param(value, translate):
         sep = pgettext("between clauses of a list", "; ") if translate else "; "
         return sep.join(_param(v, translate) for v in value)
     return value
+
+
+def duration(seconds):
+    """A duration with the precision it deserves and its unit in the active language: "0.3 ms",
+    "12 ms", "4.2 s", "3 min 12 s" (never "0.0 s" for a sub-second time)."""
+    if seconds is None:
+        return ""
+    seconds = max(float(seconds), 0.0)
+    if seconds < 1:
+        ms = seconds * 1000
+        return gettext("%(n)s ms") % {"n": number_format(ms, 2 if ms < 0.1 else 1 if ms < 10 else 0)}
+    if seconds < 60:
+        return gettext("%(n)s s") % {"n": number_format(seconds, 1 if seconds < 10 else 0)}
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return gettext("%(m)s min %(s)s s") % {"m": minutes, "s": rest}
+    hours, minutes = divmod(minutes, 60)
+    return gettext("%(h)s h %(m)s min") % {"h": grouped(hours), "m": minutes}

@@ -1,7 +1,9 @@
 from csp.constants import UNSAFE_INLINE
 from csp.decorators import csp_update
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from gpudash.health import healthz, readyz
@@ -9,10 +11,22 @@ from gpudash.views import LiveRegionsView
 from gpudash.views_sync import SyncStatusView
 from monitoring.metrics import metrics_view
 
+
+class FaviconView(RedirectView):
+    """Browsers ask for /favicon.ico whatever the page links: the static icon, not a 404 (resolved per
+    request, so a hashed static name from the manifest is used where there is one)."""
+
+    permanent = True
+
+    def get_redirect_url(self, *args, **kwargs):
+        return static("gpudash/favicon.svg")
+
+
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
+    path("favicon.ico", FaviconView.as_view(), name="favicon"),
     path("admin/", admin.site.urls),
     # The nav's language switch posts here; the choice is kept in a cookie (issue 14).
     path("i18n/", include("django.conf.urls.i18n")),

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from .models import Cluster, SyncState
 
@@ -29,9 +30,11 @@ def summarise(cluster, states, now=None):
     now = now or timezone.now()
     last_event = max((s.last_event_at for s in states if s.last_event_at), default=None)
     if cluster.is_snapshot:
-        return Connection(cluster, "snapshot", cluster.discovered_at, last_event, "imported snapshot, not watched")
+        return Connection(
+            cluster, "snapshot", cluster.discovered_at, last_event, gettext("imported snapshot, not watched")
+        )
     if not states:
-        return Connection(cluster, "never", None, None, "no watcher has run yet")
+        return Connection(cluster, "never", None, None, gettext("no watcher has run yet"))
     # The Events mirror is optional (its RBAC rule may be left out): its errors do not disconnect the cluster.
     errors = [s for s in states if s.status == SyncState.Status.ERROR and s.kind not in OPTIONAL_KINDS]
     if errors:
@@ -44,11 +47,17 @@ def summarise(cluster, states, now=None):
             "disconnected",
             min(s.lease_expires for s in expired),
             last_event,
-            f"watcher lease of {expired[0].kind} expired",
+            gettext("watcher lease of %(kind)s expired") % {"kind": expired[0].kind},
         )
     catching_up = [s for s in states if s.status in (SyncState.Status.LISTING, SyncState.Status.IDLE)]
     if catching_up:
-        return Connection(cluster, "lagging", None, last_event, "listing " + ", ".join(s.kind for s in catching_up))
+        return Connection(
+            cluster,
+            "lagging",
+            None,
+            last_event,
+            gettext("listing %(kinds)s") % {"kinds": ", ".join(s.kind for s in catching_up)},
+        )
     since = min((s.connected_since for s in states if s.connected_since), default=None)
     return Connection(cluster, "connected", since, last_event)
 

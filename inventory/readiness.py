@@ -11,17 +11,21 @@ Live calls go to the API server; everything else reads the mirror. A check that 
 from collections import Counter, defaultdict
 from datetime import timedelta
 from statistics import median
+from urllib.parse import urlencode
 
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy
 
-from claims.models import AllocationResult, ClaimStateChange, Finding, Pod, ResourceClaim
+from claims.models import AllocationResult, ClaimStateChange, Finding, ResourceClaim
 from claims.pending import ClusterReader, ops_setting
-from dra.model import label_selector_matches
+from gpudash import messages
 from gpudash.kube import KubeError
 from gpudash.messages import grouped
 from gpudash.sync.kinds import KINDS
 
+from . import featuregates
+from .driverdaemonsets import DriverPodFinder
 from .models import Device, DeviceClass, DeviceTaintRule, Node, ResourceSlice, SharedCounterSet, SyncState
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
@@ -35,34 +39,84 @@ def check(check_id, title, items, summary="", data=None):
     return {"id": check_id, "title": title, "status": status, "summary": summary, "items": items, "data": data or {}}
 
 
-def item(status, text, **data):
-    return {"status": status, "text": text, **({"data": data} if data else {})}
+def item(status, text, links=(), **data):
+    """One line of a check; `links` ({label, url}) lead to the objects the line is about."""
+    return {
+        "status": status,
+        "text": text,
+        **({"links": [dict(link) for link in links if link]} if links else {}),
+        **({"data": data} if data else {}),
+    }
+
+
+def link(label, url_name, *args, **query):
+    url = reverse(url_name, args=args)
+    return {"label": str(label), "url": url + ("?" + urlencode(query) if query else "")}
+
+
+def _node_links(cluster, names, limit=20):
+    return [link(n, "inventory:node-detail", cluster.name, n) for n in sorted(names)[:limit]]
+
+
+def _pod_links(cluster, pods, limit=20):
+    return [link(p.name, "claims:pod-detail", cluster.name, p.namespace, p.name) for p in list(pods)[:limit]]
+
+
+def _pods_link(namespace):
+    return link(gettext("pods in %(namespace)s") % {"namespace": namespace}, "claims:pod-list", namespace=namespace)
+
+
+def _slices_link(driver):
+    return link(gettext("%(driver)s slices") % {"driver": driver}, "inventory:slice-list", driver=driver)
 
 
 # --- 1. versions and features -----------------------------------------------------------------------
 
 
 def check_versions(cluster, reader):
+    """The API server's version, the resource.k8s.io versions it serves, and which DRA feature gates
+    are on: from its kubernetes_feature_enabled metric where RBAC allows GET /metrics, else inferred."""
     items, data = [], {}
     version, versions = cluster.server_version, list(cluster.served_resource_versions or [])
+    served_kinds = set()
     if reader.live:
         try:
             info = reader.get("/version") or {}
             version = info.get("gitVersion") or version
             group = reader.get("/apis/resource.k8s.io") or {}
             versions = [v.get("version") for v in group.get("versions") or []]
+            for v in versions:
+                listing = reader.get(f"/apis/resource.k8s.io/{v}") or {}
+                served_kinds |= {r.get("kind") for r in listing.get("resources") or [] if "/" not in r.get("name", "")}
         except KubeError as exc:
             items.append(
                 item(
                     WARN, gettext("API server not reachable, using what discovery recorded: %(error)s") % {"error": exc}
                 )
             )
-    data.update(server_version=version, resource_versions=versions)
+    if not served_kinds:
+        served_kinds = set(
+            SyncState.objects.filter(cluster=cluster)
+            .exclude(status=SyncState.Status.NOT_SERVED)
+            .values_list("kind", flat=True)
+        )
+    data.update(server_version=version, resource_versions=versions, served_kinds=sorted(k for k in served_kinds if k))
     items.append(
         item(PASS if version else WARN, f"Kubernetes {version}" if version else gettext("Server version unknown."))
     )
     if "v1" in versions:
-        items.append(item(PASS, gettext("resource.k8s.io served: %(versions)s.") % {"versions": ", ".join(versions)}))
+        items.append(
+            item(
+                PASS,
+                gettext("resource.k8s.io served: %(versions)s.") % {"versions": ", ".join(versions)},
+                links=[
+                    link(gettext("ResourceSlices"), "inventory:slice-list"),
+                    link(gettext("DeviceClasses"), "inventory:class-list"),
+                    link(gettext("ResourceClaims"), "claims:claim-list"),
+                    link(gettext("ResourceClaimTemplates"), "claims:template-list"),
+                ],
+            )
+        )
     elif versions:
         items.append(
             item(
@@ -75,6 +129,11 @@ def check_versions(cluster, reader):
         items.append(item(FAIL, gettext("resource.k8s.io is not served: DRA is off on this cluster.")))
     features = features_in_use(cluster)
     data["features"] = features
+    gates, source, why = featuregates.read_gates(reader, versions, served_kinds, features)
+    data.update(
+        feature_gates={k: v[0] if isinstance(v, tuple) else v for k, v in gates.items()}, feature_gates_source=source
+    )
+    items += _gate_items(gates, source, why, features)
     items.append(
         item(
             PASS,
@@ -83,9 +142,92 @@ def check_versions(cluster, reader):
                 "features": ", ".join(f"{FEATURE_NAMES.get(k, k)} ({v})" for k, v in features.items())
                 or gettext("none beyond basic allocation")
             },
+            links=[link(label, *target) for k in features for label, target in [_feature_link(k)] if target],
         )
     )
     return check("versions", gettext("API server and DRA versions"), items, f"Kubernetes {version or '?'}", data)
+
+
+def _gate_items(gates, source, why, features):
+    """The DRA feature-gate lines: from the metric (enabled/disabled per gate), or what is inferred."""
+    dra = [g for g in featuregates.DRA_GATES if g in gates] + sorted(
+        g for g in gates if g.startswith("DRA") and g not in featuregates.DRA_GATES
+    )
+    if source == "metrics":
+        on = [g for g in dra if gates[g][0]]
+        off = [g for g in dra if not gates[g][0]]
+        out = []
+        core = gates.get("DynamicResourceAllocation")
+        if core is not None and not core[0]:
+            out.append(item(FAIL, gettext("Feature gate DynamicResourceAllocation is off: DRA does not work.")))
+        out.append(
+            item(
+                PASS,
+                gettext(
+                    "DRA feature gates enabled (kubernetes_feature_enabled from the API server's /metrics): %(gates)s."
+                )
+                % {"gates": ", ".join(on) or gettext("none")},
+                gates=on,
+            )
+        )
+        if off:
+            used_but_off = [
+                g for k in features for g in [featuregates.PROVEN_BY_USE.get(k)] if g in off
+            ]  # objects written while the gate was on; the API server now ignores those fields
+            out.append(
+                item(
+                    WARN if used_but_off else PASS,
+                    gettext("Disabled: %(gates)s.") % {"gates": ", ".join(off)}
+                    + (
+                        " "
+                        + gettext(
+                            "Objects still use %(gates)s: written while the gate was on, the API server now drops "
+                            "those fields on update and the scheduler ignores them."
+                        )
+                        % {"gates": ", ".join(sorted(set(used_but_off)))}
+                        if used_but_off
+                        else ""
+                    ),
+                    gates=off,
+                )
+            )
+        return out
+    on = sorted(g for g, v in gates.items() if v is True)
+    return [
+        item(
+            PASS,
+            gettext(
+                "DRA feature gates known to be on (inferred from the API versions served and the fields objects carry): %(gates)s."
+            )
+            % {"gates": ", ".join(on) or gettext("none")},
+            gates=on,
+        ),
+        item(
+            SKIP,
+            gettext(
+                "The other gates cannot be told: the API server's /metrics was not readable (%(error)s). "
+                'Grant GET on the non-resource URL /metrics (deploy/rbac-readonly.yaml, "nonResourceURLs") to read them all.'
+            )
+            % {"error": why[:300]},
+        ),
+    ]
+
+
+def _feature_link(feature):
+    """Where the objects using a feature are listed: (label, (url name, *args, query))."""
+    label = FEATURE_NAMES.get(feature, feature)
+    targets = {
+        "device taints": ("inventory:device-list",),
+        "consumable capacity": ("inventory:device-list",),
+        "binding conditions": ("inventory:device-list",),
+        "partitionable devices (shared counters)": ("inventory:slice-list",),
+        "per-device node selection": ("inventory:slice-list",),
+        "admin access": ("claims:claim-list",),
+        "prioritized list (firstAvailable)": ("claims:claim-list",),
+        "extended resources backed by DRA": ("claims:claim-list",),
+        "DeviceTaintRules": ("inventory:class-list",),
+    }
+    return label, targets.get(feature)
 
 
 # The names of features_in_use's keys (which stay English: they are the API's data) in the page's language.
@@ -139,8 +281,8 @@ def _node_label_matches(labels, spec):
     return key in labels and (not has_value or labels[key] == value)
 
 
-def check_drivers(cluster, reader):
-    items = []
+def _slice_nodes(cluster):
+    """{driver: nodes it publishes node-local slices (or per-device node names) for}."""
     slice_nodes = defaultdict(set)
     for driver, node in (
         ResourceSlice.objects.filter(cluster=cluster).exclude(node_name="").values_list("driver", "node_name")
@@ -152,26 +294,76 @@ def check_drivers(cluster, reader):
         .values_list("driver", "node_name")
     ):
         slice_nodes[driver].add(node)
-    data = {}
+    return slice_nodes
+
+
+def check_drivers(cluster, reader):
+    """Per driver: its DaemonSet(s), desired vs ready on every node they target, nodes publishing
+    slices without a driver pod and the reverse, and why the configured pod labels found nothing."""
+    items, data = [], {}
+    slice_nodes = _slice_nodes(cluster)
+    nodes = {n.name: n for n in Node.objects.filter(cluster=cluster)}
+    finder = DriverPodFinder(cluster, reader)
     for driver in sorted(slice_nodes):
-        pod_nodes, selectors = _driver_pod_nodes(cluster, reader, driver)
         publishing = slice_nodes[driver]
+        daemonsets, selectors, guessed = finder.for_driver(driver)
+        pods = [p for ds in daemonsets for p in ds.pods if p.node]
+        pod_nodes = {p.node for p in pods if p.phase == "Running"}
         data[driver] = {
             "nodes_with_slices": sorted(publishing),
-            "nodes_with_driver_pods": sorted(pod_nodes) if pod_nodes is not None else None,
+            "nodes_with_driver_pods": sorted(pod_nodes),
+            "daemonsets": [
+                {"name": ds.key, "desired": ds.desired, "ready": ds.ready_count, "pods": len(ds.pods)}
+                for ds in daemonsets
+            ],
+            "selectors": selectors,
+            "guessed": guessed,
+            "service_accounts": sorted({f"{p.namespace}:{p.service_account}" for p in pods if p.service_account}),
         }
-        if pod_nodes is None:
+        if not daemonsets:
             items.append(
                 item(
                     WARN,
                     gettext(
-                        "%(driver)s: slices from %(count)s node(s); its pods cannot be found "
-                        "(set GPUDASH_OPS DRIVER_POD_LABEL / DRIVER_POD_SELECTORS)."
+                        "%(driver)s: slices from %(count)s node(s), but no pod matches %(selectors)s and no "
+                        "DaemonSet is named like the driver: set GPUDASH_OPS DRIVER_POD_SELECTORS for it."
                     )
-                    % {"driver": driver, "count": grouped(len(publishing))},
+                    % {
+                        "driver": driver,
+                        "count": grouped(len(publishing)),
+                        "selectors": ", ".join(selectors) or gettext("(no selector configured)"),
+                    },
+                    links=[_slices_link(driver), *_node_links(cluster, publishing)],
                 )
             )
             continue
+        if guessed:
+            ds = daemonsets[0]
+            items.append(
+                item(
+                    WARN,
+                    gettext(
+                        "%(driver)s: the configured pod selectors (%(selectors)s) match no pod, so gpudash took "
+                        "DaemonSet %(daemonset)s for this driver by its name (its pods carry %(labels)s). Label "
+                        "the driver's pods %(label)s=%(driver)s, or set GPUDASH_OPS DRIVER_POD_SELECTORS "
+                        '{"%(driver)s": "%(selector)s"}.'
+                    )
+                    % {
+                        "driver": driver,
+                        "selectors": ", ".join(selectors) or gettext("none"),
+                        "daemonset": ds.key,
+                        "labels": ds.selector or gettext("other labels"),
+                        "label": ops_setting("DRIVER_POD_LABEL") or "resource.gpudash.io/driver",
+                        "selector": ds.selector,
+                    },
+                    links=[_pods_link(ds.namespace), *_pod_links(cluster, ds.pods)],
+                    finding="driver_pod_label_mismatch",
+                )
+            )
+        for ds in daemonsets:
+            items += _daemonset_items(cluster, driver, ds, nodes, publishing)
+        ready_nodes = {p.node for p in pods if p.ready}
+        data[driver]["down_nodes"] = sorted(publishing - ready_nodes)
         silent = sorted(pod_nodes - publishing)
         orphan = sorted(publishing - pod_nodes)
         if silent:
@@ -182,8 +374,9 @@ def check_drivers(cluster, reader):
                         "%(driver)s: driver pods run on %(nodes)s but no slices are published there "
                         "(kubelet plugin not registered?)."
                     )
-                    % {"driver": driver, "nodes": ", ".join(silent)},
+                    % {"driver": driver, "nodes": ", ".join(silent[:20])},
                     nodes=silent,
+                    links=[*_node_links(cluster, silent), *_pod_links(cluster, [p for p in pods if p.node in silent])],
                 )
             )
         if orphan:
@@ -192,10 +385,11 @@ def check_drivers(cluster, reader):
                     WARN,
                     gettext(
                         "%(driver)s: slices published for %(nodes)s where no driver pod runs "
-                        "(stale slices, or the pods' labels differ)."
+                        "(stale slices: the driver is gone from the node, or its pods are labelled otherwise)."
                     )
                     % {"driver": driver, "nodes": ", ".join(orphan[:20])},
                     nodes=orphan,
+                    links=[_slices_link(driver), *_node_links(cluster, orphan)],
                 )
             )
         if not silent and not orphan:
@@ -204,6 +398,7 @@ def check_drivers(cluster, reader):
                     PASS,
                     gettext("%(driver)s: driver pods and slices on the same %(count)s node(s).")
                     % {"driver": driver, "count": grouped(len(publishing))},
+                    links=[_slices_link(driver)],
                 )
             )
     gpu_labels = ops_setting("GPU_NODE_LABELS") or []
@@ -215,7 +410,7 @@ def check_drivers(cluster, reader):
     )  # device plugin, HAMi: check 7
     unpublished = sorted(
         n.name
-        for n in Node.objects.filter(cluster=cluster)
+        for n in nodes.values()
         if any(_node_label_matches(n.labels, s) for s in gpu_labels)
         and n.name not in publishing_any
         and n.name not in served_otherwise
@@ -227,10 +422,24 @@ def check_drivers(cluster, reader):
                 gettext("%(count)s node(s) look like GPU nodes but publish no slices: %(nodes)s.")
                 % {"count": grouped(len(unpublished)), "nodes": ", ".join(unpublished[:20])},
                 nodes=unpublished,
+                links=_node_links(cluster, unpublished),
             )
         )
     if not slice_nodes:
         items.append(item(WARN, gettext("No DRA driver publishes node-local slices.")))
+    if finder.daemonsets is None:
+        data["daemonsets_error"] = finder.daemonset_error
+        items.append(
+            item(
+                SKIP,
+                gettext(
+                    "DaemonSets could not be read (%(error)s): driver pods are grouped by their owner, and nodes "
+                    'a DaemonSet targets without a pod cannot be told. The optional rule "list daemonsets" '
+                    "in deploy/rbac-readonly.yaml allows it."
+                )
+                % {"error": finder.daemonset_error[:300]},
+            )
+        )
     return check(
         "drivers",
         gettext("DRA drivers deployed"),
@@ -240,30 +449,86 @@ def check_drivers(cluster, reader):
     )
 
 
-def _driver_pod_nodes(cluster, reader, driver):
-    selectors = []
-    if ops_setting("DRIVER_POD_LABEL"):
-        selectors.append(f"{ops_setting('DRIVER_POD_LABEL')}={driver}")
-    if (ops_setting("DRIVER_POD_SELECTORS") or {}).get(driver):
-        selectors.append(ops_setting("DRIVER_POD_SELECTORS")[driver])
-    nodes = set()
-    if reader.live:
-        try:
-            for selector in selectors:
-                doc = reader.get("/api/v1/pods", {"labelSelector": selector}) or {}
-                nodes |= {
-                    (p.get("spec") or {}).get("nodeName")
-                    for p in doc.get("items") or []
-                    if (p.get("status") or {}).get("phase") == "Running"
-                }
-            nodes.discard(None)
-            return (nodes if nodes or selectors else None), selectors
-        except KubeError:
-            pass
-    for pod in Pod.objects.filter(cluster=cluster, phase="Running").exclude(node_name=""):
-        if any(label_selector_matches(s, pod.labels) for s in selectors):
-            nodes.add(pod.node_name)
-    return (nodes if nodes or selectors else None), selectors
+def _daemonset_items(cluster, driver, ds, nodes, publishing):
+    """Desired vs ready for one driver DaemonSet, and the nodes where its pod is missing or not Ready."""
+    by_node = defaultdict(list)
+    for pod in ds.pods:
+        by_node[pod.node].append(pod)
+    if ds.selector:  # the DaemonSet itself was read: the nodes it targets are known
+        targets = sorted(n for n, node in nodes.items() if ds.targets(node))
+    else:
+        targets = sorted(set(by_node) | publishing)
+    desired = ds.desired if ds.desired is not None else len(targets)
+    ready_nodes = sorted(n for n in targets if any(p.ready for p in by_node.get(n, ())))
+    ready = ds.ready_count if ds.ready_count is not None else len(ready_nodes)
+    out = []
+    name = ds.key if ds.name else gettext("pods without a DaemonSet in %(namespace)s") % {"namespace": ds.namespace}
+    out.append(
+        item(
+            PASS if ready >= desired and desired else WARN,
+            gettext("%(driver)s: DaemonSet %(daemonset)s: %(ready)s of %(desired)s desired pods ready.")
+            % {"driver": driver, "daemonset": name, "ready": grouped(ready), "desired": grouped(desired)},
+            daemonset=ds.key,
+            desired=desired,
+            ready=ready,
+            links=[_pods_link(ds.namespace)],
+        )
+    )
+    missing, not_ready = [], []
+    for n in targets:
+        pods = by_node.get(n, [])
+        if not pods:
+            missing.append(n)
+        elif not any(p.ready for p in pods):
+            not_ready.append((n, pods[0]))
+    if missing:
+        slices_there = [n for n in missing if n in publishing]
+        out.append(
+            item(
+                FAIL if slices_there else WARN,
+                gettext(
+                    "%(driver)s: no driver pod on %(nodes)s, which DaemonSet %(daemonset)s targets: claims "
+                    "cannot be prepared or cleaned up there."
+                )
+                % {"driver": driver, "nodes": ", ".join(missing[:20]), "daemonset": name},
+                nodes=missing,
+                links=_node_links(cluster, missing),
+            )
+        )
+    for n, pod in not_ready:
+        node = nodes.get(n)
+        node_down = node is not None and node.ready is False
+        out.append(
+            item(
+                WARN if node_down else FAIL,
+                (
+                    gettext("%(driver)s: driver pod %(pod)s on %(node)s is not Ready: the node itself is NotReady.")
+                    if node_down
+                    else gettext("%(driver)s: driver pod %(pod)s on %(node)s is not Ready (%(phase)s%(reason)s).")
+                )
+                % {
+                    "driver": driver,
+                    "pod": pod.name,
+                    "node": n,
+                    "phase": pod.phase or "?",
+                    "reason": f", {pod.reason}" if pod.reason else "",
+                },
+                node=n,
+                pod=f"{pod.namespace}/{pod.name}",
+                links=[*_node_links(cluster, [n]), *_pod_links(cluster, [pod])],
+            )
+        )
+    stray = sorted(n for n in by_node if n and ds.selector and n not in targets)
+    if stray:
+        out.append(
+            item(
+                WARN,
+                gettext("%(driver)s: pods of %(daemonset)s run on %(nodes)s, which its node selector does not pick.")
+                % {"driver": driver, "daemonset": name, "nodes": ", ".join(stray[:20])},
+                links=_node_links(cluster, stray),
+            )
+        )
+    return out
 
 
 # --- 3. RBAC ------------------------------------------------------------------------------------------
@@ -279,6 +544,8 @@ RISKY = (
         gettext_lazy("publish devices (ResourceSlices are for drivers and admins)"),
     ),
     ("update", "resource.k8s.io", "resourceslices", "", False, gettext_lazy("rewrite published devices")),
+    ("delete", "resource.k8s.io", "resourceslices", "", False, gettext_lazy("withdraw published devices")),
+    ("update", "resource.k8s.io", "resourceclaims", "status", True, gettext_lazy("update claim status")),
     ("patch", "resource.k8s.io", "resourceclaims", "status", True, gettext_lazy("write claim status")),
     (
         "patch",
@@ -303,6 +570,12 @@ OPTIONAL_READ = [
     ("list", "", "events", gettext_lazy("the object pages show no mirrored Events")),
     ("watch", "", "events", gettext_lazy("the object pages show no mirrored Events")),
     ("get", "", "pods/log", gettext_lazy("no DRA driver log tail on the Pending, claim and node pages")),
+    (
+        "list",
+        "apps",
+        "daemonsets",
+        gettext_lazy("the driver check cannot tell desired from ready driver pods per node"),
+    ),
 ]
 NEEDED_RELEASE = [
     ("patch", "resource.k8s.io", "resourceclaims/status"),
@@ -325,7 +598,53 @@ def _rules_allow(rules, verb, group, resource):
     )
 
 
-def check_rbac(cluster, reader):
+def _driver_account_items(reader, drivers):
+    """A driver's kubelet plugin publishes its node's slices: its service account must be allowed to
+    create them (`drivers`: {driver: ["namespace:serviceaccount", ...]} from check 2)."""
+    items = []
+    for driver, accounts in sorted(drivers.items()):
+        for account in accounts:
+            namespace, name = account.split(":", 1)
+            user = f"system:serviceaccount:{namespace}:{name}"
+            body = {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": {
+                    "user": user,
+                    "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"],
+                    "resourceAttributes": {"verb": "create", "group": "resource.k8s.io", "resource": "resourceslices"},
+                },
+            }
+            try:
+                allowed = (
+                    _post(reader, "/apis/authorization.k8s.io/v1/subjectaccessreviews", body).get("status") or {}
+                ).get("allowed")
+            except KubeError as exc:
+                items.append(item(SKIP, gettext("SubjectAccessReview failed: %(error)s") % {"error": exc}))
+                return items
+            items.append(
+                item(
+                    PASS if allowed else FAIL,
+                    (
+                        gettext(
+                            "%(driver)s: its service account %(subject)s may publish ResourceSlices, as a driver must."
+                        )
+                        if allowed
+                        else gettext(
+                            "%(driver)s: its service account %(subject)s may not create ResourceSlices: the driver cannot "
+                            "publish its devices."
+                        )
+                    )
+                    % {"driver": driver, "subject": user},
+                    subject=user,
+                    driver=driver,
+                    links=[_pods_link(namespace)],
+                )
+            )
+    return items
+
+
+def check_rbac(cluster, reader, drivers=None):
     if not reader.live:
         return check(
             "rbac",
@@ -339,6 +658,7 @@ def check_rbac(cluster, reader):
         )
     items = []
     probe_ns = "default"
+    items += _driver_account_items(reader, drivers or {})
     for subject in ops_setting("RBAC_SUBJECTS") or []:
         who = subject.get("user") or ",".join(subject.get("groups") or [])
         allowed = []
@@ -446,7 +766,7 @@ def check_rbac(cluster, reader):
         )
     elif cluster.writable:
         items.append(item(PASS, gettext("The dashboard has exactly what release actions need.")))
-    return check("rbac", gettext("RBAC"), items, data={"dashboard_rules": rules})
+    return check("rbac", gettext("Least privilege (RBAC)"), items, data={"dashboard_rules": rules})
 
 
 def _impersonates(cluster):
@@ -579,6 +899,11 @@ def check_reporting(cluster):
             gettext("Incomplete pools: %(pools)s.") % {"pools": ", ".join(incomplete[:20])}
             if incomplete
             else gettext("Every pool is complete."),
+            links=[
+                link(f"{d}/{p}", "inventory:slice-list", driver=d, pool=p)
+                for d, p in sorted({tuple(x.split(" ", 1)[0].split("/", 1)) for x in incomplete})[:20]
+            ]
+            or [link(gettext("pools"), "inventory:pool-list")],
         )
     )
     if mixed:
@@ -601,6 +926,7 @@ def check_reporting(cluster):
             gettext("Slices for nodes that don't exist: %(nodes)s.") % {"nodes": ", ".join(ghost[:20])}
             if ghost
             else gettext("Every node-local slice has its node."),
+            links=[link(n, "inventory:slice-list", node=n) for n in ghost[:20]],
         )
     )
     dupes = [
@@ -616,6 +942,11 @@ def check_reporting(cluster):
             gettext("Duplicate device names: %(devices)s.") % {"devices": ", ".join(dupes[:20])}
             if dupes
             else gettext("No duplicate device names."),
+            links=[
+                link(d, "inventory:device-list", driver=d.split("/", 1)[0], pool=p, name=n)
+                for d in dupes[:20]
+                for p, n in [d.split("/", 1)[1].rsplit("/", 1)]
+            ],
         )
     )
     count_label = ops_setting("GPU_COUNT_LABEL")
@@ -661,6 +992,7 @@ def check_reporting(cluster):
                     gettext("Devices per node differ from %(label)s: %(nodes)s.")
                     % {"label": count_label, "nodes": ", ".join(wrong[:20])},
                     nodes=wrong,
+                    links=_node_links(cluster, [w.split(" ", 1)[0] for w in wrong]),
                 )
             )
     return check(
@@ -694,17 +1026,22 @@ def release_durations(cluster, since):
     return durations, open_releases
 
 
-def check_recovery(cluster, now=None):
+def check_recovery(cluster, now=None, drivers_down=None):
+    """The release path: claims held after their pod went away, claims stuck deleting, how long a
+    release takes (pod gone -> claim deallocated), and the claims a driver that is down holds back.
+    `drivers_down`: {driver: nodes publishing its slices without a Ready driver pod} (check 2)."""
     now = now or timezone.now()
     items = []
     active = Counter(Finding.objects.filter(cluster=cluster).active().values_list("rule", flat=True))
     held = active.get("stale_reservation", 0) + active.get("orphaned_allocation", 0)
+    stuck_link = [link(gettext("stuck claims"), "ops:stuck")]
     items.append(
         item(
             FAIL if held else PASS,
             gettext("%(count)s claim finding(s) still allocated after their pod went away.") % {"count": grouped(held)}
             if held
             else gettext("No claim is held after its pod went away."),
+            links=stuck_link if held else (),
         )
     )
     deleting = active.get("deletion_blocked", 0)
@@ -714,6 +1051,7 @@ def check_recovery(cluster, now=None):
             gettext("%(count)s claim(s) stuck deleting.") % {"count": grouped(deleting)}
             if deleting
             else gettext("No claim stuck deleting."),
+            links=stuck_link if deleting else (),
         )
     )
     durations, still_open = release_durations(cluster, now - timedelta(days=1))
@@ -725,14 +1063,15 @@ def check_recovery(cluster, now=None):
             item(
                 WARN if slow else PASS,
                 gettext(
-                    "%(count)s release(s) in the last day: median %(median)s s, slowest %(slowest)s s "
+                    "%(count)s release(s) in the last day: median %(median)s, slowest %(slowest)s "
                     "(pod gone → claim deallocated)."
                 )
                 % {
                     "count": grouped(len(durations)),
-                    "median": f"{median(durations):.1f}",
-                    "slowest": f"{max(durations):.1f}",
+                    "median": messages.duration(median(durations)),
+                    "slowest": messages.duration(max(durations)),
                 },
+                links=[link(gettext("audit log"), "ops:audit")],
             )
         )
     else:
@@ -743,8 +1082,58 @@ def check_recovery(cluster, now=None):
                 WARN,
                 gettext("%(count)s claim(s) lost their reservation but are not deallocated yet.")
                 % {"count": grouped(still_open)},
+                links=[link(gettext("allocated claims"), "claims:claim-list", state=ResourceClaim.State.ALLOCATED)],
             )
         )
+    for driver, nodes in sorted((drivers_down or {}).items()):
+        if not nodes:
+            continue
+        claims = (
+            AllocationResult.objects.filter(cluster=cluster, driver=driver, claim__node_name__in=nodes)
+            .values_list("claim__node_name", "claim_id")
+            .distinct()
+        )
+        per_node = Counter(node for node, _claim in claims)
+        if not per_node:
+            continue
+        items.append(
+            item(
+                WARN,
+                gettext(
+                    "%(driver)s is down on %(nodes)s, where %(count)s allocated claim(s) use its devices: their "
+                    "running pods keep running, but new pods using them cannot start, and when their pods are "
+                    "deleted the devices are not cleaned up (nor reusable) until the driver is back. Drain a "
+                    "driver only once no claim on its nodes is allocated."
+                )
+                % {
+                    "driver": driver,
+                    "nodes": ", ".join(f"{n} ({per_node[n]})" for n in sorted(per_node)),
+                    "count": grouped(sum(per_node.values())),
+                },
+                driver=driver,
+                nodes=dict(per_node),
+                links=[
+                    link(
+                        gettext("claims on %(node)s") % {"node": n},
+                        "claims:claim-list",
+                        node=n,
+                    )
+                    for n in sorted(per_node)
+                ],
+            )
+        )
+    items.append(
+        item(
+            PASS,
+            gettext(
+                "When a pod is deleted, the ResourceClaim controller removes it from its claims' reservedFor; a "
+                "claim made from the pod's template is deleted with it, a shared claim that nobody reserves any "
+                "more is deallocated, and the driver unprepares the devices on the node. gpudash flags a claim "
+                "that stays allocated after that (stuck claims) and releases it only through an audited action."
+            ),
+            links=[*stuck_link, link(gettext("audit log"), "ops:audit")],
+        )
+    )
     return check("recovery", gettext("Failure recovery path"), items, data=data)
 
 
@@ -946,9 +1335,15 @@ def run_checks(cluster, live=True):
         checks = [
             check_versions(cluster, reader),
             check_drivers(cluster, reader),
-            check_rbac(cluster, reader),
+        ]
+        found = {d: v for d, v in checks[1]["data"].items() if isinstance(v, dict)}
+        checks += [
+            check_rbac(cluster, reader, {d: v.get("service_accounts") or [] for d, v in found.items()}),
             check_reporting(cluster),
-            check_recovery(cluster),
+        ]
+        down = {d: v.get("down_nodes") for d, v in found.items()}
+        checks += [
+            check_recovery(cluster, drivers_down=down),
             check_mirror(cluster),
             check_transition(cluster),
         ]
@@ -957,7 +1352,7 @@ def run_checks(cluster, live=True):
             "cluster": cluster.name,
             "status": status,
             "live": reader.live,
-            "checked_at": timezone.now().isoformat(),
+            "checked_at": timezone.now().isoformat().replace("+00:00", "Z"),
             "checks": checks,
             "error": reader.error,
         }

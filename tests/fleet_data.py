@@ -27,7 +27,7 @@ SCENARIO_ORDER = (
     "resourceclaims",
     "pods",
 )
-NOT_MIRRORED = {"events"}  # read live by the Pending checklist, never stored
+NOT_MIRRORED = {"events", "daemonsets"}  # read live (Pending checklist, readiness), never stored
 
 
 def meta(name, namespace="", **extra):

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import User
 
+from inventory.fleet import state_label
 from inventory.models import Cluster
 from monitoring import history
 from monitoring.models import FleetSample, NamespaceSample
@@ -31,6 +32,11 @@ def server(artifacts_dir):
     server.start()
     yield server, end
     server.stop()
+
+
+def collected_points(hours, end):
+    """The chart's points from the first one with a sample (the server fixture's oldest is 90 minutes back)."""
+    return sum(1 for m in history.points(hours)[1] if m >= end - timedelta(minutes=90))
 
 
 def chart(page, caption):
@@ -62,20 +68,17 @@ def test_overview_draws_the_history_charts(server):
         page.on("response", lambda r: missing.append(r.url) if r.status >= 400 else None)
         log_in(page, server.url, "hana", PASSWORD)
         states = chart(page, "Whole-GPU devices by state")
-        assert states.get_attribute("data-chart-points") == str(len(history.points(24)[1]))
+        # The x axis spans the samples collected (90 minutes of a 24 h range), with a note since when.
+        assert states.get_attribute("data-chart-points") == str(collected_points(24, end))
+        since = states.locator("[data-chart-since]")
+        assert since.get_attribute("data-chart-since") == str(int((end - timedelta(minutes=90)).timestamp()))
+        assert "collecting since" in since.inner_text()
         legend = states.locator(".u-legend").inner_text()
         for state in ("free", "allocated", "partial", "unhealthy"):
-            assert state in legend, legend
-        # uPlot's legend shows the values of one point (the cursor's): show the newest sample's.
-        states.scroll_into_view_if_needed()
-        states.evaluate("(f, ts) => f._uplot.setLegend({idx: f._uplot.data[0].indexOf(ts)})", int(end.timestamp()))
-        allocated = states.locator(".u-legend .u-series", has_text="allocated")
-        page.wait_for_function(
-            "el => el.innerText !== '--'", arg=allocated.locator(".u-value").element_handle(), timeout=5000
-        )
-        assert allocated.locator(".u-value").inner_text() == str(allocated_now), states.locator(
-            ".u-legend"
-        ).inner_text()
+            assert state_label(state) in legend, legend
+        # Before any hover the legend shows the newest sample's values, not "--".
+        allocated = states.locator(".u-legend .u-series", has_text=state_label("allocated"))
+        assert allocated.locator(".u-value").inner_text() == str(allocated_now), legend
         by_model = chart(page, "Free whole GPUs by model").locator(".u-legend").inner_text()
         assert "NVIDIA H100 80GB HBM3" in by_model and "ConnectX-7" not in by_model
         held = chart(page, "Whole GPUs held, top namespaces").locator(".u-legend").inner_text()
@@ -85,7 +88,7 @@ def test_overview_draws_the_history_charts(server):
         page.wait_for_function(
             """() => document.querySelector("figure[data-history-chart]").getAttribute("data-chart-points") === "%d"
                                """
-            % len(history.points(168)[1])
+            % collected_points(168, end)
         )
         assert page.get_by_role("button", name="7 days").get_attribute("aria-pressed") == "true"
 
@@ -93,6 +96,6 @@ def test_overview_draws_the_history_charts(server):
         page.wait_for_url("**/history/namespaces/**")
         namespace = page.url.rstrip("/").rsplit("/", 1)[1]
         devices = chart(page, f"Devices held by {namespace}").locator(".u-legend").inner_text()
-        assert "gpu" in devices and "idle" in devices
+        assert "whole GPUs" in devices and "idle GPUs" in devices
         assert NamespaceSample.objects.filter(namespace=namespace).exists()
         assert page.evaluate("window.__csp") == [] and missing == [] and errors == [], (missing, errors)

@@ -42,7 +42,7 @@ def test_row_escapes_names_and_counts_partitions():
     assert "node-<1>" not in html
     assert '<span class="muted">prod/</span>node-&lt;1&gt;</a>' in html  # several clusters: the cluster is named
     assert re.search(
-        r'<span class="rowsum muted">1 GPU · 1 free <span title="published devices, partitions and other devices included">\(2\)</span></span>',
+        r'<span class="rowsum muted">1 GPU · 1 free <span class="rowdevices" title="published devices, partitions and other devices included">· 2 devices in all</span></span>',
         html,
     )
     assert html.count('class="cell s-free') == 2
@@ -54,7 +54,8 @@ def test_row_without_gpus_in_one_cluster_counts_devices_and_free_ones():
     )
     assert 'class="maprow row-unhealthy"' in html
     assert 'href="/pools/"' in html and '<span class="muted">prod/</span>' not in html
-    assert '<span class="rowsum muted">2</span>' in html  # no free devices: no "· 0 free"
+    # No free devices: no "· 0 free"; the NotReady node said in words, not only by its struck-through name.
+    assert '<span class="rowsum muted"><span class="rownotready">node NotReady</span> · 2 devices</span>' in html
 
 
 def test_row_summary_in_chinese_with_sources_and_an_outage():

@@ -19,6 +19,7 @@ import uuid
 import orjson
 import redis
 from django.conf import settings
+from django.utils.translation import gettext
 
 from claims.preview_service.config import limits
 from claims.preview_service.local_pool import PreviewCancelled, PreviewWorkerLost
@@ -71,9 +72,9 @@ def run(job, wait_seconds, client_gone=None):
                 )
             if time.monotonic() > until:
                 raise PreviewWorkerLost(
-                    "no preview worker answered in time"
+                    gettext("no preview worker answered in time")
                     if started
-                    else "no preview worker took this preview in time (are the `preview` workers running?)"
+                    else gettext("no preview worker took this preview in time (are the `preview` workers running?)")
                 )
     except BaseException:
         r.set(_key(job_id, "cancel"), 1, ex=max(60, int(wait_seconds) + 60))

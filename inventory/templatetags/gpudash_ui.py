@@ -5,7 +5,6 @@ import html
 from urllib.parse import quote
 
 from django import template
-from django.template.defaultfilters import date as date_filter
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -14,6 +13,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
+from gpudash import messages
 from inventory.fleet import state_label as _state_label
 
 register = template.Library()
@@ -32,6 +32,58 @@ SEVERITY_TITLES = {
     "warning": gettext_lazy("warning"),
     "critical": gettext_lazy("critical"),
 }
+
+
+CHECK_STATUS_TITLES = {
+    "pass": gettext_lazy("pass"),
+    "warn": gettext_lazy("warn"),
+    "fail": gettext_lazy("fail"),
+    "skip": gettext_lazy("skip"),
+}
+
+
+@register.filter
+def check_status(status):
+    """A readiness check's pass/warn/fail/skip in the page's language (the key stays in classes and the API)."""
+    return CHECK_STATUS_TITLES.get(status, status)
+
+
+# The pod name the engine gives a claim previewed without a pod (dra.nodefilters.SchedulingPod.would_be):
+# the engine's text stays as it is, the page shows it in its language.
+ENGINE_POD_PLACEHOLDER = "(the pod using the claim)"
+
+
+@register.filter
+def engine_pod_ref(ref):
+    return gettext_lazy("(the pod using the claim)") if ref == ENGINE_POD_PLACEHOLDER else ref
+
+
+@register.filter
+def duration(seconds):
+    """Seconds as "0.3 ms", "4.2 s", "3 min 12 s", units in the page's language (gpudash.messages.duration)."""
+    try:
+        return messages.duration(seconds)
+    except (TypeError, ValueError):
+        return seconds
+
+
+@register.simple_tag
+def history_series_labels():
+    """The fleet-history charts' series names (state, kind and claim-state keys) in the page's language, as
+    JSON for history.js's legends."""
+    import json
+
+    from inventory.fleet import STATE_LABELS
+
+    labels = {k: str(v) for k, v in STATE_LABELS.items()}
+    labels.update({k: str(v) for k, v in CLAIM_STATE_TITLES.items()})
+    labels.update(
+        gpu=str(_("whole GPUs")),
+        partition=str(_("partitions")),
+        other=str(_("other devices")),
+        idle=str(_("idle GPUs")),
+    )
+    return json.dumps(labels, ensure_ascii=False)
 
 
 @register.simple_tag
@@ -88,7 +140,23 @@ def state_badge(st):
 
 @register.filter
 def claim_state_badge(state):
-    return format_html('<span class="badge c-{}">{}</span>', state or "none", state or "—")
+    return format_html('<span class="badge c-{}">{}</span>', state or "none", claim_state_title(state) or "—")
+
+
+CLAIM_STATE_TITLES = {
+    "pending": gettext_lazy("pending"),
+    "allocated": gettext_lazy("allocated"),
+    "reserved": gettext_lazy("reserved"),
+    "deleting": gettext_lazy("deleting"),
+    "stuck": gettext_lazy("stuck"),
+    "deleted": gettext_lazy("deleted"),
+}
+
+
+@register.filter
+def claim_state_title(state):
+    """A claim's state in the page's language (the key stays in classes, filters and the API)."""
+    return CLAIM_STATE_TITLES.get(state, state)
 
 
 def _as_datetime(value):
@@ -325,11 +393,7 @@ def map_row(row, devices_url, one_cluster):
     cells = [map_cells(row, devices_url)]
     if unpublished:
         since = row["unpublished_since"]
-        cells.append(
-            unpublished_cells(
-                unpublished, date_filter(timezone.template_localtime(since), "Y-m-d H:i:s e") if since else ""
-            )
-        )
+        cells.append(unpublished_cells(unpublished, utc(since) if since else ""))
     if sources:
         cells.append(source_cells(sources))
     esc = html.escape
@@ -343,12 +407,18 @@ def map_row(row, devices_url, one_cluster):
             counted = esc(
                 _("published devices, partitions and other devices included")
             )  # outside the f-string: makemessages reads it
-            summary += f' <span title="{counted}">({len(devices)})</span>'
+            in_all = esc(
+                ngettext("%(counter)s device in all", "%(counter)s devices in all", len(devices))
+                % {"counter": len(devices)}
+            )
+            summary += f' <span class="rowdevices" title="{counted}">· {in_all}</span>'
     else:
-        summary = str(len(devices))
+        summary = esc(ngettext("%(counter)s device", "%(counter)s devices", len(devices)) % {"counter": len(devices)})
         free = row["states"].get("free")
         if free:
             summary += " " + esc(_("· %(free)s free") % {"free": free})
+    if row["unhealthy"]:  # said in words, not only by the greyed, struck-through name
+        summary = f'<span class="rownotready">{esc(_("node NotReady"))}</span> · ' + summary
     if row.get("partitions"):
         summary += " · " + partition_summary(row["partitions"])
     dp, hami = sources.get("device_plugin"), sources.get("hami")

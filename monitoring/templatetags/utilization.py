@@ -70,6 +70,22 @@ def utilization_overview(context, cluster_ids):
 
 
 @register.simple_tag
+def utilization_hint(pods):
+    """Why a page's GPU utilization column is empty, in words (None when nothing needs saying)."""
+    from django.utils.translation import gettext
+
+    cluster_ids = {p.cluster_id for p in pods}
+    if not cluster_ids:
+        return None
+    sources = PrometheusSource.objects.filter(cluster_id__in=cluster_ids, enabled=True)
+    if not sources.exists():
+        return gettext("no metrics source configured: add the cluster's Prometheus (dcgm-exporter) in the admin")
+    if not sources.exclude(last_minute=None).exists():
+        return gettext("no samples yet: the metrics source has not been polled successfully")
+    return gettext("no samples for these pods' devices in the last poll")
+
+
+@register.simple_tag
 def pods_utilization(pods):
     """{pod id: [(device, GPU utilization %)]} for a page of pods (their `refs` set by the pod list):
     the latest poll's values of the devices their claims hold. One query for the claims' allocation

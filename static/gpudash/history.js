@@ -45,6 +45,28 @@
       return;
     }
     plot.textContent = "";
+    var section = figure.closest("[data-history]");
+    // The x axis spans the data collected, not the whole range asked for: 15 minutes of samples are
+    // not squeezed into the last pixels of a 24 h axis; a note says since when samples exist.
+    var first = body.timestamps.findIndex(function (_ts, i) {
+      return body.series.some(function (s) { return s.values[i] !== null; });
+    });
+    var since = figure.querySelector("[data-chart-since]");
+    if (since) since.remove();
+    if (first > 0) {
+      body = { timestamps: body.timestamps.slice(first), series: body.series.map(function (s) { return { name: s.name, values: s.values.slice(first) }; }) };
+      since = document.createElement("p");
+      since.className = "muted small";
+      since.setAttribute("data-chart-since", String(body.timestamps[0]));
+      var when = new Date(body.timestamps[0] * 1000).toISOString().slice(0, 16).replace("T", " ") + " UTC";
+      since.textContent = (section.getAttribute("data-since-text") || "collecting since {time}").replace("{time}", when);
+      figure.insertBefore(since, plot);
+    }
+    // The newest point with a sample: what the legend shows until the cursor points elsewhere.
+    var newest = body.timestamps.length - 1;
+    while (newest > 0 && !body.series.some(function (s) { return s.values[newest] !== null; })) newest--;
+    var labels = {};
+    try { labels = JSON.parse(section.getAttribute("data-series-labels") || "{}"); } catch (e) { labels = {}; }
     var fg = getComputedStyle(document.body).color;
     var grid = getComputedStyle(document.documentElement).getPropertyValue("--line").trim() || "#dfe3e8";
     var axis = { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
@@ -54,13 +76,16 @@
       scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(max, 1) * 1.05]; } } },
       axes: [axis, Object.assign({}, axis, { size: 50, values: function (u, splits) { return splits.map(fmt); } })],
       series: [{ value: "{YYYY}-{MM}-{DD} {HH}:{mm} UTC" }].concat(body.series.map(function (s, i) {
-        return { label: s.name, stroke: colourOf(s.name, i), width: 1.5, spanGaps: true, points: { show: false },
+        return { label: labels[s.name] || s.name, stroke: colourOf(s.name, i), width: 1.5, spanGaps: true, points: { show: false },
                  value: function (u, v) { return fmt(v); } };
       })),
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); },
+      // The legend shows the newest values until the cursor points elsewhere (not "--").
+      hooks: { setCursor: [function (u) { if (u.cursor.idx == null) u.setLegend({ idx: newest }); }] },
     };
     var data = [body.timestamps].concat(body.series.map(function (s) { return s.values; }));
     figure._uplot = new uPlot(opts, data, plot);
+    figure._uplot.setLegend({ idx: newest });
     figure.setAttribute("data-chart-points", String(body.timestamps.length));
     figure.setAttribute("data-chart-series", String(body.series.length));
   }

@@ -28,6 +28,22 @@
         textarea.focus();
       });
     });
+    // The Namespace field fills in for objects without metadata.namespace: while the user has not typed
+    // in it, it shows the namespace the YAML names (its metadata block's `namespace:` line).
+    var nsField = document.querySelector("input[name=namespace]");
+    if (textarea && nsField) {
+      var typed = false;
+      nsField.addEventListener("input", function () { typed = true; });
+      var follow = function () {
+        if (typed) return;
+        var m = /^metadata:\s*(?:\{[^}]*\bnamespace:\s*([\w.-]+)|\n(?:[ \t]+.*\n)*?[ \t]+namespace:\s*["']?([\w.-]+))/m.exec(textarea.value);
+        var ns = m && (m[1] || m[2]);
+        if (ns) nsField.value = ns;
+      };
+      textarea.addEventListener("input", follow);
+      textarea.addEventListener("change", follow);
+      document.querySelectorAll(".pv-sample").forEach(function (btn) { btn.addEventListener("click", follow); });
+    }
     document.querySelectorAll(".pv-goto").forEach(function (btn) {
       btn.addEventListener("click", function () {
         if (textarea) gotoPosition(textarea, parseInt(btn.dataset.line, 10), parseInt(btn.dataset.column, 10));

@@ -3,7 +3,8 @@
 //  - the navigation collapses behind "Menu" at narrow widths (the button says whether it is open);
 //  - a form whose answer takes longer than 300 ms shows a busy state (aria-busy, "Working…");
 //  - the fleet map is one Tab stop: arrow keys, Home/End and PageUp/PageDown move between its cells
-//    and node names (a roving tabindex), so a keyboard user does not tab through thousands of devices.
+//    and node names (a roving tabindex), so a keyboard user does not tab through thousands of devices;
+//  - "/" puts the cursor in the search box.
 (function () {
   "use strict";
   var BUSY_AFTER_MS = 300;
@@ -12,6 +13,22 @@
   var t = window.gpudash.t;
 
   function ready(fn) { if (document.readyState !== "loading") fn(); else document.addEventListener("DOMContentLoaded", fn); }
+
+  // --- "/" focuses the search box (as on GitHub and in most consoles), unless the user is typing ---
+  document.addEventListener("keydown", function (ev) {
+    if (ev.key !== "/" || ev.ctrlKey || ev.metaKey || ev.altKey || ev.defaultPrevented) return;
+    var target = ev.target, tag = target && target.tagName;
+    if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || (target && target.isContentEditable)) return;
+    var search = document.getElementById("global-search");
+    if (!search) return;
+    ev.preventDefault();
+    if (document.body.classList.contains("nav-open") === false && search.offsetParent === null) {
+      var toggle = document.querySelector(".navtoggle");  // on a phone the search sits in the closed menu
+      if (toggle) toggle.click();
+    }
+    search.focus();
+    search.select();
+  });
 
   // --- navigation menu ------------------------------------------------------------------------
   document.addEventListener("click", function (ev) {
