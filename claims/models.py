@@ -498,7 +498,7 @@ class AuditEntry(models.Model):
     @property
     def action_title(self):
         """The action in words, in the reader's language (the stored key stays in filters and the API)."""
-        from .release import ACTION_TITLES
+        from .release.plans import ACTION_TITLES
 
         return ACTION_TITLES.get(self.action, self.action)
 

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone, translation
 
 from claims.models import AuditEntry
-from claims.release import ACTION_TITLES
+from claims.release.plans import ACTION_TITLES
 from gpudash import roles
 from monitoring.models import PrometheusSource
 

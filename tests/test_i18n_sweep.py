@@ -129,7 +129,7 @@ def english_words(html, allowed):
 @pytest.fixture
 def demo(db):
     from claims.models import AuditEntry
-    from claims.release import ACTION_TITLES
+    from claims.release.plans import ACTION_TITLES
 
     cluster = load_scenario(Cluster.objects.create(name="demo"))
     claim = ResourceClaim.objects.filter(cluster=cluster).order_by("namespace", "name").first()
