@@ -8,8 +8,8 @@ admin needs them) and scrubbed per user when shown: by the API serializer, the p
 
 import copy
 
-from gpudash import roles
-from gpudash.messages import render
+from mirror import roles
+from mirror.messages import render
 
 from .preview_scope import OTHER_CLAIM, redact_result
 from .stuck import DOUBLE_ALLOCATION, double_allocation_summary

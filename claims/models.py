@@ -3,9 +3,9 @@
 from django.db import models
 from django.utils.translation import pgettext_lazy
 
-from gpudash.messages import render
-from gpudash.models import KubeObject, parse_k8s_time, text_indexes
 from inventory import accelerators
+from mirror.messages import render
+from mirror.models import KubeObject, parse_k8s_time, text_indexes
 
 __all__ = (
     "ResourceClaimTemplate",
@@ -211,7 +211,7 @@ class ResourceClaim(KubeObject):
 class AllocationResult(models.Model):
     """One `status.allocation.devices.results[]` entry: claim request -> device."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     claim = models.ForeignKey(ResourceClaim, on_delete=models.CASCADE, related_name="results")
     # The claim's namespace (part of its identity, so never stale): counts per namespace read the
     # results alone instead of joining every result to its claim's wide row (94 -> 27 ms at 20,000 nodes).
@@ -237,7 +237,7 @@ class AllocationResult(models.Model):
 class ClaimConsumer(models.Model):
     """One `status.reservedFor[]` entry."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     claim = models.ForeignKey(ResourceClaim, on_delete=models.CASCADE, related_name="consumers")
     api_group = models.CharField(max_length=253, blank=True)
     resource = models.CharField(max_length=63)
@@ -319,7 +319,7 @@ class PodFootprint(models.Model):
     a full Pod row for every pod of a big cluster would cost far more. `raw` is the engine's footprint
     document (dra.nodefilters.pod_footprint), read as is into the preview Inventory."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     namespace = models.CharField(max_length=253)
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
@@ -345,7 +345,7 @@ class PodFootprint(models.Model):
 class PodClaimRef(models.Model):
     """A pod's `spec.resourceClaims[]` entry, resolved to the claim name where known."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="claim_refs")
     namespace = models.CharField(max_length=253)
     pod_claim_name = models.CharField(max_length=253)
@@ -379,7 +379,7 @@ class PodClaimRef(models.Model):
 class ClaimStateChange(models.Model):
     """A claim's state as the watcher saw it change over time (kept after the claim is gone)."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     namespace = models.CharField(max_length=253)
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64)
@@ -418,7 +418,7 @@ class Finding(models.Model):
         WARNING = "warning", "Warning"
         CRITICAL = "critical", "Critical"
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     rule = models.CharField(max_length=64)
     severity = models.CharField(max_length=16, choices=Severity.choices, default=Severity.WARNING)
     namespace = models.CharField(max_length=253, blank=True)
@@ -427,7 +427,7 @@ class Finding(models.Model):
     # Distinguishes several findings of one rule on one claim (e.g. one per stale consumer).
     subject = models.CharField(max_length=255, blank=True)
     summary = models.TextField()  # English, as the API has always served it
-    # The same text as a message (gpudash/messages.py), so a page shows it in the reader's language.
+    # The same text as a message (mirror/messages.py), so a page shows it in the reader's language.
     summary_message = models.JSONField(default=dict, blank=True)
     evidence = models.JSONField(default=dict, blank=True)
     remedy = models.CharField(max_length=64, blank=True, help_text="Name of the release action that fixes it.")
@@ -462,7 +462,7 @@ class AuditEntry(models.Model):
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL, related_name="+")
     username = models.CharField(max_length=150)
-    cluster = models.ForeignKey("inventory.Cluster", null=True, on_delete=models.SET_NULL, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", null=True, on_delete=models.SET_NULL, related_name="+")
     cluster_name = models.CharField(max_length=63)
     namespace = models.CharField(max_length=253, blank=True)
     claim_name = models.CharField(max_length=253, blank=True)
@@ -472,7 +472,7 @@ class AuditEntry(models.Model):
     dry_run = models.BooleanField(default=False)
     outcome = models.CharField(max_length=32)  # done, refused, conflict, error, dry-run
     reason = models.TextField(blank=True)
-    # The reason as a message (gpudash/messages.py, issue 14): the audit pages show it in the reader's
+    # The reason as a message (mirror/messages.py, issue 14): the audit pages show it in the reader's
     # language; `reason` keeps the English (the API). Empty for rows written before: they show `reason`.
     reason_message = models.JSONField(default=dict, blank=True)
     request = models.JSONField(default=dict, blank=True)
@@ -500,7 +500,7 @@ class StuckObservation(models.Model):
     """When the detector first saw a condition whose start the objects themselves don't tell
     (a pod or node that vanished, a device no longer published); grace periods count from here."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     rule = models.CharField(max_length=64)
     claim_uid = models.CharField(max_length=64)
     subject = models.CharField(max_length=255, blank=True)

@@ -9,9 +9,9 @@ from django.conf import settings
 from django.utils.translation import gettext
 
 from dra.model import label_selector_matches
-from gpudash.kube import KubeClient, KubeError
-from gpudash.messages import grouped
 from inventory.models import Node, ResourceSlice
+from mirror.kube import KubeClient, KubeError
+from mirror.messages import grouped
 
 from .models import Pod, ResourceClaim
 from .preview_service.dispatch import request_preview
@@ -117,7 +117,7 @@ class ClusterReader:
         ]
 
     def mirrored_events(self, kind, namespace, name, uid):
-        from gpudash.models import KubeEvent
+        from mirror.models import KubeEvent
 
         rows = list(KubeEvent.objects.about(self.cluster.id, kind, name, namespace, uid)[:20])
         if not rows:

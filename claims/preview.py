@@ -97,7 +97,7 @@ def redact_other_claims(result, visible_namespaces):
 
 def invalidate(cluster=None):
     """Forget this process's inventories (all, or one cluster's): the next preview builds afresh.
-    Only needed after writing mirrored rows outside gpudash.sync.apply (which logs its changes)."""
+    Only needed after writing mirrored rows outside mirror.sync.apply (which logs its changes)."""
     forget(None if cluster is None else cluster.pk)
 
 

@@ -15,10 +15,10 @@ import yaml
 from django.db.models import Q
 from django.utils.translation import gettext, gettext_lazy
 
-from gpudash import roles
 from inventory import devicestate
 from inventory.fleet import natural_key, state_label
 from inventory.models import Device, DeviceClass
+from mirror import roles
 
 FITS_PER_PAGE = 50  # each fitting node renders a device strip: keep the page light
 NODES_PER_GROUP_PAGE = 100

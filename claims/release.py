@@ -25,11 +25,11 @@ from kubernetes.client.exceptions import ApiException
 from urllib3 import HTTPHeaderDict
 
 from accounts.rights import kube_identity
-from gpudash import roles
-from gpudash.bounded import bounded
-from gpudash.kube import KubeClient, KubeError
-from gpudash.messages import english, message, render
-from gpudash.sync.apply import apply_object, delete_object
+from mirror import roles
+from mirror.bounded import bounded
+from mirror.kube import KubeClient, KubeError
+from mirror.messages import english, message, render
+from mirror.sync.apply import apply_object, delete_object
 
 from .models import DELETE_PROTECTION_FINALIZER, OUTCOME_TITLES, AuditEntry, Pod, ResourceClaim
 from .pending import ops_setting
@@ -77,7 +77,7 @@ class Plan:
     warnings: list = field(default_factory=list)
     # What was verified, in words, so the dry run shows why the action is considered safe.
     checks: list = field(default_factory=list)
-    # The same texts as messages (gpudash/messages.py), for the pages in the reader's language; the
+    # The same texts as messages (mirror/messages.py), for the pages in the reader's language; the
     # English strings above are what the API and the audit entry's request keep. Set through
     # refuse(), warn() and verified(), which write both.
     refused_message: dict = field(default_factory=dict)
@@ -537,7 +537,7 @@ def dashboard_identity(api_client, cluster, timeout):
 @dataclass
 class Outcome:
     outcome: str
-    # Given as a message (gpudash/messages.py): kept in `message`, `reason` is its English text (the
+    # Given as a message (mirror/messages.py): kept in `message`, `reason` is its English text (the
     # API, the audit entry's reason); pages show `shown_reason`, in the reader's language.
     reason: str | dict = ""
     plan: Plan | None = None
@@ -576,7 +576,7 @@ class Outcome:
 
 
 def _audit(user, cluster, namespace, name, action, rule, dry_run, outcome, before=None, after=None):
-    """Write the attempt's AuditEntry. What it stores is bounded (gpudash/bounded.py): an operator's
+    """Write the attempt's AuditEntry. What it stores is bounded (mirror/bounded.py): an operator's
     input (30,000 uids, say) must not grow the audit log at will; what was left out is counted."""
     claim_uid = _meta(before).get("uid", "") if before else ""
     entry = AuditEntry.objects.create(

@@ -17,9 +17,9 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
-from gpudash.messages import message, render
-from gpudash.models import parse_k8s_time
-from inventory.models import Device, Node, SyncState
+from inventory.models import Device, Node
+from mirror.messages import message, render
+from mirror.models import SyncState, parse_k8s_time
 from monitoring.models import OpsCounter
 
 from .models import AllocationResult, ClaimConsumer, Finding, Pod, PodClaimRef, ResourceClaim, StuckObservation
@@ -99,7 +99,7 @@ class Candidate:
     rule: str
     claim: ResourceClaim
     subject: str
-    # A message (gpudash/messages.py), rendered in the reader's language when shown; `summary` keeps
+    # A message (mirror/messages.py), rendered in the reader's language when shown; `summary` keeps
     # its English text for the API. A plain string is taken as it is (no translation).
     summary: str | dict
     severity: str = Finding.Severity.WARNING
@@ -517,7 +517,7 @@ def rule_device_vanished(m, cfg, now):
 
 
 def double_allocation_summary(device, claim_names):
-    """A message (gpudash/messages.py); also rebuilt when shown, with other namespaces' claims unnamed
+    """A message (mirror/messages.py); also rebuilt when shown, with other namespaces' claims unnamed
     (claims/finding_scope.py)."""
     return message(
         gettext_noop(
@@ -770,7 +770,7 @@ def _publish_findings(cluster, events):
     Sent like the watchers' changes, as kind "Finding" with the claim's namespace, so namespace-scoped
     viewers get them redacted like any other change.
     """
-    from gpudash.sync.publish import Change, publish_on_commit
+    from mirror.sync.publish import Change, publish_on_commit
 
     publish_on_commit(
         [
@@ -781,6 +781,6 @@ def _publish_findings(cluster, events):
 
 
 def detect_all(now=None):
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     return {c.name: detect(c, now) for c in Cluster.objects.filter(enabled=True)}

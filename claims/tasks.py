@@ -4,7 +4,7 @@ import logging
 
 from celery import shared_task
 
-from gpudash.debounce import ClusterDebounce
+from mirror.debounce import ClusterDebounce
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def detect_stuck_claims():
 
 @shared_task(name="claims.tasks.detect_stuck_claims_for_cluster", ignore_result=True)
 def detect_stuck_claims_for_cluster(cluster_id):
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     from .stuck import detect
 

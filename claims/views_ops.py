@@ -12,9 +12,9 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext
 
-from gpudash import roles, tables
-from gpudash.views import DashboardView
-from inventory.models import Cluster
+from mirror import roles, tables
+from mirror.models import Cluster
+from mirror.views import DashboardView
 
 from .finding_scope import show_findings
 from .models import AuditEntry, Finding, Pod, PodClaimRef
@@ -24,7 +24,7 @@ from .stuck import RULE_TITLES
 
 MAX_BULK = 100
 SEVERITY_RANK = {"info": 1, "warning": 2, "critical": 3}
-# Sortable columns of the "Why Pending?" list (gpudash/tables.py).
+# Sortable columns of the "Why Pending?" list (mirror/tables.py).
 PENDING_SORT = {
     "cluster": "cluster__name",
     "namespace": "namespace",

@@ -77,7 +77,7 @@ CONTENT_SECURITY_POLICY = {
 
 INSTALLED_APPS = [
     "daphne",
-    "gpudash.apps.GpudashAdminConfig",  # django.contrib.admin, usable by the admin role (gpudash/admin_site.py)
+    "gpudash.apps.GpudashAdminConfig",  # django.contrib.admin, usable by the admin role (mirror/admin_site.py)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI served locally: no CDN needed for /api/docs/
     "channels",
     "gpudash",
+    "mirror",
     "inventory",
     "claims",
     "monitoring",
@@ -201,8 +202,8 @@ LOGOUT_REDIRECT_URL = "login"
 from accounts.config import sign_in_settings  # noqa: E402
 
 globals().update(sign_in_settings(os.environ))
-# The admin role holds every model permission in the Django admin (gpudash/admin_site.py).
-AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "gpudash.admin_site.AdminRoleBackend"]  # noqa: F821
+# The admin role holds every model permission in the Django admin (mirror/admin_site.py).
+AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "mirror.admin_site.AdminRoleBackend"]  # noqa: F821
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
@@ -233,7 +234,7 @@ CELERY_TASK_ROUTES = {"claims.tasks.run_preview_job": {"queue": "preview"}}
 from celery.schedules import crontab  # noqa: E402
 
 CELERY_BEAT_SCHEDULE = {
-    "ensure-watchers": {"task": "gpudash.sync.tasks.ensure_watchers", "schedule": 15.0},
+    "ensure-watchers": {"task": "mirror.sync.tasks.ensure_watchers", "schedule": 15.0},
     "detect-stuck-claims": {"task": "claims.tasks.detect_stuck_claims", "schedule": 60.0},
     "poll-utilization": {
         "task": "monitoring.tasks.poll_utilization",
@@ -251,16 +252,16 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # DRF's JSON, written by orjson (a 20,000-node preview's 9.7 MB body: 130 ms with the json module).
-    "DEFAULT_RENDERER_CLASSES": ["gpudash.api.renderers.JSONRenderer", "rest_framework.renderers.BrowsableAPIRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["mirror.api.renderers.JSONRenderer", "rest_framework.renderers.BrowsableAPIRenderer"],
     # DRF's JSON parser, also refusing over-deep bodies and lone surrogates (a 400, not a 500).
     "DEFAULT_PARSER_CLASSES": [
-        "gpudash.api.parsers.JSONParser",
+        "mirror.api.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "gpudash.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "mirror.api.errors.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {
@@ -289,7 +290,7 @@ GPUDASH_SYNC = {
     "PUBLISH_COALESCE_SECONDS": float(os.environ.get("GPUDASH_PUBLISH_COALESCE", "0.1")),
     # Pods are mirrored when they use DRA, or when one of these labels contains the given text (driver pods).
     "DRIVER_POD_LABELS": {"app.kubernetes.io/name": "dra"},
-    # Mirrored Events (gpudash/sync/events.py): at most this many per cluster, none older than this.
+    # Mirrored Events (mirror/sync/events.py): at most this many per cluster, none older than this.
     "EVENTS_MAX_PER_CLUSTER": int(os.environ.get("GPUDASH_EVENTS_MAX", "5000")),
     "EVENTS_MAX_AGE_SECONDS": float(os.environ.get("GPUDASH_EVENTS_MAX_AGE", "86400")),
 }

@@ -4,9 +4,9 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from gpudash.health import healthz, readyz
-from gpudash.views import LiveRegionsView
-from gpudash.views_sync import SyncStatusView
+from mirror.health import healthz, readyz
+from mirror.views import LiveRegionsView
+from mirror.views_sync import SyncStatusView
 from monitoring.metrics import metrics_view
 
 urlpatterns = [

@@ -183,7 +183,7 @@ def pod_assignment(raw, cfg=None):
 
 
 def has_pod_assignment(raw, cfg=None):
-    """The pod carries a HAMi assignment annotation (the mirror keeps such pods, gpudash/sync/apply.py)."""
+    """The pod carries a HAMi assignment annotation (the mirror keeps such pods, mirror/sync/apply.py)."""
     cfg = cfg or config()
     annotations = ((raw or {}).get("metadata") or {}).get("annotations") or {}
     return isinstance(annotations, dict) and any(annotations.get(a) for a in cfg["HAMI_POD_ANNOTATIONS"])

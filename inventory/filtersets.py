@@ -3,10 +3,11 @@
 import django_filters
 from rest_framework.exceptions import ValidationError
 
-from gpudash.api.filters import ApiFilterSet, AttributeFilter, CapacityFilter, KubeObjectFilterSet, StrictBooleanFilter
+from mirror.api.filters import ApiFilterSet, AttributeFilter, CapacityFilter, KubeObjectFilterSet, StrictBooleanFilter
+from mirror.models import Cluster
 
 from .devicestate import STATES
-from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
+from .models import Device, DeviceClass, Node, ResourceSlice
 from .querysets import DEVICE_STATES
 
 __all__ = ("ClusterFilterSet", "NodeFilterSet", "DeviceClassFilterSet", "ResourceSliceFilterSet", "DeviceFilterSet")

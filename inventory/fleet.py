@@ -16,7 +16,7 @@ from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum
 from django.utils.translation import gettext_lazy as _
 
 from claims.models import AllocationResult, Finding
-from gpudash import roles
+from mirror import roles
 
 from . import devicestate, summary
 from .devicekinds import GPU, OTHER, PARTITION

@@ -90,7 +90,7 @@ def device_kubectl_commands(cluster, slice_name, device_name):
 
 def events_for(cluster_id, kind, name, namespace="", uid=""):
     """The mirrored Events about one object, newest first (bounded by the mirror, see docs/sync.md)."""
-    from gpudash.models import KubeEvent
+    from mirror.models import KubeEvent
 
     return KubeEvent.objects.about(cluster_id, kind, name, namespace, uid)
 

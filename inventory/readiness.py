@@ -18,11 +18,12 @@ from django.utils.translation import gettext, gettext_lazy
 from claims.models import AllocationResult, ClaimStateChange, Finding, Pod, ResourceClaim
 from claims.pending import ClusterReader, ops_setting
 from dra.model import label_selector_matches
-from gpudash.kube import KubeError
-from gpudash.messages import grouped
-from gpudash.sync.kinds import KINDS
+from mirror.kube import KubeError
+from mirror.messages import grouped
+from mirror.models import SyncState
+from mirror.sync.kinds import KINDS
 
-from .models import Device, DeviceClass, DeviceTaintRule, Node, ResourceSlice, SharedCounterSet, SyncState
+from .models import Device, DeviceClass, DeviceTaintRule, Node, ResourceSlice, SharedCounterSet
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 _RANK = {PASS: 0, SKIP: 1, WARN: 2, FAIL: 3}

@@ -12,7 +12,7 @@ from django.db.models import Q
 from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 
-from gpudash import roles
+from mirror import roles
 
 LIMIT = 20
 
@@ -48,8 +48,9 @@ def _bounded(qs):
 def search(text, user, cluster=None, namespace=""):
     """[Group] of what `text` finds (empty groups left out); `cluster` None = every cluster."""
     from claims.models import Pod, ResourceClaim
+    from mirror.models import Cluster
 
-    from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
+    from .models import Device, DeviceClass, Node, ResourceSlice
 
     text = text.strip()
     if not text:

@@ -7,8 +7,8 @@ from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
 
 from claims.models import ResourceClaim, ResourceClaimTemplate
-from gpudash import roles
-from gpudash.views import DashboardView, ObjectGone
+from mirror import roles
+from mirror.views import DashboardView, ObjectGone
 
 from . import fleet, vanished
 from .models import Device, DeviceClass, ResourceSlice

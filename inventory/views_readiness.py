@@ -1,7 +1,7 @@
 """Cluster readiness page: the checks of inventory/readiness.py for the selected cluster (or each cluster)."""
 
-from gpudash.views import DashboardView
-from inventory.models import Cluster
+from mirror.models import Cluster
+from mirror.views import DashboardView
 
 from .readiness import run_checks
 

@@ -1,6 +1,6 @@
 """The global search page (the search box in the navigation submits here)."""
 
-from gpudash.views import DashboardView
+from mirror.views import DashboardView
 
 from . import search
 

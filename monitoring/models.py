@@ -8,7 +8,7 @@ from django.db.models import F
 class PrometheusSource(models.Model):
     """The Prometheus that scrapes a cluster's dcgm-exporter; gpudash polls it for utilization."""
 
-    cluster = models.OneToOneField("inventory.Cluster", on_delete=models.CASCADE, related_name="prometheus")
+    cluster = models.OneToOneField("mirror.Cluster", on_delete=models.CASCADE, related_name="prometheus")
     url = models.URLField(
         max_length=500, help_text="Base URL, e.g. http://prometheus.monitoring:9090 (the API is under /api/v1/)."
     )
@@ -43,7 +43,7 @@ class UtilizationSample(models.Model):
     is kept so idle GPU-hours can be counted per namespace afterwards.
     """
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     driver = models.CharField(max_length=63)
     pool = models.CharField(max_length=253)
     device = models.CharField(max_length=63)
@@ -101,7 +101,7 @@ class FleetSample(models.Model):
     per state, rather than a row per state: the 14-day chart reads a tenth of the rows.
     """
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     minute = models.DateTimeField()
     model = models.TextField(blank=True)  # inventory.summary.MODEL
     kind = models.CharField(max_length=16)  # gpu, partition or other (inventory.summary.KINDS)
@@ -130,7 +130,7 @@ class FleetSample(models.Model):
 class NamespaceSample(models.Model):
     """Fleet history per namespace: one minute's devices held (by kind) and claims (by state)."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     minute = models.DateTimeField()
     namespace = models.CharField(max_length=253)
     # Devices whose holding claim is of this namespace (admin-access watchers not counted), by kind.

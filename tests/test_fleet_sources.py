@@ -7,9 +7,10 @@ from collections import Counter, defaultdict
 import pytest
 
 from devcluster.scenario import scenario_objects
-from gpudash.sync.apply import apply_object, delete_object
 from inventory import accelerators
-from inventory.models import Cluster, NodeAccelerator
+from inventory.models import NodeAccelerator
+from mirror.models import Cluster
+from mirror.sync.apply import apply_object, delete_object
 from tests.fleet_data import load_scenario
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,8 @@ from django.urls import reverse
 from claims.models import Pod
 from devcluster.scenario import scenario_objects
 from inventory import accelerators
-from inventory.models import Cluster, Node
+from inventory.models import Node
+from mirror.models import Cluster
 from tests.fleet_data import load_scenario, make_user
 from tests.sync_fixtures import cluster, devcluster, fast_sync  # noqa: F401
 
@@ -155,7 +156,7 @@ def test_hami_usage_is_what_hami_assigned(mixed):
 
 
 def test_assignment_follows_pod_changes(mixed):
-    from gpudash.sync.apply import delete_object
+    from mirror.sync.apply import delete_object
 
     cluster, objects = mixed
     pod = next(p for p in objects["pods"] if p["metadata"]["name"] == "hami-job-0")

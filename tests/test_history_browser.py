@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import User
 
-from inventory.models import Cluster
+from mirror.models import Cluster
 from monitoring import history
 from monitoring.models import FleetSample, NamespaceSample
 

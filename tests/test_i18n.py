@@ -302,7 +302,7 @@ def test_stored_messages_render_in_the_active_language_and_fall_back():
     from django.utils import translation
 
     from claims.stuck import double_allocation_summary
-    from gpudash.messages import message, render
+    from mirror.messages import message, render
 
     msg = double_allocation_summary("gpu.nvidia.com/node-a/gpu-0", ["a/x", "b/y"])
     english = render(msg, translate=False)

@@ -10,8 +10,8 @@ from rest_framework.test import APIClient
 
 from claims import preview_page
 from claims.preview import run_preview
-from gpudash import roles
-from inventory.models import Cluster
+from mirror import roles
+from mirror.models import Cluster
 
 from .conftest import PREVIEW_WORKER_MARKS
 from .preview_fixtures import BAD_CEL, MALFORMED, TWO_GPUS, load_preview_fleet
@@ -126,7 +126,7 @@ def test_invalid_cel_is_shown_once_with_its_position(operator, wide):
 
 
 def test_class_cel_error_points_into_the_device_class(operator, wide):
-    from gpudash.sync.apply import apply_object
+    from mirror.sync.apply import apply_object
 
     from .ui_fixtures import device_class
 
@@ -288,7 +288,7 @@ spec:
 
 
 def test_a_pod_that_fits_nowhere_says_what_the_scheduler_does_next(operator, wide):
-    from gpudash.sync.apply import apply_object
+    from mirror.sync.apply import apply_object
 
     # fit-00's cpu is nearly all taken by a lower-priority batch pod: evicting it makes room.
     apply_object(

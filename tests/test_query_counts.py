@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from inventory.models import Cluster
+from mirror.models import Cluster
 
 from .fleet_data import load_scenario
 from .ui_fixtures import load_fleet, make_user

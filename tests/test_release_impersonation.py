@@ -16,8 +16,8 @@ from claims import stuck
 from claims.models import AuditEntry, Finding
 from claims.pending import ClusterReader
 from claims.release import DONE, DRY_RUN, REFUSED, release, release_finding
-from gpudash import roles
 from inventory.readiness import FAIL, PASS, WARN, check_rbac
+from mirror import roles
 
 from .browser import ROOT
 from .ops_fixtures import claim_raw, make_user, new_uid

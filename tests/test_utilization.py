@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.utils import timezone
 
-from inventory.models import Cluster
+from mirror.models import Cluster
 from monitoring import utilization
 from monitoring.models import OpsCounter, PrometheusSource, UtilizationSample
 from tests.browser import free_port

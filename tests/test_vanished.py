@@ -9,10 +9,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from devcluster.scenario import scenario_objects
-from gpudash import roles
-from gpudash.sync.apply import apply_object, delete_object
 from inventory import vanished
-from inventory.models import Cluster, Vanished
+from inventory.models import Vanished
+from mirror import roles
+from mirror.models import Cluster
+from mirror.sync.apply import apply_object, delete_object
 from tests.fleet_data import load_scenario, make_user
 
 pytestmark = pytest.mark.django_db

@@ -18,13 +18,13 @@ from claims.models import Finding
 from claims.pending import PodNotFound, explain_pod
 from claims.release import DONE, DRY_RUN, ERROR, PLANNERS, release, release_finding
 from claims.stuck import RULE_TITLES
-from gpudash import roles
-from gpudash.api.errors import error_body
-from gpudash.api.pagination import StablePagePagination
-from gpudash.api.permissions import IsViewer
-from gpudash.api.serializers import JSONBooleanField
-from inventory.models import Cluster
 from inventory.readiness import run_checks
+from mirror import roles
+from mirror.api.errors import error_body
+from mirror.api.pagination import StablePagePagination
+from mirror.api.permissions import IsViewer
+from mirror.api.serializers import JSONBooleanField
+from mirror.models import Cluster
 
 __all__ = ("urlpatterns",)
 

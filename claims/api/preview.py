@@ -11,11 +11,11 @@ from claims.models import ResourceClaim
 from claims.preview import EngineFailure, InventoryNotReady, OutOfScope, PreviewError
 from claims.preview_service import dispatch
 from dra.gcpause import collector_paused
-from gpudash import roles
-from gpudash.api.errors import ClientClosedRequest, EngineError, InventoryBuilding, PreviewsBusy, PreviewWorkerLost
-from gpudash.api.permissions import IsAdmin, IsOperator
-from gpudash.api.renderers import JSONRenderer
-from inventory.models import Cluster
+from mirror import roles
+from mirror.api.errors import ClientClosedRequest, EngineError, InventoryBuilding, PreviewsBusy, PreviewWorkerLost
+from mirror.api.permissions import IsAdmin, IsOperator
+from mirror.api.renderers import JSONRenderer
+from mirror.models import Cluster
 
 
 class PreviewRequestSerializer(serializers.Serializer):

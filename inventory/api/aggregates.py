@@ -18,13 +18,14 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gpudash.api.filters import check_params, filter_errors
-from gpudash.api.permissions import IsViewer
 from inventory import devicestate, fleet, summary
 from inventory.devicestate import ADMIN, ALLOCATED, FREE, PARTIAL
 from inventory.filtersets import DeviceFilterSet
-from inventory.models import Cluster, Device, NodeDeviceSummary
+from inventory.models import Device, NodeDeviceSummary
 from inventory.querysets import DEVICE_STATES
+from mirror.api.filters import check_params, filter_errors
+from mirror.api.permissions import IsViewer
+from mirror.models import Cluster
 
 GROUPS = ("cluster", "node", "driver", "pool", "model", "kind", "state", "fleet_state")
 DEFAULT_GROUPS = ("cluster", "model", "state")

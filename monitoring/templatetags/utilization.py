@@ -3,7 +3,7 @@ the poll status (errors shown, never hidden), and idle GPU-hours by namespace fo
 
 from django import template
 
-from gpudash import roles
+from mirror import roles
 
 from ..idle import idle_gpu_hours_by_namespace
 from ..models import PrometheusSource
