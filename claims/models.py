@@ -3,7 +3,7 @@
 from django.db import models
 from django.utils.translation import pgettext_lazy
 
-from inventory import accelerators
+from mirror import accelerators
 from mirror.messages import render
 from mirror.models import KubeObject, parse_k8s_time, text_indexes
 
@@ -261,7 +261,7 @@ class Pod(KubeObject):
     scheduled_message = models.TextField(blank=True)
     owner_kind = models.CharField(max_length=63, blank=True)
     owner_name = models.CharField(max_length=253, blank=True)
-    # What HAMi's scheduler assigned (inventory.accelerators.pod_assignment of its annotation): which
+    # What HAMi's scheduler assigned (mirror.accelerators.pod_assignment of its annotation): which
     # GPU, how much memory and compute per container; {} for a pod HAMi did not schedule.
     hami = models.JSONField(default=dict, blank=True)
 

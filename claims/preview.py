@@ -17,7 +17,7 @@ from dra.deadline import Deadline
 from dra.errors import AllocationError
 from dra.model import ClaimSpec
 from dra.nodefilters import scheduling_pod
-from monitoring.instruments import PREVIEW_SECONDS
+from mirror.instruments import PREVIEW_SECONDS
 
 __all__ = ["InventoryNotReady", "OutOfScope", "PreviewError", "cluster_inventory", "run_preview", "invalidate"]
 

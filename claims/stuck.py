@@ -19,8 +19,7 @@ from django.utils.translation import gettext_noop
 
 from inventory.models import Device, Node
 from mirror.messages import message, render
-from mirror.models import SyncState, parse_k8s_time
-from monitoring.models import OpsCounter
+from mirror.models import OpsCounter, SyncState, parse_k8s_time
 
 from .models import AllocationResult, ClaimConsumer, Finding, Pod, PodClaimRef, ResourceClaim, StuckObservation
 
@@ -32,7 +31,7 @@ NODE_GONE = "node_gone"
 NOT_PREPARED = "not_prepared"
 DEVICE_VANISHED = "device_vanished"
 DOUBLE_ALLOCATION = "double_allocation"
-# Report-only (monitoring/idle.py): no release action, the device is not shown as stuck.
+# Report-only (monitoring/idle.py, added with register_rule): no release action, the device is not shown as stuck.
 IDLE_GPU = "idle_gpu"  # listed in claims.models.REPORT_ONLY_RULES
 
 # The kind finding changes are published as on the live-updates channel, and their events.
@@ -560,14 +559,9 @@ def rule_double_allocation(m, cfg, now):
             )
 
 
-def rule_idle_gpu(mirror, cfg, now):
-    """Allocated GPUs under the utilization threshold for the idle period (report-only)."""
-    from monitoring.idle import idle_candidates  # here: monitoring imports this module
-
-    yield from idle_candidates(mirror, cfg, now)
-
-
-RULES = (
+# The rules each detector run applies, in order. Apps above this one add theirs with register_rule
+# (the idle-GPU rule of monitoring/idle.py), so the detector never imports them.
+RULES = [
     rule_stale_reservation,
     rule_deletion_blocked,
     rule_orphaned_allocation,
@@ -576,8 +570,13 @@ RULES = (
     rule_not_prepared,
     rule_device_vanished,
     rule_double_allocation,
-    rule_idle_gpu,
-)
+]
+
+
+def register_rule(rule):
+    """Run `rule(mirror, cfg, now)` -> Candidates after the rules above; registering it again keeps one."""
+    if rule not in RULES:
+        RULES.append(rule)
 
 
 class _Explainer:

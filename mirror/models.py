@@ -3,7 +3,8 @@ Kubernetes object, the change log, Events, sync workers and access profiles."""
 
 from functools import lru_cache
 
-from django.db import models
+from django.db import IntegrityError, models, transaction
+from django.db.models import F
 from django.utils.dateparse import parse_datetime
 
 
@@ -327,3 +328,29 @@ class SyncWorker(models.Model):
 
     def __str__(self):
         return self.name
+
+
+class OpsCounter(models.Model):
+    """A monotonically increasing count kept in the database (exported as a Prometheus counter)."""
+
+    name = models.CharField(max_length=64)
+    cluster_name = models.CharField(max_length=63, blank=True)
+    label = models.CharField(max_length=128, blank=True)  # one extra label value, e.g. a finding rule
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "monitoring_opscounter"  # moved from monitoring; the table keeps its name
+        constraints = [
+            models.UniqueConstraint(fields=("name", "cluster_name", "label"), name="monitoring_counter_unique")
+        ]
+
+    @classmethod
+    def add(cls, name, cluster_name="", label="", by=1):
+        key = {"name": name, "cluster_name": cluster_name, "label": label}
+        if cls.objects.filter(**key).update(value=F("value") + by):
+            return
+        try:
+            with transaction.atomic():
+                cls.objects.create(value=by, **key)
+        except IntegrityError:  # created meanwhile by another process
+            cls.objects.filter(**key).update(value=F("value") + by)

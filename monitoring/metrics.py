@@ -18,7 +18,7 @@ from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from . import instruments
+from mirror import instruments
 
 
 def monitoring_setting(name, default=None):
@@ -208,8 +208,9 @@ class OperationsCollector:
 
     def collect(self):
         from claims.models import AuditEntry
+        from mirror.models import OpsCounter
 
-        from .models import OpsCounter, PrometheusSource
+        from .models import PrometheusSource
 
         release = CounterMetricFamily(
             "gpudash_release_actions",

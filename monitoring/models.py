@@ -1,8 +1,7 @@
-"""Monitoring: where a cluster's Prometheus is, GPU utilization samples from it, and the operation
-counters /metrics reports across processes (detector runs happen in workers, scrapes hit the web)."""
+"""Monitoring: where a cluster's Prometheus is, GPU utilization samples from it, fleet history (the operation
+counters /metrics reports across processes are mirror.models.OpsCounter)."""
 
-from django.db import IntegrityError, models, transaction
-from django.db.models import F
+from django.db import models
 
 
 class PrometheusSource(models.Model):
@@ -66,31 +65,6 @@ class UtilizationSample(models.Model):
 
     def __str__(self):
         return f"{self.driver}/{self.pool}/{self.device} @ {self.minute:%H:%M}: {self.gpu_util}%"
-
-
-class OpsCounter(models.Model):
-    """A monotonically increasing count kept in the database (exported as a Prometheus counter)."""
-
-    name = models.CharField(max_length=64)
-    cluster_name = models.CharField(max_length=63, blank=True)
-    label = models.CharField(max_length=128, blank=True)  # one extra label value, e.g. a finding rule
-    value = models.BigIntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=("name", "cluster_name", "label"), name="monitoring_counter_unique")
-        ]
-
-    @classmethod
-    def add(cls, name, cluster_name="", label="", by=1):
-        key = {"name": name, "cluster_name": cluster_name, "label": label}
-        if cls.objects.filter(**key).update(value=F("value") + by):
-            return
-        try:
-            with transaction.atomic():
-                cls.objects.create(value=by, **key)
-        except IntegrityError:  # created meanwhile by another process
-            cls.objects.filter(**key).update(value=F("value") + by)
 
 
 class FleetSample(models.Model):

@@ -24,7 +24,9 @@ from django.db.models import Count, Max, Q
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
-from .models import OpsCounter, PrometheusSource, UtilizationSample
+from mirror.models import OpsCounter
+
+from .models import PrometheusSource, UtilizationSample
 from .prometheus import PrometheusError, instant_query
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The move of Cluster, SyncState and the sync's own models into the mirror app (state-only migrations):
+"""The move of Cluster, SyncState, the sync's own models and OpsCounter into the mirror app (state-only migrations):
 a database filled by the previous release's schema migrates forward with every row intact and
 reachable through the new models, its content types (and so permissions) moved with them."""
 
@@ -45,6 +45,7 @@ def test_previous_release_database_migrates_forward_intact():
     AccessProfile = old.get_model("gpudash", "AccessProfile")
     ChangeCursor = old.get_model("gpudash", "ChangeCursor")
     PrometheusSource = old.get_model("monitoring", "PrometheusSource")
+    OpsCounter = old.get_model("monitoring", "OpsCounter")
     User = old.get_model("auth", "User")
     ContentType = old.get_model("contenttypes", "ContentType")
     Permission = old.get_model("auth", "Permission")
@@ -75,6 +76,7 @@ def test_previous_release_database_migrates_forward_intact():
     )
     ChangeCursor.objects.create(cluster=cluster, kind="Pod", seq=5, epoch="e1")
     PrometheusSource.objects.create(cluster=cluster, url="http://prometheus:9090")
+    OpsCounter.objects.create(name="detector_runs", cluster_name="prod", value=12)
     user = User.objects.create(username="ana")
     AccessProfile.objects.create(user=user, namespaces=["team"])
 
@@ -89,6 +91,7 @@ def test_previous_release_database_migrates_forward_intact():
     from mirror.models import ChangeCursor as NewChangeCursor
     from mirror.models import Cluster as NewCluster
     from mirror.models import KubeEvent as NewKubeEvent
+    from mirror.models import OpsCounter as NewOpsCounter
     from monitoring.models import PrometheusSource as NewPrometheusSource
 
     moved = NewCluster.objects.get(name="prod")
@@ -105,6 +108,7 @@ def test_previous_release_database_migrates_forward_intact():
     assert NewPrometheusSource.objects.get(cluster=moved).url == "http://prometheus:9090"
     assert NewAccessProfile.objects.get(user__username="ana").namespaces == ["team"]
     assert moved.prometheus.url == "http://prometheus:9090"
+    assert NewOpsCounter.objects.get(name="detector_runs", cluster_name="prod").value == 12
 
     # The content type moved (the same row), so the group keeps its permission on clusters.
     moved_type = NewContentType.objects.get_for_model(NewCluster)
@@ -116,5 +120,11 @@ def test_previous_release_database_migrates_forward_intact():
 
     # The same tables as before the move: the schema did not change, only Django's record of it.
     tables = set(connection.introspection.table_names())
-    assert {"inventory_cluster", "inventory_syncstate", "gpudash_kubeevent", "gpudash_accessprofile"} <= tables
+    assert {
+        "inventory_cluster",
+        "inventory_syncstate",
+        "gpudash_kubeevent",
+        "gpudash_accessprofile",
+        "monitoring_opscounter",
+    } <= tables
     assert not {name for name in tables if name.startswith("mirror_")}
