@@ -133,8 +133,8 @@ def sorted_pages(sorts="desc"):
     from django.contrib.auth.models import AnonymousUser
 
     from claims.views import CLAIM_SORT, POD_SORT
-    from claims.views_ops import PENDING_SORT, finding_sort_columns
     from inventory.views import MAP_SORT, NODE_SORT, POOL_SORT, device_sort_columns
+    from ops.views import PENDING_SORT, finding_sort_columns
 
     lists = [
         ("nodes", "/nodes/", NODE_SORT),

@@ -27,12 +27,11 @@ from urllib3 import HTTPHeaderDict
 from accounts.rights import kube_identity
 from mirror import roles
 from mirror.bounded import bounded
-from mirror.kube import KubeClient, KubeError
+from mirror.kube import KubeClient, KubeError, ops_setting
 from mirror.messages import english, message, render
 from mirror.sync.apply import apply_object, delete_object
 
 from .models import DELETE_PROTECTION_FINALIZER, OUTCOME_TITLES, AuditEntry, Pod, ResourceClaim
-from .pending import ops_setting
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from django.utils.translation import gettext as _
 from dra.gcpause import collector_paused
 from inventory import fleet
 from inventory.models import Device
-from inventory.objectpage import crumb, object_page
 from mirror import roles, tables
 from mirror.models import Cluster
+from mirror.objectpage import crumb, object_page
 from mirror.views import DashboardView
 
 from .lookups import claim_keys_q

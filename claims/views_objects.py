@@ -6,8 +6,8 @@ from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
 
 from inventory.models import Device
-from inventory.objectpage import crumb, object_page
 from mirror import roles
+from mirror.objectpage import crumb, object_page
 from mirror.views import DashboardView
 
 from . import driverlogs

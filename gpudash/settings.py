@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "inventory",
     "claims",
     "monitoring",
+    "ops",
     "devcluster",
     "accounts",
 ]
@@ -278,7 +279,7 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-# Sync tuning (see gpudash/sync).
+# Sync tuning (see mirror/sync).
 GPUDASH_SYNC = {
     "LIST_PAGE_SIZE": int(os.environ.get("GPUDASH_LIST_PAGE_SIZE", "500")),
     "WATCH_TIMEOUT_SECONDS": int(os.environ.get("GPUDASH_WATCH_TIMEOUT", "300")),

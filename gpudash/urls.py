@@ -33,8 +33,8 @@ urlpatterns = [
     # Web UI pages (issue 4).
     path("", include("inventory.urls")),
     path("", include("claims.urls")),
-    # Operations pages (issue 6): stuck claims, Pending pods, readiness.
-    path("", include("claims.urls_ops")),
+    # Operations pages (issue 6): stuck claims, Pending pods, readiness; the search box (ops/).
+    path("", include("ops.urls")),
     # Fleet history pages (issue 11): a namespace's charts.
     path("", include("monitoring.urls")),
     path("live/", LiveRegionsView.as_view(), name="live-regions"),  # shared regions for POST-answered pages

@@ -4,9 +4,10 @@ from django.db import models
 
 from dra.errors import InputError
 from dra.model import check_devices_shape
+from mirror import normalize
 from mirror.models import Cluster, KubeObject, parse_k8s_time, text_indexes
 
-from . import devicekinds, normalize
+from . import devicekinds
 from .querysets import DeviceQuerySet
 
 __all__ = (
@@ -197,7 +198,7 @@ class Device(models.Model):
     binding_failure_conditions = models.JSONField(default=list, blank=True)
     allow_multiple_allocations = models.BooleanField(default=False)
     raw = models.JSONField(default=dict)
-    # Searchable copies for the API filters (see inventory/normalize.py): plain attribute values and
+    # Searchable copies for the API filters (see mirror/normalize.py): plain attribute values and
     # capacities in base units, keyed bare for the device's own driver domain; and whether a
     # NoSchedule/NoExecute taint keeps new allocations off the device.
     attribute_values = models.JSONField(default=dict, blank=True)

@@ -334,7 +334,7 @@ class NodeDetailView(DashboardView):
         pods = _pods_by_claim(node.cluster_id, [h for d in devices for h in d.st.holders if h.visible])
         for d in devices:
             d.holder_rows = [(h, pods.get((h.namespace, h.name), [])) for h in d.st.holders]
-        from .objectpage import crumb, object_page
+        from mirror.objectpage import crumb, object_page
 
         crumbs = [crumb(_("Nodes"), "inventory:node-list", query=f"cluster={node.cluster.name}"), crumb(node.name)]
         keys = {(node.cluster_id, node.name)}
@@ -555,8 +555,9 @@ class DeviceDetailView(DashboardView):
             if device.node_name
             else []
         )
+        from mirror.objectpage import crumb, device_kubectl_commands, object_page
+
         from . import classmatch
-        from .objectpage import crumb, device_kubectl_commands, object_page
 
         cluster = device.slice.cluster
         crumbs = [crumb(_("Devices"), "inventory:device-list", query=f"cluster={cluster.name}")]

@@ -9,6 +9,7 @@ import logging
 
 import urllib3
 import yaml
+from django.conf import settings
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -190,3 +191,8 @@ def _status_message(body):
     except ValueError:
         pass
     return (body or b"")[:200].decode("utf-8", "replace")
+
+
+def ops_setting(name, default=None):
+    """One of settings.GPUDASH_OPS: the operations' live reads and writes (timeouts, limits)."""
+    return (getattr(settings, "GPUDASH_OPS", None) or {}).get(name, default)

@@ -15,8 +15,8 @@ from django.utils.translation import gettext_noop
 from claims.stuck import IDLE_GPU, Candidate, claim_ref
 from mirror.messages import message
 
+from .conf import setting
 from .models import PrometheusSource, UtilizationSample
-from .utilization import setting
 
 
 def idle_devices(cluster, now):

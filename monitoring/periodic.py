@@ -11,7 +11,7 @@ import time
 
 from django.db import close_old_connections, connection
 
-from .utilization import setting
+from .conf import setting
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ import urllib.request
 import pytest
 import yaml
 
-from inventory.readiness import NEEDED_READ, NEEDED_RELEASE, _rules_allow
 from mirror.models import SyncState
+from ops.readiness import NEEDED_READ, NEEDED_RELEASE, _rules_allow
 from tests.browser import ROOT, free_port, stop_process, subprocess_env, wait_until
 from tests.sync_fixtures import make_claim, state, wait_for
 

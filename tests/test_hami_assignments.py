@@ -15,6 +15,7 @@ from django.urls import reverse
 from claims.models import Pod
 from devcluster.scenario import scenario_objects
 from inventory import accelerators
+from inventory import fleet as inventory_fleet
 from inventory.models import Node
 from mirror.models import Cluster
 from tests.fleet_data import load_scenario, make_user
@@ -149,7 +150,7 @@ def test_hami_usage_is_what_hami_assigned(mixed):
     )
     assert got["memory_used"] != requested
     # fleet totals per source agree; the unreadable pod is still mirrored (never dropped)
-    fleet = accelerators.source_totals([cluster.id])["hami"]
+    fleet = inventory_fleet.source_totals([cluster.id])["hami"]
     assert (fleet["shares_used"], fleet["memory_used"]) == (totals["shares_used"], totals["memory_used"])
     bad = Pod.objects.get(cluster=cluster, namespace="ml", name="hami-job-bad")
     assert bad.hami["problem"] and bad.hami["devices"] == []

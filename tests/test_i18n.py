@@ -122,8 +122,8 @@ def test_accept_language_and_the_switch_choose_the_language(client):
 # title, status, detail); stuck and idle: Candidate(rule, claim, subject, summary); release:
 # Outcome(outcome, reason) and a plan's refuse(msg), warn(msg), verified(*msgs).
 MESSAGE_MODULES = [
-    "inventory/readiness.py",
-    "claims/pending.py",
+    "ops/readiness.py",
+    "ops/pending.py",
     "claims/stuck.py",
     "monitoring/idle.py",
     "claims/release.py",

@@ -8,9 +8,9 @@ import pytest
 from claims.models import ResourceClaim
 from inventory import classmatch
 from inventory.models import DeviceClass
-from inventory.readiness import check_mirror
 from mirror.models import SyncState
 from mirror.sync.apply import apply_object
+from ops.readiness import check_mirror
 from tests.sync_fixtures import make_claim, state, wait_for
 
 from .api_fixtures import load_fleet

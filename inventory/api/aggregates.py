@@ -268,7 +268,7 @@ class GpuAggregateView(APIView):
         ),
     )
     def get(self, request):
-        from inventory import accelerators, fleet
+        from inventory import fleet
 
         check_params(request, {"cluster", "format"})
         cluster_ids = None
@@ -283,7 +283,7 @@ class GpuAggregateView(APIView):
         return Response(
             {
                 "kinds": snap.kind_totals(),
-                "sources": accelerators.source_totals(snapshot=snap),
+                "sources": fleet.source_totals(snapshot=snap),
                 "free_gpu_histogram": [
                     {
                         "model": m["model"],

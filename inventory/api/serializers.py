@@ -288,7 +288,7 @@ class DeviceSerializer(RawOptionalMixin, serializers.Serializer):
     )
 
     def get_capacity(self, device) -> dict[str, str]:
-        from inventory.normalize import normalize_name
+        from mirror.normalize import normalize_name
 
         return {
             normalize_name(name, device.driver): str(cap.get("value"))

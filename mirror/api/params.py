@@ -8,6 +8,8 @@ import re
 
 from django import forms
 
+from mirror.normalize import quantity_number
+
 # Kubernetes QualifiedName: C identifier (<= 32 chars), optionally prefixed by a DNS subdomain and "/".
 _DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
 _QUALIFIED_NAME = rf"(?:{_DNS_LABEL}(?:\.{_DNS_LABEL})*/)?[A-Za-z_][A-Za-z0-9_]{{0,31}}"
@@ -81,8 +83,6 @@ class CapacityFilterField(_RepeatableField):
     """`NAME OP QUANTITY` with OP one of = != < <= > >= and a Kubernetes quantity (40Gi, 1.5, 100m)."""
 
     def parse_one(self, text):
-        from inventory.normalize import quantity_number
-
         match = CAPACITY_RE.match(text.strip())
         if not match:
             raise forms.ValidationError(

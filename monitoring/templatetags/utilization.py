@@ -11,13 +11,6 @@ from ..utilization import latest
 
 register = template.Library()
 
-# Fleet-map colouring buckets (percent): cell class u-<index>.
-BUCKETS = (5, 25, 50, 75)
-
-
-def bucket(percent):
-    return sum(1 for edge in BUCKETS if percent >= edge)
-
 
 def _status(cluster_id):
     return PrometheusSource.objects.filter(cluster_id=cluster_id).first()

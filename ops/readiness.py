@@ -12,18 +12,20 @@ from collections import Counter, defaultdict
 from datetime import timedelta
 from statistics import median
 
+from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy
 
-from claims.models import AllocationResult, ClaimStateChange, Finding, Pod, ResourceClaim
-from claims.pending import ClusterReader, ops_setting
+from claims.models import AllocationResult, ClaimStateChange, Finding, Pod, PodFootprint, ResourceClaim
 from dra.model import label_selector_matches
-from mirror.kube import KubeError
+from inventory import accelerators, devicekinds, fleet
+from inventory.accelerators import accelerator_rows
+from inventory.models import Device, DeviceClass, DeviceTaintRule, Node, ResourceSlice, SharedCounterSet
+from mirror.kube import KubeError, ops_setting
 from mirror.messages import grouped
 from mirror.models import SyncState
 from mirror.sync.kinds import KINDS
-
-from .models import Device, DeviceClass, DeviceTaintRule, Node, ResourceSlice, SharedCounterSet
+from ops.pending import ClusterReader
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 _RANK = {PASS: 0, SKIP: 1, WARN: 2, FAIL: 3}
@@ -209,8 +211,6 @@ def check_drivers(cluster, reader):
             )
     gpu_labels = ops_setting("GPU_NODE_LABELS") or []
     publishing_any = set().union(*slice_nodes.values()) if slice_nodes else set()
-    from .accelerators import accelerator_rows
-
     served_otherwise = set(
         accelerator_rows([cluster.id]).values_list("node_name", flat=True)
     )  # device plugin, HAMi: check 7
@@ -452,8 +452,6 @@ def check_rbac(cluster, reader):
 
 def _impersonates(cluster):
     """Do release actions on this cluster run as the signed-in user (issue 13, accounts.config)?"""
-    from django.conf import settings
-
     clusters = getattr(settings, "GPUDASH_KUBE_IMPERSONATION", ())
     return "*" in clusters or cluster.name in clusters
 
@@ -469,8 +467,6 @@ def _rules_allow_name(rules, verb, group, resource, name):
 
 def _impersonation_items(rules, release_missing):
     """Writes go out as the signed-in user: the dashboard needs to review and impersonate, not to write."""
-    from django.conf import settings
-
     missing = []
     if not _rules_allow(rules, "create", "authorization.k8s.io", "subjectaccessreviews"):
         missing.append("create subjectaccessreviews")
@@ -805,10 +801,6 @@ def _vendor_domain(driver):
 def check_transition(cluster):
     """Nodes and pods where DRA meets device plugins or HAMi (inventory/accelerators.py), each with
     what to do. Reads the mirror only."""
-    from claims.models import PodFootprint
-
-    from . import accelerators, devicekinds
-
     items = []
     dra = defaultdict(set)  # node -> vendor domains of the DRA drivers publishing GPUs there
     for driver, node in (
@@ -926,7 +918,7 @@ def check_transition(cluster):
                 ),
             )
         )
-    totals = accelerators.source_totals([cluster.id])
+    totals = fleet.source_totals([cluster.id])
     summary = gettext(
         "DRA %(dra_gpus)s GPUs on %(dra_nodes)s node(s) · device plugin %(dp_gpus)s GPUs on %(dp_nodes)s · HAMi %(shares)s vGPU "
         "shares of %(hami_gpus)s GPUs on %(hami_nodes)s"

@@ -5,16 +5,15 @@ may lag, and events are not mirrored), else from the database mirror, and says w
 Each step is {"key", "title", "status" (pass/warn/fail/info), "detail", "data"}.
 """
 
-from django.conf import settings
 from django.utils.translation import gettext
 
+from claims.models import Pod, ResourceClaim
+from claims.preview import filter_rejections_text, post_filter_text
+from claims.preview_service.dispatch import request_preview
 from dra.model import label_selector_matches
 from inventory.models import Node, ResourceSlice
-from mirror.kube import KubeClient, KubeError
+from mirror.kube import KubeClient, KubeError, ops_setting
 from mirror.messages import grouped
-
-from .models import Pod, ResourceClaim
-from .preview_service.dispatch import request_preview
 
 PASS, WARN, FAIL, INFO = "pass", "warn", "fail", "info"
 TERMINAL = ("Succeeded", "Failed")
@@ -22,10 +21,6 @@ TERMINAL = ("Succeeded", "Failed")
 
 class PodNotFound(LookupError):
     pass
-
-
-def ops_setting(name, default=None):
-    return (getattr(settings, "GPUDASH_OPS", None) or {}).get(name, default)
 
 
 class ClusterReader:
@@ -421,7 +416,7 @@ def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=Non
             gettext("The claim is not in the mirror yet: no per-node explanation."),
         )
     try:
-        from .stuck import summarize_preview
+        from claims.stuck import summarize_preview
 
         full = request_preview(cluster, user_key=user_key, claim=row, visible_namespaces=visible_namespaces, pod=pod)
         result = summarize_preview(full)
@@ -465,47 +460,6 @@ def engine_step(cluster, namespace, claim_name, visible_namespaces=None, pod=Non
         text += " " + gettext("Scheduler: %(message)s") % {"message": message}
     post = post_filter_text(summary)
     return step("engine", gettext("Where could it fit?"), FAIL, text + (f" {post}" if post else ""), **result)
-
-
-def post_filter_text(summary):
-    """What the scheduler does next when no node fits (summary.postFilter): deallocate a claim of the
-    pod that is allocated where the pod cannot run, and/or evict lower-priority pods; "" if neither."""
-    post = summary.get("postFilter") or {}
-    parts = []
-    freed = (post.get("dynamicResources") or {}).get("deallocates") or []
-    if freed:
-        parts.append(
-            gettext(
-                "The scheduler deallocates claim %(claim)s (allocated where this pod cannot run) so that it can be allocated again."
-            )
-            % {"claim": freed[0]}
-        )
-    candidates = (post.get("preemption") or {}).get("candidates") or []
-    if candidates:
-        parts.append(
-            gettext(
-                "Preemption: evicting lower-priority pods would make room on %(nodes)s; the scheduler nominates one of them."
-            )
-            % {"nodes": ", ".join(c["node"] for c in candidates[:5]) + (", ..." if len(candidates) > 5 else "")}
-        )
-    return " ".join(parts)
-
-
-def filter_rejections_text(summary):
-    """'First failing filter: TaintToleration on 1 node (gpu-h100-04: node(s) had untolerated taint(s)); ...'"""
-    parts = []
-    for item in (summary.get("nodeFilters") or {}).get("rejections") or []:
-        nodes = ", ".join(item["exampleNodes"]) + (", ..." if item["nodes"] > len(item["exampleNodes"]) else "")
-        parts.append(
-            gettext("%(plugin)s on %(count)s node(s) (%(nodes)s: %(reasons)s)")
-            % {
-                "plugin": item["plugin"],
-                "count": grouped(item["nodes"]),
-                "nodes": nodes,
-                "reasons": ", ".join(item["reasons"]),
-            }
-        )
-    return (gettext("First failing filter: %(filters)s.") % {"filters": "; ".join(parts)}) if parts else ""
 
 
 def driver_steps(cluster, reader, node, drivers, driver_namespaces=None):
@@ -700,7 +654,7 @@ def explain_pod(cluster, namespace, name, live=True, visible_namespaces=None, dr
                 {"node": node, "steps": driver_steps(cluster, reader, node, drivers, driver_namespaces)}
             )
         if live and _needs_driver_logs(report):
-            from .driverlogs import limits, node_driver_logs
+            from claims.driverlogs import limits, node_driver_logs
 
             report["driver_logs"] = [
                 t

@@ -12,15 +12,15 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext
 
+from claims.finding_scope import show_findings
+from claims.models import AuditEntry, Finding, Pod, PodClaimRef
+from claims.release import ACTION_TITLES, release_finding
+from claims.stuck import RULE_TITLES
 from mirror import roles, tables
 from mirror.models import Cluster
 from mirror.views import DashboardView
 
-from .finding_scope import show_findings
-from .models import AuditEntry, Finding, Pod, PodClaimRef
 from .pending import PodNotFound, explain_pod
-from .release import ACTION_TITLES, release_finding
-from .stuck import RULE_TITLES
 
 MAX_BULK = 100
 SEVERITY_RANK = {"info": 1, "warning": 2, "critical": 3}
@@ -233,7 +233,7 @@ class AuditLogView(DashboardView):
     nav = "audit"
 
     def get_context_data(self, **kwargs):
-        from .filtersets import AuditEntryFilterSet
+        from claims.filtersets import AuditEntryFilterSet
 
         ctx = super().get_context_data(**kwargs)
         visible = roles.scope_queryset(self.in_cluster(AuditEntry.objects.all()), self.request.user)

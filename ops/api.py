@@ -15,16 +15,16 @@ from rest_framework.views import APIView
 
 from claims.finding_scope import scoped_summary_and_evidence
 from claims.models import Finding
-from claims.pending import PodNotFound, explain_pod
 from claims.release import DONE, DRY_RUN, ERROR, PLANNERS, release, release_finding
 from claims.stuck import RULE_TITLES
-from inventory.readiness import run_checks
 from mirror import roles
 from mirror.api.errors import error_body
 from mirror.api.pagination import StablePagePagination
 from mirror.api.permissions import IsViewer
 from mirror.api.serializers import JSONBooleanField
 from mirror.models import Cluster
+from ops.pending import PodNotFound, explain_pod
+from ops.readiness import run_checks
 
 __all__ = ("urlpatterns",)
 

@@ -1,4 +1,4 @@
-"""Cluster readiness page: the checks of inventory/readiness.py for the selected cluster (or each cluster)."""
+"""Cluster readiness page: the checks of ops/readiness.py for the selected cluster (or each cluster)."""
 
 from mirror.models import Cluster
 from mirror.views import DashboardView

@@ -12,7 +12,10 @@ from django.db.models import Q
 from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 
+from claims.models import Pod, ResourceClaim
+from inventory.models import Device, DeviceClass, Node, ResourceSlice
 from mirror import roles
+from mirror.models import Cluster
 
 LIMIT = 20
 
@@ -47,11 +50,6 @@ def _bounded(qs):
 
 def search(text, user, cluster=None, namespace=""):
     """[Group] of what `text` finds (empty groups left out); `cluster` None = every cluster."""
-    from claims.models import Pod, ResourceClaim
-    from mirror.models import Cluster
-
-    from .models import Device, DeviceClass, Node, ResourceSlice
-
     text = text.strip()
     if not text:
         return []
