@@ -19,13 +19,12 @@ from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from inventory import accelerators, devicestate, vanished
-from inventory import tasks as class_counts
-from inventory.devicestate import refresh_pools
+from mirror.accelerators import has_pod_assignment
 from mirror.models import resource_version_number
 
 from . import changelog, fastjson, footprints, pgcopy
 from . import events as events_mirror
+from .hooks import hooks
 from .kinds import KINDS_BY_NAME
 from .publish import Change, publish_on_commit
 
@@ -94,10 +93,8 @@ def is_driver_pod(raw):
 
 def pod_is_mirrored(raw):
     """Only pods that use DRA (claims, DRA-backed extended resources), DRA driver pods and pods HAMi
-    assigned vGPUs to (annotation, inventory/accelerators.py) are stored."""
-    from claims.models import Pod
-
-    return Pod.uses_dra(raw) or is_driver_pod(raw) or accelerators.has_pod_assignment(raw)
+    assigned vGPUs to (annotation, mirror/accelerators.py) are stored."""
+    return KINDS_BY_NAME["Pod"].model.uses_dra(raw) or is_driver_pod(raw) or has_pod_assignment(raw)
 
 
 # --- validation ---------------------------------------------------------------------------------
@@ -423,28 +420,28 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
         _insert(model, to_insert)
         _update(model, to_update)
         _rebuild_children(model, to_insert, to_update)
-        vanished.record(cluster, replaced, now)
+        hooks.vanished_record(cluster, replaced, now)
         if len(to_insert) >= ANALYZE_AFTER_INSERTS:
             if defer_device_state:
                 result.analyze = True  # a list's pages: once at its end (take_statistics), not per page
             else:
                 _analyze(model)
-        if kind in DEVICE_STATE_KINDS:
+        if kind in hooks.pools_of:
             pools = touched | _device_pools(kind, [row.pk for row in to_insert] + restated)
             if defer_device_state:
                 result.device_pools = pools
             else:
-                refresh_pools(pools)
-        if kind in class_counts.RELEVANT_KINDS and (to_insert or to_update or to_delete):
-            class_counts.request_after_commit(cluster, [kind])
+                hooks.refresh_pools(pools)
+        if kind in hooks.class_count_kinds and (to_insert or to_update or to_delete):
+            hooks.request_class_counts(cluster, [kind])
         if state_changes:
             _insert(apps.get_model("claims.ClaimStateChange"), state_changes)
         if kind == "Pod":  # every pod, DRA or not: what it takes from its node (preview node filters)
-            accelerator_nodes = accelerators.nodes_of_pods(cluster.pk, ops)
+            accelerator_nodes = hooks.nodes_of_pods(cluster.pk, ops)
             result.footprint_keys = footprints.apply(cluster, ops)
-            accelerators.refresh_nodes(cluster.pk, accelerator_nodes)  # device-plugin / HAMi GPUs in use
+            hooks.refresh_nodes(cluster.pk, accelerator_nodes)  # device-plugin / HAMi GPUs in use
         if kind == "Node":  # device-plugin and HAMi GPUs the nodes offer (inventory/accelerators.py)
-            accelerators.refresh_nodes(
+            hooks.refresh_nodes(
                 cluster.pk,
                 {k[1] for k, f in current.items() if f.deleted or f.fields},
                 raws={k[1]: f.fields["raw"] for k, f in current.items() if not f.deleted and f.fields},
@@ -503,13 +500,13 @@ def _analyze(model, also=()):
         cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(t) for t in sorted(set(own) | set(shared))))
 
 
-# Kinds whose child rows decide the stored device state (inventory/devicestate.py): a slice's devices
-# and counter sets, a claim's allocation results. Refreshed per batch, by pool.
-DEVICE_STATE_KINDS = {"ResourceSlice": devicestate.pools_of_slices, "ResourceClaim": devicestate.pools_of_claims}
+# Kinds whose child rows decide the stored device state (inventory/devicestate.py registers them in
+# hooks.pools_of): a slice's devices and counter sets, a claim's allocation results. Refreshed per
+# batch, by pool.
 
 
 def _device_pools(kind, ids):
-    pools_of = DEVICE_STATE_KINDS.get(kind)
+    pools_of = hooks.pools_of.get(kind)
     return pools_of(ids) if pools_of and ids else set()
 
 
@@ -577,7 +574,7 @@ def _replaced_slices(kind, model, deleted, updated):
     if kind != "ResourceSlice":
         return [], []
     rebuilt = [row.pk for row in updated if "inventory.Device" in getattr(row, "_stale_children", model.child_models)]
-    return vanished.snapshot(deleted + rebuilt)
+    return hooks.vanished_snapshot(deleted + rebuilt)
 
 
 def _rebuild_children(model, inserted, updated):
@@ -645,7 +642,7 @@ def take_statistics(kind, device_pools=()):
     ones its deferred device-state refresh reads where stale. Call it outside a transaction, before
     reconcile: PostgreSQL then analyzes each table in a transaction of its own and holds no lock
     past it, so another kind's list end never waits on this one."""
-    _analyze(KINDS_BY_NAME[kind].model, also=DEVICE_STATE_TABLES if device_pools and kind in DEVICE_STATE_KINDS else ())
+    _analyze(KINDS_BY_NAME[kind].model, also=DEVICE_STATE_TABLES if device_pools and kind in hooks.pools_of else ())
 
 
 def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(), footprint_keys=None):
@@ -660,7 +657,7 @@ def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(
     model = KINDS_BY_NAME[kind].model
     if kind == "Pod" and footprint_keys is not None:
         footprints.reconcile(cluster, footprint_keys, list_rv_num)
-        accelerators.refresh_cluster(cluster.pk)
+        hooks.refresh_cluster(cluster.pk)
     has_state = any(f.attname == "state" for f in model._meta.concrete_fields)
     has_node = any(f.attname == "node_name" for f in model._meta.concrete_fields)
     columns = ["id", "namespace", "name", "uid", "resource_version", "resource_version_num"]
@@ -673,7 +670,7 @@ def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(
     ]
     if not gone:
         if device_pools:
-            refresh_pools(set(device_pools))
+            hooks.refresh_pools(set(device_pools))
         return []
     now = timezone.now()
     changes = []
@@ -681,13 +678,13 @@ def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(
         touched = _device_pools(kind, [row["id"] for row in gone])
         replaced = _replaced_slices(kind, model, [row["id"] for row in gone], [])
         _delete_ids(model, [row["id"] for row in gone])
-        vanished.record(cluster, replaced, now)
+        hooks.vanished_record(cluster, replaced, now)
         if kind == "Node":
-            accelerators.refresh_nodes(cluster.pk, {row["name"] for row in gone}, raws={})
+            hooks.refresh_nodes(cluster.pk, {row["name"] for row in gone}, raws={})
         if touched or device_pools:
-            refresh_pools(touched | set(device_pools))
-        if kind in class_counts.RELEVANT_KINDS:
-            class_counts.request_after_commit(cluster, [kind])
+            hooks.refresh_pools(touched | set(device_pools))
+        if kind in hooks.class_count_kinds:
+            hooks.request_class_counts(cluster, [kind])
         for row in gone:
             node = row.get("node_name", row["name"] if kind == "Node" else "")
             changes.append(

@@ -11,6 +11,10 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from mirror.models import KubeEvent
+
+from .kinds import KINDS_BY_NAME
+
 EVENT_KINDS = frozenset(
     {"Pod", "Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"}
 )
@@ -24,8 +28,7 @@ def limits():
 def unwanted(cluster, ops):
     """Keys of the ops (event, key, fields, raw) whose Event the mirror does not keep: about a kind it
     does not mirror, a pod it does not store, or older than the age bound."""
-    from claims.models import Pod
-
+    Pod = KINDS_BY_NAME["Pod"].model
     _, max_age = limits()
     oldest = timezone.now() - timedelta(seconds=max_age) if max_age > 0 else None
     pod_keys = {(f["involved_namespace"], f["involved_name"]) for _, _, f, _ in ops if f["involved_kind"] == "Pod"}
@@ -49,8 +52,6 @@ def unwanted(cluster, ops):
 
 def prune(cluster):
     """Drop the cluster's events past the age bound, then the oldest past the count bound. Returns how many."""
-    from mirror.models import KubeEvent
-
     max_count, max_age = limits()
     qs = KubeEvent.objects.filter(cluster=cluster)
     removed = 0

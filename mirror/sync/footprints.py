@@ -11,6 +11,8 @@ ignored, a relist removes what it no longer lists. Every write is logged in the 
 
 import logging
 
+from django.apps import apps
+
 from dra.errors import InputError
 from dra.nodefilters import FOOTPRINT_FIELDS, pod_footprint
 
@@ -38,7 +40,7 @@ def footprint_document(raw):
 def apply(cluster, ops):
     """Write the footprints of a batch of pod events [(event, key, fields, raw)] (apply.apply_batch's
     validated ops, in order). Returns the keys stored now (a relist's reconcile keeps them)."""
-    from claims.models import PodFootprint
+    PodFootprint = apps.get_model("claims.PodFootprint")  # by label, as kinds.py names the mirrored models
 
     final = {}
     for event, key, fields, raw in ops:
@@ -109,7 +111,7 @@ def apply(cluster, ops):
 
 def reconcile(cluster, listed_keys, list_rv_num):
     """After a full pod relist: remove footprints of pods the list did not contain (unless written after it)."""
-    from claims.models import PodFootprint
+    PodFootprint = apps.get_model("claims.PodFootprint")
 
     gone = [
         (row_id, ns, name)

@@ -23,6 +23,7 @@ from mirror.kube import KubeClient, KubeError
 from mirror.models import Cluster, SyncState, resource_version_number
 
 from . import apply, fastjson
+from .hooks import hooks
 from .kinds import KINDS_BY_NAME
 from .lease import Lease, LeaseLost, increment, new_holder_id
 from .publish import Change, publish_on_commit
@@ -458,10 +459,8 @@ class Watcher:
 
     def _request_detection(self):
         """Let the stuck-claim detector judge what was just committed (debounced per cluster there)."""
-        from claims.tasks import request_detection
-
         try:
-            request_detection(self.cluster, [self.kind])
+            hooks.request_detection(self.cluster, [self.kind])
         except Exception:  # a broker hiccup must not stop the sync; the periodic run catches up
             log.warning(
                 "%s %s: could not request a stuck-claim detector run", self.cluster.name, self.kind, exc_info=True
