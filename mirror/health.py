@@ -50,16 +50,13 @@ def _check_redis():
         client.close()
 
 
-def _check_preview_inventory():
-    """The start-up warm-up of the preview inventories in this web process's local preview workers
-    (claims/preview_service/): while it runs, a preview would wait for it (seconds on a big fleet), so
-    a new pod takes no traffic until it is done and a rolling update keeps the old pods serving
-    meanwhile. Celery's preview workers are a Deployment of their own, with their own readiness."""
-    from claims.preview_service.dispatch import warm_up_state
+# Checks the apps above add to /readyz, by name (claims/apps.py: the preview warm-up): each raises when
+# not ready; `applies()` says whether it runs at all (in this process, with these settings).
+READINESS_CHECKS = {}
 
-    state, seconds = warm_up_state()
-    if state == "warming":
-        raise RuntimeError(f"building the preview inventories ({seconds:.1f} s so far)")
+
+def register_readiness_check(name, check, applies=lambda: True):
+    READINESS_CHECKS[name] = (check, applies)
 
 
 def readyz(request):
@@ -69,8 +66,7 @@ def readyz(request):
     checks = {"database": _check_database, "migrations": _check_migrations}
     if settings.REDIS_URL:
         checks["redis"] = _check_redis
-    if getattr(settings, "GPUDASH_PREVIEW_WARM_UP", False):
-        checks["preview_inventory"] = _check_preview_inventory
+    checks.update({name: check for name, (check, applies) in READINESS_CHECKS.items() if applies()})
     results, ok = {}, True
     for name, check in checks.items():
         if name == "migrations" and results.get("database") != "ok":

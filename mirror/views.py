@@ -34,12 +34,24 @@ MAX_PER_PAGE = 1000
 PAGE_PARAMS = ("page", "per_page", "fragment", "cluster", "ns", "ordering")
 
 
+# What the apps above add to every page, registered from their AppConfig.ready() (claims/apps.py): the
+# models whose namespaces the namespace picker offers, and the count behind the navigation's stuck
+# badge, stuck_count(user, cluster or None). Unregistered: the picker offers the selected namespace
+# only, and the badge counts nothing.
+NAMESPACE_MODELS = []
+_page_parts = {"stuck_count": None}
+
+
+def register_page_parts(namespace_models=(), stuck_count=None):
+    NAMESPACE_MODELS.extend(m for m in namespace_models if m not in NAMESPACE_MODELS)
+    if stuck_count is not None:
+        _page_parts["stuck_count"] = stuck_count
+
+
 def active_finding_count(user, cluster=None):
     """Open stuck-claim findings the user may see, in the selected cluster (what the Stuck page lists)."""
-    from claims.models import Finding
-
-    qs = Finding.objects.stuck() if cluster is None else Finding.objects.stuck().filter(cluster=cluster)
-    return roles.scope_queryset(qs, user).count()
+    count = _page_parts["stuck_count"]
+    return 0 if count is None else count(user, cluster)
 
 
 def distinct_namespaces(models, cluster=None):
@@ -178,24 +190,21 @@ class DashboardView(LoginRequiredMixin, TemplateView):
         return name
 
     def namespace_options(self):
-        """Namespaces for the selector: those of the claims and pods the user may see (read when the
-        page renders the selector, not for live fragments)."""
-        from claims.models import Pod, ResourceClaim
-
-        if roles.visible_namespaces(self.request.user) is None:
-            found = distinct_namespaces((ResourceClaim, Pod), self.cluster)
+        """Namespaces for the selector: those of the rows of NAMESPACE_MODELS (claims and pods) the user
+        may see (read when the page renders the selector, not for live fragments)."""
+        if not NAMESPACE_MODELS:
+            found = set()
+        elif roles.visible_namespaces(self.request.user) is None:
+            found = distinct_namespaces(tuple(NAMESPACE_MODELS), self.cluster)
         else:  # a scoped user: which of its (few) namespaces have claims or pods
-            claims = (
-                roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user)
-                .values_list("namespace", flat=True)
-                .order_by()
-            )
-            pods = (
-                roles.scope_queryset(self.in_cluster(Pod.objects.all()), self.request.user)
-                .values_list("namespace", flat=True)
-                .order_by()
-            )
-            found = set(claims.distinct()) | set(pods.distinct())
+            found = set()
+            for model in NAMESPACE_MODELS:
+                found |= set(
+                    roles.scope_queryset(self.in_cluster(model.objects.all()), self.request.user)
+                    .values_list("namespace", flat=True)
+                    .order_by()
+                    .distinct()
+                )
         return sorted(set(found) | ({self.namespace} - {""}))
 
     def one_cluster(self):
