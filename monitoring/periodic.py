@@ -27,7 +27,12 @@ def _jobs():
 
     return (
         ("history sample", 60.0, True, history.sample),
-        ("history prune", 3600.0, False, lambda: (history.prune(), utilization.prune(), vanished.prune())),
+        (
+            "history prune",
+            3600.0,
+            False,
+            lambda: (history.prune(), utilization.prune(), vanished.prune(history.retention_days())),
+        ),
         ("utilization poll", max(float(setting("POLL_SECONDS", 60)), 10.0), False, utilization.poll_all),
     )
 
