@@ -34,10 +34,11 @@ test: $(VENV)/.dev node_modules/.installed
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 	$(MAKE) test-sqlite
 
-# Lint and format (settings in pyproject.toml); the test run starts with it.
+# Lint, format and import contracts (settings in pyproject.toml); the test run starts with it.
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports  # which way imports point (docs/architecture.md, contracts in pyproject.toml)
 
 # The embedded default: the same models and sync on SQLite, no Redis.
 test-sqlite: $(VENV)/.dev

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from inventory.admin import ReadOnlyAdmin
+from mirror.admin import ReadOnlyAdmin
 
 from .models import SignInIdentity
 

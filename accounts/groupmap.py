@@ -8,7 +8,7 @@ namespaces means every namespace). Groups without an entry give nothing.
 
 from dataclasses import dataclass
 
-ROLES = ("viewer", "operator", "admin")  # the names of gpudash.roles, repeated so settings need no Django
+ROLES = ("viewer", "operator", "admin")  # the names of mirror.roles, repeated so settings need no Django
 _RANK = {role: rank for rank, role in enumerate(ROLES, start=1)}
 
 

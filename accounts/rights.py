@@ -2,8 +2,8 @@
 
 from django.contrib.auth.models import Group
 
-from gpudash import roles
-from gpudash.models import AccessProfile
+from mirror import roles
+from mirror.models import AccessProfile
 
 
 def apply_rights(user, rights):

@@ -6,7 +6,7 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.http import HttpResponseForbidden
 from django.views.generic import TemplateView
 
-from gpudash import roles
+from mirror import roles
 
 
 class LoginView(auth_views.LoginView):

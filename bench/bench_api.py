@@ -52,7 +52,8 @@ def load(nodes, claims):
         ResourceClaimTemplate,
     )
     from devcluster.fleet import generate_fleet
-    from inventory.models import Cluster, Device, DeviceClass, Node, ResourceSlice
+    from inventory.models import Device, DeviceClass, Node, ResourceSlice
+    from mirror.models import Cluster
 
     started = time.monotonic()
     fleet = generate_fleet(nodes=nodes, claims=claims)
@@ -244,7 +245,8 @@ def main():
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
-    from inventory.models import Cluster, Device
+    from inventory.models import Device
+    from mirror.models import Cluster
 
     if args.reload or not fleet_matches(args.nodes):
         load(args.nodes, args.claims)

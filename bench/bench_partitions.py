@@ -62,7 +62,8 @@ def main():
     from django.core.management import call_command
 
     from inventory import devicekinds
-    from inventory.models import Cluster, Device
+    from inventory.models import Device
+    from mirror.models import Cluster
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)

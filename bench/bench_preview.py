@@ -4,7 +4,7 @@
     .venv/bin/python bench/bench_preview.py --live [--rate 100] [--seconds 30]
 
 --live: the live preview inventory (claims/live_inventory.py) in this process, the sync in another
-(a second process applies --rate claim changes per second through gpudash.sync.apply.apply_batch,
+(a second process applies --rate claim changes per second through mirror.sync.apply.apply_batch,
 as a watcher does, each transaction carrying every change due by then): the first preview after
 start (inventory build + first engine run), warm previews, then previews while the changes land
 (each preview catches up from the change log first). With no `bench` cluster of --nodes nodes in the
@@ -88,7 +88,8 @@ def main():
 
     setup_test_environment()  # responses carry their template context (the report's counts)
 
-    from inventory.models import Cluster, DeviceClass, Node
+    from inventory.models import DeviceClass, Node
+    from mirror.models import Cluster
 
     settings.ALLOWED_HOSTS = ["*"]
     cluster = Cluster.objects.filter(name="bench").first()
@@ -219,8 +220,8 @@ def churn(db_url, cluster_id, rate, seconds, started, counts, batches=None, elap
 
     django.setup()
     from claims.models import ResourceClaim
-    from gpudash.sync.apply import MODIFIED, apply_batch
-    from inventory.models import Cluster
+    from mirror.models import Cluster
+    from mirror.sync.apply import MODIFIED, apply_batch
 
     cluster = Cluster.objects.get(pk=cluster_id)
     rows = list(ResourceClaim.objects.filter(cluster=cluster).values_list("raw", flat=True)[:4000])
@@ -269,8 +270,8 @@ def ensure_footprints(cluster):
     """The bench fleet is bulk-loaded without the pod watcher: give its pods the footprints the watcher
     would store (the pod preview's NodeResourcesFit counts them)."""
     from claims.models import Pod, PodFootprint
-    from gpudash.models import resource_version_number
-    from gpudash.sync.footprints import footprint_document
+    from mirror.models import resource_version_number
+    from mirror.sync.footprints import footprint_document
 
     if PodFootprint.objects.filter(cluster=cluster).exists():
         return
@@ -311,7 +312,8 @@ def live_main(args):
 
     from claims.live_inventory import forget, live_inventory
     from claims.preview import cluster_inventory, run_preview
-    from inventory.models import Cluster, DeviceClass
+    from inventory.models import DeviceClass
+    from mirror.models import Cluster
 
     call_command("migrate", verbosity=0)
     if not fleet_matches(args.nodes):  # an empty database, or another fleet size: load bench_api's fleet
@@ -442,7 +444,8 @@ def startup_child(mode):
     import gpudash.asgi  # noqa: F401  (starts the warm-up, as daphne / uvicorn / `manage.py serve` do)
     from claims import live_inventory
     from claims.preview import run_preview
-    from inventory.models import Cluster, DeviceClass
+    from inventory.models import DeviceClass
+    from mirror.models import Cluster
 
     imported = time.perf_counter() - STARTED
     cluster = Cluster.objects.get(name="bench")

@@ -41,7 +41,8 @@ def main():
     call_command("migrate", verbosity=0)
     from claims import stuck
     from claims.models import Finding, StuckObservation
-    from inventory.models import Cluster, Device
+    from inventory.models import Device
+    from mirror.models import Cluster
 
     if args.reload or Device.objects.filter(cluster__name="bench").count() < args.nodes * 8:
         load(args.nodes, args.claims)

@@ -178,9 +178,8 @@ def spread(args, db_url):
 
     from django.db import connection
 
-    from gpudash.models import SyncWorker
-    from gpudash.sync import workers as sync_workers
-    from inventory.models import Cluster, SyncState
+    from mirror.models import Cluster, SyncState, SyncWorker
+    from mirror.sync import workers as sync_workers
 
     counts = [int(n) for n in args.workers.split(",")]
     workdir = tempfile.mkdtemp(prefix="gpudash-bench-spread-")
@@ -378,11 +377,12 @@ def main():
     from django.core.management import call_command
     from django.db import connection
 
-    from gpudash.sync.kinds import KINDS
-    from gpudash.sync.publish import publisher
-    from gpudash.sync.runner import Supervisor
-    from gpudash.sync.watcher import Watcher
-    from inventory.models import Cluster, Device, SyncState
+    from inventory.models import Device
+    from mirror.models import Cluster, SyncState
+    from mirror.sync.kinds import KINDS
+    from mirror.sync.publish import publisher
+    from mirror.sync.runner import Supervisor
+    from mirror.sync.watcher import Watcher
 
     if args.no_publish:
         publisher.publish = lambda changes: None

@@ -15,7 +15,7 @@ measured. Figures are printed, not asserted.
 Fan-out: an ASGI server (subprocess; --server uvicorn as `manage.py serve` runs it, or daphne) with the
 Redis channel layer of the settings, N authenticated websocket
 clients subscribed to the cluster's claims, and a producer committing --rate claim changes per
-second through gpudash.sync.apply.apply_object (the watchers' write path, which publishes after
+second through mirror.sync.apply.apply_object (the watchers' write path, which publishes after
 commit). Latency = time a client receives a change - time its transaction committed.
 Uses BENCH_DATABASE_URL (default: a `gpudash_bench_ui` database on the local PostgreSQL) and
 REDIS_URL (default redis://127.0.0.1:6379/6). The fleet is the same as bench/bench_api.py's.
@@ -129,12 +129,12 @@ def bench_pages(client, runs, sorts="desc", only=()):
 
 def sorted_pages(sorts="desc"):
     """Every list page sorted by each of its sortable columns (the columns the views declare:
-    gpudash/tables.py), descending, ascending or both; the classes list is left out (a handful of rows)."""
+    mirror/tables.py), descending, ascending or both; the classes list is left out (a handful of rows)."""
     from django.contrib.auth.models import AnonymousUser
 
     from claims.views import CLAIM_SORT, POD_SORT
-    from claims.views_ops import PENDING_SORT, finding_sort_columns
     from inventory.views import MAP_SORT, NODE_SORT, POOL_SORT, device_sort_columns
+    from ops.views import PENDING_SORT, finding_sort_columns
 
     lists = [
         ("nodes", "/nodes/", NODE_SORT),
@@ -196,8 +196,8 @@ def bench_fanout(cluster, cookie, n_clients, rate, seconds, server_kind="uvicorn
     from django.conf import settings
 
     from claims.models import ResourceClaim
-    from gpudash.sync.apply import apply_batch
-    from gpudash.sync.publish import publisher
+    from mirror.sync.apply import apply_batch
+    from mirror.sync.publish import publisher
 
     port = _free_port()
     env = dict(os.environ)
@@ -377,7 +377,8 @@ def main():
     from django.core.management import call_command
     from django.test import Client
 
-    from inventory.models import Cluster, Device
+    from inventory.models import Device
+    from mirror.models import Cluster
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)

@@ -35,7 +35,8 @@ def open_fleet(args, default_db, **env):
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
-    from inventory.models import Cluster, Device
+    from inventory.models import Device
+    from mirror.models import Cluster
 
     if args.reload or Device.objects.filter(cluster__name="bench").count() < args.nodes * 8:
         load(args.nodes, args.claims)

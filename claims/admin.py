@@ -3,7 +3,7 @@
 from django.apps import apps
 from django.contrib import admin
 
-from inventory.admin import KubeObjectAdmin, ReadOnlyAdmin
+from mirror.admin import KubeObjectAdmin, ReadOnlyAdmin
 
 from .models import (
     AllocationResult,

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from dra.model import label_selector_matches
-from gpudash.kube import KubeClient, KubeError
+from mirror.kube import KubeClient, KubeError
 
 from .models import Pod
 

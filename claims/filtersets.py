@@ -7,8 +7,8 @@ from django.db import connection
 from django.db.models import Exists, OuterRef, Q, TextField
 from django.db.models.functions import Cast
 
-from gpudash.api.filters import ApiFilterSet, NamespacedFilterSet, search_filter
-from inventory.models import Cluster
+from mirror.api.filters import ApiFilterSet, NamespacedFilterSet, search_filter
+from mirror.models import Cluster
 
 from .models import AuditEntry, ClaimConsumer, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
 

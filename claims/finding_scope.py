@@ -8,8 +8,8 @@ admin needs them) and scrubbed per user when shown: by the API serializer, the p
 
 import copy
 
-from gpudash import roles
-from gpudash.messages import render
+from mirror import roles
+from mirror.messages import render
 
 from .preview_scope import OTHER_CLAIM, redact_remedies, redact_result
 from .stuck import DOUBLE_ALLOCATION, double_allocation_summary
@@ -52,3 +52,11 @@ def show_findings(findings, user):
             f.rule, f.summary, f.evidence, visible, f.summary_message
         )
     return findings
+
+
+def stuck_count(user, cluster=None):
+    """Open stuck-claim findings the user may see, in `cluster` or all (the navigation's badge)."""
+    from .models import Finding
+
+    qs = Finding.objects.stuck() if cluster is None else Finding.objects.stuck().filter(cluster=cluster)
+    return roles.scope_queryset(qs, user).count()

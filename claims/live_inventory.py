@@ -1,7 +1,7 @@
 """The preview Inventory of each cluster, kept current from the sync's change log instead of rebuilt.
 
 The sync (a Celery worker, or this process) numbers every transaction that writes mirrored rows and
-logs the keys it changed (gpudash/sync/changelog.py). Here, per cluster and process, one Inventory
+logs the keys it changed (mirror/sync/changelog.py). Here, per cluster and process, one Inventory
 is built once from all rows, together with the log position it reflects; each preview first reads
 the positions (one small query) and, when the sync has moved on, re-reads only the rows the log
 names since, and applies them to a copy of the Inventory (dra/incremental.py) that
@@ -25,11 +25,12 @@ import orjson
 from django.db import connection
 
 from claims.models import PodFootprint, ResourceClaim, ResourceClaimTemplate
-from dra import Inventory
+from dra import Features, Inventory, load_documents, preview, resolve_claims
 from dra.gcpause import collector_paused
+from dra.nodefilters import scheduling_pod
 from dra.projection import ATTRIBUTE, CAPACITY, plain_value
-from gpudash.sync import changelog
 from inventory.models import DeviceClass, DeviceTaintRule, Namespace, Node, ResourceSlice
+from mirror.sync import changelog
 
 log = logging.getLogger(__name__)
 
@@ -525,7 +526,7 @@ def warm_up(clusters=None):
     published (LiveInventory.warm): a preview that arrives meanwhile waits for this build and gets
     the warmed inventory, it never starts a second build. Meant for a background thread at server
     start (start_warm_up)."""
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     started = time.perf_counter()
     try:
@@ -542,9 +543,6 @@ def warm_up(clusters=None):
 def _warm_previews(inventory):
     """One engine preview per DeviceClass (as run_preview makes it for WARM_UP_CLAIM: a would-be pod,
     node filters on), for the caches it leaves behind; the answers are dropped."""
-    from dra import load_documents, preview, resolve_claims
-    from dra.nodefilters import scheduling_pod
-
     for name in sorted(inventory.classes):
         try:
             documents = load_documents(WARM_UP_CLAIM % name, "YAML")
@@ -557,7 +555,7 @@ def _warm_previews(inventory):
 _warm_up_thread = None
 _warm_up_times = {}  # "started" / "finished": time.monotonic() of this process's warm-up
 
-# Readiness waits this long for the warm-up at most (gpudash/health.py): a cluster so big that its
+# Readiness waits this long for the warm-up at most (mirror/health.py): a cluster so big that its
 # build takes longer is served cold rather than kept out of its Service for good.
 WARM_UP_READY_WAIT = 300.0
 
@@ -606,6 +604,14 @@ def start_warm_up():
 
 
 def _features(cluster):
-    from claims.preview import features_of
+    """The cluster's scheduler feature gates; a ValueError names a bad setting (as preview.features_of's)."""
+    try:
+        return Features.from_dict(cluster.features)
+    except ValueError as exc:
+        raise ValueError(f"cluster {cluster.name}: {exc}") from None
 
-    return features_of(cluster)
+
+def node_raws(cluster, names):
+    """{name: raw Node} of the named nodes: the what-if clones and drains whole Node objects, which the
+    preview inventory keeps only in part (what node filters read)."""
+    return dict(Node.objects.filter(cluster=cluster, name__in=names).values_list("name", "raw"))

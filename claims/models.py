@@ -1,11 +1,12 @@
 """The workload side of DRA: claims, claim templates, pods, and what the watcher saw happen to claims."""
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
-from gpudash.messages import render
-from gpudash.models import KubeObject, parse_k8s_time, text_indexes
-from inventory import accelerators
+from mirror import accelerators
+from mirror.messages import render
+from mirror.models import KubeObject, parse_k8s_time, text_indexes
 
 __all__ = (
     "ResourceClaimTemplate",
@@ -211,7 +212,7 @@ class ResourceClaim(KubeObject):
 class AllocationResult(models.Model):
     """One `status.allocation.devices.results[]` entry: claim request -> device."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     claim = models.ForeignKey(ResourceClaim, on_delete=models.CASCADE, related_name="results")
     # The claim's namespace (part of its identity, so never stale): counts per namespace read the
     # results alone instead of joining every result to its claim's wide row.
@@ -237,7 +238,7 @@ class AllocationResult(models.Model):
 class ClaimConsumer(models.Model):
     """One `status.reservedFor[]` entry."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     claim = models.ForeignKey(ResourceClaim, on_delete=models.CASCADE, related_name="consumers")
     api_group = models.CharField(max_length=253, blank=True)
     resource = models.CharField(max_length=63)
@@ -261,7 +262,7 @@ class Pod(KubeObject):
     scheduled_message = models.TextField(blank=True)
     owner_kind = models.CharField(max_length=63, blank=True)
     owner_name = models.CharField(max_length=253, blank=True)
-    # What HAMi's scheduler assigned (inventory.accelerators.pod_assignment of its annotation): which
+    # What HAMi's scheduler assigned (mirror.accelerators.pod_assignment of its annotation): which
     # GPU, how much memory and compute per container; {} for a pod HAMi did not schedule.
     hami = models.JSONField(default=dict, blank=True)
 
@@ -319,7 +320,7 @@ class PodFootprint(models.Model):
     a full Pod row for every pod of a big cluster would cost far more. `raw` is the engine's footprint
     document (dra.nodefilters.pod_footprint), read as is into the preview Inventory."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     namespace = models.CharField(max_length=253)
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
@@ -345,7 +346,7 @@ class PodFootprint(models.Model):
 class PodClaimRef(models.Model):
     """A pod's `spec.resourceClaims[]` entry, resolved to the claim name where known."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="claim_refs")
     namespace = models.CharField(max_length=253)
     pod_claim_name = models.CharField(max_length=253)
@@ -379,7 +380,7 @@ class PodClaimRef(models.Model):
 class ClaimStateChange(models.Model):
     """A claim's state as the watcher saw it change over time (kept after the claim is gone)."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     namespace = models.CharField(max_length=253)
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64)
@@ -418,7 +419,7 @@ class Finding(models.Model):
         WARNING = "warning", "Warning"
         CRITICAL = "critical", "Critical"
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     rule = models.CharField(max_length=64)
     severity = models.CharField(max_length=16, choices=Severity.choices, default=Severity.WARNING)
     namespace = models.CharField(max_length=253, blank=True)
@@ -427,7 +428,7 @@ class Finding(models.Model):
     # Distinguishes several findings of one rule on one claim (e.g. one per stale consumer).
     subject = models.CharField(max_length=255, blank=True)
     summary = models.TextField()  # English, as the API has always served it
-    # The same text as a message (gpudash/messages.py), so a page shows it in the reader's language.
+    # The same text as a message (mirror/messages.py), so a page shows it in the reader's language.
     summary_message = models.JSONField(default=dict, blank=True)
     evidence = models.JSONField(default=dict, blank=True)
     remedy = models.CharField(max_length=64, blank=True, help_text="Name of the release action that fixes it.")
@@ -447,6 +448,14 @@ class Finding(models.Model):
 
 # What the pages call each release outcome, in the reader's language (`outcome` keeps the key the API,
 # the filters and the badge's class use).
+# The release actions by name (claims/release/plans.py plans them; audit entries and findings show them).
+ACTION_TITLES = {
+    "remove_reservations": _("Remove stale reservedFor entries"),
+    "deallocate": _("Deallocate (clear status.allocation)"),
+    "finish_deletion": _("Finish the blocked deletion (remove the finalizer)"),
+    "delete_claim": _("Delete the template-generated claim"),
+}
+
 OUTCOME_TITLES = {
     "done": pgettext_lazy("release outcome", "done"),
     "refused": pgettext_lazy("release outcome", "refused"),
@@ -462,7 +471,7 @@ class AuditEntry(models.Model):
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL, related_name="+")
     username = models.CharField(max_length=150)
-    cluster = models.ForeignKey("inventory.Cluster", null=True, on_delete=models.SET_NULL, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", null=True, on_delete=models.SET_NULL, related_name="+")
     cluster_name = models.CharField(max_length=63)
     namespace = models.CharField(max_length=253, blank=True)
     claim_name = models.CharField(max_length=253, blank=True)
@@ -472,7 +481,7 @@ class AuditEntry(models.Model):
     dry_run = models.BooleanField(default=False)
     outcome = models.CharField(max_length=32)  # done, refused, conflict, error, dry-run
     reason = models.TextField(blank=True)
-    # The reason as a message (gpudash/messages.py, issue 14): the audit pages show it in the reader's
+    # The reason as a message (mirror/messages.py, issue 14): the audit pages show it in the reader's
     # language; `reason` keeps the English (the API). Empty for rows written before: they show `reason`.
     reason_message = models.JSONField(default=dict, blank=True)
     request = models.JSONField(default=dict, blank=True)
@@ -498,7 +507,6 @@ class AuditEntry(models.Model):
     @property
     def action_title(self):
         """The action in words, in the reader's language (the stored key stays in filters and the API)."""
-        from .release.plans import ACTION_TITLES
 
         return ACTION_TITLES.get(self.action, self.action)
 
@@ -507,7 +515,7 @@ class StuckObservation(models.Model):
     """When the detector first saw a condition whose start the objects themselves don't tell
     (a pod or node that vanished, a device no longer published); grace periods count from here."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     rule = models.CharField(max_length=64)
     claim_uid = models.CharField(max_length=64)
     subject = models.CharField(max_length=255, blank=True)

@@ -1,7 +1,15 @@
 """Saved what-if scenarios (claims/whatif.py): a user's named list of changes, shareable as a URL."""
 
+from urllib.parse import urlencode
+
 from django.conf import settings
 from django.db import models
+
+
+def scenario_query(changes, shapes=(), cluster=None):
+    """The query string that shares a scenario (the page's URL): one `c` per change, one `s` per shape."""
+    pairs = ([("cluster", cluster)] if cluster else []) + [("c", c) for c in changes] + [("s", s) for s in shapes]
+    return urlencode(pairs)
 
 
 class WhatIfScenarioQuerySet(models.QuerySet):
@@ -15,7 +23,7 @@ class WhatIfScenario(models.Model):
     whoever opens that runs it under their own namespace scope."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="whatif_scenarios")
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     name = models.CharField(max_length=100)
     changes = models.JSONField(default=list)
     shapes = models.JSONField(default=list, blank=True)
@@ -34,6 +42,4 @@ class WhatIfScenario(models.Model):
     @property
     def query(self):
         """The page's query string for this scenario (what "share" copies)."""
-        from claims.whatif import scenario_query
-
         return scenario_query(self.changes, self.shapes, self.cluster.name)

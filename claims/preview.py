@@ -9,6 +9,7 @@ cluster and process and updated from the sync's change log, never rebuilt on chu
 import logging
 
 from django.conf import settings
+from django.utils.translation import gettext
 
 from claims.live_inventory import BuildInProgress, forget, live_inventory
 from claims.preview_scope import OutOfScope, check_documents, check_namespace, redact_remedies, redact_result
@@ -17,7 +18,8 @@ from dra.deadline import Deadline
 from dra.errors import AllocationError
 from dra.model import ClaimSpec
 from dra.nodefilters import scheduling_pod
-from monitoring.instruments import PREVIEW_SECONDS
+from mirror.instruments import PREVIEW_SECONDS
+from mirror.messages import grouped
 
 __all__ = ["InventoryNotReady", "OutOfScope", "PreviewError", "cluster_inventory", "run_preview", "invalidate"]
 
@@ -97,7 +99,7 @@ def redact_other_claims(result, visible_namespaces):
 
 def invalidate(cluster=None):
     """Forget this process's inventories (all, or one cluster's): the next preview builds afresh.
-    Only needed after writing mirrored rows outside gpudash.sync.apply (which logs its changes)."""
+    Only needed after writing mirrored rows outside mirror.sync.apply (which logs its changes)."""
     forget(None if cluster is None else cluster.pk)
 
 
@@ -247,3 +249,45 @@ def _add_remedies(cluster, inv, claims, bound, pod, result, deadline):
         logger.exception("remedies failed")
         result["remedies"] = []
         result.setdefault("verdict", {"error": str(_engine_failure(cluster, exc, "remedy search"))})
+
+
+# The engine's summary in words, for the preview page and the Pending explainer (ops/pending.py).
+def post_filter_text(summary):
+    """What the scheduler does next when no node fits (summary.postFilter): deallocate a claim of the
+    pod that is allocated where the pod cannot run, and/or evict lower-priority pods; "" if neither."""
+    post = summary.get("postFilter") or {}
+    parts = []
+    freed = (post.get("dynamicResources") or {}).get("deallocates") or []
+    if freed:
+        parts.append(
+            gettext(
+                "The scheduler deallocates claim %(claim)s (allocated where this pod cannot run) so that it can be allocated again."
+            )
+            % {"claim": freed[0]}
+        )
+    candidates = (post.get("preemption") or {}).get("candidates") or []
+    if candidates:
+        parts.append(
+            gettext(
+                "Preemption: evicting lower-priority pods would make room on %(nodes)s; the scheduler nominates one of them."
+            )
+            % {"nodes": ", ".join(c["node"] for c in candidates[:5]) + (", ..." if len(candidates) > 5 else "")}
+        )
+    return " ".join(parts)
+
+
+def filter_rejections_text(summary):
+    """'First failing filter: TaintToleration on 1 node (gpu-h100-04: node(s) had untolerated taint(s)); ...'"""
+    parts = []
+    for item in (summary.get("nodeFilters") or {}).get("rejections") or []:
+        nodes = ", ".join(item["exampleNodes"]) + (", ..." if item["nodes"] > len(item["exampleNodes"]) else "")
+        parts.append(
+            gettext("%(plugin)s on %(count)s node(s) (%(nodes)s: %(reasons)s)")
+            % {
+                "plugin": item["plugin"],
+                "count": grouped(item["nodes"]),
+                "nodes": nodes,
+                "reasons": ", ".join(item["reasons"]),
+            }
+        )
+    return (gettext("First failing filter: %(filters)s.") % {"filters": "; ".join(parts)}) if parts else ""

@@ -15,11 +15,12 @@ import yaml
 from django.db.models import Q
 from django.utils.translation import gettext, gettext_lazy
 
+from claims.preview import PreviewError, post_filter_text
 from dra.gcpause import collector_paused
-from gpudash import roles
 from inventory import devicestate
 from inventory.fleet import natural_key, state_label
 from inventory.models import Device, DeviceClass
+from mirror import roles
 
 FITS_PER_PAGE = 50  # each fitting node renders a device strip: keep the page light
 NODES_PER_GROUP_PAGE = 100
@@ -279,8 +280,6 @@ class PreviewReport:
     @cached_property
     def post_filter(self):
         """What the scheduler does next when no node fits (deallocate a claim, preempt), in words."""
-        from .pending import post_filter_text
-
         return post_filter_text(self.summary) if isinstance(self.summary, dict) else ""
 
     @cached_property
@@ -516,7 +515,6 @@ def would_be_pod_params(params):
     """The page's node-filter fields as run_preview keywords: `tolerations` (one KEY[=VALUE][:EFFECT] per
     line or comma, or `*`), `node_selector` (KEY=VALUE, ...), `skip_node_filters` (checkbox).
     Raises claims.preview.PreviewError naming the field."""
-    from claims.preview import PreviewError
     from dra.errors import InputError
     from dra.nodefilters import parse_node_selector, parse_toleration_flag
 

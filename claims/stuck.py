@@ -17,10 +17,9 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
-from gpudash.messages import message, render
-from gpudash.models import parse_k8s_time
-from inventory.models import Device, Node, SyncState
-from monitoring.models import OpsCounter
+from inventory.models import Device, Node
+from mirror.messages import message, render
+from mirror.models import OpsCounter, SyncState, parse_k8s_time
 
 from .models import AllocationResult, ClaimConsumer, Finding, Pod, PodClaimRef, ResourceClaim, StuckObservation
 
@@ -32,7 +31,7 @@ NODE_GONE = "node_gone"
 NOT_PREPARED = "not_prepared"
 DEVICE_VANISHED = "device_vanished"
 DOUBLE_ALLOCATION = "double_allocation"
-# Report-only (monitoring/idle.py): no release action, the device is not shown as stuck.
+# Report-only (monitoring/idle.py, added with register_rule): no release action, the device is not shown as stuck.
 IDLE_GPU = "idle_gpu"  # listed in claims.models.REPORT_ONLY_RULES
 
 # The kind finding changes are published as on the live-updates channel, and their events.
@@ -99,7 +98,7 @@ class Candidate:
     rule: str
     claim: ResourceClaim
     subject: str
-    # A message (gpudash/messages.py), rendered in the reader's language when shown; `summary` keeps
+    # A message (mirror/messages.py), rendered in the reader's language when shown; `summary` keeps
     # its English text for the API. A plain string is taken as it is (no translation).
     summary: str | dict
     severity: str = Finding.Severity.WARNING
@@ -517,7 +516,7 @@ def rule_device_vanished(m, cfg, now):
 
 
 def double_allocation_summary(device, claim_names):
-    """A message (gpudash/messages.py); also rebuilt when shown, with other namespaces' claims unnamed
+    """A message (mirror/messages.py); also rebuilt when shown, with other namespaces' claims unnamed
     (claims/finding_scope.py)."""
     return message(
         gettext_noop(
@@ -560,14 +559,9 @@ def rule_double_allocation(m, cfg, now):
             )
 
 
-def rule_idle_gpu(mirror, cfg, now):
-    """Allocated GPUs under the utilization threshold for the idle period (report-only)."""
-    from monitoring.idle import idle_candidates  # here: monitoring imports this module
-
-    yield from idle_candidates(mirror, cfg, now)
-
-
-RULES = (
+# The rules each detector run applies, in order. Apps above this one add theirs with register_rule
+# (the idle-GPU rule of monitoring/idle.py), so the detector never imports them.
+RULES = [
     rule_stale_reservation,
     rule_deletion_blocked,
     rule_orphaned_allocation,
@@ -576,8 +570,13 @@ RULES = (
     rule_not_prepared,
     rule_device_vanished,
     rule_double_allocation,
-    rule_idle_gpu,
-)
+]
+
+
+def register_rule(rule):
+    """Run `rule(mirror, cfg, now)` -> Candidates after the rules above; registering it again keeps one."""
+    if rule not in RULES:
+        RULES.append(rule)
 
 
 class _Explainer:
@@ -781,7 +780,7 @@ def _publish_findings(cluster, events):
     Sent like the watchers' changes, as kind "Finding" with the claim's namespace, so namespace-scoped
     viewers get them redacted like any other change.
     """
-    from gpudash.sync.publish import Change, publish_on_commit
+    from mirror.sync.publish import Change, publish_on_commit
 
     publish_on_commit(
         [
@@ -792,6 +791,6 @@ def _publish_findings(cluster, events):
 
 
 def detect_all(now=None):
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     return {c.name: detect(c, now) for c in Cluster.objects.filter(enabled=True)}

@@ -1,24 +1,17 @@
-"""Celery tasks running the stuck-claim detector: every minute (beat) and shortly after relevant changes."""
+"""Celery tasks running the stuck-claim detector: every minute (beat) and shortly after relevant changes; the
+preview workers' task is defined beside its sender (claims/preview_service/remote.py)."""
 
 import logging
 
 from celery import shared_task
 
-from gpudash.debounce import ClusterDebounce
+from claims.preview_service.remote import run_preview_job  # noqa: F401  (autodiscovery registers it from here)
+from mirror.debounce import ClusterDebounce
 
 log = logging.getLogger(__name__)
 
 # Kinds whose changes can start or end a stuck condition.
 RELEVANT_KINDS = frozenset({"ResourceClaim", "Pod", "Node", "ResourceSlice"})
-
-
-@shared_task(name="claims.tasks.run_preview_job", ignore_result=True, acks_late=False)
-def run_preview_job(job_id, job, give_up_at):
-    """One preview, on a `preview` queue worker (claims/preview_service/remote.py). Acknowledged on
-    receipt: a preview whose worker dies is answered 503 by the waiting web process, never re-run."""
-    from claims.preview_service.remote import execute_job
-
-    return execute_job(job_id, job, give_up_at)
 
 
 @shared_task(name="claims.tasks.detect_stuck_claims", ignore_result=True)
@@ -31,7 +24,7 @@ def detect_stuck_claims():
 
 @shared_task(name="claims.tasks.detect_stuck_claims_for_cluster", ignore_result=True)
 def detect_stuck_claims_for_cluster(cluster_id):
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     from .stuck import detect
 

@@ -12,20 +12,21 @@ from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext
 from django.utils.translation import gettext as _
 
-from gpudash import roles, tables
-from gpudash.views import DashboardView
 from inventory import fleet
-from inventory.models import Cluster, Device
-from inventory.objectpage import crumb, object_page
+from inventory.models import Device
+from mirror import roles, tables
+from mirror.models import Cluster
+from mirror.objectpage import crumb, object_page
+from mirror.views import DashboardView
 
 from .answers import headline_text, present
 from .lookups import claim_keys_q
-from .models import ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
+from .models import ACTION_TITLES, ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
 from .preview_service import dispatch
 
 STUCK = "stuck"
 CLAIM_STATES = [s for s, _ in ResourceClaim.State.choices] + [STUCK]
-# Sortable columns of the claims and pods lists (gpudash/tables.py). The device classes sort by the
+# Sortable columns of the claims and pods lists (mirror/tables.py). The device classes sort by the
 # first (the stored list is sorted); a claim without one last.
 CLAIM_SORT = {
     "cluster": "cluster__name",
@@ -48,7 +49,7 @@ def claims_with_flags(queryset):
 
 def list_namespace(view):
     """A namespaced list's namespace: its own ?namespace= filter (for this request only, as every
-    filter of the page), else the global selector's (gpudash/views.py)."""
+    filter of the page), else the global selector's (mirror/views.py)."""
     if "namespace" in view.request.GET:
         return view.request.GET["namespace"].strip()  # as asked, even if hidden: the scoped queryset then shows nothing
     return view.namespace
@@ -196,7 +197,6 @@ class ClaimDetailView(DashboardView):
     def findings_with_actions(self):
         """The claim's open findings, each with its remedy and whether this user may run it (or why not)."""
         from .finding_scope import show_findings
-        from .release.plans import ACTION_TITLES
         from .stuck import RULE_TITLES
 
         findings = list(

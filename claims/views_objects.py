@@ -5,10 +5,10 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
 
-from gpudash import roles
-from gpudash.views import DashboardView
 from inventory.models import Device
-from inventory.objectpage import crumb, object_page
+from mirror import roles
+from mirror.objectpage import crumb, object_page
+from mirror.views import DashboardView
 
 from . import driverlogs
 from .models import AllocationResult, ClaimConsumer, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate

@@ -12,14 +12,15 @@ from django.urls import reverse
 from django.utils.translation import gettext
 
 from dra import whatif as engine
-from gpudash import roles
-from gpudash.views import DashboardView
-from inventory.models import Cluster
+from mirror import roles
+from mirror.models import Cluster
+from mirror.views import DashboardView
 
 from .models import WhatIfScenario
+from .models_whatif import scenario_query
 from .preview_scope import OutOfScope
 from .preview_service import dispatch
-from .whatif import ScenarioInvalid, check_scope, parse_scenario, scenario_query
+from .whatif import ScenarioInvalid, check_scope, parse_scenario
 
 # Verdicts in the order the page lists them: what changed first.
 VERDICT_ORDER = (

@@ -6,6 +6,7 @@ admission control and deadline; `run_whatif` is that worker's side. Nothing is w
 live inventory is copied (Inventory.with_changes) and the copy is dropped with the answer.
 """
 
+from claims import live_inventory
 from claims.preview import PreviewError, _engine_failure, _obtain, engine_limits
 from claims.preview_scope import OutOfScope, check_namespace, redact_result
 from dra import whatif
@@ -79,11 +80,8 @@ def pending_workloads(cluster, visible=None):
 
 def node_objects(cluster, changes):
     """{name: raw Node} of the nodes the changes name (the inventory keeps only what filters read)."""
-    from inventory.models import Node
-
     names = {c.node for c in changes if c.node}
-    rows = Node.objects.filter(cluster=cluster, name__in=names).values_list("name", "raw") if names else ()
-    return dict(rows)
+    return live_inventory.node_raws(cluster, names) if names else {}
 
 
 def run_whatif(cluster, *, changes=(), shapes=(), visible_namespaces=None, deadline=None):
@@ -125,14 +123,6 @@ def _displaced(item, visible):
         "why": item["why"],
         "dra": item.get("dra", True),
     }
-
-
-def scenario_query(changes, shapes=(), cluster=None):
-    """The query string that shares a scenario (the page's URL): one `c` per change, one `s` per shape."""
-    from urllib.parse import urlencode
-
-    pairs = ([("cluster", cluster)] if cluster else []) + [("c", c) for c in changes] + [("s", s) for s in shapes]
-    return urlencode(pairs)
 
 
 __all__ = ["OutOfScope", "ScenarioInvalid", "check_scope", "parse_scenario", "pending_workloads", "run_whatif"]

@@ -11,6 +11,7 @@ what are its own subject.
 
 from collections import defaultdict
 
+from .allocated import AllocatedState
 from .model import DeviceClassInfo, Slice, device_taints
 from .shapes import KIND_NAMES as _TAG
 from .shapes import mirrored_problem, readable_names
@@ -312,8 +313,6 @@ class IncrementalMixin:
 
     def _restate(self, keys, holders):
         """Recompute the allocated state of device `keys` from the claims that hold them now."""
-        from .inventory import AllocatedState
-
         state = self.state
         refs = set(holders)
         for key in keys:
@@ -467,8 +466,6 @@ def _result_keys(raw):
 
 
 def _copy_state(state):
-    from .inventory import AllocatedState
-
     new = AllocatedState.__new__(AllocatedState)
     new.__dict__.update(state.__dict__)
     new.dedicated = set(state.dedicated)

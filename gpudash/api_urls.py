@@ -3,16 +3,16 @@
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from claims.api import operations
 from claims.api import views as claim_views
 from claims.api.aggregates import AllocationAggregateView
 from claims.api.preview import PreviewView, PreviewWorkersView
 from claims.api.whatif import ScenarioDetailView, ScenarioListView, WhatIfView
-from gpudash.api.errors import not_found_view
 from inventory.api import views as inventory_views
 from inventory.api.aggregates import DeviceAggregateView, GpuAggregateView
+from mirror.api.errors import not_found_view
 from monitoring.api import UtilizationView
 from monitoring.api_history import DeviceHistoryView, NamespaceHistoryView
+from ops import api as operations
 
 app_name = "api"
 

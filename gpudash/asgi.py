@@ -10,7 +10,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from claims.preview_service.dispatch import start as start_previews  # noqa: E402
 from gpudash.routing import websocket_urlpatterns  # noqa: E402
-from gpudash.ws_origin import SameOriginValidator  # noqa: E402
+from mirror.ws_origin import SameOriginValidator  # noqa: E402
 
 start_previews()  # the local pool's preview workers (embedded default); nothing to start with Celery
 

@@ -12,7 +12,7 @@ app.autodiscover_tasks()
 def _stop_watchers(**kwargs):
     """Warm shutdown (SIGTERM): watchers finish the batch in hand and give up their leases, so
     another worker takes over at once instead of after the lease expires."""
-    from gpudash.sync.runner import stop_process_supervisor
+    from mirror.sync.runner import stop_process_supervisor
 
     stop_process_supervisor()
 

@@ -3,7 +3,7 @@ a form body over Django's upload limits.
 
 PostgreSQL text cannot hold NUL, so any lookup with one fails deep in the database driver (a 500 for
 a typo'd or hostile URL). Refused up front with a 400 that names the parameter: the API's JSON error
-under /api/, a plain readable text elsewhere. (JSON bodies are checked by gpudash.api.parsers.)
+under /api/, a plain readable text elsewhere. (JSON bodies are checked by mirror.api.parsers.)
 Reading the form here is also where an oversized one is found: a 413, in the same two forms.
 """
 
@@ -13,7 +13,7 @@ import threading
 from asgiref.sync import markcoroutinefunction
 from django.http import HttpResponse, JsonResponse
 
-from gpudash.api.errors import BODY_LIMITS, body_limit_message, error_body
+from mirror.api.errors import BODY_LIMITS, body_limit_message, error_body
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 

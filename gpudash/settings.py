@@ -77,7 +77,7 @@ CONTENT_SECURITY_POLICY = {
 
 INSTALLED_APPS = [
     "daphne",
-    "gpudash.apps.GpudashAdminConfig",  # django.contrib.admin, usable by the admin role (gpudash/admin_site.py)
+    "gpudash.apps.GpudashAdminConfig",  # django.contrib.admin, usable by the admin role (mirror/admin_site.py)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -91,9 +91,11 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI served locally: no CDN needed for /api/docs/
     "channels",
     "gpudash",
+    "mirror",
     "inventory",
     "claims",
     "monitoring",
+    "ops",
     "devcluster",
     "accounts",
 ]
@@ -120,7 +122,7 @@ ROOT_URLCONF = "gpudash.urls"
 TEMPLATES = [
     {
         # Django's backend, each rendering context emptied once written (a written page leaves no cycle).
-        "BACKEND": "gpudash.acyclic.AcyclicTemplates",
+        "BACKEND": "mirror.acyclic.AcyclicTemplates",
         "NAME": "django",
         "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
@@ -203,8 +205,8 @@ LOGOUT_REDIRECT_URL = "login"
 from accounts.config import sign_in_settings  # noqa: E402
 
 globals().update(sign_in_settings(os.environ))
-# The admin role holds every model permission in the Django admin (gpudash/admin_site.py).
-AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "gpudash.admin_site.AdminRoleBackend"]  # noqa: F821
+# The admin role holds every model permission in the Django admin (mirror/admin_site.py).
+AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "mirror.admin_site.AdminRoleBackend"]  # noqa: F821
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
@@ -235,7 +237,7 @@ CELERY_TASK_ROUTES = {"claims.tasks.run_preview_job": {"queue": "preview"}}
 from celery.schedules import crontab  # noqa: E402
 
 CELERY_BEAT_SCHEDULE = {
-    "ensure-watchers": {"task": "gpudash.sync.tasks.ensure_watchers", "schedule": 15.0},
+    "ensure-watchers": {"task": "mirror.sync.tasks.ensure_watchers", "schedule": 15.0},
     "detect-stuck-claims": {"task": "claims.tasks.detect_stuck_claims", "schedule": 60.0},
     "poll-utilization": {
         "task": "monitoring.tasks.poll_utilization",
@@ -252,17 +254,17 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # DRF's JSON, written by orjson (a fleet-wide preview's body of megabytes: gpudash/api/renderers.py).
-    "DEFAULT_RENDERER_CLASSES": ["gpudash.api.renderers.JSONRenderer", "rest_framework.renderers.BrowsableAPIRenderer"],
+    # DRF's JSON, written by orjson (a fleet-wide preview's body of megabytes: mirror/api/renderers.py).
+    "DEFAULT_RENDERER_CLASSES": ["mirror.api.renderers.JSONRenderer", "rest_framework.renderers.BrowsableAPIRenderer"],
     # DRF's JSON parser, also refusing over-deep bodies and lone surrogates (a 400, not a 500).
     "DEFAULT_PARSER_CLASSES": [
-        "gpudash.api.parsers.JSONParser",
+        "mirror.api.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "gpudash.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "mirror.api.errors.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {
@@ -279,7 +281,7 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-# Sync tuning (see gpudash/sync).
+# Sync tuning (see mirror/sync).
 GPUDASH_SYNC = {
     "LIST_PAGE_SIZE": int(os.environ.get("GPUDASH_LIST_PAGE_SIZE", "500")),
     "WATCH_TIMEOUT_SECONDS": int(os.environ.get("GPUDASH_WATCH_TIMEOUT", "300")),
@@ -291,7 +293,7 @@ GPUDASH_SYNC = {
     "PUBLISH_COALESCE_SECONDS": float(os.environ.get("GPUDASH_PUBLISH_COALESCE", "0.1")),
     # Pods are mirrored when they use DRA, or when one of these labels contains the given text (driver pods).
     "DRIVER_POD_LABELS": {"app.kubernetes.io/name": "dra"},
-    # Mirrored Events (gpudash/sync/events.py): at most this many per cluster, none older than this.
+    # Mirrored Events (mirror/sync/events.py): at most this many per cluster, none older than this.
     "EVENTS_MAX_PER_CLUSTER": int(os.environ.get("GPUDASH_EVENTS_MAX", "5000")),
     "EVENTS_MAX_AGE_SECONDS": float(os.environ.get("GPUDASH_EVENTS_MAX_AGE", "86400")),
 }

@@ -6,9 +6,9 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from gpudash.health import healthz, readyz
-from gpudash.views import LiveRegionsView
-from gpudash.views_sync import SyncStatusView
+from mirror.health import healthz, readyz
+from mirror.views import LiveRegionsView
+from mirror.views_sync import SyncStatusView
 from monitoring.metrics import metrics_view
 
 
@@ -47,8 +47,8 @@ urlpatterns = [
     # Web UI pages (issue 4).
     path("", include("inventory.urls")),
     path("", include("claims.urls")),
-    # Operations pages (issue 6): stuck claims, Pending pods, readiness.
-    path("", include("claims.urls_ops")),
+    # Operations pages (issue 6): stuck claims, Pending pods, readiness; the search box (ops/).
+    path("", include("ops.urls")),
     # Fleet history pages (issue 11): a namespace's charts.
     path("", include("monitoring.urls")),
     path("live/", LiveRegionsView.as_view(), name="live-regions"),  # shared regions for POST-answered pages

@@ -21,41 +21,14 @@ import json
 from collections import defaultdict
 
 from django.apps import apps as django_apps
-from django.conf import settings
 from django.db.models import Aggregate, Exists, Func, JSONField, OuterRef, Subquery
 from django.db.models.functions import JSONObject
+
+from mirror.accelerators import DEFAULTS, config, hami_pod_devices, has_pod_assignment, pod_assignment  # noqa: F401  (this module's names too)
 
 DEVICE_PLUGIN, HAMI = "device-plugin", "hami"
 SOURCES = ("dra", DEVICE_PLUGIN, HAMI)
 SOURCE_LABELS = {"dra": "DRA devices", DEVICE_PLUGIN: "device-plugin GPUs", HAMI: "HAMi vGPU shares"}
-
-DEFAULTS = {
-    # Extended resources that look like accelerators (fnmatch patterns).
-    "RESOURCES": [
-        "nvidia.com/gpu",
-        "nvidia.com/gpu.shared",
-        "nvidia.com/mig-*",
-        "amd.com/gpu",
-        "habana.ai/gaudi",
-        "gpu.intel.com/i915",
-        "gpu.intel.com/xe",
-        "aws.amazon.com/neuron",
-        "google.com/tpu",
-    ],
-    "PARTITION_RESOURCES": ["*/mig-*"],
-    "SHARE_RESOURCES": ["*.shared"],
-    # Node labels naming the GPU model (GPU feature discovery); "-" read as " " (NVIDIA-H100-80GB-HBM3).
-    "MODEL_LABELS": ["nvidia.com/gpu.product", "amd.com/gpu.product-name", "gpu.intel.com/product"],
-    "HAMI_REGISTER_ANNOTATIONS": {"hami.io/node-nvidia-register": "nvidia.com"},
-    "HAMI_RESOURCES": {"count": "gpu", "memory": "gpumem", "cores": "gpucores"},
-    # What HAMi's scheduler assigned to a pod (pkg/device/nvidia/device.go): the lasting record; the
-    # "-to-allocate" twin is emptied by the device plugin as it allocates.
-    "HAMI_POD_ANNOTATIONS": {"hami.io/vgpu-devices-allocated": "nvidia.com"},
-}
-
-
-def config():
-    return {**DEFAULTS, **getattr(settings, "GPUDASH_ACCELERATORS", {})}
 
 
 def _matches(name, patterns):
@@ -130,63 +103,6 @@ def _int(value):
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def hami_pod_devices(value):
-    """HAMi's per-pod assignment, "UUID,TYPE,MEM_MiB,CORES_%:" per device and ";" after each container
-    (init containers first; empty containers kept as empty entries), e.g.
-    "GPU-a,NVIDIA,3000,30:;;GPU-b,NVIDIA,20000,0:;". Returns (devices, problem): devices as
-    [{"container": index, "uuid", "type", "memory", "cores"}], problem a sentence ("" when all was read).
-    A record that cannot be read is left out and named in the problem; nothing raises."""
-    if not isinstance(value, str):
-        return [], "the annotation is not a string"
-    devices, bad = [], []
-    for index, container in enumerate(value.strip().split(";")):
-        for record in container.split(":"):
-            if not record.strip():
-                continue
-            parts = [p.strip() for p in record.split(",")]
-            try:
-                if len(parts) < 4 or not parts[0]:
-                    raise ValueError
-                memory, cores = int(parts[2]), int(parts[3])
-                if memory < 0 or cores < 0:
-                    raise ValueError
-            except ValueError:
-                bad.append(record.strip()[:80])
-                continue
-            devices.append({"container": index, "uuid": parts[0], "type": parts[1], "memory": memory, "cores": cores})
-    if not bad:
-        return devices, ""
-    return devices, "cannot read {} (expected UUID,TYPE,MEMORY_MiB,CORES_PERCENT)".format(
-        ", ".join(repr(b) for b in bad[:3])
-    )
-
-
-def pod_assignment(raw, cfg=None):
-    """What HAMi assigned to this Pod (raw object), from the first configured annotation it carries:
-    {"annotation", "domain", "devices": [...], "problem"}; {} for a pod HAMi did not schedule.
-    Stored on the Pod row (claims.Pod.hami) and read into the node's HAMi usage."""
-    cfg = cfg or config()
-    annotations = ((raw or {}).get("metadata") or {}).get("annotations") or {}
-    if not isinstance(annotations, dict):
-        return {}
-    for annotation, domain in cfg["HAMI_POD_ANNOTATIONS"].items():
-        value = annotations.get(annotation)
-        if value is None or value == "":
-            continue
-        devices, problem = hami_pod_devices(value)
-        if not devices and not problem:
-            continue  # only empty containers: nothing assigned (yet)
-        return {"annotation": annotation, "domain": domain, "devices": devices, "problem": problem}
-    return {}
-
-
-def has_pod_assignment(raw, cfg=None):
-    """The pod carries a HAMi assignment annotation (the mirror keeps such pods, gpudash/sync/apply.py)."""
-    cfg = cfg or config()
-    annotations = ((raw or {}).get("metadata") or {}).get("annotations") or {}
-    return isinstance(annotations, dict) and any(annotations.get(a) for a in cfg["HAMI_POD_ANNOTATIONS"])
 
 
 def node_model(labels, cfg):
@@ -512,79 +428,6 @@ def accelerator_rows(cluster_ids=None, nodes=None):
     if nodes is not None:
         rows = rows.filter(node_name__in={n for _, n in nodes})
     return rows
-
-
-def source_totals(cluster_ids=None, nodes=None, snapshot=None):
-    """Totals per source and per model, the DRA side from the device summary.
-
-    {"dra": {"gpus", "free", "partitions", "stranded", "nodes",
-             "models": {model: {"gpus", "free", "partitions"[, "profiles", "stranded"]}}},
-     "device-plugin": {"gpus", "free", "partitions", "partitions_free", "shares", "nodes", "models": {...}},
-     "hami": {"gpus", "shares", "shares_used", "memory", "memory_used", "nodes", "models": {...}}}"""
-    from . import fleet
-
-    snap = snapshot or fleet.FleetSnapshot(cluster_ids, nodes=nodes)
-    dra = {"gpus": 0, "free": 0, "partitions": 0, "nodes": 0, "models": {}}
-    for g in snap.kind_groups():
-        if not g["gpus"] and g["kind"] != "partition":
-            continue
-        m = dra["models"].setdefault(g["model"] or "(no model attribute)", {"gpus": 0, "free": 0, "partitions": 0})
-        m["gpus"] += g["gpus"] or 0
-        m["free"] += g["gpus_free"] or 0
-        if g["kind"] == "partition":
-            m["partitions"] += g["n"]
-    for m in dra["models"].values():
-        for k in ("gpus", "free", "partitions"):
-            dra[k] += m[k]
-    # Partition-aware capacity (dra/partitions.py): per model what can still be created per profile.
-    dra["stranded"] = 0
-    for (model,), cap in snap.partition_capacity("model").items():
-        m = dra["models"].get(model or "(no model attribute)")
-        if m is not None:
-            m["profiles"], m["stranded"] = cap["profiles"], cap["stranded"]
-            dra["stranded"] += cap["stranded"]
-    dra["nodes"] = snap.gpu_node_count()
-    dp = {"gpus": 0, "free": 0, "partitions": 0, "partitions_free": 0, "shares": 0, "nodes": 0, "models": {}}
-    hami = {"gpus": 0, "shares": 0, "shares_used": 0, "memory": 0, "memory_used": 0, "nodes": 0, "models": {}}
-    dp_nodes, hami_nodes = set(), set()
-    for cid, node, source, kind, mdl, alloc, used, gpus in accelerator_rows(cluster_ids, nodes).values_list(
-        "cluster_id", "node_name", "source", "kind", "model", "allocatable", "requested", "gpus"
-    ):
-        label = mdl or "(model unknown)"
-        if source == DEVICE_PLUGIN:
-            dp_nodes.add((cid, node))
-            m = dp["models"].setdefault(
-                label, {"gpus": 0, "free": 0, "partitions": 0, "partitions_free": 0, "shares": 0}
-            )
-            if kind == "gpu":
-                m["gpus"] += alloc
-                m["free"] += max(alloc - used, 0)
-            elif kind == "partition":
-                m["partitions"] += alloc
-                m["partitions_free"] += max(alloc - used, 0)
-            else:
-                m["shares"] += alloc
-        else:
-            hami_nodes.add((cid, node))
-            m = hami["models"].setdefault(
-                label, {"gpus": 0, "shares": 0, "shares_used": 0, "memory": 0, "memory_used": 0}
-            )
-            if kind == "share":
-                m["gpus"] += gpus
-                m["shares"] += alloc
-                m["shares_used"] += used
-            elif kind == "memory":
-                m["memory"] += alloc
-                m["memory_used"] += used
-    for totals, keys in (
-        (dp, ("gpus", "free", "partitions", "partitions_free", "shares")),
-        (hami, ("gpus", "shares", "shares_used", "memory", "memory_used")),
-    ):
-        for m in totals["models"].values():
-            for k in keys:
-                totals[k] += m[k]
-    dp["nodes"], hami["nodes"] = len(dp_nodes), len(hami_nodes)
-    return {"dra": dra, DEVICE_PLUGIN: dp, HAMI: hami}
 
 
 def node_sources(cluster_ids=None, nodes=None):

@@ -3,3 +3,20 @@ from django.apps import AppConfig
 
 class InventoryConfig(AppConfig):
     name = "inventory"
+
+    def ready(self):
+        from mirror.sync.hooks import register
+
+        from . import accelerators, devicestate, tasks, vanished
+
+        register(  # what inventory derives from the rows the sync writes (mirror/sync/hooks.py)
+            pools_of={"ResourceSlice": devicestate.pools_of_slices, "ResourceClaim": devicestate.pools_of_claims},
+            refresh_pools=devicestate.refresh_pools,
+            vanished_snapshot=vanished.snapshot,
+            vanished_record=vanished.record,
+            class_count_kinds=tasks.RELEVANT_KINDS,
+            request_class_counts=tasks.request_after_commit,
+            nodes_of_pods=accelerators.nodes_of_pods,
+            refresh_nodes=accelerators.refresh_nodes,
+            refresh_cluster=accelerators.refresh_cluster,
+        )

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from dra import cel
 from dra.deadline import Deadline
-from gpudash.sync import fastjson
+from mirror.sync import fastjson
 
 from .models import Device, DeviceClass, ResourceSlice
 

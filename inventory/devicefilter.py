@@ -154,7 +154,7 @@ def apply_sql(queryset, clauses):
     exactly (the same queryset methods as the API, inventory/querysets.py); the residual clauses
     must still be checked in Python with `filter_devices`.
     Raises FilterError for a name no device publishes, so a typo is not an empty list."""
-    from .normalize import quantity_number
+    from mirror.normalize import quantity_number
 
     residual = []
     for n, c in enumerate(clauses):

@@ -5,7 +5,7 @@ from django import forms
 from drf_spectacular.utils import extend_schema_field
 from rest_framework.exceptions import ValidationError
 
-from gpudash.api.filters import (
+from mirror.api.filters import (
     ApiFilterSet,
     AttributeFilter,
     CapacityFilter,
@@ -13,11 +13,12 @@ from gpudash.api.filters import (
     StrictBooleanFilter,
     search_filter,
 )
-from gpudash.api.params import MAX_SEARCH_LENGTH
+from mirror.api.params import MAX_SEARCH_LENGTH
+from mirror.models import Cluster
 
 from . import devicefilter
 from .devicestate import FLAGS, STATES
-from .models import Cluster, Device, DeviceClass, Node, ResourceSlice
+from .models import Device, DeviceClass, Node, ResourceSlice
 from .querysets import DEVICE_STATES
 
 # What a device row's Python check of the filter language reads (the clauses SQL cannot answer).
@@ -212,7 +213,7 @@ class DeviceFilterSet(ApiFilterSet):
             queryset, residual = devicefilter.apply_sql(queryset, clauses)
             if residual:
                 rows = queryset.order_by().values(*_FILTER_FIELDS).iterator(chunk_size=2000)
-                # The matching ids as one parameter (gpudash/lookups.py): they may be many thousands.
+                # The matching ids as one parameter (mirror/lookups.py): they may be many thousands.
                 queryset = queryset.filter(pk__any_of=[d["id"] for d in devicefilter.filter_devices(rows, residual)])
         except devicefilter.FilterError as exc:  # a name no device publishes, a value of the wrong type
             return self.reject(name, str(exc), queryset)

@@ -17,9 +17,9 @@ from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum
 from django.utils.translation import gettext_lazy as _
 
 from claims.models import AllocationResult, Finding
-from gpudash import roles
+from mirror import roles
 
-from . import devicestate, summary
+from . import accelerators, devicestate, summary
 from .devicekinds import GPU, OTHER, PARTITION
 from .devicestate import ADMIN, ALLOCATED, FREE, PARTIAL, STATES, STUCK, TAINTED, UNHEALTHY  # one vocabulary
 from .models import Device, Node, NodeDeviceSummary
@@ -846,10 +846,8 @@ def states_for(devices, cluster_ids=None, user=None):
 
 
 def template_sources(snap):
-    """accelerators.source_totals with keys templates can read (device_plugin)."""
-    from . import accelerators
-
-    sources = accelerators.source_totals(snapshot=snap)
+    """source_totals with keys templates can read (device_plugin)."""
+    sources = source_totals(snapshot=snap)
     return {
         "dra": sources["dra"],
         "device_plugin": sources[accelerators.DEVICE_PLUGIN],
@@ -860,9 +858,7 @@ def template_sources(snap):
 def kinds_context(snap):
     """What the overview shows of device kinds and sources: physical-GPU totals, GPUs per model and
     source side by side, the free-GPU histogram per model, devices not published now."""
-    from . import accelerators
-
-    sources = accelerators.source_totals(snapshot=snap)  # reads partition_capacity("model"): kind_totals sums it
+    sources = source_totals(snapshot=snap)  # reads partition_capacity("model"): kind_totals sums it
     models = sorted(
         set(sources["dra"]["models"])
         | set(sources[accelerators.DEVICE_PLUGIN]["models"])
@@ -958,3 +954,74 @@ def gpu_query(params):
 
 # The GPU filter's sources (gpu_filter), as the forms offer them.
 GPU_SOURCES = (("any", _("any source")), ("dra", "DRA"), ("device-plugin", _("device plugin")))
+
+
+def source_totals(cluster_ids=None, nodes=None, snapshot=None):
+    """Totals per source and per model, the DRA side from the device summary.
+
+    {"dra": {"gpus", "free", "partitions", "stranded", "nodes",
+             "models": {model: {"gpus", "free", "partitions"[, "profiles", "stranded"]}}},
+     "device-plugin": {"gpus", "free", "partitions", "partitions_free", "shares", "nodes", "models": {...}},
+     "hami": {"gpus", "shares", "shares_used", "memory", "memory_used", "nodes", "models": {...}}}"""
+    snap = snapshot or FleetSnapshot(cluster_ids, nodes=nodes)
+    dra = {"gpus": 0, "free": 0, "partitions": 0, "nodes": 0, "models": {}}
+    for g in snap.kind_groups():
+        if not g["gpus"] and g["kind"] != "partition":
+            continue
+        m = dra["models"].setdefault(g["model"] or "(no model attribute)", {"gpus": 0, "free": 0, "partitions": 0})
+        m["gpus"] += g["gpus"] or 0
+        m["free"] += g["gpus_free"] or 0
+        if g["kind"] == "partition":
+            m["partitions"] += g["n"]
+    for m in dra["models"].values():
+        for k in ("gpus", "free", "partitions"):
+            dra[k] += m[k]
+    # Partition-aware capacity (dra/partitions.py): per model what can still be created per profile.
+    dra["stranded"] = 0
+    for (model,), cap in snap.partition_capacity("model").items():
+        m = dra["models"].get(model or "(no model attribute)")
+        if m is not None:
+            m["profiles"], m["stranded"] = cap["profiles"], cap["stranded"]
+            dra["stranded"] += cap["stranded"]
+    dra["nodes"] = snap.gpu_node_count()
+    dp = {"gpus": 0, "free": 0, "partitions": 0, "partitions_free": 0, "shares": 0, "nodes": 0, "models": {}}
+    hami = {"gpus": 0, "shares": 0, "shares_used": 0, "memory": 0, "memory_used": 0, "nodes": 0, "models": {}}
+    dp_nodes, hami_nodes = set(), set()
+    for cid, node, source, kind, mdl, alloc, used, gpus in accelerators.accelerator_rows(
+        cluster_ids, nodes
+    ).values_list("cluster_id", "node_name", "source", "kind", "model", "allocatable", "requested", "gpus"):
+        label = mdl or "(model unknown)"
+        if source == accelerators.DEVICE_PLUGIN:
+            dp_nodes.add((cid, node))
+            m = dp["models"].setdefault(
+                label, {"gpus": 0, "free": 0, "partitions": 0, "partitions_free": 0, "shares": 0}
+            )
+            if kind == "gpu":
+                m["gpus"] += alloc
+                m["free"] += max(alloc - used, 0)
+            elif kind == "partition":
+                m["partitions"] += alloc
+                m["partitions_free"] += max(alloc - used, 0)
+            else:
+                m["shares"] += alloc
+        else:
+            hami_nodes.add((cid, node))
+            m = hami["models"].setdefault(
+                label, {"gpus": 0, "shares": 0, "shares_used": 0, "memory": 0, "memory_used": 0}
+            )
+            if kind == "share":
+                m["gpus"] += gpus
+                m["shares"] += alloc
+                m["shares_used"] += used
+            elif kind == "memory":
+                m["memory"] += alloc
+                m["memory_used"] += used
+    for totals, keys in (
+        (dp, ("gpus", "free", "partitions", "partitions_free", "shares")),
+        (hami, ("gpus", "shares", "shares_used", "memory", "memory_used")),
+    ):
+        for m in totals["models"].values():
+            for k in keys:
+                totals[k] += m[k]
+    dp["nodes"], hami["nodes"] = len(dp_nodes), len(hami_nodes)
+    return {"dra": dra, accelerators.DEVICE_PLUGIN: dp, accelerators.HAMI: hami}

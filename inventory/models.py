@@ -1,17 +1,16 @@
-"""Clusters, their sync state, and the inventory side of DRA: nodes, classes, slices, devices."""
+"""The inventory side of DRA: nodes, classes, slices, devices (clusters and sync state: mirror/models.py)."""
 
 from django.db import models
 
 from dra.errors import InputError
 from dra.model import check_devices_shape
-from gpudash.models import KubeObject, parse_k8s_time, text_indexes
+from mirror import normalize
+from mirror.models import Cluster, KubeObject, parse_k8s_time, text_indexes
 
-from . import devicekinds, normalize
+from . import devicekinds
 from .querysets import DeviceQuerySet
 
 __all__ = (
-    "Cluster",
-    "SyncState",
     "Node",
     "DeviceClass",
     "ResourceSlice",
@@ -23,79 +22,6 @@ __all__ = (
     "NodeAccelerator",
     "Vanished",
 )
-
-
-class Cluster(models.Model):
-    """One Kubernetes cluster the dashboard mirrors (or an imported, read-only snapshot)."""
-
-    name = models.SlugField(max_length=63, unique=True)
-    kubeconfig = models.CharField(max_length=1024, blank=True, help_text="Path to a kubeconfig file.")
-    context = models.CharField(max_length=253, blank=True, help_text="Context in the kubeconfig; empty = current.")
-    in_cluster = models.BooleanField(default=False, help_text="Use the pod's service account instead of a kubeconfig.")
-    is_snapshot = models.BooleanField(default=False, help_text="Imported from a dump; never watched or written to.")
-    read_only = models.BooleanField(default=False, help_text="Never write to this cluster (release actions disabled).")
-    enabled = models.BooleanField(default=True)
-    # Which optional DRA features the scheduler of this cluster runs with (allocator feature gates).
-    features = models.JSONField(default=dict, blank=True)
-    server_version = models.CharField(max_length=64, blank=True)
-    served_resource_versions = models.JSONField(default=list, blank=True)
-    discovered_at = models.DateTimeField(null=True, blank=True)
-    created = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ("name",)
-
-    def __str__(self):
-        return self.name
-
-    @property
-    def writable(self):
-        return self.enabled and not self.read_only and not self.is_snapshot
-
-
-class SyncState(models.Model):
-    """Where the watcher of one (cluster, kind) stands, and who holds its lease."""
-
-    class Status(models.TextChoices):
-        IDLE = "idle", "Idle"
-        LISTING = "listing", "Listing"
-        CONNECTED = "connected", "Connected"
-        ERROR = "error", "Error"
-        NOT_SERVED = "not_served", "Not served"
-        SNAPSHOT = "snapshot", "Snapshot"
-
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="sync_states")
-    kind = models.CharField(max_length=64)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.IDLE)
-    api_version = models.CharField(max_length=64, blank=True)
-    resource_version = models.CharField(max_length=64, blank=True)
-    last_error = models.TextField(blank=True)
-    last_error_at = models.DateTimeField(null=True, blank=True)
-    last_event_at = models.DateTimeField(null=True, blank=True)
-    last_list_at = models.DateTimeField(null=True, blank=True)
-    connected_since = models.DateTimeField(null=True, blank=True)
-    object_count = models.IntegerField(default=0)
-    events_applied = models.BigIntegerField(default=0)
-    malformed_count = models.IntegerField(default=0)
-    # The newest object the watcher could not store, and why: shown on the readiness page, so a
-    # skipped object (bad field, a name longer than Kubernetes allows) is never dropped silently.
-    last_malformed = models.TextField(blank=True)
-    last_malformed_at = models.DateTimeField(null=True, blank=True)
-    relist_count = models.IntegerField(default=0)
-    gone_count = models.IntegerField(default=0)  # 410 Gone answers (resourceVersion compacted away)
-    watch_restarts = models.BigIntegerField(default=0)  # watch connections opened
-    lease_holder = models.CharField(max_length=255, blank=True)
-    lease_expires = models.DateTimeField(null=True, blank=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ("cluster__name", "kind")
-        constraints = [
-            models.UniqueConstraint(fields=("cluster", "kind"), name="inventory_syncstate_unique_cluster_kind")
-        ]
-
-    def __str__(self):
-        return f"{self.cluster} {self.kind}: {self.status}"
 
 
 class Node(KubeObject):
@@ -272,7 +198,7 @@ class Device(models.Model):
     binding_failure_conditions = models.JSONField(default=list, blank=True)
     allow_multiple_allocations = models.BooleanField(default=False)
     raw = models.JSONField(default=dict)
-    # Searchable copies for the API filters (see inventory/normalize.py): plain attribute values and
+    # Searchable copies for the API filters (see mirror/normalize.py): plain attribute values and
     # capacities in base units, keyed bare for the device's own driver domain; and whether a
     # NoSchedule/NoExecute taint keeps new allocations off the device.
     attribute_values = models.JSONField(default=dict, blank=True)

@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.fields.json import KeyTransform
 
-from .normalize import normalize_name
+from mirror.normalize import normalize_name
 
 DEVICE_STATES = ("free", "allocated", "shared", "admin", "tainted")  # the API's v1 values: devicestate.API_STATES
 

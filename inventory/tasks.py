@@ -12,7 +12,7 @@ import time
 from celery import shared_task
 from django.conf import settings
 
-from gpudash.debounce import ClusterDebounce
+from mirror.debounce import ClusterDebounce
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +29,9 @@ def debounce_seconds():
 @shared_task(name="inventory.tasks.count_class_matches", ignore_result=True)
 def count_class_matches(cluster_id):
     """Count and store the matches of every class of the cluster (inventory/classmatch.py)."""
+    from mirror.models import Cluster
+
     from .classmatch import refresh_cluster
-    from .models import Cluster
 
     if not Cluster.objects.filter(id=cluster_id).exists():
         return 0
@@ -49,9 +50,8 @@ def count_class_matches(cluster_id):
 
 def _publish(classes):
     """Let open classes pages re-fetch their table once the counts are stored."""
-    from gpudash.sync.publish import Change, publish_on_commit
-
-    from .models import Cluster
+    from mirror.models import Cluster
+    from mirror.sync.publish import Change, publish_on_commit
 
     names = dict(Cluster.objects.filter(id__in={c.cluster_id for c in classes}).values_list("id", "name"))
     publish_on_commit(

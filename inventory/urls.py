@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_objects, views_search
+from . import views, views_objects
 
 app_name = "inventory"
 
@@ -21,5 +21,4 @@ urlpatterns = [
     path("slices/", views.SliceListView.as_view(), name="slice-list"),
     path("slices/<slug:cluster>/<path:name>/", views_objects.SliceDetailView.as_view(), name="slice-detail"),
     path("pools/", views.PoolListView.as_view(), name="pool-list"),
-    path("search/", views_search.SearchView.as_view(), name="search"),  # the navigation's search box
 ]

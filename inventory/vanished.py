@@ -127,10 +127,9 @@ def last_slice(cluster_name, name):
     )
 
 
-def prune(now=None):
-    """Drop tombstones older than the fleet history's retention (the hourly history prune runs this)."""
-    from monitoring.history import retention_days
-
-    cutoff = (now or timezone.now()) - timedelta(days=retention_days())
+def prune(days, now=None):
+    """Drop tombstones older than `days`: the fleet history's retention (monitoring's hourly history prune
+    runs this with monitoring.history.retention_days())."""
+    cutoff = (now or timezone.now()) - timedelta(days=days)
     deleted, _ = Vanished.objects.filter(vanished_at__lt=cutoff).delete()
     return deleted

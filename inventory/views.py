@@ -24,11 +24,12 @@ from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
 
 from claims.models import AllocationResult, ClaimConsumer, ClaimStateChange, Pod, ResourceClaim
-from gpudash import roles, tables
-from gpudash.views import DashboardView, ObjectGone
+from mirror import roles, tables
+from mirror.models import Cluster
+from mirror.views import DashboardView, ObjectGone
 
 from . import accelerators, devicestate, fleet, pools, summary, vanished
-from .models import Cluster, Device, DeviceClass, Node, NodeDeviceSummary, ResourceSlice
+from .models import Device, DeviceClass, Node, NodeDeviceSummary, ResourceSlice
 
 # What a devices-list row shows (the raw JSON and the API's search copies stay in the database).
 PAGE_DEVICE_FIELDS = (
@@ -78,7 +79,7 @@ class OverviewView(DashboardView):
         return ctx
 
 
-# Sortable columns of the fleet map (gpudash/tables.py), over its rows grouped per node in SQL
+# Sortable columns of the fleet map (mirror/tables.py), over its rows grouped per node in SQL
 # (FleetMap.rows: the summary's sums): what each row says, the free GPUs of a NotReady node as 0.
 MAP_SORT = {
     "cluster": Subquery(Cluster.objects.filter(pk=OuterRef("cluster_id")).values("name")[:1]),
@@ -189,7 +190,7 @@ class FleetMapView(DashboardView):
 
 
 def node_sort_columns(stuck=None):
-    """Sortable columns of the nodes list (gpudash/tables.py), all in SQL. The device and GPU counts
+    """Sortable columns of the nodes list (mirror/tables.py), all in SQL. The device and GPU counts
     are the node's per-node summary rows summed (a correlated sum on the summary's (cluster, node)
     index, evaluated for the sort only), with what the page shows applied as FleetSnapshot does:
     nothing free on a NotReady node, and allocated devices held by stuck claims not counted as
@@ -336,7 +337,7 @@ class NodeDetailView(DashboardView):
         pods = _pods_by_claim(node.cluster_id, [h for d in devices for h in d.st.holders if h.visible])
         for d in devices:
             d.holder_rows = [(h, pods.get((h.namespace, h.name), [])) for h in d.st.holders]
-        from .objectpage import crumb, object_page
+        from mirror.objectpage import crumb, object_page
 
         crumbs = [crumb(_("Nodes"), "inventory:node-list", query=f"cluster={node.cluster.name}"), crumb(node.name)]
         keys = {(node.cluster_id, node.name)}
@@ -527,8 +528,9 @@ class DeviceDetailView(DashboardView):
             if device.node_name
             else []
         )
+        from mirror.objectpage import crumb, device_kubectl_commands, object_page
+
         from . import classmatch
-        from .objectpage import crumb, device_kubectl_commands, object_page
 
         cluster = device.slice.cluster
         crumbs = [crumb(_("Devices"), "inventory:device-list", query=f"cluster={cluster.name}")]

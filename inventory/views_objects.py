@@ -1,18 +1,18 @@
 """Object pages of the inventory kinds that have no list of their own rows elsewhere: ResourceSlices and
 DeviceClasses (nodes and devices are in views.py). Each shows the object, links both ways, its YAML,
-kubectl commands and mirrored Events (inventory/objectpage.py)."""
+kubectl commands and mirrored Events (mirror/objectpage.py)."""
 
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
 
 from claims.models import ResourceClaim, ResourceClaimTemplate
-from gpudash import roles
-from gpudash.views import DashboardView, ObjectGone
+from mirror import roles
+from mirror.objectpage import crumb, object_page
+from mirror.views import DashboardView, ObjectGone
 
 from . import fleet, vanished
 from .models import Device, DeviceClass, ResourceSlice
-from .objectpage import crumb, object_page
 
 
 class SliceDetailView(DashboardView):

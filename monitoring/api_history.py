@@ -11,10 +11,10 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gpudash import roles
-from gpudash.api.filters import check_params, int_param
-from gpudash.api.permissions import IsViewer
-from inventory.models import Cluster
+from mirror import roles
+from mirror.api.filters import check_params, int_param
+from mirror.api.permissions import IsViewer
+from mirror.models import Cluster
 
 from . import history
 

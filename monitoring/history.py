@@ -24,8 +24,8 @@ from django.db import transaction
 from django.db.models import BigIntegerField, Count, F, Func, Max, Sum
 from django.utils import timezone
 
+from .conf import setting
 from .models import FleetSample, NamespaceSample
-from .utilization import setting
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ from django.db.models import Count, Max, Min
 from django.utils.translation import gettext_noop
 
 from claims.stuck import IDLE_GPU, Candidate, claim_ref
-from gpudash.messages import message
+from mirror.messages import message
 
+from .conf import setting
 from .models import PrometheusSource, UtilizationSample
-from .utilization import setting
 
 
 def idle_devices(cluster, now):

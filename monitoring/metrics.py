@@ -18,7 +18,7 @@ from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from . import instruments
+from mirror import instruments
 
 
 def monitoring_setting(name, default=None):
@@ -26,7 +26,7 @@ def monitoring_setting(name, default=None):
 
 
 def _cluster_names():
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     return dict(Cluster.objects.values_list("id", "name"))
 
@@ -166,7 +166,7 @@ class SyncCollector:
     )
 
     def collect(self):
-        from inventory.models import SyncState
+        from mirror.models import SyncState
 
         now = timezone.now()
         labels = ["cluster", "kind"]
@@ -198,7 +198,7 @@ class SyncCollector:
             for field, family in counters.items():
                 family.add_metric(key, getattr(s, field))
         yield from (since, objects, status, lease, *counters.values())
-        from gpudash.sync.workers import metric_families  # each worker's share of the leases (issue 15)
+        from mirror.sync.workers import metric_families  # each worker's share of the leases (issue 15)
 
         yield from metric_families(GaugeMetricFamily)
 
@@ -208,8 +208,9 @@ class OperationsCollector:
 
     def collect(self):
         from claims.models import AuditEntry
+        from mirror.models import OpsCounter
 
-        from .models import OpsCounter, PrometheusSource
+        from .models import PrometheusSource
 
         release = CounterMetricFamily(
             "gpudash_release_actions",

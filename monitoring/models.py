@@ -1,14 +1,13 @@
-"""Monitoring: where a cluster's Prometheus is, GPU utilization samples from it, and the operation
-counters /metrics reports across processes (detector runs happen in workers, scrapes hit the web)."""
+"""Monitoring: where a cluster's Prometheus is, GPU utilization samples from it, fleet history (the operation
+counters /metrics reports across processes are mirror.models.OpsCounter)."""
 
-from django.db import IntegrityError, models, transaction
-from django.db.models import F
+from django.db import models
 
 
 class PrometheusSource(models.Model):
     """The Prometheus that scrapes a cluster's dcgm-exporter; gpudash polls it for utilization."""
 
-    cluster = models.OneToOneField("inventory.Cluster", on_delete=models.CASCADE, related_name="prometheus")
+    cluster = models.OneToOneField("mirror.Cluster", on_delete=models.CASCADE, related_name="prometheus")
     url = models.URLField(
         max_length=500, help_text="Base URL, e.g. http://prometheus.monitoring:9090 (the API is under /api/v1/)."
     )
@@ -43,7 +42,7 @@ class UtilizationSample(models.Model):
     is kept so idle GPU-hours can be counted per namespace afterwards.
     """
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     driver = models.CharField(max_length=63)
     pool = models.CharField(max_length=253)
     device = models.CharField(max_length=63)
@@ -68,31 +67,6 @@ class UtilizationSample(models.Model):
         return f"{self.driver}/{self.pool}/{self.device} @ {self.minute:%H:%M}: {self.gpu_util}%"
 
 
-class OpsCounter(models.Model):
-    """A monotonically increasing count kept in the database (exported as a Prometheus counter)."""
-
-    name = models.CharField(max_length=64)
-    cluster_name = models.CharField(max_length=63, blank=True)
-    label = models.CharField(max_length=128, blank=True)  # one extra label value, e.g. a finding rule
-    value = models.BigIntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=("name", "cluster_name", "label"), name="monitoring_counter_unique")
-        ]
-
-    @classmethod
-    def add(cls, name, cluster_name="", label="", by=1):
-        key = {"name": name, "cluster_name": cluster_name, "label": label}
-        if cls.objects.filter(**key).update(value=F("value") + by):
-            return
-        try:
-            with transaction.atomic():
-                cls.objects.create(value=by, **key)
-        except IntegrityError:  # created meanwhile by another process
-            cls.objects.filter(**key).update(value=F("value") + by)
-
-
 class FleetSample(models.Model):
     """Fleet history: one minute's device count of one (cluster, model, device kind) by state.
 
@@ -101,7 +75,7 @@ class FleetSample(models.Model):
     per state, rather than a row per state: the 14-day chart reads a tenth of the rows.
     """
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     minute = models.DateTimeField()
     model = models.TextField(blank=True)  # inventory.summary.MODEL
     kind = models.CharField(max_length=16)  # gpu, partition or other (inventory.summary.KINDS)
@@ -137,7 +111,7 @@ class FleetSample(models.Model):
 class NamespaceSample(models.Model):
     """Fleet history per namespace: one minute's devices held (by kind) and claims (by state)."""
 
-    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     minute = models.DateTimeField()
     namespace = models.CharField(max_length=253)
     # Devices whose holding claim is of this namespace (admin-access watchers not counted), by kind.

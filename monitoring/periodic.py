@@ -11,7 +11,7 @@ import time
 
 from django.db import close_old_connections, connection
 
-from .utilization import setting
+from .conf import setting
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,12 @@ def _jobs():
 
     return (
         ("history sample", 60.0, True, history.sample),
-        ("history prune", 3600.0, False, lambda: (history.prune(), utilization.prune(), vanished.prune())),
+        (
+            "history prune",
+            3600.0,
+            False,
+            lambda: (history.prune(), utilization.prune(), vanished.prune(history.retention_days())),
+        ),
         ("utilization poll", max(float(setting("POLL_SECONDS", 60)), 10.0), False, utilization.poll_all),
     )
 

@@ -24,4 +24,8 @@ def prune_history():
 
     from . import history, utilization
 
-    return {"history": history.prune(), "utilization": utilization.prune(), "vanished": vanished.prune()}
+    return {
+        "history": history.prune(),
+        "utilization": utilization.prune(),
+        "vanished": vanished.prune(history.retention_days()),
+    }

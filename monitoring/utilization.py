@@ -24,7 +24,11 @@ from django.db.models import Count, Max, Q
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
-from .models import OpsCounter, PrometheusSource, UtilizationSample
+from mirror.models import OpsCounter
+
+from .conf import setting
+from .history import record_idle
+from .models import PrometheusSource, UtilizationSample
 from .prometheus import PrometheusError, instant_query
 
 log = logging.getLogger(__name__)
@@ -54,10 +58,12 @@ HELD = "allocated"  # stored allocation state of a device held by an ordinary cl
 _STORE_LOCK = 0x47447574
 
 
-def setting(name, default):
-    from django.conf import settings
+# Fleet-map colouring buckets (percent): cell class u-<index>.
+BUCKETS = (5, 25, 50, 75)
 
-    return (getattr(settings, "GPUDASH_MONITORING", None) or {}).get(name, default)
+
+def bucket(percent):
+    return sum(1 for edge in BUCKETS if percent >= edge)
 
 
 def promql(metric, selector=""):
@@ -172,8 +178,6 @@ def query_fields(source, timeout):
 def poll(source, now=None):
     """Query, join and store one cluster's utilization. Never raises for Prometheus trouble: the
     error is stored on the source (and returned), the history is left as it was."""
-    from .history import record_idle
-
     now = now or timezone.now()
     result = PollResult()
     timeout = float(setting("QUERY_TIMEOUT_SECONDS", 10))
@@ -341,8 +345,6 @@ def status(cluster):
 
 def attach_latest(devices):
     """Set `util` (percent or None) and `util_bucket` (fleet-map colour class) on device dicts of a map page."""
-    from .templatetags.utilization import bucket
-
     found = latest(
         {d["cluster_id"] for d in devices}, [(d["cluster_id"], d["driver"], d["pool"], d["name"]) for d in devices]
     )

@@ -3,8 +3,8 @@
 from django.http import Http404
 
 from claims.models import Pod, ResourceClaim
-from gpudash import roles
-from gpudash.views import DashboardView
+from mirror import roles
+from mirror.views import DashboardView
 
 from .models import NamespaceSample
 

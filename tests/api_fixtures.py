@@ -15,9 +15,9 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from claims.models import AuditEntry, Finding
-from gpudash import roles
-from gpudash.sync.apply import apply_object
-from inventory.models import Cluster, SyncState
+from mirror import roles
+from mirror.models import Cluster, SyncState
+from mirror.sync.apply import apply_object
 
 from .fleet_data import make_user, meta
 

@@ -248,8 +248,9 @@ def demo_site(tmp_path, artifacts_dir, log_name, set_up_bound=120):
     they sign in). `set_up_bound` bounds each wait of the set-up on a loaded machine; it is not a figure.
     """
     from devcluster.testing import running_devcluster
-    from gpudash.sync.runner import Supervisor
-    from inventory.models import Cluster, Device, SyncState
+    from inventory.models import Device
+    from mirror.models import Cluster, SyncState
+    from mirror.sync.runner import Supervisor
 
     shots = artifacts_dir / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Test data written through the watchers' own write path (gpudash.sync.apply.apply_object), and users.
+"""Test data written through the watchers' own write path (mirror.sync.apply.apply_object), and users.
 
 Shared by the hand-made fleets (tests/api_fixtures.py, tests/ui_fixtures.py) and the tests that want the
 built-in demo scenario in the database without running an API server.
@@ -8,9 +8,9 @@ import itertools
 
 from django.contrib.auth.models import User
 
-from gpudash import roles
-from gpudash.sync.apply import apply_object
-from gpudash.sync.kinds import KINDS
+from mirror import roles
+from mirror.sync.apply import apply_object
+from mirror.sync.kinds import KINDS
 
 # One counter for every hand-made object, so a later apply of the same object is always newer
 # (the sync ignores an object whose resourceVersion does not move forward).

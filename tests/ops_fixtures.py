@@ -4,9 +4,9 @@ import uuid
 
 import pytest
 
-from gpudash import roles
-from gpudash.sync.apply import apply_object
-from inventory.models import Cluster
+from mirror import roles
+from mirror.models import Cluster
+from mirror.sync.apply import apply_object
 
 from .fleet_data import make_user
 

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from claims import stuck
-from inventory.models import Cluster
+from mirror.models import Cluster
 
 from .ops_fixtures import claim_raw, node_raw, pod_raw, slice_raw
 
@@ -32,7 +32,7 @@ def live_cluster(server, tmp_path, transactional_db, settings):
 
 def resync(cluster, kinds=SYNCED_KINDS):
     """List and reconcile every kind once with the sync's own Watcher (in a thread: it closes its DB connection)."""
-    from gpudash.sync.watcher import Watcher
+    from mirror.sync.watcher import Watcher
 
     for kind in kinds:
         watcher = Watcher(cluster.pk, kind, once=True)

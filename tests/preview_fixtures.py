@@ -8,8 +8,8 @@ cluster "wide", one pool label per kind of node (gpudash.io/node-pool):
 Pending claims: team-a/wants-two (2 GPUs), team-b/wants-nine (9 GPUs: fits nowhere).
 """
 
-from gpudash.sync.apply import apply_object
-from inventory.models import Cluster
+from mirror.models import Cluster
+from mirror.sync.apply import apply_object
 
 from .ui_fixtures import claim, device_class, gpu, meta, resource_slice
 

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from gpudash.sync.kinds import KINDS_BY_NAME
-from inventory.models import Cluster, SyncState
+from mirror.models import Cluster, SyncState
+from mirror.sync.kinds import KINDS_BY_NAME
 
 PLURALS = {
     "Node": "nodes",
@@ -67,7 +67,7 @@ class WatcherThread:
     """A Watcher in a thread; stop() ends it and waits."""
 
     def __init__(self, cluster, kind, holder=None, version=None):
-        from gpudash.sync.watcher import Watcher
+        from mirror.sync.watcher import Watcher
 
         self.watcher = Watcher(cluster.pk, kind, version=version, holder=holder)
         self.thread = threading.Thread(target=self.watcher.run, daemon=True)

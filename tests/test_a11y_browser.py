@@ -18,8 +18,8 @@ from django.contrib.auth.models import User
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from claims.models import AuditEntry, Pod, ResourceClaim, ResourceClaimTemplate
-from gpudash.views import DashboardView
 from inventory.models import Device, DeviceClass, Node, ResourceSlice
+from mirror.views import DashboardView
 
 from .api_fixtures import load_fleet
 from .browser import BROWSER_MARKS, ROOT, AsgiServer, chromium, free_port, log_in
@@ -73,7 +73,7 @@ DETAIL_ARGS = {
 DARK_PAGES = ["/", "/fleet/map/", "/claims/", "/stuck/", "/audit/"]
 EXTRA_PAGES = [
     "/admin/",
-    "/admin/inventory/cluster/",
+    "/admin/mirror/cluster/",
     "/accounts/profile/",
 ]  # not DashboardViews, still ours to keep usable
 

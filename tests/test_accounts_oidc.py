@@ -21,8 +21,8 @@ from django.contrib.sessions.models import Session
 
 from accounts.discovery import discover
 from accounts.models import SignInIdentity
-from gpudash import roles
-from inventory.models import Cluster
+from mirror import roles
+from mirror.models import Cluster
 
 from .browser import BROWSER_MARKS, ROOT, AsgiServer, chromium, free_port, stop_process, wait_until
 from .ops_fixtures import claim_raw, new_uid

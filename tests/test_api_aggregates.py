@@ -13,10 +13,11 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from claims.models import Finding
-from gpudash.sync.apply import apply_batch, apply_object, delete_object
 from inventory import devicekinds, devicestate, fleet
 from inventory.api.aggregates import device_counts
-from inventory.models import Cluster, Device
+from inventory.models import Device
+from mirror.models import Cluster
+from mirror.sync.apply import apply_batch, apply_object, delete_object
 from tests.ui_fixtures import A100, H100, claim, fleet_objects, gpu, load_fleet, make_user, node, resource_slice
 
 pytestmark = pytest.mark.django_db

@@ -2,7 +2,8 @@
 
 import pytest
 
-from inventory.models import Cluster, Device
+from inventory.models import Device
+from mirror.models import Cluster
 from tests.api_fixtures import H100, fleet, queries_for, viewer  # noqa: F401
 
 pytestmark = pytest.mark.django_db

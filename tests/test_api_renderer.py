@@ -1,4 +1,4 @@
-"""The API's orjson renderer (gpudash/api/renderers.py) writes what DRF's JSONRenderer writes."""
+"""The API's orjson renderer (mirror/api/renderers.py) writes what DRF's JSONRenderer writes."""
 
 import datetime
 import decimal
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework.renderers import JSONRenderer as DRFRenderer
 
-from gpudash.api.renderers import JSONRenderer
+from mirror.api.renderers import JSONRenderer
 from tests.api_fixtures import fleet, viewer  # noqa: F401
 
 JSON = st.recursive(

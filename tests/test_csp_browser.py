@@ -27,7 +27,7 @@ PAGES = [
     "/pending/",
     "/readiness/?cluster=alpha",
     "/admin/",
-    "/admin/inventory/cluster/",
+    "/admin/mirror/cluster/",
     "/api/docs/",
 ]
 # Collects what the browser refuses; added before any page script runs (and not subject to the policy).

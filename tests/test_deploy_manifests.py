@@ -19,8 +19,8 @@ import urllib.request
 import pytest
 import yaml
 
-from inventory.models import SyncState
-from inventory.readiness import NEEDED_READ, NEEDED_RELEASE, _rules_allow
+from mirror.models import SyncState
+from ops.readiness import NEEDED_READ, NEEDED_RELEASE, _rules_allow
 from tests.browser import ROOT, free_port, stop_process, subprocess_env, wait_until
 from tests.sync_fixtures import make_claim, state, wait_for
 
@@ -550,7 +550,7 @@ def test_watch_command_gives_up_its_leases_on_sigterm(cluster, devcluster, tmp_p
     reason="needs Redis (broker) and PostgreSQL shared with the worker",
 )
 def test_celery_worker_gives_up_its_leases_on_sigterm(cluster, devcluster, tmp_path):
-    from gpudash.sync.tasks import ensure_watchers
+    from mirror.sync.tasks import ensure_watchers
 
     env = dict(subprocess_env(), GPUDASH_LEASE_SECONDS=LONG_LEASE, GPUDASH_WATCH_TIMEOUT="5")
     log_path = tmp_path / "worker.log"

@@ -10,9 +10,10 @@ import pytest
 from django.urls import reverse
 
 from devcluster.scenario import scenario_objects
-from gpudash.sync.apply import apply_object, delete_object
 from inventory import devicekinds, fleet
-from inventory.models import Cluster, Device, NodeDeviceSummary
+from inventory.models import Device, NodeDeviceSummary
+from mirror.models import Cluster
+from mirror.sync.apply import apply_object, delete_object
 from tests.fleet_data import load_scenario, make_user
 
 pytestmark = pytest.mark.django_db

@@ -4,8 +4,8 @@ test computes from the slices. The fleet is written through the watchers' apply 
 needed); the page is served by daphne against the test database."""
 
 from devcluster.scenario import scenario_objects
-from gpudash.sync.apply import delete_object
-from inventory.models import Cluster
+from mirror.models import Cluster
+from mirror.sync.apply import delete_object
 
 from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
 from .fleet_data import load_scenario, make_user

@@ -9,9 +9,9 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from claims import driverlogs
-from gpudash import roles
-from gpudash.kube import KubeClient
-from inventory.readiness import WARN, run_checks
+from mirror import roles
+from mirror.kube import KubeClient
+from ops.readiness import WARN, run_checks
 
 from .fleet_data import make_user
 from .ops_fixtures import claim_raw, pod_raw

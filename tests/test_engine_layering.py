@@ -1,4 +1,6 @@
-"""Layering rules: the allocation engine is plain Python, and apps use each other's public names only."""
+"""Layering rules (docs/architecture.md): the allocation engine is plain Python, apps use each other's public
+names only, and no project module takes part in an import circle. Which floor may import which is
+checked by `lint-imports` (contracts in pyproject.toml)."""
 
 import ast
 import pkgutil
@@ -6,17 +8,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grimp
+
 import dra
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("claims", "inventory", "gpudash")
+APPS = ("mirror", "accounts", "inventory", "claims", "monitoring", "ops", "gpudash")
+# Every package of the project: what the circle check reads.
+PACKAGES = (*APPS, "dra", "devcluster")
 
 
 def test_engine_imports_no_django():
     modules = sorted(f"dra.{m.name}" for m in pkgutil.iter_modules(dra.__path__))
     assert "dra.search" in modules
-    # A fresh interpreter: this test process has Django loaded already. Importing `dra` also
-    # imports the `claims` app package, whose __init__ must stay free of Django too.
+    # A fresh interpreter: this test process has Django loaded already.
     code = (
         "import sys\n"
         + "".join(f"import {m}\n" for m in modules)
@@ -41,3 +46,48 @@ def _private_cross_app_imports():
 
 def test_apps_do_not_reach_into_each_others_private_helpers():
     assert list(_private_cross_app_imports()) == []
+
+
+def _import_circles():
+    """Groups of project modules that import one another, directly or through others (strongly
+    connected components of the import graph; function-level imports count too)."""
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+    for start in sorted(graph.modules):
+        if start in index:
+            continue
+        # Tarjan's algorithm, iterative: (module, its imports still to visit).
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        work = [(start, iter(sorted(graph.find_modules_directly_imported_by(start))))]
+        while work:
+            module, pending = work[-1]
+            for imported in pending:
+                if imported not in index:
+                    index[imported] = low[imported] = len(index)
+                    stack.append(imported)
+                    on_stack.add(imported)
+                    work.append((imported, iter(sorted(graph.find_modules_directly_imported_by(imported)))))
+                    break
+                if imported in on_stack:
+                    low[module] = min(low[module], index[imported])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[module])
+                if low[module] == index[module]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.append(member)
+                        if member == module:
+                            break
+                    if len(group) > 1:
+                        circles.append(sorted(group))
+    return circles
+
+
+def test_no_import_circles():
+    assert _import_circles() == []

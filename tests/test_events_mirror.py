@@ -6,10 +6,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from gpudash.kube import KubeClient
-from gpudash.models import KubeEvent
-from gpudash.sync.discovery import discover
-from inventory.models import SyncState
+from mirror.kube import KubeClient
+from mirror.models import KubeEvent, SyncState
+from mirror.sync.discovery import discover
 
 from .sync_fixtures import cluster, devcluster, fast_sync, run_watcher, state, wait_for  # noqa: F401
 

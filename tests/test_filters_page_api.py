@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from claims.models import Finding
 from claims.stuck import DELETION_BLOCKED, STALE_RESERVATION
-from inventory.models import Cluster
+from mirror.models import Cluster
 
 from .api_fixtures import client_for
 from .fleet_data import load_scenario

@@ -12,9 +12,8 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone, translation
 
-from claims.models import AuditEntry
-from claims.release.plans import ACTION_TITLES
-from gpudash import roles
+from claims.models import ACTION_TITLES, AuditEntry
+from mirror import roles
 from monitoring.models import PrometheusSource
 
 from .ui_fixtures import load_fleet, make_user
@@ -135,7 +134,7 @@ def test_history_series_labels_in_the_pages_language():
 
 
 def test_one_timestamp_format(client, alpha):
-    from inventory.readiness import run_checks
+    from ops.readiness import run_checks
 
     assert run_checks(alpha, live=False)["checked_at"].endswith("Z")
     for template in ("templates/accounts/profile.html",):

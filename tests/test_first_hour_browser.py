@@ -9,7 +9,7 @@ Needs Debian's chromium (/usr/bin/chromium) and REDIS_URL; skipped otherwise.
 import pytest
 
 from claims.models import AuditEntry, ResourceClaim
-from gpudash import roles
+from mirror import roles
 
 from .browser import BROWSER_MARKS, demo_site, new_page
 from .ui_fixtures import make_user

@@ -7,9 +7,10 @@ from collections import Counter, defaultdict
 import pytest
 
 from devcluster.scenario import scenario_objects
-from gpudash.sync.apply import apply_object, delete_object
-from inventory import accelerators
-from inventory.models import Cluster, NodeAccelerator
+from inventory import accelerators, fleet
+from inventory.models import NodeAccelerator
+from mirror.models import Cluster
+from mirror.sync.apply import apply_object, delete_object
 from tests.fleet_data import load_scenario
 
 pytestmark = pytest.mark.django_db
@@ -96,7 +97,7 @@ def mixed():
 def test_totals_per_source_equal_the_objects(mixed):
     cluster, objects = mixed
     dra, dp, hami = expected(objects)
-    got = accelerators.source_totals([cluster.id])
+    got = fleet.source_totals([cluster.id])
     assert (got["dra"]["gpus"], got["dra"]["partitions"], got["dra"]["nodes"]) == (
         dra["gpus"],
         dra["partitions"],
@@ -122,7 +123,7 @@ def test_sources_follow_node_and_pod_changes(mixed):
     node = next(n for n in objects["nodes"] if n["metadata"]["name"] == "dp-only-01")
     pod = next(p for p in objects["pods"] if p["metadata"]["name"] == "dp-job-0")
     delete_object(cluster, "Pod", dict(pod, metadata=dict(pod["metadata"], resourceVersion="999999")))
-    assert accelerators.source_totals([cluster.id])["device-plugin"]["free"] == expected(objects)[1]["free"] + 2
+    assert fleet.source_totals([cluster.id])["device-plugin"]["free"] == expected(objects)[1]["free"] + 2
     node = dict(
         node,
         metadata=dict(node["metadata"], resourceVersion="999999"),
@@ -138,9 +139,9 @@ def test_sources_follow_node_and_pod_changes(mixed):
             "resource", "allocatable", "requested"
         )
     ) == [("nvidia.com/gpu", 0, 1)]
-    assert accelerators.source_totals([cluster.id])["device-plugin"]["gpus"] == expected(objects)[1]["gpus"] - 8
+    assert fleet.source_totals([cluster.id])["device-plugin"]["gpus"] == expected(objects)[1]["gpus"] - 8
     delete_object(cluster, "Node", next(n for n in objects["nodes"] if n["metadata"]["name"] == "hami-01") | {})
-    assert accelerators.source_totals([cluster.id])["hami"]["gpus"] == 0
+    assert fleet.source_totals([cluster.id])["hami"]["gpus"] == 0
 
 
 def test_hami_register_both_formats():
@@ -166,7 +167,7 @@ def test_the_demo_shows_every_source():
     demo, mixed = scenario_objects("demo"), scenario_objects("demo-mixed")
     assert {n["metadata"]["name"] for n in demo["nodes"]} < {n["metadata"]["name"] for n in mixed["nodes"]}
     cluster = load_scenario(Cluster.objects.create(name="demo-mixed"), "demo-mixed")
-    got = accelerators.source_totals([cluster.id])
+    got = fleet.source_totals([cluster.id])
     dra, dp, hami = expected(mixed)
     assert (
         (

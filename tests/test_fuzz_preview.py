@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
 
-from gpudash import roles
+from mirror import roles
 
 from .api_fixtures import load_fleet, make_user
 from .serve_fixtures import HEALTHZ_TIMEOUT, serve  # noqa: F401

@@ -15,7 +15,9 @@ from django.urls import reverse
 from claims.models import Pod
 from devcluster.scenario import scenario_objects
 from inventory import accelerators
-from inventory.models import Cluster, Node
+from inventory import fleet as inventory_fleet
+from inventory.models import Node
+from mirror.models import Cluster
 from tests.fleet_data import load_scenario, make_user
 from tests.sync_fixtures import cluster, devcluster, fast_sync  # noqa: F401
 
@@ -148,14 +150,14 @@ def test_hami_usage_is_what_hami_assigned(mixed):
     )
     assert got["memory_used"] != requested
     # fleet totals per source agree; the unreadable pod is still mirrored (never dropped)
-    fleet = accelerators.source_totals([cluster.id])["hami"]
+    fleet = inventory_fleet.source_totals([cluster.id])["hami"]
     assert (fleet["shares_used"], fleet["memory_used"]) == (totals["shares_used"], totals["memory_used"])
     bad = Pod.objects.get(cluster=cluster, namespace="ml", name="hami-job-bad")
     assert bad.hami["problem"] and bad.hami["devices"] == []
 
 
 def test_assignment_follows_pod_changes(mixed):
-    from gpudash.sync.apply import delete_object
+    from mirror.sync.apply import delete_object
 
     cluster, objects = mixed
     pod = next(p for p in objects["pods"] if p["metadata"]["name"] == "hami-job-0")

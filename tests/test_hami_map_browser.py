@@ -5,7 +5,7 @@ labelled per source, one per HAMi-registered GPU. Expected values are computed f
 import json
 
 from devcluster.scenario import scenario_objects
-from inventory.models import Cluster
+from mirror.models import Cluster
 
 from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
 from .fleet_data import load_scenario, make_user

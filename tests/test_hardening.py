@@ -9,7 +9,7 @@ from django.test import Client
 from django.utils.html import escape
 from rest_framework.authtoken.models import Token
 
-from gpudash import roles
+from mirror import roles
 
 from .api_fixtures import client_for, load_fleet, make_user
 from .conftest import runs_previews
@@ -235,7 +235,7 @@ def test_a_mirrored_name_with_a_slash_keeps_every_page_working():
     """Kubernetes refuses such names, but a mirror must not 500 for everyone when one slips through."""
     import re
 
-    from gpudash.sync.apply import apply_object
+    from mirror.sync.apply import apply_object
 
     from .api_fixtures import claim, pod
 

@@ -11,8 +11,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from devcluster.scenario import scenario_objects
-from gpudash.sync.apply import DELETED, apply_batch
-from inventory.models import Cluster
+from mirror.models import Cluster
+from mirror.sync.apply import DELETED, apply_batch
 from monitoring import history
 from monitoring.models import FleetSample, NamespaceSample
 from tests.fleet_data import load_scenario, make_user

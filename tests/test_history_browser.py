@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from inventory.fleet import state_label
-from inventory.models import Cluster
+from mirror.models import Cluster
 from monitoring import history
 from monitoring.models import FleetSample, NamespaceSample
 

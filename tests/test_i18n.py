@@ -122,8 +122,8 @@ def test_accept_language_and_the_switch_choose_the_language(client):
 # title, status, detail); stuck and idle: Candidate(rule, claim, subject, summary); release:
 # Outcome(outcome, reason) and a plan's refuse(msg), warn(msg), verified(*msgs).
 MESSAGE_MODULES = [
-    "inventory/readiness.py",
-    "claims/pending.py",
+    "ops/readiness.py",
+    "ops/pending.py",
     "claims/stuck.py",
     "monitoring/idle.py",
     "claims/release/plans.py",
@@ -304,7 +304,7 @@ def test_stored_messages_render_in_the_active_language_and_fall_back():
     from django.utils import translation
 
     from claims.stuck import double_allocation_summary
-    from gpudash.messages import message, render
+    from mirror.messages import message, render
 
     msg = double_allocation_summary("gpu.nvidia.com/node-a/gpu-0", ["a/x", "b/y"])
     english = render(msg, translate=False)

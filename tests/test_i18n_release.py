@@ -10,8 +10,8 @@ from django.test import Client
 
 from claims import stuck
 from claims.models import AuditEntry, Finding
-from gpudash import roles
-from gpudash.messages import message
+from mirror import roles
+from mirror.messages import message
 
 from .ops_fixtures import claim_raw, make_user, new_uid, pod_raw
 from .ops_live import live_cluster, resync, seed, server  # noqa: F401
@@ -153,7 +153,7 @@ def test_counts_above_999_are_grouped_on_a_list_page_but_not_in_urls_or_ids():
 def test_a_grouped_count_in_python_follows_the_language():
     from django.utils import translation
 
-    from gpudash.messages import grouped
+    from mirror.messages import grouped
 
     for language in ("en", "zh-hans"):
         with translation.override(language):

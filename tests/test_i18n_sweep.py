@@ -15,9 +15,9 @@ import pytest
 from django.conf import settings
 
 from claims.models import Pod, ResourceClaim, ResourceClaimTemplate
-from gpudash import roles
-from gpudash.models import KubeEvent
-from inventory.models import Cluster, Device, DeviceClass, Node, ResourceSlice
+from inventory.models import Device, DeviceClass, Node, ResourceSlice
+from mirror import roles
+from mirror.models import Cluster, KubeEvent
 
 from .fleet_data import load_scenario
 from .template_text import UNTRANSLATED_TERMS
@@ -128,8 +128,7 @@ def english_words(html, allowed):
 
 @pytest.fixture
 def demo(db):
-    from claims.models import AuditEntry
-    from claims.release.plans import ACTION_TITLES
+    from claims.models import ACTION_TITLES, AuditEntry
 
     cluster = load_scenario(Cluster.objects.create(name="demo"))
     claim = ResourceClaim.objects.filter(cluster=cluster).order_by("namespace", "name").first()
@@ -151,7 +150,7 @@ def test_every_page_in_chinese_has_no_stray_english(client, demo):
     client.force_login(make_user("zhao", role=roles.ADMIN))
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
     # Errors passed through from the Kubernetes client stay as it writes them (here: no kubeconfig).
-    from claims.pending import ClusterReader
+    from ops.pending import ClusterReader
 
     with ClusterReader(demo) as reader:
         passed_through = {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z-]*", reader.error)}

@@ -1,4 +1,4 @@
-"""Indexes of the mirrored tables (gpudash.models.text_indexes): every text column the sync and the
+"""Indexes of the mirrored tables (mirror.models.text_indexes): every text column the sync and the
 pages look rows up by has one plain b-tree index that starts with it, and on PostgreSQL no index of
 the tables the sync writes uses a LIKE-only operator class (Django's `_like` twin of `db_index=True`, which no query uses and
 every write of the sync pays for)."""
@@ -25,7 +25,7 @@ LOOKED_UP = {
     "inventory.DeviceClass": ("uid", "namespace"),
     "inventory.DeviceTaintRule": ("uid", "namespace"),
     "inventory.Namespace": ("uid", "namespace"),
-    "gpudash.KubeEvent": ("uid", "namespace"),
+    "mirror.KubeEvent": ("uid", "namespace"),
 }
 
 
@@ -62,7 +62,7 @@ def test_no_like_only_indexes_on_postgresql():
         assert cursor.fetchone()[0] >= 1
 
 
-# The search box's "name contains" lookups and its GPU-UUID lookup (gpudash/search_indexes.py): each
+# The search box's "name contains" lookups and its GPU-UUID lookup (mirror/search_indexes.py): each
 # index must match the expression Django writes for the lookup, or PostgreSQL cannot use it.
 SEARCHED = [
     ("inventory.Node", "name__icontains", "h100", "inventory_node_name_trgm"),
@@ -95,7 +95,7 @@ def test_the_preview_pages_pending_claims_are_read_in_index_order():
     if connection.vendor != "postgresql":
         pytest.skip("the plan is PostgreSQL's")
     from claims.models import ResourceClaim
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     cluster = Cluster.objects.create(name="c")
     queryset = ResourceClaim.objects.pending().filter(cluster=cluster).newest_first()[:25]

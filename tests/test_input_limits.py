@@ -16,7 +16,7 @@ from dra import InputError, Inventory, load_documents, resolve_claims
 from dra.errors import shown
 from dra.limits import MAX_ALIASES, MAX_DOCUMENTS, MAX_LIST_ITEMS, MAX_NODES
 from dra.nodefilters import scheduling_pod
-from gpudash import roles
+from mirror import roles
 
 from .api_fixtures import load_fleet, make_user
 from .preview_fixtures import TWO_GPUS

@@ -20,10 +20,9 @@ import time
 
 import pytest
 
-from gpudash.models import MirrorChange, SyncWorker
-from gpudash.sync import workers
-from gpudash.sync.kinds import KINDS
-from inventory.models import Cluster, SyncState
+from mirror.models import Cluster, MirrorChange, SyncState, SyncWorker
+from mirror.sync import workers
+from mirror.sync.kinds import KINDS
 from tests.browser import ROOT, stop_process, subprocess_env
 from tests.sync_fixtures import assert_mirror_equals_server, make_claim, make_node, make_slice, wait_for
 
@@ -186,7 +185,7 @@ def test_leases_spread_move_and_stay_fenced(servers, tmp_path, transactional_db)
     churn = Churn(servers)
     try:
         if use_celery:
-            from gpudash.sync.tasks import ensure_watchers
+            from mirror.sync.tasks import ensure_watchers
 
             ensure_watchers.apply_async(queue=f"leases-{os.getpid()}")  # what beat sends every 15 s
         names = wait_for(

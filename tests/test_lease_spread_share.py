@@ -9,11 +9,10 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpudash import roles
-from gpudash.models import SyncWorker
-from gpudash.sync import workers
-from gpudash.sync.spread import assign
-from inventory.models import Cluster, SyncState
+from mirror import roles
+from mirror.models import Cluster, SyncState, SyncWorker
+from mirror.sync import workers
+from mirror.sync.spread import assign
 from tests.fleet_data import make_user
 
 KINDS = ["DeviceClass", "Node", "Pod", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"]

@@ -10,8 +10,8 @@ import copy
 import pytest
 
 from claims.models import ResourceClaimTemplate
-from gpudash import roles
 from inventory.models import ResourceSlice
+from mirror import roles
 
 from .browser import BROWSER_MARKS, demo_site, new_page, wait_live
 from .ui_fixtures import make_user

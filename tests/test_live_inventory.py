@@ -1,6 +1,6 @@
 """The live preview inventory (claims/live_inventory.py) equals a fresh rebuild after every change the
 sync applies: creates, updates, deletes, relist reconciles. Changes go through the sync's own write
-path (gpudash.sync.apply) into PostgreSQL; the fresh rebuild reads every row again."""
+path (mirror.sync.apply) into PostgreSQL; the fresh rebuild reads every row again."""
 
 import copy
 import random
@@ -71,7 +71,7 @@ class Fleet:
     """A small devcluster fleet written through the sync's apply path, and random changes to it."""
 
     def __init__(self, cluster, seed=7):
-        from gpudash.sync.apply import LISTED, apply_batch
+        from mirror.sync.apply import LISTED, apply_batch
 
         self.cluster, self.rng, self.rv = cluster, random.Random(seed), 10_000
         self.objects = {}
@@ -93,7 +93,7 @@ class Fleet:
 
     def change(self, kind):
         """One random create, update or delete of `kind`, applied; returns the event."""
-        from gpudash.sync.apply import ADDED, DELETED, MODIFIED, apply_batch
+        from mirror.sync.apply import ADDED, DELETED, MODIFIED, apply_batch
 
         rng, objects = self.rng, self.objects[kind]
         key = rng.choice(sorted(objects))
@@ -164,7 +164,7 @@ class Fleet:
 @pytest.fixture
 def fleet(db):
     from claims.live_inventory import forget
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     forget()
     yield Fleet(Cluster.objects.create(name="live"))
@@ -202,7 +202,7 @@ def test_live_inventory_equals_a_rebuild_after_creates_updates_deletes(fleet):
 
 def test_unchanged_devices_and_nodes_keep_their_cached_work(fleet):
     from claims.preview import cluster_inventory
-    from gpudash.sync.apply import MODIFIED, apply_batch
+    from mirror.sync.apply import MODIFIED, apply_batch
 
     cluster = fleet.cluster
     before = cluster_inventory(cluster)
@@ -225,7 +225,7 @@ def test_unchanged_devices_and_nodes_keep_their_cached_work(fleet):
 def test_relist_reconcile_keeps_the_live_inventory_equal(fleet):
     """After a 410 the watcher relists and deletes what the list lacks: the live inventory follows."""
     from claims.preview import cluster_inventory
-    from gpudash.sync.apply import LISTED, apply_batch, reconcile
+    from mirror.sync.apply import LISTED, apply_batch, reconcile
 
     cluster = fleet.cluster
     cluster_inventory(cluster)
@@ -246,7 +246,7 @@ def test_relist_reconcile_keeps_the_live_inventory_equal(fleet):
 def test_a_process_too_far_behind_rebuilds(fleet, monkeypatch):
     from claims.live_inventory import live_inventory
     from claims.preview import cluster_inventory
-    from gpudash.sync import changelog
+    from mirror.sync import changelog
 
     cluster = fleet.cluster
     cluster_inventory(cluster)
@@ -261,8 +261,8 @@ def test_a_process_too_far_behind_rebuilds(fleet, monkeypatch):
 def test_rolled_back_writes_leave_no_log_entry(fleet):
     from django.db import transaction
 
-    from gpudash.models import ChangeCursor, MirrorChange
-    from gpudash.sync.apply import MODIFIED, apply_batch
+    from mirror.models import ChangeCursor, MirrorChange
+    from mirror.sync.apply import MODIFIED, apply_batch
 
     cluster = fleet.cluster
     before = ChangeCursor.objects.get(cluster=cluster, kind="Node").seq
@@ -285,7 +285,7 @@ def test_concurrent_previews_during_updates_never_error():
 
     from claims.live_inventory import forget, live_inventory
     from claims.preview import run_preview
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     forget()
     fleet = Fleet(Cluster.objects.create(name="live-threads"), seed=11)
@@ -527,7 +527,7 @@ def test_start_warm_up_builds_without_a_preview_and_a_preview_during_the_build_w
     import claims.live_inventory as live_module
     from claims.live_inventory import LiveInventory, forget, live_inventory, start_warm_up
     from claims.preview import run_preview
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     forget()
     cluster = Fleet(Cluster.objects.create(name="live-warm"), seed=13).cluster
@@ -622,7 +622,7 @@ def test_rows_read_by_the_reader_thread_equal_the_rows_read_kind_by_kind(monkeyp
 
     import claims.live_inventory as live_module
     from claims.live_inventory import SOURCES, load_all, load_raw
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     if connection.vendor != "postgresql":
         pytest.skip("the reader thread is used on PostgreSQL only")

@@ -15,7 +15,7 @@ import pytest
 from claims import stuck
 from claims.models import Finding, Pod, ResourceClaim
 from devcluster.churn import CHURN_NAMESPACE, Churn
-from gpudash import roles
+from mirror import roles
 
 from .browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
 from .ui_fixtures import make_user

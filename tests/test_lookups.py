@@ -1,9 +1,10 @@
-"""field__any_of (gpudash/lookups.py): the same rows as __in, on PostgreSQL (one array) and SQLite
+"""field__any_of (mirror/lookups.py): the same rows as __in, on PostgreSQL (one array) and SQLite
 (one JSON array), for any number of values, ids and text, foreign keys included."""
 
 import pytest
 
-from inventory.models import Cluster, Node
+from inventory.models import Node
+from mirror.models import Cluster
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
 

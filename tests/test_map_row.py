@@ -7,7 +7,7 @@ import re
 from django.utils import timezone, translation
 
 from inventory.fleet import DeviceState
-from inventory.templatetags.gpudash_ui import map_row
+from mirror.templatetags.gpudash_ui import map_row
 
 
 def _row(**over):

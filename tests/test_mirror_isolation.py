@@ -6,10 +6,11 @@ is still counted."""
 import pytest
 
 from claims.models import ResourceClaim
-from gpudash.sync.apply import apply_object
 from inventory import classmatch
-from inventory.models import DeviceClass, SyncState
-from inventory.readiness import check_mirror
+from inventory.models import DeviceClass
+from mirror.models import SyncState
+from mirror.sync.apply import apply_object
+from ops.readiness import check_mirror
 from tests.sync_fixtures import make_claim, state, wait_for
 
 from .api_fixtures import load_fleet

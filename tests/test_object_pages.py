@@ -11,9 +11,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from claims.models import Pod, ResourceClaim, ResourceClaimTemplate
-from gpudash.models import KubeEvent
-from gpudash.sync.apply import apply_object
 from inventory.models import Device, DeviceClass, Node, ResourceSlice
+from mirror.models import KubeEvent
+from mirror.sync.apply import apply_object
 
 from .fleet_data import meta
 from .ui_fixtures import load_fleet, make_user
@@ -293,7 +293,7 @@ def test_namespaced_pages_are_scoped(client, alpha):
 def test_device_url_maker_gives_what_reverse_gives(driver, pool, name):
     from django.urls import NoReverseMatch
 
-    from inventory.templatetags.gpudash_ui import device_url_maker
+    from mirror.templatetags.gpudash_ui import device_url_maker
 
     make = device_url_maker("prod-1")
     try:

@@ -5,7 +5,7 @@ and a 3,000-character line wraps instead of widening the page."""
 import pytest
 import yaml
 
-from gpudash import roles
+from mirror import roles
 
 from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
 from .test_object_pages import load_objects, pages

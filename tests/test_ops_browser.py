@@ -20,7 +20,7 @@ import pytest
 
 from claims import stuck
 from claims.models import AuditEntry, Finding, ResourceClaim
-from gpudash import roles
+from mirror import roles
 
 from .browser import BROWSER_MARKS, ROOT, demo_site, new_page, stop_process, subprocess_env, wait_live, wait_until
 from .ui_fixtures import make_user

@@ -10,9 +10,10 @@ from django.utils import timezone
 
 from claims import stuck
 from claims.models import Finding, ResourceClaim
-from gpudash import roles
 from inventory import fleet
-from inventory.models import Cluster, Device
+from inventory.models import Device
+from mirror import roles
+from mirror.models import Cluster
 
 from .conftest import runs_previews
 from .fleet_data import load_scenario
@@ -138,7 +139,7 @@ def demo(settings):
     """The devcluster demo scenario loaded through the sync's apply_object, findings from the detector."""
     cluster = load_scenario(Cluster.objects.create(name="demo"))
     settings.GPUDASH_STUCK = {**stuck.DEFAULTS, **{k: 0 for k in stuck.DEFAULTS if k.endswith("_GRACE")}}
-    from inventory.models import SyncState
+    from mirror.models import SyncState
 
     now = timezone.now()
     for kind in ("Node", "ResourceSlice", "ResourceClaim", "Pod"):  # "gone" rules only judge listed kinds

@@ -13,9 +13,10 @@ from django.urls import reverse
 
 from devcluster.scenario import scenario_objects
 from dra.quantity import parse_quantity
-from gpudash.sync.apply import apply_object
 from inventory import fleet
-from inventory.models import Cluster, NodeDeviceSummary
+from inventory.models import NodeDeviceSummary
+from mirror.models import Cluster
+from mirror.sync.apply import apply_object
 from tests.fleet_data import load_scenario, make_user, meta
 
 pytestmark = pytest.mark.django_db

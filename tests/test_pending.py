@@ -2,7 +2,7 @@
 
 import pytest
 
-from claims.pending import FAIL, PASS, WARN, PodNotFound, explain_pod
+from ops.pending import FAIL, PASS, WARN, PodNotFound, explain_pod
 from tests.conftest import PREVIEW_WORKER_MARKS
 
 from .ops_fixtures import claim_raw, new_uid, pod_raw, slice_raw

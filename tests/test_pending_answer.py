@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from claims import stuck
 from claims.models import Finding, ResourceClaim
-from gpudash import roles
-from inventory.models import Cluster
+from mirror import roles
+from mirror.models import Cluster
 from tests.conftest import PREVIEW_WORKER_MARKS
 
 from .fleet_data import apply_object, load_scenario, make_user

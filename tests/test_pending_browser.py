@@ -6,8 +6,8 @@ artifacts/screenshots/pending-answer.png."""
 
 import pytest
 
-from gpudash import roles
-from inventory.models import Cluster
+from mirror import roles
+from mirror.models import Cluster
 
 from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
 from .fleet_data import load_scenario, make_user

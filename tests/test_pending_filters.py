@@ -1,8 +1,8 @@
 """The Pending explainer on the demo scenario names the first failing node filter, from the pod's own
 spec, synced through the real watchers from the built-in API server."""
 
-from claims.pending import FAIL, explain_pod
 from devcluster.scenario import load_scenario
+from ops.pending import FAIL, explain_pod
 from tests.conftest import PREVIEW_WORKER_MARKS
 
 from .ops_live import live_cluster, resync, server  # noqa: F401

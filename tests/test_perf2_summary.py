@@ -13,11 +13,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from claims.models import Finding
-from gpudash import debounce
-from gpudash.sync.apply import apply_batch, apply_object, delete_object
 from inventory import classmatch, fleet, summary, tasks
 from inventory.models import Device, DeviceClass, NodeDeviceSummary
 from inventory.views import FleetMapView
+from mirror import debounce
+from mirror.sync.apply import apply_batch, apply_object, delete_object
 from tests.ui_fixtures import A100, claim, fleet_objects, gpu, load_fleet, make_user, meta, node, resource_slice
 
 pytestmark = pytest.mark.django_db

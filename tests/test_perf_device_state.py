@@ -7,9 +7,9 @@ import pytest
 from django.urls import reverse
 
 from claims.models import Finding
-from gpudash.sync.apply import apply_batch, apply_object, delete_object
 from inventory import classmatch, devicestate, fleet
 from inventory.models import Device, DeviceClass
+from mirror.sync.apply import apply_batch, apply_object, delete_object
 from tests.api_fixtures import client_for
 from tests.ui_fixtures import claim, fleet_objects, load_fleet, make_user
 
@@ -172,7 +172,7 @@ def test_a_list_takes_statistics_once_at_its_end(alpha):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from gpudash.sync.apply import ANALYZE_AFTER_INSERTS, reconcile, take_statistics
+    from mirror.sync.apply import ANALYZE_AFTER_INSERTS, reconcile, take_statistics
 
     if connection.vendor != "postgresql":
         pytest.skip("statistics are PostgreSQL's")

@@ -5,8 +5,8 @@ import pytest
 
 from claims.models import Pod, PodFootprint
 from dra import Inventory
-from gpudash.sync import apply
-from inventory.models import SyncState
+from mirror.models import SyncState
+from mirror.sync import apply
 from tests.sync_fixtures import make_pod, state, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -257,7 +257,7 @@ spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.example.c
 
 
 def test_the_pending_explainer_says_what_the_scheduler_does_next():
-    from claims.pending import post_filter_text
+    from claims.preview import post_filter_text
 
     s = summary_of(worked_example(), SELECTOR + "\n  priority: 100")
     assert post_filter_text(s) == (

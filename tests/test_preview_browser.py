@@ -11,8 +11,8 @@ import pytest
 
 from claims.models import ResourceClaim
 from claims.preview import run_preview
-from gpudash import roles
-from inventory.models import Cluster
+from mirror import roles
+from mirror.models import Cluster
 
 from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
 from .fleet_data import load_scenario, make_user

@@ -178,7 +178,7 @@ def _store(cluster, raw):
     raw["metadata"].setdefault("uid", f"uid-{raw['metadata']['name']}")
     raw["metadata"].setdefault("resourceVersion", str(_store.rv))
     _store.rv += 1
-    from gpudash.sync.apply import apply_object
+    from mirror.sync.apply import apply_object
 
     # The sync's write path: it logs the change, which the live preview inventory follows.
     return apply_object(cluster, raw["kind"], raw) or model.objects.get(
@@ -191,7 +191,7 @@ _store.rv = 100
 
 @pytest.fixture
 def db_cluster(db):
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     cluster = Cluster.objects.create(name="prod", is_snapshot=True)
     for raw in dump_items():
@@ -255,8 +255,8 @@ def test_adapter_existing_claim_and_errors(db_cluster):
 def test_admin_access_follows_the_mirrored_namespace_label():
     """From the database, admin access is allowed only in namespaces labelled for it (as the API server does)."""
     from claims.preview import run_preview
-    from gpudash.sync.apply import apply_object
-    from inventory.models import Cluster
+    from mirror.models import Cluster
+    from mirror.sync.apply import apply_object
 
     cluster = Cluster.objects.create(name="ns-label")
     apply_object(cluster, "Node", {"metadata": {"name": "n1", "uid": "n1", "resourceVersion": "1"}})

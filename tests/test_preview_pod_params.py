@@ -18,9 +18,9 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from claims.preview import run_preview
-from gpudash import roles
-from gpudash.sync.apply import apply_object
-from inventory.models import Cluster
+from mirror import roles
+from mirror.models import Cluster
+from mirror.sync.apply import apply_object
 
 from .conftest import PREVIEW_WORKER_MARKS
 from .preview_fixtures import GPU_CLASS, H100, TWO_GPUS, pool_node

@@ -10,8 +10,8 @@ from rest_framework.test import APIClient
 
 from claims import preview_page
 from claims.preview import run_preview
-from gpudash import roles
-from inventory.models import Cluster
+from mirror import roles
+from mirror.models import Cluster
 
 from .conftest import PREVIEW_WORKER_MARKS
 from .preview_fixtures import BAD_CEL, MALFORMED, TWO_GPUS, load_preview_fleet
@@ -126,7 +126,7 @@ def test_invalid_cel_is_shown_once_with_its_position(operator, wide):
 
 
 def test_class_cel_error_points_into_the_device_class(operator, wide):
-    from gpudash.sync.apply import apply_object
+    from mirror.sync.apply import apply_object
 
     from .ui_fixtures import device_class
 
@@ -288,7 +288,7 @@ spec:
 
 
 def test_a_pod_that_fits_nowhere_says_what_the_scheduler_does_next(operator, wide):
-    from gpudash.sync.apply import apply_object
+    from mirror.sync.apply import apply_object
 
     # fit-00's cpu is nearly all taken by a lower-priority batch pod: evicting it makes room.
     apply_object(
@@ -355,7 +355,7 @@ def _answers(garbage):
 def test_a_written_preview_leaves_no_answer_for_the_cyclic_collector(client, wide, monkeypatch):
     """Template contexts and DRF responses keep reference cycles once written; a fleet-wide answer
     inside one waited for a collection of the older generations. Written through Django's handler,
-    the page's answer is freed with its response (gpudash.acyclic.AcyclicTemplates), the API's at
+    the page's answer is freed with its response (mirror.acyclic.AcyclicTemplates), the API's at
     once (the worker's JSON passed through; AcyclicResponse for DRF's other renderers)."""
     from django.conf import settings
     from django.test import RequestFactory
@@ -394,7 +394,7 @@ def test_a_written_preview_leaves_no_answer_for_the_cyclic_collector(client, wid
     from django.template.backends.django import Template
 
     from claims.api import preview as api_preview
-    from gpudash.acyclic import AcyclicTemplate
+    from mirror.acyclic import AcyclicTemplate
 
     monkeypatch.setattr(AcyclicTemplate, "render", Template.render)
     # DRF renders the answer it is given, read in the view
@@ -405,7 +405,7 @@ def test_a_written_preview_leaves_no_answer_for_the_cyclic_collector(client, wid
 
 
 def test_api_answer_is_the_same_written_in_the_view_or_by_drf(wide):
-    """The preview API passes the worker's JSON through as it is (gpudash.acyclic.AcyclicResponse); pretty-printed
+    """The preview API passes the worker's JSON through as it is (mirror.acyclic.AcyclicResponse); pretty-printed
     and browsable-API requests are read and go through DRF's renderers: the same answer either way."""
     import json
 

@@ -18,9 +18,9 @@ import time
 import pytest
 from rest_framework.authtoken.models import Token
 
-from gpudash import roles
-from gpudash.sync.apply import apply_object
-from inventory.models import Cluster
+from mirror import roles
+from mirror.models import Cluster
+from mirror.sync.apply import apply_object
 
 from .browser import wait_until
 from .fleet_data import make_user, meta

@@ -11,7 +11,7 @@ from channels.layers import get_channel_layer
 from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.conf import settings as django_settings
 
-from gpudash.sync.publish import MAX_CHANGES_PER_MESSAGE, Change, group_messages, send_messages
+from mirror.sync.publish import MAX_CHANGES_PER_MESSAGE, Change, group_messages, send_messages
 
 needs_redis = pytest.mark.skipif(not django_settings.REDIS_URL, reason="the production layer (Redis pub/sub)")
 
@@ -92,7 +92,7 @@ def test_a_pipelined_flush_delivers_what_group_send_would():
 @needs_redis
 def test_a_flush_to_a_redis_that_is_down_is_logged_and_the_sync_goes_on(caplog):
     layer = RedisPubSubChannelLayer(hosts=["redis://127.0.0.1:1/0"], prefix="gpudash.down")
-    with caplog.at_level(logging.WARNING, logger="gpudash.sync.publish"):
+    with caplog.at_level(logging.WARNING, logger="mirror.sync.publish"):
         sent = async_to_sync(send_messages)(layer, group_messages([change(1)]))
     assert sent == 0
     assert "publishing 5 change messages failed" in caplog.text  # all, cluster, kind, node, namespace

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from inventory.models import Cluster
+from mirror.models import Cluster
 
 from .fleet_data import load_scenario
 from .ui_fixtures import load_fleet, make_user
@@ -63,7 +63,7 @@ PAGE_SORTED = {  # a sort by a computed column reads every row's value: still a 
 PAGE_FIXED = {
     "inventory:overview": 33,
     "inventory:class-list": 18,
-    "inventory:search": 24,  # with ?q=gpu
+    "ops:search": 24,  # with ?q=gpu
 }
 
 
@@ -135,7 +135,7 @@ def test_page_query_counts_stay_at_their_baselines(fleet, client):
         if large > small or small > baseline:
             failures.append(f"{label}: {small} queries for a page of 1, {large} for 1000; baseline {baseline}")
     for name, baseline in PAGE_FIXED.items():
-        n, _ = count(client, reverse(name) + ("?q=gpu" if name == "inventory:search" else ""))
+        n, _ = count(client, reverse(name) + ("?q=gpu" if name == "ops:search" else ""))
         measured[name] = n
         if n > baseline:
             failures.append(f"{name}: {n} queries; baseline {baseline}")

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from claims.models import ClaimStateChange, Finding
-from inventory.readiness import FAIL, PASS, SKIP, WARN, check_recovery, run_checks
+from ops.readiness import FAIL, PASS, SKIP, WARN, check_recovery, run_checks
 
 from .ops_fixtures import node_raw, pod_raw, slice_raw
 from .ops_live import live_cluster, resync, seed, server  # noqa: F401
@@ -182,7 +182,7 @@ def _manifest_rules(name):
 
 
 def test_rbac_manifests_are_least_privilege_and_sufficient():
-    from inventory.readiness import NEEDED_READ, NEEDED_RELEASE, _rules_allow
+    from ops.readiness import NEEDED_READ, NEEDED_RELEASE, _rules_allow
 
     readonly, release = _manifest_rules("rbac-readonly.yaml"), _manifest_rules("rbac-release.yaml")
     assert all(_rules_allow(readonly, v, g, r) for v, g, r in NEEDED_READ)

@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from claims.models import ClaimStateChange
 from devcluster import builders
-from gpudash import roles
-from inventory.readiness import FAIL, PASS, SKIP, WARN, check_recovery, run_checks
+from mirror import roles
+from ops.readiness import FAIL, PASS, SKIP, WARN, check_recovery, run_checks
 
 from .ops_fixtures import claim_raw, node_raw, pod_raw, slice_raw
 from .ops_live import live_cluster, resync, server  # noqa: F401

@@ -14,9 +14,9 @@ from claims.release.audit import CONFLICT, DONE, DRY_RUN, ERROR, REFUSED
 from claims.release.plans import STRATEGIC, plan_action
 from claims.release.transport import send
 from devcluster.store import NotFound
-from gpudash import roles
-from gpudash.bounded import KEEP, TEXT_MAX, bounded
-from gpudash.kube import api_client_for
+from mirror import roles
+from mirror.bounded import KEEP, TEXT_MAX, bounded
+from mirror.kube import api_client_for
 
 from .ops_fixtures import FINALIZER, claim_raw, make_user, new_uid, pod_raw
 from .ops_live import live_cluster, resync, seed, server  # noqa: F401

@@ -14,11 +14,11 @@ from accounts.groupmap import parse_group_map
 from accounts.models import SignInIdentity
 from claims import stuck
 from claims.models import AuditEntry, Finding
-from claims.pending import ClusterReader
 from claims.release.actions import release, release_finding
 from claims.release.audit import DONE, DRY_RUN, REFUSED
-from gpudash import roles
-from inventory.readiness import FAIL, PASS, WARN, check_rbac
+from mirror import roles
+from ops.pending import ClusterReader
+from ops.readiness import FAIL, PASS, WARN, check_rbac
 
 from .browser import ROOT
 from .ops_fixtures import claim_raw, make_user, new_uid

@@ -14,8 +14,8 @@ from django.core.management import call_command
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from gpudash import roles
-from gpudash.views import MAX_SEARCH_LENGTH
+from mirror import roles
+from mirror.views import MAX_SEARCH_LENGTH
 
 from .api_fixtures import load_fleet, make_user
 from .serve_fixtures import ServeProcess, serve, while_in_flight  # noqa: F401

@@ -2,7 +2,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
-from gpudash import roles
+from mirror import roles
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
 

@@ -22,8 +22,8 @@ from claims import stuck
 from claims.finding_scope import scoped_summary_and_evidence
 from claims.models import Finding
 from claims.preview_scope import OutOfScope, check_documents, redact_result
-from gpudash import roles
-from gpudash.sync.apply import apply_object
+from mirror import roles
+from mirror.sync.apply import apply_object
 from tests.conftest import PREVIEW_WORKER_MARKS
 
 from .api_fixtures import claim, client_for, load_fleet
@@ -318,7 +318,7 @@ def findings(db, settings):
     """A detector run over a small cluster: team-a/dup and team-b/dup-b hold the same device (a double
     allocation: each finding names the other claim), and team-a/wants is unallocatable because team-b/hog
     holds node-2's only device (its explanation names the holder)."""
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     settings.GPUDASH_STUCK = {"PENDING_GRACE": 0}
     cluster = Cluster.objects.create(name="scope")

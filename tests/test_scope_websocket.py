@@ -12,9 +12,9 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from gpudash import roles
-from gpudash.consumers import REDACTED_FIELDS, LiveConsumer
-from gpudash.sync.publish import Change, group_messages, publisher
+from mirror import roles
+from mirror.consumers import REDACTED_FIELDS, LiveConsumer
+from mirror.sync.publish import Change, group_messages, publisher
 
 from .api_fixtures import load_fleet
 from .fleet_data import make_user

@@ -19,7 +19,7 @@ def links(body, section):
 def test_search_finds_each_kind_by_name_and_uid_and_links_its_page(client, monkeypatch):
     load_fleet("alpha")
     client.force_login(make_user("alice"))
-    url = reverse("inventory:search")
+    url = reverse("ops:search")
     body = client.get(url, {"q": "train"}).content.decode()
     assert links(body, "claim") == {
         "team-a/train-1": reverse("claims:claim-detail", args=["alpha", "team-a", "train-1"])
@@ -38,7 +38,7 @@ def test_search_finds_each_kind_by_name_and_uid_and_links_its_page(client, monke
         "gpu-3": reverse("inventory:device-detail", args=["alpha", "gpu.nvidia.com", "node-a", "gpu-3"])
     }
     # many hits: the first LIMIT and a link to the list with the same filter
-    from inventory import search
+    from ops import search
 
     monkeypatch.setattr(search, "LIMIT", 5)
     body = client.get(url, {"q": "gpu"}).content.decode()
@@ -53,7 +53,7 @@ def test_search_finds_each_kind_by_name_and_uid_and_links_its_page(client, monke
 def test_search_and_namespace_selector_keep_to_the_users_namespaces(client):
     load_fleet("alpha")
     client.force_login(make_user("bob", namespaces=["team-a"]))
-    url = reverse("inventory:search")
+    url = reverse("ops:search")
     body = client.get(url, {"q": "claim"}).content.decode()
     assert "team-a/pending-claim" in links(body, "claim") and "team-b/stuck-claim" not in body
     assert "team-b/infer" not in client.get(url, {"q": "uid-team-b-infer"}).content.decode()
@@ -71,10 +71,8 @@ def test_namespace_selector_persists_across_pages(client):
     assert '<option value="team-b" selected>' in page.content.decode()
     assert claims() == ["infer", "stuck-claim"]
     assert [p.name for p in client.get(reverse("claims:pod-list")).context["pods"]] == []  # team-b runs no pod
-    assert "namespace team-b" in client.get(reverse("inventory:search"), {"q": "x"}).content.decode()
-    assert "team-a/train-1" not in links(
-        client.get(reverse("inventory:search"), {"q": "train"}).content.decode(), "claim"
-    )
+    assert "namespace team-b" in client.get(reverse("ops:search"), {"q": "x"}).content.decode()
+    assert "team-a/train-1" not in links(client.get(reverse("ops:search"), {"q": "train"}).content.decode(), "claim")
     # the page's own namespace filter wins for that request, and does not move the selector
     assert sorted(
         c.name for c in client.get(reverse("claims:claim-list"), {"namespace": "team-a"}).context["page_obj"]

@@ -16,7 +16,8 @@ from django.urls import reverse
 
 from claims.models import Pod, ResourceClaim
 from dra.quantity import parse_quantity
-from inventory.models import Cluster, Device, DeviceClass, Node
+from inventory.models import Device, DeviceClass, Node
+from mirror.models import Cluster
 
 from .fleet_data import load_scenario
 from .ui_fixtures import load_fleet, make_user

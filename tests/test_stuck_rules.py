@@ -7,8 +7,8 @@ import pytest
 
 from claims import stuck
 from claims.models import Finding, StuckObservation
-from gpudash.sync.apply import delete_object
-from inventory.models import SyncState
+from mirror.models import SyncState
+from mirror.sync.apply import delete_object
 
 from .ops_fixtures import DRIVER, apply, bump, claim_raw, cluster, new_uid, node_raw, pod_raw, slice_raw, ts  # noqa: F401
 

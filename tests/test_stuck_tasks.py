@@ -69,7 +69,7 @@ def test_request_detection_queues_one_delayed_run_on_the_broker(cluster, clean_d
 @pytest.mark.django_db(transaction=True)
 def test_without_a_broker_the_debounced_run_happens_in_this_process(settings):
     """The embedded default (no REDIS_URL): the watchers' process runs the detector itself, after the window."""
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     settings.REDIS_URL = ""
     settings.GPUDASH_STUCK = dict.fromkeys(stuck.DEFAULTS, 0) | {"DEBOUNCE_SECONDS": 0.3}

@@ -19,7 +19,7 @@ pytestmark = [
 
 
 def test_celery_worker_runs_the_watchers(cluster, devcluster, fast_sync, tmp_path):
-    from gpudash.sync.tasks import ensure_watchers
+    from mirror.sync.tasks import ensure_watchers
 
     devcluster.store.create("nodes", make_node("n1"))
     devcluster.store.create("resourceclaims", make_claim("ns", "c1"))

@@ -10,9 +10,10 @@ from channels.layers import get_channel_layer
 from django.core.management import CommandError, call_command
 
 from claims.models import Pod, ResourceClaim
-from gpudash.sync import publish
-from gpudash.sync.apply import apply_object
-from inventory.models import Cluster, Device, ResourceSlice, SyncState
+from inventory.models import Device, ResourceSlice
+from mirror.models import Cluster, SyncState
+from mirror.sync import publish
+from mirror.sync.apply import apply_object
 from tests.sync_fixtures import (
     allocation,
     assert_mirror_equals_server,
@@ -165,7 +166,7 @@ def test_changes_are_published_to_node_namespace_and_kind_groups(cluster, fast_s
 
 
 def test_in_process_runner_mirrors_and_stops(cluster, devcluster, fast_sync):
-    from gpudash.sync import runner
+    from mirror.sync import runner
 
     devcluster.store.create("resourceclaims", make_claim("ns", "c1"))
     supervisor = runner.start_in_process()

@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from claims.models import Pod, ResourceClaim
-from gpudash.sync.runner import Supervisor
-from inventory.models import Cluster, SyncState
+from mirror.models import Cluster, SyncState
+from mirror.sync.runner import Supervisor
 from tests.sync_fixtures import (
     allocation,
     assert_mirror_equals_server,
@@ -105,7 +105,7 @@ def test_duplicate_and_out_of_order_events_change_nothing(cluster, devcluster, f
 
 
 def test_apply_guard_keeps_newer_version(cluster):
-    from gpudash.sync.apply import apply_object, delete_object
+    from mirror.sync.apply import apply_object, delete_object
 
     claim = make_claim("ns", "c")
     claim["metadata"].update(uid="u1", resourceVersion="10")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from inventory.models import SyncState
+from mirror.models import SyncState
 from tests.browser import ROOT, subprocess_env
 from tests.sync_fixtures import assert_mirror_equals_server, make_claim, state, wait_for
 

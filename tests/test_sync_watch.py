@@ -3,7 +3,8 @@
 import pytest
 
 from claims.models import ClaimStateChange, ResourceClaim
-from inventory.models import Device, SyncState
+from inventory.models import Device
+from mirror.models import SyncState
 from tests.sync_fixtures import (
     allocation,
     assert_mirror_equals_server,

@@ -5,8 +5,8 @@ import pytest
 from django.urls import reverse
 
 from devcluster.scenario import scenario_objects
-from inventory import readiness
-from inventory.models import Cluster
+from mirror.models import Cluster
+from ops import readiness
 from tests.fleet_data import load_scenario, make_user
 
 pytestmark = pytest.mark.django_db

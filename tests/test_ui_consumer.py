@@ -10,8 +10,8 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AnonymousUser
 
-from gpudash.consumers import LiveConsumer, groups_for, parse_scope
-from gpudash.sync.publish import Change, group_messages
+from mirror.consumers import LiveConsumer, groups_for, parse_scope
+from mirror.sync.publish import Change, group_messages
 
 from .ui_fixtures import make_user
 

@@ -14,10 +14,10 @@ from claims.models import AuditEntry, ClaimStateChange
 from devcluster.churn import CHURN_NAMESPACE, Churn
 from devcluster.scenario import load_scenario
 from devcluster.store import Store
-from gpudash import roles
-from gpudash.sync.apply import apply_object
-from inventory.models import Cluster
-from inventory.templatetags.gpudash_ui import ago, ago_text, utc
+from mirror import roles
+from mirror.models import Cluster
+from mirror.sync.apply import apply_object
+from mirror.templatetags.gpudash_ui import ago, ago_text, utc
 
 from .ui_fixtures import claim, load_fleet, make_user
 
@@ -95,9 +95,9 @@ def test_admin_role_can_use_the_django_admin(client, alpha):
     assert index.status_code == 200
     body = index.content.decode()
     assert "permission to view or edit anything" not in body
-    for model in ("inventory/cluster", "auth/user", "gpudash/accessprofile"):
+    for model in ("mirror/cluster", "auth/user", "mirror/accessprofile"):
         assert f"/admin/{model}/" in body, model
-    assert client.get("/admin/inventory/cluster/add/").status_code == 200
+    assert client.get("/admin/mirror/cluster/add/").status_code == 200
     assert client.get("/admin/claims/auditentry/").status_code == 200
     assert client.get("/admin/claims/auditentry/add/").status_code == 403  # the audit log stays read-only
 

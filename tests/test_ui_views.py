@@ -6,9 +6,9 @@ import re
 import pytest
 from django.urls import reverse
 
-from gpudash import roles
 from inventory import fleet
 from inventory.models import Device
+from mirror import roles
 
 from .conftest import runs_previews
 from .ui_fixtures import load_fleet, make_user
@@ -188,7 +188,7 @@ def test_device_detail(viewer):
 
 
 def test_pool_list_flags_inconsistent_pools(viewer, alpha):
-    from gpudash.sync.apply import apply_object
+    from mirror.sync.apply import apply_object
 
     from .ui_fixtures import gpu, meta
 
@@ -300,7 +300,7 @@ def test_fragment_renders_only_the_region(viewer):
 def test_connection_status_reports_disconnected(viewer, alpha):
     from django.utils import timezone
 
-    from inventory.models import SyncState
+    from mirror.models import SyncState
 
     SyncState.objects.filter(cluster=alpha).update(
         status=SyncState.Status.ERROR, last_error="connection refused", last_error_at=timezone.now()

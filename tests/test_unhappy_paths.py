@@ -8,8 +8,8 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import reverse
 
-from gpudash import roles
-from inventory.models import SyncState
+from mirror import roles
+from mirror.models import SyncState
 
 from .ui_fixtures import load_fleet, make_user
 

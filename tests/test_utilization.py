@@ -8,9 +8,9 @@ import threading
 import pytest
 from django.utils import timezone
 
-from inventory.models import Cluster
+from mirror.models import Cluster, OpsCounter
 from monitoring import utilization
-from monitoring.models import OpsCounter, PrometheusSource, UtilizationSample
+from monitoring.models import PrometheusSource, UtilizationSample
 from tests.browser import free_port
 from tests.fleet_data import apply_all, meta
 from tests.prometheus_server import Prometheus, needs_prometheus

@@ -9,10 +9,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from devcluster.scenario import scenario_objects
-from gpudash import roles
-from gpudash.sync.apply import apply_object, delete_object
 from inventory import vanished
-from inventory.models import Cluster, Vanished
+from inventory.models import Vanished
+from mirror import roles
+from mirror.models import Cluster
+from mirror.sync.apply import apply_object, delete_object
+from monitoring.history import retention_days
 from tests.fleet_data import load_scenario, make_user
 
 pytestmark = pytest.mark.django_db
@@ -76,8 +78,8 @@ def test_a_deleted_slice_and_its_devices_are_remembered_until_they_return_or_the
     assert client.get(device_url("gpu-0")).status_code == 200
     assert client.get(reverse("inventory:slice-detail", args=["demo", name])).status_code == 200
 
-    assert vanished.prune(now=timezone.now() + timedelta(days=13)) == 0
-    assert vanished.prune(now=timezone.now() + timedelta(days=15)) == 9  # eight devices and the slice
+    assert vanished.prune(retention_days(), now=timezone.now() + timedelta(days=13)) == 0
+    assert vanished.prune(retention_days(), now=timezone.now() + timedelta(days=15)) == 9  # eight devices and the slice
 
 
 def test_a_device_never_mirrored_is_a_plain_not_found(client, demo):

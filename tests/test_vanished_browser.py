@@ -6,8 +6,8 @@ Needs Debian's chromium (/usr/bin/chromium) and REDIS_URL; skipped otherwise.
 
 import pytest
 
-from gpudash import roles
 from inventory.models import Vanished
+from mirror import roles
 
 from .browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
 from .ui_fixtures import make_user

@@ -14,8 +14,8 @@ from django.test import Client
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
-from gpudash import roles
-from gpudash.consumers import CLOSE_TOO_BIG, MAX_FRAME
+from mirror import roles
+from mirror.consumers import CLOSE_TOO_BIG, MAX_FRAME
 
 from .fleet_data import make_user
 from .serve_fixtures import serve  # noqa: F401

@@ -11,8 +11,8 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from claims.models import ResourceClaim, WhatIfScenario
-from gpudash import roles
 from inventory.models import Node, ResourceSlice
+from mirror import roles
 
 from .api_fixtures import client_for
 from .conftest import PREVIEW_WORKER_MARKS

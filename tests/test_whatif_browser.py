@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from django.core.management import call_command
 
-from gpudash import roles
+from mirror import roles
 
 from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
 from .fleet_data import make_user

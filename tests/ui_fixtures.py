@@ -12,8 +12,8 @@ cluster "alpha":
 from django.utils import timezone
 
 from claims.models import Finding
-from gpudash import roles
-from inventory.models import Cluster, SyncState
+from mirror import roles
+from mirror.models import Cluster, SyncState
 
 from . import fleet_data
 from .fleet_data import apply_all, meta

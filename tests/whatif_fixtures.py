@@ -9,8 +9,8 @@ every H100 taken), plus pending pods:
   team-a/solo       a pending claim (1 GPU) no pod uses yet: fits on small-00
 """
 
-from gpudash.sync.apply import apply_object
-from inventory.models import Cluster
+from mirror.models import Cluster
+from mirror.sync.apply import apply_object
 
 from .preview_fixtures import fleet_objects
 from .ui_fixtures import claim, meta

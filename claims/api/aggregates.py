@@ -10,10 +10,10 @@ from rest_framework.views import APIView
 
 from claims.filtersets import stuck_exists
 from claims.models import AllocationResult, ResourceClaim
-from gpudash.api.filters import check_params
-from gpudash.api.permissions import IsViewer
-from gpudash.roles import scope_queryset
-from inventory.models import Cluster
+from mirror.api.filters import check_params
+from mirror.api.permissions import IsViewer
+from mirror.models import Cluster
+from mirror.roles import scope_queryset
 
 STATES = [s.value for s in ResourceClaim.State]
 

@@ -9,11 +9,11 @@ from rest_framework.views import APIView
 from claims.models import ResourceClaim
 from claims.preview import EngineFailure, InventoryNotReady, OutOfScope, PreviewError
 from claims.preview_service import dispatch
-from gpudash import roles
-from gpudash.acyclic import AcyclicResponse
-from gpudash.api.errors import ClientClosedRequest, EngineError, InventoryBuilding, PreviewsBusy, PreviewWorkerLost
-from gpudash.api.permissions import IsAdmin, IsOperator
-from inventory.models import Cluster
+from mirror import roles
+from mirror.acyclic import AcyclicResponse
+from mirror.api.errors import ClientClosedRequest, EngineError, InventoryBuilding, PreviewsBusy, PreviewWorkerLost
+from mirror.api.permissions import IsAdmin, IsOperator
+from mirror.models import Cluster
 
 
 class PreviewRequestSerializer(serializers.Serializer):

@@ -4,7 +4,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from claims.models import AllocationResult, AuditEntry, ClaimConsumer, PodClaimRef, ResourceClaim
-from gpudash.api.serializers import NamespacedSerializer
+from mirror.api.serializers import NamespacedSerializer
 
 __all__ = ("ResourceClaimSerializer", "ResourceClaimTemplateSerializer", "PodSerializer", "AuditEntrySerializer")
 

@@ -11,11 +11,11 @@ from claims.filtersets import (
     stuck_exists,
 )
 from claims.models import AuditEntry, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
-from gpudash.api.filters import StrictFilterBackend
-from gpudash.api.pagination import StablePagePagination
-from gpudash.api.permissions import IsViewer
-from gpudash.api.views import MirrorViewSet
-from gpudash.roles import scope_queryset
+from mirror.api.filters import StrictFilterBackend
+from mirror.api.pagination import StablePagePagination
+from mirror.api.permissions import IsViewer
+from mirror.api.views import MirrorViewSet
+from mirror.roles import scope_queryset
 
 from . import serializers
 

@@ -11,10 +11,10 @@ from claims.models import WhatIfScenario
 from claims.preview import EngineFailure, InventoryNotReady, OutOfScope, PreviewError
 from claims.preview_service import dispatch
 from claims.whatif import ScenarioInvalid, check_scope, parse_scenario
-from gpudash import roles
-from gpudash.api.errors import ClientClosedRequest, EngineError, InventoryBuilding, PreviewsBusy, PreviewWorkerLost
-from gpudash.api.permissions import IsOperator
-from inventory.models import Cluster
+from mirror import roles
+from mirror.api.errors import ClientClosedRequest, EngineError, InventoryBuilding, PreviewsBusy, PreviewWorkerLost
+from mirror.api.permissions import IsOperator
+from mirror.models import Cluster
 
 LINES_HELP = (
     "One change per entry: `add NODE COUNT`, `remove NODE`, `drain NODE`, `cordon NODE`, `uncordon NODE`, "

@@ -1,8 +1,8 @@
-"""The search box's name lookups of claims and pods, indexed (gpudash/search_indexes.py)."""
+"""The search box's name lookups of claims and pods, indexed (mirror/search_indexes.py)."""
 
 from django.db import migrations
 
-from gpudash.search_indexes import trigram_operations
+from mirror.search_indexes import trigram_operations
 
 create, drop = trigram_operations(
     [("claims_resourceclaim", "name"), ("claims_resourceclaim", "owner_pod_name"), ("claims_pod", "name")]

@@ -176,3 +176,13 @@ def status():
 
         out["running"] = remote.status()
     return out
+
+
+def preview_inventory_ready():
+    """For /readyz (mirror/health.py): the start-up warm-up of the preview inventories in this web
+    process's local preview workers; while it runs, a preview would wait for it (seconds on a big
+    fleet), so a new pod takes no traffic until it is done and a rolling update keeps the old pods
+    serving meanwhile. Celery's preview workers are a Deployment of their own, with their own readiness."""
+    state, seconds = warm_up_state()
+    if state == "warming":
+        raise RuntimeError(f"building the preview inventories ({seconds:.1f} s so far)")

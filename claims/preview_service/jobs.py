@@ -51,7 +51,7 @@ def execute(job, deadline):
     caller may cancel from another thread. Returns the answer dict; never raises for bad input."""
     from claims.models import ResourceClaim
     from claims.preview import EngineFailure, InventoryNotReady, OutOfScope, PreviewError, run_preview
-    from inventory.models import Cluster
+    from mirror.models import Cluster
 
     cluster = Cluster.objects.filter(pk=job["cluster"]).first()
     if cluster is None:
@@ -169,7 +169,7 @@ def encode_answer(answer):
     """An answer as bytes for either transport, written by the API's own JSON renderer: a successful
     answer ({"result": ...}) is then byte for byte the body POST /api/v1/preview sends, and the web
     process passes it on without reading it (is_result)."""
-    from gpudash.api.renderers import JSONRenderer
+    from mirror.api.renderers import JSONRenderer
 
     return JSONRenderer().render(answer)
 

@@ -18,6 +18,7 @@ import uuid
 
 import orjson
 import redis
+from celery import shared_task
 from django.conf import settings
 from django.utils.translation import gettext
 
@@ -45,8 +46,6 @@ def _key(job_id, what):
 
 def run(job, wait_seconds, client_gone=None):
     """Queue `job` for the preview workers and wait for its answer, as bytes (see LocalPool.run)."""
-    from claims.tasks import run_preview_job
-
     job_id = uuid.uuid4().hex
     r = client()
     cfg = limits()
@@ -84,6 +83,13 @@ def run(job, wait_seconds, client_gone=None):
 def _timing(r, job_id):
     value = r.get(_key(job_id, "timing"))
     return None if value is None else orjson.loads(value)
+
+
+@shared_task(name="claims.tasks.run_preview_job", ignore_result=True, acks_late=False)
+def run_preview_job(job_id, job, give_up_at):
+    """One preview, on a `preview` queue worker. Acknowledged on receipt: a preview whose worker dies is
+    answered 503 by the waiting web process, never re-run. (Its name keeps the module it was first in.)"""
+    return execute_job(job_id, job, give_up_at)
 
 
 def execute_job(job_id, job, give_up_at):

@@ -11,13 +11,12 @@ import logging
 from django.utils.translation import gettext_noop
 
 from accounts.rights import kube_identity
-from gpudash import roles
-from gpudash.kube import KubeClient, KubeError
-from gpudash.messages import message
-from gpudash.sync.apply import apply_object, delete_object
+from mirror import roles
+from mirror.kube import KubeClient, KubeError, ops_setting
+from mirror.messages import message
+from mirror.sync.apply import apply_object, delete_object
 
 from ..models import Pod, ResourceClaim
-from ..pending import ops_setting
 from .audit import CONFLICT, DONE, DRY_RUN, ERROR, REFUSED, Outcome, audit
 from .plans import PLANNERS, plan_action
 from .transport import TRANSPORT_ERRORS, access_review, dashboard_identity, live_state, send

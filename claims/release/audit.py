@@ -2,8 +2,8 @@
 
 from dataclasses import dataclass, field
 
-from gpudash.bounded import bounded
-from gpudash.messages import english, render
+from mirror.bounded import bounded
+from mirror.messages import english, render
 
 from ..models import OUTCOME_TITLES, AuditEntry
 from .plans import Plan
@@ -14,7 +14,7 @@ DONE, REFUSED, CONFLICT, ERROR, DRY_RUN = "done", "refused", "conflict", "error"
 @dataclass
 class Outcome:
     outcome: str
-    # Given as a message (gpudash/messages.py): kept in `message`, `reason` is its English text (the
+    # Given as a message (mirror/messages.py): kept in `message`, `reason` is its English text (the
     # API, the audit entry's reason); pages show `shown_reason`, in the reader's language.
     reason: str | dict = ""
     plan: Plan | None = None
@@ -53,7 +53,7 @@ class Outcome:
 
 
 def audit(user, cluster, namespace, name, action, rule, dry_run, outcome, before=None, after=None):
-    """Write the attempt's AuditEntry. What it stores is bounded (gpudash/bounded.py): an operator's
+    """Write the attempt's AuditEntry. What it stores is bounded (mirror/bounded.py): an operator's
     input (30,000 uids, say) must not grow the audit log at will; what was left out is counted."""
     claim_uid = (before.get("metadata") or {}).get("uid", "") if before else ""
     entry = AuditEntry.objects.create(

@@ -11,12 +11,11 @@ that changed in between is answered 409 by the API server: reported as a conflic
 from dataclasses import asdict, dataclass, field
 
 from django.utils import translation
-from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
-from gpudash.messages import english, message, render
+from mirror.messages import english, message, render
 
-from ..models import DELETE_PROTECTION_FINALIZER, ResourceClaim
+from ..models import ACTION_TITLES, DELETE_PROTECTION_FINALIZER, ResourceClaim
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -25,12 +24,6 @@ JSON = "application/json"
 
 
 # Lazy: the pages show them in the reader's language.
-ACTION_TITLES = {
-    "remove_reservations": _("Remove stale reservedFor entries"),
-    "deallocate": _("Deallocate (clear status.allocation)"),
-    "finish_deletion": _("Finish the blocked deletion (remove the finalizer)"),
-    "delete_claim": _("Delete the template-generated claim"),
-}
 
 
 def claim_path(namespace, name, subresource=""):
@@ -58,7 +51,7 @@ class Plan:
     warnings: list = field(default_factory=list)
     # What was verified, in words, so the dry run shows why the action is considered safe.
     checks: list = field(default_factory=list)
-    # The same texts as messages (gpudash/messages.py), for the pages in the reader's language; the
+    # The same texts as messages (mirror/messages.py), for the pages in the reader's language; the
     # English strings above are what the API and the audit entry's request keep. Set through
     # refuse(), warn() and verified(), which write both.
     refused_message: dict = field(default_factory=dict)

@@ -12,7 +12,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from urllib3 import HTTPHeaderDict
 
-from gpudash.kube import KubeError
+from mirror.kube import KubeError
 
 from .plans import JSON, KubeRequest, claim_path
 

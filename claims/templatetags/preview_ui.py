@@ -4,7 +4,7 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from inventory.templatetags.gpudash_ui import device_url_maker
+from mirror.templatetags.gpudash_ui import device_url_maker
 
 register = template.Library()
 

@@ -18,13 +18,14 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gpudash.api.filters import check_params, filter_errors
-from gpudash.api.permissions import IsViewer
 from inventory import devicestate, fleet, summary
 from inventory.devicestate import ADMIN, ALLOCATED, FREE, PARTIAL
 from inventory.filtersets import DeviceFilterSet
-from inventory.models import Cluster, Device, NodeDeviceSummary
+from inventory.models import Device, NodeDeviceSummary
 from inventory.querysets import DEVICE_STATES
+from mirror.api.filters import check_params, filter_errors
+from mirror.api.permissions import IsViewer
+from mirror.models import Cluster
 
 GROUPS = ("cluster", "node", "driver", "pool", "model", "kind", "state", "fleet_state")
 DEFAULT_GROUPS = ("cluster", "model", "state")
@@ -276,7 +277,7 @@ class GpuAggregateView(APIView):
         ),
     )
     def get(self, request):
-        from inventory import accelerators, fleet
+        from inventory import fleet
 
         check_params(request, {"cluster", "format"})
         cluster_ids = None
@@ -291,7 +292,7 @@ class GpuAggregateView(APIView):
         return Response(
             {
                 "kinds": snap.kind_totals(),
-                "sources": accelerators.source_totals(snapshot=snap),
+                "sources": fleet.source_totals(snapshot=snap),
                 "partitions_by_node": [
                     {"cluster": names.get(cid, str(cid)), "node": node, **cap}
                     for (cid, node), cap in sorted(snap.partition_capacity("cluster_id", "node_name").items())

@@ -3,12 +3,12 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from gpudash import roles
-from gpudash.api.serializers import KubeObjectSerializer, RawOptionalMixin
 from inventory import accelerators
 from inventory.devicestate import STATES
-from inventory.models import Cluster, SyncState
 from inventory.querysets import DEVICE_STATES
+from mirror import roles
+from mirror.api.serializers import KubeObjectSerializer, RawOptionalMixin
+from mirror.models import Cluster, SyncState
 
 __all__ = (
     "ClusterSerializer",
@@ -301,7 +301,7 @@ class DeviceSerializer(RawOptionalMixin, serializers.Serializer):
     )
 
     def get_capacity(self, device) -> dict[str, str]:
-        from inventory.normalize import normalize_name
+        from mirror.normalize import normalize_name
 
         return {
             normalize_name(name, device.driver): str(cap.get("value"))
@@ -327,7 +327,7 @@ class DeviceDetailSerializer(DeviceSerializer):
 
     def get_allocations(self, device) -> list[dict]:
         from claims.models import AllocationResult
-        from gpudash.roles import scope_queryset
+        from mirror.roles import scope_queryset
 
         results = AllocationResult.objects.filter(
             cluster_id=device.cluster_id, driver=device.driver, pool=device.pool, device=device.name

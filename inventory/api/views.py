@@ -4,10 +4,6 @@ from django.db.models import Case, Count, IntegerField, OuterRef, Prefetch, Subq
 from django.db.models.functions import Coalesce
 from rest_framework import viewsets
 
-from gpudash.api.filters import StrictFilterBackend
-from gpudash.api.pagination import IdsFirstPagination, StablePagePagination
-from gpudash.api.permissions import IsViewer
-from gpudash.api.views import MirrorViewSet
 from inventory import accelerators, classmatch
 from inventory import tasks as class_counts
 from inventory.filtersets import (
@@ -17,7 +13,12 @@ from inventory.filtersets import (
     NodeFilterSet,
     ResourceSliceFilterSet,
 )
-from inventory.models import Cluster, Device, DeviceClass, Node, NodeDeviceSummary, ResourceSlice, SyncState
+from inventory.models import Device, DeviceClass, Node, NodeDeviceSummary, ResourceSlice
+from mirror.api.filters import StrictFilterBackend
+from mirror.api.pagination import IdsFirstPagination, StablePagePagination
+from mirror.api.permissions import IsViewer
+from mirror.api.views import MirrorViewSet
+from mirror.models import Cluster, SyncState
 
 from . import serializers
 

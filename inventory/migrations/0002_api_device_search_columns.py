@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 def backfill(apps, schema_editor):
     # Rows written before these columns existed; a relist would not rewrite them (same resourceVersion).
-    from inventory.normalize import capacity_values, plain_attributes
+    from mirror.normalize import capacity_values, plain_attributes
 
     Device = apps.get_model("inventory", "Device")
     batch = []

@@ -1,9 +1,9 @@
-"""The search box's name lookups, indexed (gpudash/search_indexes.py), and a device's GPU UUID (the
+"""The search box's name lookups, indexed (mirror/search_indexes.py), and a device's GPU UUID (the
 search box finds a device by the `uuid` attribute nvidia-smi and the logs show)."""
 
 from django.db import migrations
 
-from gpudash.search_indexes import trigram_operations
+from mirror.search_indexes import trigram_operations
 
 create, drop = trigram_operations(
     [("inventory_node", "name"), ("inventory_resourceslice", "name"), ("inventory_device", "name")]

@@ -3,20 +3,13 @@ the poll status (errors shown, never hidden), and idle GPU-hours by namespace fo
 
 from django import template
 
-from gpudash import roles
+from mirror import roles
 
 from ..idle import idle_gpu_hours_by_namespace
 from ..models import PrometheusSource
 from ..utilization import latest
 
 register = template.Library()
-
-# Fleet-map colouring buckets (percent): cell class u-<index>.
-BUCKETS = (5, 25, 50, 75)
-
-
-def bucket(percent):
-    return sum(1 for edge in BUCKETS if percent >= edge)
 
 
 def _status(cluster_id):

@@ -112,7 +112,7 @@ class Command(BaseCommand):
 
     def _from_database(self, text, opts):
         from claims.preview import PreviewError, run_preview
-        from inventory.models import Cluster
+        from mirror.models import Cluster
 
         if opts["cluster"]:
             cluster = Cluster.objects.filter(name=opts["cluster"]).first()

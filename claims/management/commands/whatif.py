@@ -38,7 +38,7 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         from claims.preview import PreviewError
         from claims.whatif import run_whatif
-        from inventory.models import Cluster
+        from mirror.models import Cluster
 
         changes = list(opts["changes"])
         if opts["file"]:

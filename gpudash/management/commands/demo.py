@@ -5,9 +5,9 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from gpudash import roles
 from gpudash.management.commands.serve import serve
-from inventory.models import Cluster
+from mirror import roles
+from mirror.models import Cluster
 
 DEMO_USER, DEMO_PASSWORD = "demo", "demo"  # demo only: this command never runs against a real cluster
 

@@ -59,7 +59,7 @@ def serve(host, port, in_process_watchers=False):
 
     async def main():
         if in_process_watchers:
-            from gpudash.sync.runner import start_in_process, stop_process_supervisor
+            from mirror.sync.runner import start_in_process, stop_process_supervisor
 
             # The in-memory channel layer belongs to this loop: the watcher threads publish onto it.
             start_in_process(asyncio.get_running_loop())

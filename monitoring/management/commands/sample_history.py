@@ -18,5 +18,5 @@ class Command(BaseCommand):
         if prune:
             self.stdout.write(
                 f"{history.prune()} history rows, {utilization.prune()} utilization samples and "
-                f"{vanished.prune()} last-seen records pruned"
+                f"{vanished.prune(history.retention_days())} last-seen records pruned"
             )

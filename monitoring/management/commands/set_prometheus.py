@@ -3,7 +3,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from inventory.models import Cluster
+from mirror.models import Cluster
 from monitoring.models import PrometheusSource
 
 
