@@ -607,7 +607,7 @@ def _driver_account_items(reader, drivers):
     for driver, accounts in sorted(drivers.items()):
         for account in accounts:
             namespace, name = account.split(":", 1)
-            user = f"system:serviceaccount:{namespace}:{name}"
+            user = ":".join(("system", "serviceaccount", namespace, name))  # the account's user name
             body = {
                 "apiVersion": "authorization.k8s.io/v1",
                 "kind": "SubjectAccessReview",
