@@ -194,7 +194,7 @@ def _count_partition_pools(device_model, pools, new):
 
     apps = device_model._meta.apps
     slice_model = apps.get_model("inventory", "ResourceSlice")
-    cluster_model = apps.get_model("inventory", "Cluster")
+    cluster_model = apps.get_model("mirror", "Cluster")
     by_driver = defaultdict(list)
     for cid, driver, pool in pools:
         by_driver[(cid, driver)].append(pool)

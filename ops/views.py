@@ -74,7 +74,7 @@ class StuckClaimsView(DashboardView):
     filter_aliases = {"claim_name": "claim"}  # the page's name for the FilterSet's `claim`
 
     def get_context_data(self, **kwargs):
-        from .filtersets import FindingFilterSet
+        from claims.filtersets import FindingFilterSet
 
         ctx = super().get_context_data(**kwargs)
         get = self.request.GET

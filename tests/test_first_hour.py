@@ -126,7 +126,7 @@ def test_pod_list_says_why_gpu_utilization_is_empty(client, alpha):
 
 
 def test_history_series_labels_in_the_pages_language():
-    from inventory.templatetags.gpudash_ui import history_series_labels
+    from mirror.templatetags.gpudash_ui import history_series_labels
 
     with translation.override("zh-hans"):
         labels = json.loads(history_series_labels())

@@ -218,7 +218,15 @@ def test_scenarios_api(plan, otto):
         "/api/v1/whatif/scenarios", {"name": "bad", "cluster": "plan", "changes": ["add busy-00 x"]}, format="json"
     )
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "changes[0]"
-    assert api.delete(f"/api/v1/whatif/scenarios/{body['id']}").status_code == 204
+    # A PATCH changes only what it sends: the rest stays as saved (an empty one changes nothing).
+    url = f"/api/v1/whatif/scenarios/{body['id']}"
+    assert api.patch(url, {}, format="json").json()["query"] == "cluster=plan&c=add+busy-00+2"
+    renamed = api.patch(url, {"name": "grow more"}, format="json")
+    assert renamed.status_code == 200 and renamed.json()["name"] == "grow more"
+    assert renamed.json()["changes"] == CLONE
+    worse = api.patch(url, {"changes": ["add busy-00 x"]}, format="json")
+    assert worse.status_code == 400 and worse.json()["error"]["field"] == "changes[0]"
+    assert api.delete(url).status_code == 204
 
 
 def test_cli_errors(plan):

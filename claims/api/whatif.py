@@ -122,16 +122,22 @@ class ScenarioSerializer(serializers.ModelSerializer):
         read_only_fields = ("id", "created", "updated")
 
     def validate(self, data):
+        # A PATCH sends only some fields: the rest are the saved scenario's.
+        saved = self.instance
+        changes = data.get("changes", saved.changes if saved else [])
+        shapes = data.get("shapes", saved.shapes if saved else [])
+        cluster = data.get("cluster", saved.cluster if saved else None)
+        name = data.get("name", saved.name if saved else "")
         try:
-            parse_scenario(data.get("changes", []), data.get("shapes", []))
+            parse_scenario(changes, shapes)
         except ScenarioInvalid as exc:
             raise ValidationError({exc.where: [str(exc)]}) from exc
         owner = self.context["request"].user
-        clash = WhatIfScenario.objects.filter(owner=owner, cluster=data["cluster"], name=data["name"])
+        clash = WhatIfScenario.objects.filter(owner=owner, cluster=cluster, name=name)
         if self.instance is not None:
             clash = clash.exclude(pk=self.instance.pk)
         if clash.exists():
-            raise ValidationError({"name": [f"You already have a scenario named {data['name']!r} for this cluster."]})
+            raise ValidationError({"name": [f"You already have a scenario named {name!r} for this cluster."]})
         return data
 
 
