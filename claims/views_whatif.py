@@ -20,7 +20,7 @@ from .models import WhatIfScenario
 from .models_whatif import scenario_query
 from .preview_scope import OutOfScope
 from .preview_service import dispatch
-from .whatif import ScenarioInvalid, check_scope, parse_scenario
+from .whatif import ScenarioInvalid, capacity_rows, check_scope, parse_scenario
 
 # Verdicts in the order the page lists them: what changed first.
 VERDICT_ORDER = (
@@ -115,7 +115,7 @@ class WhatIfView(DashboardView):
         except ValueError as exc:  # the engine's other refusals (PreviewError): said as they are
             ctx["error"] = str(exc)
             return self.render_to_response(ctx, status=400)
-        ctx.update(result=result, groups=self.groups(result))
+        ctx.update(result=result, groups=self.groups(result), capacity_rows=capacity_rows(result.get("capacity")))
         return self.render_to_response(ctx)
 
     @staticmethod

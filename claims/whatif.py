@@ -84,6 +84,27 @@ def node_objects(cluster, changes):
     return live_inventory.node_raws(cluster, names) if names else {}
 
 
+def capacity_rows(capacity):
+    """The capacity answer as rows for the page and the CLI: whole GPUs, free, stranded, then one row
+    per partition profile ({"kind", "profile", "before", "after"})."""
+    if not capacity:
+        return []
+    before, after = capacity["before"], capacity["after"]
+    rows = [
+        {"kind": k, "profile": "", "before": before[k], "after": after[k]} for k in ("gpus", "gpusFree", "stranded")
+    ]
+    for profile in sorted(set(before["profiles"]) | set(after["profiles"])):
+        rows.append(
+            {
+                "kind": "profile",
+                "profile": profile,
+                "before": before["profiles"].get(profile, 0),
+                "after": after["profiles"].get(profile, 0),
+            }
+        )
+    return rows
+
+
 def run_whatif(cluster, *, changes=(), shapes=(), visible_namespaces=None, deadline=None):
     """The what-if answer (JSON-ready): every pending pod and claim in `visible_namespaces` before and
     after the changes, the pods the changes displace, headroom of each shape before and after.
@@ -100,6 +121,7 @@ def run_whatif(cluster, *, changes=(), shapes=(), visible_namespaces=None, deadl
     try:
         entries = whatif.evaluate(inv, applied, workloads, deadline=limits["deadline"])
         room = whatif.headroom_of(inv, applied, parsed_shapes, deadline=limits["deadline"])
+        capacity = whatif.capacity_of(inv, applied)
     except InputError as exc:
         raise PreviewError(str(exc)) from None
     except Exception as exc:  # an engine bug on this input: logged, answered as an error, never a 500
@@ -107,7 +129,7 @@ def run_whatif(cluster, *, changes=(), shapes=(), visible_namespaces=None, deadl
     summary = whatif.summary(entries, applied)
     summary.update(cluster=cluster.name, changes=[c.text for c in parsed], inventory=obtained.as_dict())
     displaced = [_displaced(d, visible_namespaces) for d in applied.displaced]
-    result = {"summary": summary, "workloads": entries, "displaced": displaced, "headroom": room}
+    result = {"summary": summary, "workloads": entries, "displaced": displaced, "headroom": room, "capacity": capacity}
     if visible_namespaces is not None:
         redact_result(result, visible_namespaces)
     return result

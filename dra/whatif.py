@@ -25,6 +25,7 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 
+from . import partitions
 from .cel import CelCompileError, compile_selector
 from .documents import resolve_claims
 from .errors import AllocationError, InputError
@@ -743,6 +744,35 @@ def headroom_of(before, applied, shapes, deadline=None):
                 row[label] = {"error": str(exc)}
         out.append(row)
     return out
+
+
+def _pools_on(inventory, nodes):
+    """(driver, pool) keys of the pools with a slice local to one of `nodes`."""
+    return {key for key, slices in inventory.by_pool.items() if any(s.node_name in nodes for s in slices)}
+
+
+def capacity_of(before, applied):
+    """Whole-GPU and partition capacity (dra.partitions) of the pools on the nodes the changes touch,
+    before and after: {"nodes", "before", "after"}, each side {"gpus", "gpusFree", "stranded",
+    "profiles": {profile: creatable}}; None where a change reaches every node (counting every pool
+    again would cost what a sync's full rebuild does). Untouched pools are the same on both sides, so
+    the difference between the sides is the changes' effect on the fleet's capacity."""
+    if applied.affected is None:
+        return None
+    nodes = set(applied.affected)
+
+    def side(inv):
+        totals = {"gpus": 0, "gpusFree": 0, "stranded": 0, "profiles": {}}
+        for groups in partitions.capacity(inv, sorted(_pools_on(inv, nodes))).values():
+            for group in groups.values():
+                totals["gpus"] += group.gpus
+                totals["gpusFree"] += group.gpus_free
+                totals["stranded"] += group.stranded
+                for profile, count in group.profiles.items():
+                    totals["profiles"][profile] = totals["profiles"].get(profile, 0) + count.free
+        return totals
+
+    return {"nodes": sorted(nodes), "before": side(before), "after": side(applied.inventory)}
 
 
 COUNTED = (NOW_SCHEDULABLE, STILL_BLOCKED, LOSES_PLACE, STILL_SCHEDULABLE, ERROR, UNDECIDED)

@@ -79,8 +79,13 @@ def test_api_page_and_cli_give_the_same_answer(plan, otto, client):
         assert entry["before"]["fits"] == 0 and entry["after"]["fits"] == 2
         assert result["summary"]["addedNodes"] == ["busy-00-whatif-1", "busy-00-whatif-2"]
         assert [(h["before"]["copies"], h["after"]["copies"]) for h in result["headroom"]] == [(0, 2)]
+    # Capacity on the changed nodes: two empty clones of busy-00 (2 H100 each, no partitions).
+    assert api["capacity"] == cli["capacity"] == page["capacity"]
+    assert api["capacity"]["before"] == {"gpus": 0, "gpusFree": 0, "stranded": 0, "profiles": {}}
+    assert api["capacity"]["after"] == {"gpus": 4, "gpusFree": 4, "stranded": 0, "profiles": {}}
     # What the page shows: the counts per verdict and the rows, as a user reads them.
     body = resp.content.decode()
+    assert '<tr data-kind="gpusFree" data-profile=""><td>whole GPUs free</td><td class="num">0</td><td class="num">4</td></tr>' in body
     assert '<b data-verdict="now-schedulable">1</b>' in body
     assert 'data-workload="team-a/job-two" data-verdict="now-schedulable"' in body
     assert "busy-00-whatif-1, busy-00-whatif-2" in body

@@ -272,3 +272,47 @@ def test_a_draft_taint_rule_leaves_the_live_inventory_untainted(where):
     assert preview(applied.inventory, spec)["summary"]["fits"] == 0
     assert preview(inv, spec)["summary"]["fits"] == 1
     assert all(not d.taints for d in inv.devices_by_key.values())
+
+
+def _source_capacity(inv, node, field):
+    from dra import partitions
+
+    keys = sorted(key for key, slices in inv.by_pool.items() if any(s.node_name == node for s in slices))
+    groups = [g for pool in partitions.capacity(inv, keys).values() for g in pool.values()]
+    profiles = {}
+    for g in groups:
+        for profile, count in g.profiles.items():
+            profiles[profile] = profiles.get(profile, 0) + getattr(count, field)
+    return groups, profiles
+
+
+def test_capacity_of_a_cloned_mig_node_is_the_source_node_empty():
+    """The clone joins empty: its whole GPUs are all free and every profile can be created as often as
+    on the source with nothing in use (the source's `total`), counted by dra.partitions's own rules."""
+    from devcluster.scenario import scenario_objects
+    from dra.whatif import capacity_of
+
+    objs = scenario_objects("demo")
+    inv = Inventory.from_objects(objs)
+    applied = apply(inv, parse_changes(["add gpu-a100-01 1"]), node_objects(objs))
+    cap = capacity_of(inv, applied)
+    groups, totals = _source_capacity(inv, "gpu-a100-01", "total")
+    assert groups and totals, "the demo's A100 node publishes partitions"
+    assert cap["nodes"] == applied.added
+    assert cap["before"] == {"gpus": 0, "gpusFree": 0, "stranded": 0, "profiles": {}}
+    gpus = sum(g.gpus for g in groups)
+    assert cap["after"] == {"gpus": gpus, "gpusFree": gpus, "stranded": 0, "profiles": totals}
+
+
+def test_capacity_of_a_removed_node_is_what_it_had_free():
+    from devcluster.scenario import scenario_objects
+    from dra.whatif import capacity_of
+
+    objs = scenario_objects("demo")
+    inv = Inventory.from_objects(objs)
+    applied = apply(inv, parse_changes(["remove gpu-a100-01"]), node_objects(objs))
+    cap = capacity_of(inv, applied)
+    groups, free = _source_capacity(inv, "gpu-a100-01", "free")
+    assert cap["before"]["profiles"] == free and cap["before"]["gpus"] == sum(g.gpus for g in groups)
+    assert cap["before"]["stranded"] == sum(g.stranded for g in groups)
+    assert cap["after"] == {"gpus": 0, "gpusFree": 0, "stranded": 0, "profiles": {}}

@@ -4,6 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from claims.whatif import capacity_rows
 from dra import whatif
 
 
@@ -95,3 +96,9 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"Headroom {row['shape']}: {before.get('copies', before.get('error'))} -> {after.get('copies', after.get('error'))}"
             )
+        titles = {"gpus": "whole GPUs", "gpusFree": "whole GPUs free", "stranded": "GPUs stranded by partitions"}
+        for row in capacity_rows(result.get("capacity")):
+            what = titles.get(row["kind"]) or f"{row['profile']} partitions creatable"
+            self.stdout.write(f"Capacity on the changed nodes, {what}: {row['before']} -> {row['after']}")
+        if result.get("capacity") is None:
+            self.stdout.write("Capacity: not counted (a change reaches every node)")
