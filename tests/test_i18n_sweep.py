@@ -18,6 +18,7 @@ from claims.models import Pod, ResourceClaim, ResourceClaimTemplate
 from inventory.models import Device, DeviceClass, Node, ResourceSlice
 from mirror import roles
 from mirror.models import Cluster, KubeEvent
+from tests.conftest import runs_previews  # noqa: E402
 
 from .fleet_data import load_scenario
 from .template_text import UNTRANSLATED_TERMS
@@ -146,6 +147,9 @@ def demo(db):
     return cluster
 
 
+# The Pending explainer asks a preview worker: it must see the fleet's rows (committed), or the engine
+# step answers an error instead of what a user reads.
+@runs_previews
 def test_every_page_in_chinese_has_no_stray_english(client, demo):
     client.force_login(make_user("zhao", role=roles.ADMIN))
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
