@@ -85,7 +85,10 @@ def test_api_page_and_cli_give_the_same_answer(plan, otto, client):
     assert api["capacity"]["after"] == {"gpus": 4, "gpusFree": 4, "stranded": 0, "profiles": {}}
     # What the page shows: the counts per verdict and the rows, as a user reads them.
     body = resp.content.decode()
-    assert '<tr data-kind="gpusFree" data-profile=""><td>whole GPUs free</td><td class="num">0</td><td class="num">4</td></tr>' in body
+    assert (
+        '<tr data-kind="gpusFree" data-profile=""><td>whole GPUs free</td><td class="num">0</td><td class="num">4</td></tr>'
+        in body
+    )
     assert '<b data-verdict="now-schedulable">1</b>' in body
     assert 'data-workload="team-a/job-two" data-verdict="now-schedulable"' in body
     assert "busy-00-whatif-1, busy-00-whatif-2" in body
