@@ -113,10 +113,13 @@ def main():
         t1 = time.perf_counter()
         entries = evaluate(inv, applied, workloads)
         t2 = time.perf_counter()
-        times.append(t2 - t0)
+        capacity = whatif.capacity_of(inv, applied)  # whole-GPU and partition capacity, before and after
+        t3 = time.perf_counter()
+        times.append(t3 - t0)
         cpu.append(time.process_time() - c0)
         print(
-            f"  {label}: apply {1000 * (t1 - t0):.0f} ms, evaluate {1000 * (t2 - t1):.0f} ms "
+            f"  {label}: apply {1000 * (t1 - t0):.0f} ms, evaluate {1000 * (t2 - t1):.0f} ms, "
+            f"capacity {1000 * (t3 - t2):.0f} ms ({capacity['after']['gpusFree'] if capacity else '-'} GPUs free after) "
             f"(CPU {1000 * cpu[-1]:.0f} ms, load {os.getloadavg()[0]:.1f}): {summary(entries, applied)['verdicts']}"
         )
     print(
