@@ -5,7 +5,7 @@ fleet map read it) whenever the groups and filters are the summary's own columns
 summary rows instead of every device, with the read-time parts of the state (stuck claims, NotReady
 nodes) applied as inventory/fleet.py applies them. Filters the summary cannot answer (attribute,
 capacity, tainted, name, slice) count the device rows in one GROUP BY instead; both give the same
-counts (tests/test_api_aggregates.py checks them against a per-device scan).
+counts (tests/inventory/test_api_aggregates.py checks them against a per-device scan).
 """
 
 from collections import Counter, defaultdict

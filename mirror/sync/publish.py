@@ -132,7 +132,7 @@ async def _publish_pipelined(layer, messages):
     PUBSUB NUMSUB asks Redis which channels have subscribers, in one command. A page that subscribes
     between that answer and the publish misses this flush, as it misses any change made before it
     subscribed: pages load their rows first and then replay what arrives. It uses the layer's own
-    channel names, shard choice and serializer (channels_redis 4.3, pinned; tests/test_publish.py
+    channel names, shard choice and serializer (channels_redis 4.3, pinned; tests/mirror/test_publish.py
     checks subscribers receive what group_send would deliver).
     """
     loop_layer = layer._get_layer()

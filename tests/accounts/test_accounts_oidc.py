@@ -23,10 +23,9 @@ from accounts.discovery import discover
 from accounts.models import SignInIdentity
 from mirror import roles
 from mirror.models import Cluster
-
-from .browser import BROWSER_MARKS, ROOT, AsgiServer, chromium, free_port, stop_process, wait_until
-from .ops_fixtures import claim_raw, new_uid
-from .ops_live import seed
+from tests.browser import BROWSER_MARKS, ROOT, AsgiServer, chromium, free_port, stop_process, wait_until
+from tests.ops_fixtures import claim_raw, new_uid
+from tests.ops_live import seed
 
 NODE = shutil.which("node")
 pytestmark = [

@@ -10,9 +10,8 @@ from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
 
 from mirror import roles
-
-from .api_fixtures import load_fleet, make_user
-from .serve_fixtures import HEALTHZ_TIMEOUT, serve  # noqa: F401
+from tests.api_fixtures import load_fleet, make_user
+from tests.serve_fixtures import HEALTHZ_TIMEOUT, serve  # noqa: F401
 
 pytestmark = pytest.mark.slow
 FUZZ = settings(

@@ -17,10 +17,9 @@ from dra.errors import shown
 from dra.limits import MAX_ALIASES, MAX_DOCUMENTS, MAX_LIST_ITEMS, MAX_NODES
 from dra.nodefilters import scheduling_pod
 from mirror import roles
-
-from .api_fixtures import load_fleet, make_user
-from .preview_fixtures import TWO_GPUS
-from .serve_fixtures import assert_healthz_fast, healthz_while, serve  # noqa: F401
+from tests.api_fixtures import load_fleet, make_user
+from tests.preview_fixtures import TWO_GPUS
+from tests.serve_fixtures import assert_healthz_fast, healthz_while, serve  # noqa: F401
 
 CLAIM = """apiVersion: resource.k8s.io/v1
 kind: ResourceClaim

@@ -692,7 +692,7 @@ def test_preview_says_how_it_got_its_inventory_and_waits_for_another_build_only_
         api = APIClient()
         api.force_login(User.objects.create_superuser("admin-live", password="x"))
         # This process's held build, through the API: the `inline` backend runs the preview here (a
-        # preview worker answers the same error for its own build; tests/test_preview_workers.py).
+        # preview worker answers the same error for its own build; tests/claims/test_preview_workers.py).
         settings.GPUDASH_PREVIEW_SERVICE = {**settings.GPUDASH_PREVIEW_SERVICE, "BACKEND": "inline"}
         with override_deadline(0.3):
             response = api.post("/api/v1/preview", {"cluster": cluster.name, "yaml": text}, format="json")

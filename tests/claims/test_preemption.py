@@ -8,8 +8,7 @@ import copy
 from dra import Inventory, load_documents, preview, resolve_claims
 from dra.nodefilters import scheduling_pod
 from dra.preemption import NOT_HELPFUL
-
-from .test_node_filters_preview import GPU_CLASS, bound_pod, gpus, node, pod_yaml, worked_example
+from tests.claims.test_node_filters_preview import GPU_CLASS, bound_pod, gpus, node, pod_yaml, worked_example
 
 SELECTOR = "  nodeSelector: {disk: ssd}"
 
@@ -99,7 +98,7 @@ def test_evicting_one_of_two_pods_that_declare_the_same_host_port_frees_it():
     """The scheduler's node keeps used host ports as a set: when preemption takes the low-priority pod
     away, port 8080 counts as free although the high-priority pod declares it too, so the node is then
     rejected for its cpu, not its ports (kube-scheduler v1.36, checked against the real framework)."""
-    from .test_node_filters_preview import GPU_CLASS, node
+    from tests.claims.test_node_filters_preview import GPU_CLASS, node
 
     objects = {
         "nodes": [node("p", cpu="1", memory="8Gi")],

@@ -13,10 +13,9 @@ from claims.models import ResourceClaim
 from claims.preview import run_preview
 from mirror import roles
 from mirror.models import Cluster
-
-from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
-from .fleet_data import load_scenario, make_user
-from .preview_fixtures import BAD_CEL, MALFORMED
+from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.fleet_data import load_scenario, make_user
+from tests.preview_fixtures import BAD_CEL, MALFORMED
 
 pytestmark = BROWSER_MARKS  # browser; transactional DB; skipped without chromium or Redis
 PASSWORD = "browser-pass-123"

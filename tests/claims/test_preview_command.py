@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 
 from tests.dra.allocator_fixtures import allocated_claim, dev, device_class, node_obj, slice_
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GPU_CLASS = 'device.driver == "gpu.example.com"'
 
 CLAIM_YAML = """\

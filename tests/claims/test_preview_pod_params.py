@@ -21,10 +21,9 @@ from claims.preview import run_preview
 from mirror import roles
 from mirror.models import Cluster
 from mirror.sync.apply import apply_object
-
-from .conftest import PREVIEW_WORKER_MARKS
-from .preview_fixtures import GPU_CLASS, H100, TWO_GPUS, pool_node
-from .ui_fixtures import device_class, gpu, make_user, resource_slice
+from tests.conftest import PREVIEW_WORKER_MARKS
+from tests.preview_fixtures import GPU_CLASS, H100, TWO_GPUS, pool_node
+from tests.ui_fixtures import device_class, gpu, make_user, resource_slice
 
 pytestmark = [*PREVIEW_WORKER_MARKS, pytest.mark.sqlite_default]
 

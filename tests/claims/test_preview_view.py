@@ -12,10 +12,9 @@ from claims import preview_page
 from claims.preview import run_preview
 from mirror import roles
 from mirror.models import Cluster
-
-from .conftest import PREVIEW_WORKER_MARKS
-from .preview_fixtures import BAD_CEL, MALFORMED, TWO_GPUS, load_preview_fleet
-from .ui_fixtures import make_user
+from tests.conftest import PREVIEW_WORKER_MARKS
+from tests.preview_fixtures import BAD_CEL, MALFORMED, TWO_GPUS, load_preview_fleet
+from tests.ui_fixtures import make_user
 
 pytestmark = [*PREVIEW_WORKER_MARKS, pytest.mark.sqlite_default]
 URL = reverse("claims:preview") + "?cluster=wide"
@@ -127,8 +126,7 @@ def test_invalid_cel_is_shown_once_with_its_position(operator, wide):
 
 def test_class_cel_error_points_into_the_device_class(operator, wide):
     from mirror.sync.apply import apply_object
-
-    from .ui_fixtures import device_class
+    from tests.ui_fixtures import device_class
 
     apply_object(wide, "DeviceClass", device_class("broken.example.com", "device.driver ==\n  'x' &&& true"))
     text = TWO_GPUS.replace("deviceClassName: gpu.nvidia.com", "deviceClassName: broken.example.com")

@@ -21,10 +21,9 @@ from rest_framework.authtoken.models import Token
 from mirror import roles
 from mirror.models import Cluster
 from mirror.sync.apply import apply_object
-
-from .browser import wait_until
-from .fleet_data import make_user, meta
-from .serve_fixtures import ServeProcess, assert_healthz_fast
+from tests.browser import wait_until
+from tests.fleet_data import make_user, meta
+from tests.serve_fixtures import ServeProcess, assert_healthz_fast
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.sqlite_default]
 

@@ -17,9 +17,8 @@ from devcluster.store import NotFound
 from mirror import roles
 from mirror.bounded import KEEP, TEXT_MAX, bounded
 from mirror.kube import api_client_for
-
-from .ops_fixtures import FINALIZER, claim_raw, make_user, new_uid, pod_raw
-from .ops_live import live_cluster, resync, seed, server  # noqa: F401
+from tests.ops_fixtures import FINALIZER, claim_raw, make_user, new_uid, pod_raw
+from tests.ops_live import live_cluster, resync, seed, server  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

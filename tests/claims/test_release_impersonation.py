@@ -19,10 +19,9 @@ from claims.release.audit import DONE, DRY_RUN, REFUSED
 from mirror import roles
 from ops.pending import ClusterReader
 from ops.readiness import FAIL, PASS, WARN, check_rbac
-
-from .browser import ROOT
-from .ops_fixtures import claim_raw, make_user, new_uid
-from .ops_live import live_cluster, resync, seed, server  # noqa: F401
+from tests.browser import ROOT
+from tests.ops_fixtures import claim_raw, make_user, new_uid
+from tests.ops_live import live_cluster, resync, seed, server  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

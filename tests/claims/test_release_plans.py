@@ -3,8 +3,7 @@
 import pytest
 
 from claims.release.plans import MERGE, STRATEGIC, plan_action
-
-from .ops_fixtures import FINALIZER, claim_raw, new_uid, pod_raw
+from tests.ops_fixtures import FINALIZER, claim_raw, new_uid, pod_raw
 
 PATH = "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/c1"
 

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 from claims.release.plans import PLANNERS, plan_action, pod_is_live, pod_references_claim
 from devcluster.store import ApiError, NotFound, Store
-
-from .ops_fixtures import FINALIZER, claim_raw, pod_raw
+from tests.ops_fixtures import FINALIZER, claim_raw, pod_raw
 
 NS = "team-a"
 POD_STATES = ("Running", "Pending", "Terminating", "Succeeded", "Failed", "missing", "replaced")

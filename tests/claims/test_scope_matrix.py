@@ -3,7 +3,7 @@ existing / missing object, for the preview API, the preview page and findings (l
 
 A scoped user gets, for anything in another namespace, one answer that does not depend on whether
 the object exists (no existence oracle) and that names nothing of it. The websocket's share of the
-matrix is tests/test_scope_websocket.py. Fleet: tests/api_fixtures.py (cluster "alpha"), plus one
+matrix is tests/mirror/test_scope_websocket.py. Fleet: tests/api_fixtures.py (cluster "alpha"), plus one
 pending claim in team-b.
 """
 
@@ -24,11 +24,10 @@ from claims.models import Finding
 from claims.preview_scope import OutOfScope, check_documents, redact_result
 from mirror import roles
 from mirror.sync.apply import apply_object
+from tests.api_fixtures import claim, client_for, load_fleet
 from tests.conftest import PREVIEW_WORKER_MARKS
-
-from .api_fixtures import claim, client_for, load_fleet
-from .fleet_data import make_user
-from .ops_fixtures import apply, claim_raw, node_raw, pod_raw, slice_raw
+from tests.fleet_data import make_user
+from tests.ops_fixtures import apply, claim_raw, node_raw, pod_raw, slice_raw
 
 pytestmark = PREVIEW_WORKER_MARKS
 

@@ -9,8 +9,7 @@ from claims import stuck
 from claims.models import Finding, StuckObservation
 from mirror.models import SyncState
 from mirror.sync.apply import delete_object
-
-from .ops_fixtures import DRIVER, apply, bump, claim_raw, cluster, new_uid, node_raw, pod_raw, slice_raw, ts  # noqa: F401
+from tests.ops_fixtures import DRIVER, apply, bump, claim_raw, cluster, new_uid, node_raw, pod_raw, slice_raw, ts  # noqa: F401
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GRACE = 60

@@ -11,8 +11,7 @@ from django.conf import settings as django_settings
 
 from claims import stuck, tasks
 from claims.models import Finding
-
-from .ops_fixtures import apply, claim_raw, cluster, node_raw, slice_raw  # noqa: F401
+from tests.ops_fixtures import apply, claim_raw, cluster, node_raw, slice_raw  # noqa: F401
 
 
 @pytest.fixture(autouse=True)

@@ -7,9 +7,8 @@ from django.test import Client
 from claims import stuck
 from claims.models import AuditEntry, Finding
 from mirror import roles
-
-from .ops_fixtures import claim_raw, make_user, new_uid, pod_raw
-from .ops_live import live_cluster, resync, seed, server  # noqa: F401
+from tests.ops_fixtures import claim_raw, make_user, new_uid, pod_raw
+from tests.ops_live import live_cluster, resync, seed, server  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,11 +13,10 @@ from django.urls import reverse
 from claims.models import ResourceClaim, WhatIfScenario
 from inventory.models import Node, ResourceSlice
 from mirror import roles
-
-from .api_fixtures import client_for
-from .conftest import PREVIEW_WORKER_MARKS
-from .ui_fixtures import make_user
-from .whatif_fixtures import load_whatif_cluster, verdicts
+from tests.api_fixtures import client_for
+from tests.conftest import PREVIEW_WORKER_MARKS
+from tests.ui_fixtures import make_user
+from tests.whatif_fixtures import load_whatif_cluster, verdicts
 
 pytestmark = [*PREVIEW_WORKER_MARKS, pytest.mark.sqlite_default]
 API = "/api/v1/whatif"

@@ -11,10 +11,9 @@ import pytest
 from django.core.management import call_command
 
 from mirror import roles
-
-from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
-from .fleet_data import make_user
-from .whatif_fixtures import load_whatif_cluster, verdicts
+from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.fleet_data import make_user
+from tests.whatif_fixtures import load_whatif_cluster, verdicts
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "browser-pass-123"

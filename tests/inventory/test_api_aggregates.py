@@ -128,7 +128,7 @@ def gpu_kinds():
             k: out[k]
             for k in ("gpus", "gpus_free", "gpu_devices", "partitions", "partitions_free", "other", "other_free")
         },
-        # Partition-aware capacity (tests/test_partition_capacity.py counts it on a MIG fleet): these
+        # Partition-aware capacity (tests/inventory/test_partition_capacity.py counts it on a MIG fleet): these
         # fleets publish their partitions in the slice that holds the counter set, whose devices the
         # 1.36 allocator never considers, so no partition can be created.
         "partition_profiles": {},

@@ -6,11 +6,10 @@ needed); the page is served by daphne against the test database."""
 from devcluster.scenario import scenario_objects
 from mirror.models import Cluster
 from mirror.sync.apply import delete_object
-
-from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
-from .fleet_data import load_scenario, make_user
-from .test_device_kinds import H100, expected_from_slices, per_node
-from .test_partition_capacity import expected as expected_partitions
+from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.fleet_data import load_scenario, make_user
+from tests.inventory.test_device_kinds import H100, expected_from_slices, per_node
+from tests.inventory.test_partition_capacity import expected as expected_partitions
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "kinds-pass-123"

@@ -6,9 +6,8 @@ import json
 
 from devcluster.scenario import scenario_objects
 from mirror.models import Cluster
-
-from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
-from .fleet_data import load_scenario, make_user
+from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.fleet_data import load_scenario, make_user
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "hami-map-pass-123"

@@ -8,9 +8,8 @@ import pytest
 
 from inventory.models import Vanished
 from mirror import roles
-
-from .browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
-from .ui_fixtures import make_user
+from tests.browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
+from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "vanished-pass-123"

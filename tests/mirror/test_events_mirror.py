@@ -9,8 +9,7 @@ from django.utils import timezone
 from mirror.kube import KubeClient
 from mirror.models import KubeEvent, SyncState
 from mirror.sync.discovery import discover
-
-from .sync_fixtures import cluster, devcluster, fast_sync, run_watcher, state, wait_for  # noqa: F401
+from tests.sync_fixtures import cluster, devcluster, fast_sync, run_watcher, state, wait_for  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

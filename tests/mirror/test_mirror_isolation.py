@@ -11,9 +11,8 @@ from inventory.models import DeviceClass
 from mirror.models import SyncState
 from mirror.sync.apply import apply_object
 from ops.readiness import check_mirror
+from tests.api_fixtures import load_fleet
 from tests.sync_fixtures import make_claim, state, wait_for
-
-from .api_fixtures import load_fleet
 
 LONG = "x" * 300  # Kubernetes allows 253 characters
 

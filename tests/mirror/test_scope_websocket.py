@@ -1,4 +1,4 @@
-"""The websocket's share of the namespace-scope matrix (tests/test_scope_matrix.py has the rest): the real
+"""The websocket's share of the namespace-scope matrix (tests/claims/test_scope_matrix.py has the rest): the real
 LiveConsumer over the real channel layer (Redis when REDIS_URL is set), through channels' communicator.
 
 viewer (scoped) / operator (scoped) / admin x own namespace / other namespace x a namespace with
@@ -15,9 +15,8 @@ from channels.testing import WebsocketCommunicator
 from mirror import roles
 from mirror.consumers import REDACTED_FIELDS, LiveConsumer
 from mirror.sync.publish import Change, group_messages, publisher
-
-from .api_fixtures import load_fleet
-from .fleet_data import make_user
+from tests.api_fixtures import load_fleet
+from tests.fleet_data import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

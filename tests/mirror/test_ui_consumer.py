@@ -12,8 +12,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from mirror.consumers import LiveConsumer, groups_for, parse_scope
 from mirror.sync.publish import Change, group_messages
-
-from .ui_fixtures import make_user
+from tests.ui_fixtures import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

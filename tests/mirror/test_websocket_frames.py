@@ -16,9 +16,8 @@ from websockets.sync.client import connect as ws_connect
 
 from mirror import roles
 from mirror.consumers import CLOSE_TOO_BIG, MAX_FRAME
-
-from .fleet_data import make_user
-from .serve_fixtures import serve  # noqa: F401
+from tests.fleet_data import make_user
+from tests.serve_fixtures import serve  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,10 +11,9 @@ from inventory.fleet import state_label
 from mirror.models import Cluster
 from monitoring import history
 from monitoring.models import FleetSample, NamespaceSample
-
-from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
-from .fleet_data import load_scenario
-from .test_csp_browser import RECORD_VIOLATIONS
+from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.fleet_data import load_scenario
+from tests.site.test_csp_browser import RECORD_VIOLATIONS
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "history-pass-123"

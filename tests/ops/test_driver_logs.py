@@ -12,10 +12,9 @@ from claims import driverlogs
 from mirror import roles
 from mirror.kube import KubeClient
 from ops.readiness import WARN, run_checks
-
-from .fleet_data import make_user
-from .ops_fixtures import claim_raw, pod_raw
-from .ops_live import live_cluster, resync, seed, server  # noqa: F401
+from tests.fleet_data import make_user
+from tests.ops_fixtures import claim_raw, pod_raw
+from tests.ops_live import live_cluster, resync, seed, server  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,9 +21,8 @@ import pytest
 from claims import stuck
 from claims.models import AuditEntry, Finding, ResourceClaim
 from mirror import roles
-
-from .browser import BROWSER_MARKS, ROOT, demo_site, new_page, stop_process, subprocess_env, wait_live, wait_until
-from .ui_fixtures import make_user
+from tests.browser import BROWSER_MARKS, ROOT, demo_site, new_page, stop_process, subprocess_env, wait_live, wait_until
+from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS  # browser; transactional DB; skipped without chromium or Redis
 LIVE_TIMEOUT_MS = 10000  # detector debounce (1 s here) + its run + the page's refresh

@@ -14,10 +14,9 @@ from inventory import fleet
 from inventory.models import Device
 from mirror import roles
 from mirror.models import Cluster
-
-from .conftest import runs_previews
-from .fleet_data import load_scenario
-from .ui_fixtures import load_fleet, make_user
+from tests.conftest import runs_previews
+from tests.fleet_data import load_scenario
+from tests.ui_fixtures import load_fleet, make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -4,9 +4,8 @@ import pytest
 
 from ops.pending import FAIL, PASS, WARN, PodNotFound, explain_pod
 from tests.conftest import PREVIEW_WORKER_MARKS
-
-from .ops_fixtures import claim_raw, new_uid, pod_raw, slice_raw
-from .ops_live import live_cluster, resync, seed, server  # noqa: F401
+from tests.ops_fixtures import claim_raw, new_uid, pod_raw, slice_raw
+from tests.ops_live import live_cluster, resync, seed, server  # noqa: F401
 
 pytestmark = PREVIEW_WORKER_MARKS
 

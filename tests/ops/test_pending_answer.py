@@ -13,8 +13,7 @@ from claims.models import Finding, ResourceClaim
 from mirror import roles
 from mirror.models import Cluster
 from tests.conftest import PREVIEW_WORKER_MARKS
-
-from .fleet_data import apply_object, load_scenario, make_user
+from tests.fleet_data import apply_object, load_scenario, make_user
 
 pytestmark = PREVIEW_WORKER_MARKS
 
@@ -176,7 +175,7 @@ spec: {spec: {devices: {requests: [{name: gpus, exactly: {deviceClassName: l4.nv
 
 
 def test_the_preview_api_gives_the_verdict_and_remedies_of_a_pasted_pod(demo):
-    from .api_fixtures import client_for
+    from tests.api_fixtures import client_for
 
     body = {"cluster": "demo", "namespace": "inference", "yaml": L4_TRIO_POD, "remedies": True}
     result = (

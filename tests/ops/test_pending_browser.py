@@ -8,10 +8,9 @@ import pytest
 
 from mirror import roles
 from mirror.models import Cluster
-
-from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
-from .fleet_data import load_scenario, make_user
-from .test_pending_answer import pending_l4_trio, spare_finding
+from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.fleet_data import load_scenario, make_user
+from tests.ops.test_pending_answer import pending_l4_trio, spare_finding
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "browser-pass-123"

@@ -4,8 +4,7 @@ spec, synced through the real watchers from the built-in API server."""
 from devcluster.scenario import load_scenario
 from ops.pending import FAIL, explain_pod
 from tests.conftest import PREVIEW_WORKER_MARKS
-
-from .ops_live import live_cluster, resync, server  # noqa: F401
+from tests.ops_live import live_cluster, resync, server  # noqa: F401
 
 pytestmark = PREVIEW_WORKER_MARKS
 

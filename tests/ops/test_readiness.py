@@ -7,9 +7,8 @@ from django.utils import timezone
 
 from claims.models import ClaimStateChange, Finding
 from ops.readiness import FAIL, PASS, SKIP, WARN, check_recovery, run_checks
-
-from .ops_fixtures import node_raw, pod_raw, slice_raw
-from .ops_live import live_cluster, resync, seed, server  # noqa: F401
+from tests.ops_fixtures import node_raw, pod_raw, slice_raw
+from tests.ops_live import live_cluster, resync, seed, server  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -177,7 +176,7 @@ def _manifest_rules(name):
 
     import yaml
 
-    docs = yaml.safe_load_all((Path(__file__).resolve().parent.parent / "deploy" / name).read_text())
+    docs = yaml.safe_load_all((Path(__file__).resolve().parents[2] / "deploy" / name).read_text())
     return [rule for doc in docs if doc and doc["kind"] == "ClusterRole" for rule in doc["rules"]]
 
 

@@ -9,9 +9,8 @@ Needs Debian's chromium (/usr/bin/chromium) and REDIS_URL; skipped otherwise.
 import pytest
 
 from mirror import roles
-
-from .browser import BROWSER_MARKS, demo_site, new_page
-from .ui_fixtures import make_user
+from tests.browser import BROWSER_MARKS, demo_site, new_page
+from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "readiness-pass-123"

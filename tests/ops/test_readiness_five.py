@@ -12,11 +12,10 @@ from claims.models import ClaimStateChange
 from devcluster import builders
 from mirror import roles
 from ops.readiness import FAIL, PASS, SKIP, WARN, check_recovery, run_checks
-
-from .ops_fixtures import claim_raw, node_raw, pod_raw, slice_raw
-from .ops_live import live_cluster, resync, server  # noqa: F401
-from .test_readiness import by_id, texts
-from .ui_fixtures import make_user
+from tests.ops.test_readiness import by_id, texts
+from tests.ops_fixtures import claim_raw, node_raw, pod_raw, slice_raw
+from tests.ops_live import live_cluster, resync, server  # noqa: F401
+from tests.ui_fixtures import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,9 +20,8 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from claims.models import AuditEntry, Pod, ResourceClaim, ResourceClaimTemplate
 from inventory.models import Device, DeviceClass, Node, ResourceSlice
 from mirror.views import DashboardView
-
-from .api_fixtures import load_fleet
-from .browser import BROWSER_MARKS, ROOT, AsgiServer, chromium, free_port, log_in
+from tests.api_fixtures import load_fleet
+from tests.browser import BROWSER_MARKS, ROOT, AsgiServer, chromium, free_port, log_in
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "a11y-pass-123"

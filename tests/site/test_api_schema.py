@@ -65,7 +65,7 @@ def test_schemathesis_finds_no_server_errors(serve, transactional_db, tmp_path):
         "--max-examples",
         "8",
         "--max-time",
-        "30",  # with the preview fuzz (tests/test_fuzz_preview.py) well under a minute
+        "30",  # with the preview fuzz (tests/claims/test_fuzz_preview.py) well under a minute
         "--seed",
         "5",
         "--workers",

@@ -5,8 +5,8 @@ cluster picker submits, a preview runs and renders."""
 import pytest
 from django.contrib.auth.models import User
 
-from .api_fixtures import load_fleet
-from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in, wait_live
+from tests.api_fixtures import load_fleet
+from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in, wait_live
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "csp-pass-123"

@@ -13,7 +13,7 @@ import pytest
 import requests
 from websockets.sync.client import connect as ws_connect
 
-from .browser import ROOT, free_port
+from tests.browser import ROOT, free_port
 
 
 def _clean_copy(dest):

@@ -320,7 +320,7 @@ def test_rbac_is_the_codes_and_the_standalone_files():
     roles = _cluster_roles(example)
     assert all(_rules_allow(roles["gpudash-release"], v, g, r) for v, g, r in NEEDED_RELEASE)
     assert _bound_to_service_account(base, "gpudash-readonly") and _bound_to_service_account(example, "gpudash-release")
-    # The same objects as deploy/rbac-*.yaml (tests/test_readiness.py checks those are least privilege).
+    # The same objects as deploy/rbac-*.yaml (tests/ops/test_readiness.py checks those are least privilege).
     standalone = {
         _key(o): o
         for name in ("rbac-readonly.yaml", "rbac-release.yaml")

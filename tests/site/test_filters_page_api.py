@@ -12,10 +12,9 @@ from django.utils import timezone
 from claims.models import Finding
 from claims.stuck import DELETION_BLOCKED, STALE_RESERVATION
 from mirror.models import Cluster
-
-from .api_fixtures import client_for
-from .fleet_data import load_scenario
-from .ui_fixtures import load_fleet, make_user
+from tests.api_fixtures import client_for
+from tests.fleet_data import load_scenario
+from tests.ui_fixtures import load_fleet, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
 

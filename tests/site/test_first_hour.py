@@ -15,8 +15,7 @@ from django.utils import timezone, translation
 from claims.models import ACTION_TITLES, AuditEntry
 from mirror import roles
 from monitoring.models import PrometheusSource
-
-from .ui_fixtures import load_fleet, make_user
+from tests.ui_fixtures import load_fleet, make_user
 
 pytestmark = [pytest.mark.django_db]
 

@@ -10,9 +10,8 @@ import pytest
 
 from claims.models import AuditEntry, ResourceClaim
 from mirror import roles
-
-from .browser import BROWSER_MARKS, demo_site, new_page
-from .ui_fixtures import make_user
+from tests.browser import BROWSER_MARKS, demo_site, new_page
+from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "first-hour-pass-123"

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from .browser import CHROMIUM
+from tests.browser import CHROMIUM
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="only the full run (REDIS_URL set) must have every part")
 

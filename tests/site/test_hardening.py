@@ -10,10 +10,9 @@ from django.utils.html import escape
 from rest_framework.authtoken.models import Token
 
 from mirror import roles
-
-from .api_fixtures import client_for, load_fleet, make_user
-from .conftest import runs_previews
-from .serve_fixtures import serve, while_in_flight  # noqa: F401
+from tests.api_fixtures import client_for, load_fleet, make_user
+from tests.conftest import runs_previews
+from tests.serve_fixtures import serve, while_in_flight  # noqa: F401
 
 CLAIM = """apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -236,8 +235,7 @@ def test_a_mirrored_name_with_a_slash_keeps_every_page_working():
     import re
 
     from mirror.sync.apply import apply_object
-
-    from .api_fixtures import claim, pod
+    from tests.api_fixtures import claim, pod
 
     alpha, _ = load_fleet()
     apply_object(alpha, "ResourceClaim", claim("slash/claim", "team-a"))
@@ -275,7 +273,7 @@ def test_running_behind_a_tls_proxy_is_configured_from_the_environment(tmp_path)
     import subprocess
     import sys
 
-    from .browser import ROOT
+    from tests.browser import ROOT
 
     env = {
         **os.environ,

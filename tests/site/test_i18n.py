@@ -10,9 +10,9 @@ import polib
 import pytest
 from django.urls import reverse
 
-from .browser import ROOT
-from .template_text import project_templates, unmarked_text
-from .ui_fixtures import load_fleet, make_user
+from tests.browser import ROOT
+from tests.template_text import project_templates, unmarked_text
+from tests.ui_fixtures import load_fleet, make_user
 
 CATALOG = ROOT / "locale" / "zh_Hans" / "LC_MESSAGES"
 # Kinds and API terms a Chinese UI keeps in Kubernetes' own spelling.
@@ -152,7 +152,7 @@ def unmarked_messages(source, filename="<module>"):
     separator and local names assigned in the same function. Words that need no translation (Kubernetes kinds, units) pass."""
     import ast
 
-    from .template_text import needs_translation
+    from tests.template_text import needs_translation
 
     tree = ast.parse(source, filename)
     found = []

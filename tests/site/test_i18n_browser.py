@@ -4,8 +4,8 @@ across pages, and back to English."""
 import pytest
 from django.urls import reverse
 
-from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
-from .ui_fixtures import load_fleet, make_user
+from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.ui_fixtures import load_fleet, make_user
 
 pytestmark = BROWSER_MARKS
 

@@ -12,9 +12,8 @@ from claims import stuck
 from claims.models import AuditEntry, Finding
 from mirror import roles
 from mirror.messages import message
-
-from .ops_fixtures import claim_raw, make_user, new_uid, pod_raw
-from .ops_live import live_cluster, resync, seed, server  # noqa: F401
+from tests.ops_fixtures import claim_raw, make_user, new_uid, pod_raw
+from tests.ops_live import live_cluster, resync, seed, server  # noqa: F401
 
 ZH = {"HTTP_ACCEPT_LANGUAGE": "zh-CN,zh;q=0.9"}
 

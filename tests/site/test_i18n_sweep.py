@@ -19,11 +19,10 @@ from inventory.models import Device, DeviceClass, Node, ResourceSlice
 from mirror import roles
 from mirror.models import Cluster, KubeEvent
 from tests.conftest import runs_previews  # noqa: E402
-
-from .fleet_data import load_scenario
-from .template_text import UNTRANSLATED_TERMS
-from .test_layout_browser import every_page
-from .ui_fixtures import make_user
+from tests.fleet_data import load_scenario
+from tests.site.test_layout_browser import every_page
+from tests.template_text import UNTRANSLATED_TERMS
+from tests.ui_fixtures import make_user
 
 pytestmark = [pytest.mark.django_db]
 

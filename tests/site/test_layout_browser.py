@@ -15,10 +15,9 @@ from django.urls import reverse
 
 from claims.models import Pod, ResourceClaim, ResourceClaimTemplate
 from inventory.models import Device, DeviceClass, Node, ResourceSlice
-
-from .browser import BROWSER_MARKS, demo_site, new_page
-from .test_a11y_browser import _dashboard_routes
-from .ui_fixtures import make_user
+from tests.browser import BROWSER_MARKS, demo_site, new_page
+from tests.site.test_a11y_browser import _dashboard_routes
+from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "layout-pass-123"

@@ -12,9 +12,8 @@ import pytest
 from claims.models import ResourceClaimTemplate
 from inventory.models import ResourceSlice
 from mirror import roles
-
-from .browser import BROWSER_MARKS, demo_site, new_page, wait_live
-from .ui_fixtures import make_user
+from tests.browser import BROWSER_MARKS, demo_site, new_page, wait_live
+from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
 LIVE_MS = 10000  # the watchers' sync + publish + the page's fetch, on a loaded machine

@@ -16,9 +16,8 @@ from claims import stuck
 from claims.models import Finding, Pod, ResourceClaim
 from devcluster.churn import CHURN_NAMESPACE, Churn
 from mirror import roles
-
-from .browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
-from .ui_fixtures import make_user
+from tests.browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
+from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
 LIVE_MS = 10000  # the watchers' sync + publish + the page's fetch, on a loaded CI machine

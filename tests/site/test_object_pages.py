@@ -14,9 +14,8 @@ from claims.models import Pod, ResourceClaim, ResourceClaimTemplate
 from inventory.models import Device, DeviceClass, Node, ResourceSlice
 from mirror.models import KubeEvent
 from mirror.sync.apply import apply_object
-
-from .fleet_data import meta
-from .ui_fixtures import load_fleet, make_user
+from tests.fleet_data import meta
+from tests.ui_fixtures import load_fleet, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
 

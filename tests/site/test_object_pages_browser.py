@@ -6,10 +6,9 @@ import pytest
 import yaml
 
 from mirror import roles
-
-from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
-from .test_object_pages import load_objects, pages
-from .ui_fixtures import make_user
+from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.site.test_object_pages import load_objects, pages
+from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "objects-pass-1"

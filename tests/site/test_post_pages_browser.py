@@ -12,9 +12,8 @@ import pytest
 from claims import stuck
 from claims.models import Finding, Pod
 from mirror import roles
-
-from .browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
-from .ui_fixtures import make_user
+from tests.browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
+from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
 LIVE_MS = 10000  # sync + detector + publish + the page's fetch on a loaded machine

@@ -15,9 +15,8 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from mirror.models import Cluster
-
-from .fleet_data import load_scenario
-from .ui_fixtures import load_fleet, make_user
+from tests.fleet_data import load_scenario
+from tests.ui_fixtures import load_fleet, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
 

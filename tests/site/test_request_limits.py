@@ -16,9 +16,8 @@ from rest_framework.authtoken.models import Token
 
 from mirror import roles
 from mirror.views import MAX_SEARCH_LENGTH
-
-from .api_fixtures import load_fleet, make_user
-from .serve_fixtures import ServeProcess, serve, while_in_flight  # noqa: F401
+from tests.api_fixtures import load_fleet, make_user
+from tests.serve_fixtures import ServeProcess, serve, while_in_flight  # noqa: F401
 
 # django_db: the test database for the servers; the rows they read are committed once (fleet_rows), and
 # the tests, which only send requests, run in a rolled-back transaction that holds nothing.

@@ -5,7 +5,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from .ui_fixtures import load_fleet, make_user
+from tests.ui_fixtures import load_fleet, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
 

@@ -18,9 +18,8 @@ from claims.models import Pod, ResourceClaim
 from dra.quantity import parse_quantity
 from inventory.models import Device, DeviceClass, Node
 from mirror.models import Cluster
-
-from .fleet_data import load_scenario
-from .ui_fixtures import load_fleet, make_user
+from tests.fleet_data import load_scenario
+from tests.ui_fixtures import load_fleet, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
 
@@ -122,8 +121,8 @@ def check_every_column(client, path, table_id, identity, values, skip=()):
 
 @pytest.fixture
 def viewer(client):
-    from .fleet_data import apply_all
-    from .ui_fixtures import gpu, resource_slice
+    from tests.fleet_data import apply_all
+    from tests.ui_fixtures import gpu, resource_slice
 
     alpha = load_fleet("alpha")
     load_scenario(Cluster.objects.create(name="demo"))
@@ -334,8 +333,8 @@ def check_findings(viewer):
 
 
 def check_pending(viewer):
-    from .fleet_data import apply_all
-    from .ui_fixtures import pod
+    from tests.fleet_data import apply_all
+    from tests.ui_fixtures import pod
 
     # Pending pods with distinct ages and scheduler reasons (one without a condition yet).
     demo = Cluster.objects.get(name="demo")

@@ -7,9 +7,8 @@ Needs Debian's chromium (/usr/bin/chromium) and REDIS_URL; skipped otherwise.
 import pytest
 
 from inventory.models import Device
-
-from .browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
-from .ui_fixtures import make_user
+from tests.browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
+from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
 LIVE_TIMEOUT_MS = 2000  # the promise: a change shows within 2 s

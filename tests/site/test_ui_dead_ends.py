@@ -18,8 +18,7 @@ from mirror import roles
 from mirror.models import Cluster
 from mirror.sync.apply import apply_object
 from mirror.templatetags.gpudash_ui import ago, ago_text, utc
-
-from .ui_fixtures import claim, load_fleet, make_user
+from tests.ui_fixtures import claim, load_fleet, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
 

@@ -9,9 +9,8 @@ from django.urls import reverse
 from inventory import fleet
 from inventory.models import Device
 from mirror import roles
-
-from .conftest import runs_previews
-from .ui_fixtures import load_fleet, make_user
+from tests.conftest import runs_previews
+from tests.ui_fixtures import load_fleet, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
 
@@ -189,8 +188,7 @@ def test_device_detail(viewer):
 
 def test_pool_list_flags_inconsistent_pools(viewer, alpha):
     from mirror.sync.apply import apply_object
-
-    from .ui_fixtures import gpu, meta
+    from tests.ui_fixtures import gpu, meta
 
     raw = {
         "apiVersion": "resource.k8s.io/v1",
@@ -277,7 +275,7 @@ def test_namespace_scoped_viewer_sees_only_their_claims_and_pods(scoped):
 
 
 def test_cluster_selection_is_remembered_and_unknown_cluster_is_404(viewer, alpha):
-    from .ui_fixtures import load_fleet as _load
+    from tests.ui_fixtures import load_fleet as _load
 
     _load("beta")
     resp = viewer.get(reverse("inventory:overview"), {"cluster": "beta"})
@@ -320,7 +318,7 @@ TWO_GPU_SPEC = "devices:\n  requests:\n  - name: gpus\n    exactly: {deviceClass
 @runs_previews
 def test_preview_page_shows_fitting_nodes(client, alpha):
     """The real engine on the hand-made fleet: the page lists the nodes the engine says fit, with the
-    devices it chose, and the reasons of the others (tests/test_preview_view.py covers the rest)."""
+    devices it chose, and the reasons of the others (tests/claims/test_preview_view.py covers the rest)."""
     from claims.preview import run_preview
 
     client.force_login(make_user("olga", role=roles.OPERATOR))

@@ -10,8 +10,7 @@ from django.urls import reverse
 
 from mirror import roles
 from mirror.models import SyncState
-
-from .ui_fixtures import load_fleet, make_user
+from tests.ui_fixtures import load_fleet, make_user
 
 PAGES = [
     "/",
