@@ -15,6 +15,26 @@ from django.db import connection
 
 log = logging.getLogger(__name__)
 
+# Timer threads of every debounce in this process whose run has not finished: {timer: (debounce, cluster id)}.
+_pending = {}
+_pending_lock = threading.Lock()
+
+
+def stop_pending(timeout=10):
+    """Cancel the in-process runs that have not started and wait up to `timeout` s for those running;
+    their windows are forgotten. For a process (or a test) whose database is about to go away: a
+    timer firing later would query tables that no longer exist."""
+    with _pending_lock:
+        timers = dict(_pending)
+        _pending.clear()
+    for timer, (debounce, cluster_id) in timers.items():
+        timer.cancel()
+        with debounce.lock:
+            debounce.last_request.pop(cluster_id, None)
+    for timer in timers:
+        timer.join(timeout)
+    return len(timers)
+
 
 class ClusterDebounce:
     def __init__(self, name, task):
@@ -51,6 +71,8 @@ class ClusterDebounce:
         else:
             timer = threading.Timer(window, self._run_in_thread, args=[cluster_id])
             timer.daemon = True
+            with _pending_lock:
+                _pending[timer] = (self, cluster_id)
             timer.start()
         return True
 
@@ -61,3 +83,5 @@ class ClusterDebounce:
             log.exception("%s failed for cluster %s", self.name, cluster_id)
         finally:
             connection.close()  # this thread's own connection; left open it would outlive the timer
+            with _pending_lock:
+                _pending.pop(threading.current_thread(), None)

@@ -120,6 +120,17 @@ def artifacts_dir():
 
 
 @pytest.fixture(autouse=True)
+def stop_debounce_timers():
+    """After each test, the in-process debounced runs it asked for (mirror/debounce.py, the embedded
+    default's timer threads) are cancelled, or waited for when running: left alone, one fires seconds
+    later on the next test's rows or, at the end of the run, on a test database that is gone."""
+    yield
+    from mirror import debounce
+
+    debounce.stop_pending()
+
+
+@pytest.fixture(autouse=True)
 def fast_password_hashing(request, settings):
     """MD5 instead of PBKDF2's million rounds (0.5 s of CPU per user made or password checked, and the
     suite makes hundreds). Not for the browser tests: their users sign in through a server subprocess,

@@ -283,6 +283,12 @@ class _Started:
     def start(self):
         pass
 
+    def cancel(self):  # mirror.debounce.stop_pending at the test's end
+        pass
+
+    def join(self, timeout=None):
+        pass
+
 
 def stored_counts():
     return {c.name: (c.match_count, c.match_error) for c in DeviceClass.objects.order_by("name")}
