@@ -7,7 +7,8 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 # pytest-xdist workers for the PostgreSQL run (much of it waits on servers, browsers and watchers); each
 # worker gets its own test database, Redis database (TEST_REDIS_URL's number + n) and data directory
-# (tests/conftest.py). Whole files go to one worker, so module-wide servers start once.
+# (tests/conftest.py). Whole files go to one worker, so module-wide servers start once; the browser files go
+# first and share one daphne and one Chromium per worker (tests/browser.py BrowserStack).
 TEST_WORKERS ?= 2
 
 .PHONY: demo test test-sqlite lint bench messages

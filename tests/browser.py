@@ -31,6 +31,7 @@ LAUNCH_ARGS = [
 BROWSER_MARKS = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("browser_stack"),  # the server and Chromium the browser files share
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium"),
     pytest.mark.skipif(not settings.REDIS_URL, reason="the ASGI server subprocess and the watcher share Redis"),
 ]
@@ -74,7 +75,8 @@ def stop_processes(procs, grace=10):
 def subprocess_env():
     """The environment for a subprocess that must use this test run's database (not create its own test DB)."""
     db = connection.settings_dict
-    env = {k: v for k, v in os.environ.items() if k != "GPUDASH_TEST_DB_NAME"}
+    # Not the switch chromium() turns on for this process while Playwright runs: a server keeps Django's checks.
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUDASH_TEST_DB_NAME", "DJANGO_ALLOW_ASYNC_UNSAFE")}
     if connection.vendor == "sqlite":  # the test database is a file (gpudash/settings.py), so a subprocess can open it
         env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
     else:
@@ -212,7 +214,7 @@ class AsgiServer:
 
 
 @contextlib.contextmanager
-def chromium():
+def launch_chromium():
     """Headless Debian chromium through Playwright; closed on exit."""
     from playwright.sync_api import sync_playwright
 
@@ -240,6 +242,134 @@ def chromium():
 
 
 @contextlib.contextmanager
+def chromium():
+    """Headless Debian chromium: in a browser test, the one this test process shares (BrowserStack);
+    the contexts (and so the pages, cookies and websockets) opened in the block are closed on exit.
+    Elsewhere a Chromium of its own, closed on exit."""
+    if not STACK.active:
+        with launch_chromium() as browser:
+            yield browser
+        return
+    browser = STACK.chromium()
+    before = set(browser.contexts)
+    try:
+        yield browser
+    finally:
+        for context in browser.contexts:
+            if context not in before:
+                context.close()
+        connections.close_all()  # as launch_chromium does: none of the block's connections outlives it
+
+
+class BrowserStack:
+    """What the browser tests of one test process share: one daphne (with its preview workers) per
+    server environment, and one Chromium. A server start costs ~10 s and its stop ~6 s, a Chromium a
+    second or two; each browser file used to pay them for every test.
+
+    Sharing keeps the tests apart: a server holds no state of its own between requests (every page reads
+    the test database, which is emptied after each browser test, and the clusters a test makes get new
+    ids, which key the servers' and preview workers' caches); each test's pages are in their own browser
+    contexts, closed at the end of its chromium() block. Everything is stopped before the first test that
+    is not a browser test (tests/conftest.py orders the browser files first under xdist) and before the
+    test database is dropped.
+    """
+
+    def __init__(self):
+        self.active = False
+        self.log_dir = None
+        self.servers = {}  # environment overrides (sorted items) -> AsgiServer
+        self._chromium = None  # (ExitStack, browser)
+
+    def server(self, env=None):
+        """The shared daphne for `env` (extra environment, e.g. GPUDASH_PREVIEW_BACKEND), started on first use
+        (or again, when a test stopped it and did not restart it)."""
+        env = dict(env or {})
+        if env.get("GPUDASH_PREVIEW_BACKEND") == preview_backend(os.environ):
+            del env["GPUDASH_PREVIEW_BACKEND"]  # what the server would choose anyway: the same server
+        key = tuple(sorted(env.items()))
+        server = self.servers.get(key)
+        if server is None or server.proc is None or server.proc.poll() is not None:
+            if server is not None:
+                server.stop()
+            suffix = "".join(f"-{v}" for _, v in key)
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            server = AsgiServer(free_port(), self.log_dir / f"daphne-shared{suffix}-{worker}.log")
+            server.env.update(env)
+            server.start()
+            self.servers[key] = server
+        return server
+
+    def chromium(self):
+        if self._chromium is None:
+            stack = contextlib.ExitStack()
+            self._chromium = (stack, stack.enter_context(launch_chromium()))
+        return self._chromium[1]
+
+    def close(self):
+        """Stop the servers (together: their shutdowns overlap) and Chromium."""
+        servers, self.servers = list(self.servers.values()), {}
+        procs = [p for s in servers for p in (s.proc, s.previews and s.previews.proc)]
+        stop_processes(procs)
+        for server in servers:
+            server.proc = None
+            if server.log:
+                server.log.close()
+                server.log = None
+            if server.previews:
+                server.previews.closed()
+                server.previews = None
+        if self._chromium is not None:
+            stack, self._chromium = self._chromium[0], None
+            stack.close()
+
+
+STACK = BrowserStack()
+
+
+@pytest.fixture(scope="session")
+def browser_stack(django_db_setup, artifacts_dir):
+    """Turns on the sharing (BROWSER_MARKS asks for it); stops what is shared before the test database goes."""
+    STACK.active, STACK.log_dir = True, artifacts_dir
+    yield STACK
+    STACK.close()
+    STACK.active = False
+
+
+def pytest_runtest_setup(item):
+    """A test that is not a browser test gets the process without the shared servers and Chromium
+    (no idle daphne or preview worker beside it, no Playwright loop in its thread)."""
+    if STACK.active and item.get_closest_marker("browser") is None:
+        STACK.close()
+
+
+class SharedServer:
+    """A browser test's handle on the shared daphne of its environment (BrowserStack.server): start()
+    makes sure that one runs, stop() lets go of it (it keeps running for the next browser test)."""
+
+    def __init__(self):
+        self.env = {}  # extra environment, as AsgiServer.env takes it
+        self.server = None
+
+    @property
+    def url(self):
+        return self.server.url
+
+    def start(self):
+        self.server = STACK.server(self.env)
+        return self
+
+    def stop(self):
+        self.server = None
+
+
+def browser_server(log_path):
+    """The daphne for a browser test on the test database (the test loads its own rows): in a browser
+    test the shared one (SharedServer), elsewhere its own (AsgiServer, logging to `log_path`). Either
+    way: set .env, start(), use .url, stop()."""
+    return SharedServer() if STACK.active else AsgiServer(free_port(), log_path)
+
+
+@contextlib.contextmanager
 def demo_site(tmp_path, artifacts_dir, log_name, set_up_bound=120):
     """The demo scenario end to end: the built-in API server, the watchers (a Supervisor in this process)
     syncing it into the test database and publishing to Redis, daphne serving the pages.
@@ -258,16 +388,18 @@ def demo_site(tmp_path, artifacts_dir, log_name, set_up_bound=120):
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         cluster = Cluster.objects.create(name="demo", kubeconfig=str(kubeconfig))
         supervisor = Supervisor(cluster_names=["demo"]).start()
-        server = AsgiServer(free_port(), artifacts_dir / log_name)
+        own_server = None if STACK.active else AsgiServer(free_port(), artifacts_dir / log_name)
         try:
             connected = SyncState.objects.filter(cluster=cluster, status=SyncState.Status.CONNECTED)
             wait_until(lambda: connected.count() >= 6, set_up_bound, "the watchers to connect")
             wait_until(lambda: Device.objects.filter(cluster=cluster).exists(), set_up_bound, "devices to sync")
-            server.start()
+            if own_server:
+                own_server.start()
+            server = own_server or STACK.server()
             yield {"api": api, "cluster": cluster, "server": server, "base": server.url, "shots": shots}
         finally:
-            if server.proc:
-                server.stop()
+            if own_server and own_server.proc:
+                own_server.stop()
             supervisor.stop()
 
 

@@ -13,7 +13,7 @@ from claims.models import ResourceClaim
 from claims.preview import run_preview
 from mirror import roles
 from mirror.models import Cluster
-from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
 from tests.fleet_data import load_scenario, make_user
 from tests.preview_fixtures import BAD_CEL, MALFORMED
 
@@ -31,7 +31,7 @@ def site(request, artifacts_dir):
     make_user("olivia", role=roles.OPERATOR, password=PASSWORD)
     make_user("victor", role=roles.VIEWER, password=PASSWORD)
     backend = getattr(request, "param", "celery")
-    server = AsgiServer(free_port(), artifacts_dir / f"daphne-preview-{backend}.log")
+    server = browser_server(artifacts_dir / f"daphne-preview-{backend}.log")
     server.env["GPUDASH_PREVIEW_BACKEND"] = backend
     server.start()
     try:

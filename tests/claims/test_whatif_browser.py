@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from mirror import roles
-from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
 from tests.fleet_data import make_user
 from tests.whatif_fixtures import load_whatif_cluster, verdicts
 
@@ -26,7 +26,7 @@ def site(artifacts_dir):
     shots.mkdir(parents=True, exist_ok=True)
     cluster = load_whatif_cluster()
     olivia = make_user("olivia", role=roles.OPERATOR, password=PASSWORD)
-    server = AsgiServer(free_port(), artifacts_dir / "daphne-whatif.log")
+    server = browser_server(artifacts_dir / "daphne-whatif.log")
     server.start()
     try:
         with chromium() as browser:

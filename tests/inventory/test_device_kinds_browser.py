@@ -6,7 +6,7 @@ needed); the page is served by daphne against the test database."""
 from devcluster.scenario import scenario_objects
 from mirror.models import Cluster
 from mirror.sync.apply import delete_object
-from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
 from tests.fleet_data import load_scenario, make_user
 from tests.inventory.test_device_kinds import H100, expected_from_slices, per_node
 from tests.inventory.test_partition_capacity import expected as expected_partitions
@@ -21,7 +21,7 @@ def test_whole_gpu_counts_in_the_browser(artifacts_dir):
     want = expected_from_slices(objects)
     gpus, free = per_node(want["gpus"]), per_node(want["free"])
     make_user("kinds", "viewer", password=PASSWORD)
-    server = AsgiServer(free_port(), artifacts_dir / "daphne-kinds.log")
+    server = browser_server(artifacts_dir / "daphne-kinds.log")
     server.start()
     try:
         with chromium() as browser:

@@ -6,7 +6,7 @@ import json
 
 from devcluster.scenario import scenario_objects
 from mirror.models import Cluster
-from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
 from tests.fleet_data import load_scenario, make_user
 
 pytestmark = BROWSER_MARKS
@@ -24,7 +24,7 @@ def test_map_rows_outside_dra_in_the_browser(artifacts_dir):
     }
     outside = {name: node for name, node in offering.items() if name not in dra_nodes}
     make_user("hami-map", "viewer", password=PASSWORD)
-    server = AsgiServer(free_port(), artifacts_dir / "daphne-hami-map.log")
+    server = browser_server(artifacts_dir / "daphne-hami-map.log")
     server.start()
     try:
         with chromium() as browser:

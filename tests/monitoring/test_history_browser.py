@@ -11,7 +11,7 @@ from inventory.fleet import state_label
 from mirror.models import Cluster
 from monitoring import history
 from monitoring.models import FleetSample, NamespaceSample
-from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
 from tests.fleet_data import load_scenario
 from tests.site.test_csp_browser import RECORD_VIOLATIONS
 
@@ -27,7 +27,7 @@ def server(artifacts_dir):
     for minutes_ago in (90, 60, 30, 0):
         history.sample(end - timedelta(minutes=minutes_ago))
     User.objects.create_superuser("hana", password=PASSWORD)
-    server = AsgiServer(free_port(), artifacts_dir / "daphne-history.log")
+    server = browser_server(artifacts_dir / "daphne-history.log")
     server.start()
     yield server, end
     server.stop()

@@ -8,7 +8,7 @@ import pytest
 
 from mirror import roles
 from mirror.models import Cluster
-from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
 from tests.fleet_data import load_scenario, make_user
 from tests.ops.test_pending_answer import pending_l4_trio, spare_finding
 
@@ -24,7 +24,7 @@ def site(artifacts_dir):
     pending_l4_trio(cluster)
     spare_finding(cluster)
     make_user("olivia", role=roles.OPERATOR, password=PASSWORD)
-    server = AsgiServer(free_port(), artifacts_dir / "daphne-pending.log")
+    server = browser_server(artifacts_dir / "daphne-pending.log")
     server.start()
     try:
         with chromium() as browser:

@@ -21,7 +21,7 @@ from claims.models import AuditEntry, Pod, ResourceClaim, ResourceClaimTemplate
 from inventory.models import Device, DeviceClass, Node, ResourceSlice
 from mirror.views import DashboardView
 from tests.api_fixtures import load_fleet
-from tests.browser import BROWSER_MARKS, ROOT, AsgiServer, chromium, free_port, log_in
+from tests.browser import BROWSER_MARKS, ROOT, browser_server, chromium, log_in
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "a11y-pass-123"
@@ -146,7 +146,7 @@ def server(artifacts_dir):
         reason="dry run",
         request={"method": "PATCH", "path": "/apis/resource.k8s.io/v1/x"},
     )
-    server = AsgiServer(free_port(), artifacts_dir / "daphne-a11y.log")
+    server = browser_server(artifacts_dir / "daphne-a11y.log")
     server.start()
     yield server
     server.stop()

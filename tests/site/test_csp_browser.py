@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from tests.api_fixtures import load_fleet
-from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in, wait_live
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in, wait_live
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "csp-pass-123"
@@ -43,7 +43,7 @@ document.addEventListener("securitypolicyviolation", function (e) {
 def server(artifacts_dir):
     load_fleet()
     User.objects.create_superuser("ada", password=PASSWORD)
-    server = AsgiServer(free_port(), artifacts_dir / "daphne-csp.log")
+    server = browser_server(artifacts_dir / "daphne-csp.log")
     server.start()
     yield server
     server.stop()

@@ -4,7 +4,7 @@ across pages, and back to English."""
 import pytest
 from django.urls import reverse
 
-from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
 from tests.ui_fixtures import load_fleet, make_user
 
 pytestmark = BROWSER_MARKS
@@ -14,7 +14,7 @@ pytestmark = BROWSER_MARKS
 def server(artifacts_dir):
     load_fleet()
     make_user("mei", password="mei-pass-123")
-    server = AsgiServer(free_port(), artifacts_dir / "daphne-i18n.log")
+    server = browser_server(artifacts_dir / "daphne-i18n.log")
     server.start()
     yield server
     server.stop()

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from mirror import roles
-from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
 from tests.site.test_object_pages import load_objects, pages
 from tests.ui_fixtures import make_user
 
@@ -20,7 +20,7 @@ YAML_FITS = "() => { const pre = document.getElementById('yaml'); return pre.scr
 def server(artifacts_dir):
     cluster = load_objects()
     make_user("olga", roles.VIEWER, password=PASSWORD)
-    srv = AsgiServer(free_port(), artifacts_dir / "daphne-objects.log")
+    srv = browser_server(artifacts_dir / "daphne-objects.log")
     srv.start()
     yield srv, cluster
     srv.stop()
