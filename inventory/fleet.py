@@ -1,6 +1,6 @@
 """Device states across the fleet, and the aggregates the overview and the fleet map show.
 
-The state vocabulary and how a state is decided live in inventory/devicestate.py (stored columns
+The state vocabulary lives in mirror/states.py, how a state is decided in inventory/devicestate.py (stored columns
 kept current by the watchers, plus SQL for stuck claims and NotReady nodes). The overview and the
 map read the per-node summary the watchers keep with those columns (NodeDeviceSummary,
 inventory/summary.py) and apply the read-time parts to it: the node's readiness (a join on Node) and
@@ -18,34 +18,27 @@ from django.utils.translation import gettext_lazy as _
 
 from claims.models import AllocationResult, Finding
 from mirror import roles
+from mirror.states import (  # noqa: F401  (the pages read them here)
+    ADMIN,
+    ALLOCATED,
+    DISPLAY_STATES,
+    FLAG_LABELS,
+    FLAGS,
+    FREE,
+    PARTIAL,
+    STATE_LABELS,
+    STATES,
+    STUCK,
+    TAINTED,
+    UNHEALTHY,
+    state_label,
+)
 
 from . import accelerators, devicestate, summary
 from .devicekinds import GPU, OTHER, PARTITION
-from .devicestate import ADMIN, ALLOCATED, FREE, PARTIAL, STATES, STUCK, TAINTED, UNHEALTHY  # one vocabulary
 from .models import Device, Node, NodeDeviceSummary
 from .summary import natural_key  # noqa: F401  (the pages sort device names with it)
 
-STATE_LABELS = {  # what pages show; the keys are the vocabulary of filters, URLs and the API
-    FREE: _("free"),
-    ALLOCATED: _("allocated"),
-    ADMIN: _("admin access"),
-    PARTIAL: _("partially used"),
-    TAINTED: _("tainted"),
-    UNHEALTHY: _("node not ready"),
-    STUCK: _("stuck claim"),
-}
-# Secondary flags a device keeps besides its primary state, with what "any state" counts are called.
-FLAGS = (TAINTED, UNHEALTHY, ADMIN)
-FLAG_LABELS = {TAINTED: _("tainted"), UNHEALTHY: _("on NotReady nodes"), ADMIN: _("watched with admin access")}
-
-
-def state_label(state):
-    """A state's label in the active language, as a str (titles join it, SQL sorts by it)."""
-    return str(STATE_LABELS.get(state, state))
-
-
-# The order the overview tiles and the map summary list the states in (used first, then free).
-DISPLAY_STATES = (ALLOCATED, STUCK, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE)
 BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 
 

@@ -13,8 +13,9 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from inventory.fleet import state_label as _state_label
 from mirror import messages
+from mirror.states import STATE_LABELS
+from mirror.states import state_label as _state_label
 
 register = template.Library()
 
@@ -72,8 +73,6 @@ def history_series_labels():
     """The fleet-history charts' series names (state, kind and claim-state keys) in the page's language, as
     JSON for history.js's legends."""
     import json
-
-    from inventory.fleet import STATE_LABELS
 
     labels = {k: str(v) for k, v in STATE_LABELS.items()}
     labels.update({k: str(v) for k, v in CLAIM_STATE_TITLES.items()})
