@@ -29,6 +29,7 @@ from mirror.models import Cluster
 from mirror.views import DashboardView, ObjectGone
 
 from . import accelerators, devicestate, fleet, pools, summary, vanished
+from .mapcolours import map_colouring
 from .models import Device, DeviceClass, Node, NodeDeviceSummary, ResourceSlice
 
 # What a devices-list row shows (the raw JSON and the API's search copies stay in the database).
@@ -138,11 +139,11 @@ class FleetMapView(DashboardView):
         ctx["outside_dra"] = (
             self._outside_dra(sources, names, search) if not (state or gpu or unpublished_only or error) else None
         )
-        colour = "utilization" if self.request.GET.get("colour") == "utilization" else "state"
-        if colour == "utilization":
-            from monitoring.utilization import attach_latest
-
-            attach_latest([d for r in page.object_list for d in r["devices"]])
+        # Utilization colours come from monitoring, which registers them (inventory/mapcolours.py).
+        attach = map_colouring("utilization") if self.request.GET.get("colour") == "utilization" else None
+        colour = "utilization" if attach is not None else "state"
+        if attach is not None:
+            attach([d for r in page.object_list for d in r["devices"]])
         ctx.update(
             sorting=sort,
             colour=colour,
