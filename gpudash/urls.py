@@ -6,10 +6,12 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from claims import urls as claims_urls
 from mirror.health import healthz, readyz
 from mirror.views import LiveRegionsView
 from mirror.views_sync import SyncStatusView
 from monitoring.metrics import metrics_view
+from ops import urls as ops_urls
 
 
 class FaviconView(RedirectView):
@@ -46,7 +48,8 @@ urlpatterns = [
     ),
     # Web UI pages (issue 4).
     path("", include("inventory.urls")),
-    path("", include("claims.urls")),
+    # The claims namespace also holds the ops pages that kept their claims:... names (ops/urls.py).
+    path("", include((claims_urls.urlpatterns + ops_urls.claims_pages, claims_urls.app_name))),
     # Operations pages (issue 6): stuck claims, Pending pods, readiness; the search box (ops/).
     path("", include("ops.urls")),
     # Fleet history pages (issue 11): a namespace's charts.
