@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum
 from django.utils.translation import gettext_lazy as _
 
-from claims.models import AllocationResult, Finding
-from mirror import roles
+from claims.models import AllocationResult
+from mirror import holdings, roles
 from mirror.states import (  # noqa: F401  (the pages read them here)
     ADMIN,
     ALLOCATED,
@@ -803,32 +803,19 @@ def states_for(devices, cluster_ids=None, user=None):
         )
     }
     keys = {(d.cluster_id, d.driver, d.pool, d.name) for d in devices}
-    results = AllocationResult.objects.filter(cluster_id__in={k[0] for k in keys}, pool__in={k[2] for k in keys})
-    rows = [
-        r
-        for r in results.values_list(
-            "cluster_id",
-            "driver",
-            "pool",
-            "device",
-            "admin_access",
-            "share_id",
-            "claim__namespace",
-            "claim__name",
-            "claim__uid",
-        )
-        if r[:4] in keys
-    ]
-    stuck = (
-        set(Finding.objects.stuck().filter(claim_uid__in={r[8] for r in rows}).values_list("claim_uid", flat=True))
-        if rows
-        else set()
-    )
     scope = roles.visible_namespaces(user) if user is not None else None
     holders = defaultdict(list)
-    for cid, driver, pool, device, admin, share, ns, name, uid in rows:
-        holders[(cid, driver, pool, device)].append(
-            Holder(ns, name, uid, admin, uid in stuck, shared=bool(share), visible=scope is None or ns in scope)
+    for h in holdings.holdings(keys):  # the claims side's allocation results (mirror/holdings.py)
+        holders[(h.cluster_id, h.driver, h.pool, h.device)].append(
+            Holder(
+                h.namespace,
+                h.name,
+                h.uid,
+                h.admin_access,
+                h.stuck,
+                shared=h.shared,
+                visible=scope is None or h.namespace in scope,
+            )
         )
     for dev in devices:
         st, unhealthy, admin = state.get(dev.id, (FREE, False, False))
