@@ -7,8 +7,7 @@ from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext
 from django.utils.translation import gettext as _
 
-from inventory.models import Device
-from mirror import roles, tables
+from mirror import published, roles, tables
 from mirror.models import Cluster
 from mirror.objectpage import crumb, object_page
 from mirror.views import DashboardView
@@ -267,11 +266,8 @@ class ClaimDetailView(DashboardView):
         ctx = super().get_context_data(**kwargs)
         claim = self.claim
         results = list(claim.results.all())
-        present = set(
-            Device.objects.filter(cluster_id=claim.cluster_id, pool__in={r.pool for r in results}).values_list(
-                "driver", "pool", "name"
-            )
-        )
+        # Still published? inventory says (mirror/published.py); a gone device is shown without a link.
+        present = published.devices(claim.cluster_id, pools={r.pool for r in results})
         for r in results:
             r.device_exists = (r.driver, r.pool, r.device) in present
         consumers = list(claim.consumers.all())
