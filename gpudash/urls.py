@@ -7,6 +7,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from claims import urls as claims_urls
+from inventory import urls as inventory_urls
 from mirror.health import healthz, readyz
 from mirror.views import LiveRegionsView
 from mirror.views_sync import SyncStatusView
@@ -47,8 +48,9 @@ urlpatterns = [
         name="api-docs",
     ),
     # Web UI pages (issue 4).
-    path("", include("inventory.urls")),
-    # The claims namespace also holds the ops pages that kept their claims:... names (ops/urls.py).
+    # The inventory and claims namespaces also hold the ops pages that show both and kept their
+    # inventory:... and claims:... names (ops/urls.py).
+    path("", include((inventory_urls.urlpatterns + ops_urls.inventory_pages, inventory_urls.app_name))),
     path("", include((claims_urls.urlpatterns + ops_urls.claims_pages, claims_urls.app_name))),
     # Operations pages (issue 6): stuck claims, Pending pods, readiness; the search box (ops/).
     path("", include("ops.urls")),

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum
 from django.utils.translation import gettext_lazy as _
 
-from claims.models import AllocationResult
 from mirror import holdings, roles
 from mirror.states import (  # noqa: F401  (the pages read them here)
     ADMIN,
@@ -250,26 +249,6 @@ class FleetSnapshot:
                 }
             )
         return sorted(rows, key=lambda r: (-r["total"], r["driver"], r["model"]))
-
-    def namespaces(self):
-        """Who holds what: namespace -> claims and devices held (only namespaces the user may see)."""
-        results = AllocationResult.objects.filter(admin_access=False)
-        if self.cluster_ids is not None:
-            results = results.filter(cluster_id__in=self.cluster_ids)
-        scope = roles.visible_namespaces(self.user) if self.user is not None else None
-        if scope is not None:
-            results = results.filter(namespace__in=scope)
-        # The results' own namespace column: no join to each result's claim row.
-        rows = (
-            results.values_list("namespace")
-            .annotate(devices=Count("id"), claims=Count("claim_id", distinct=True))
-            .order_by("-devices", "namespace")
-        )
-        total = self.total or 1
-        return [
-            {"namespace": ns, "devices": n, "claims": claims, "share_pct": round(100 * n / total, 1)}
-            for ns, n, claims in rows
-        ]
 
     def fragmentation(self):
         """Per driver: nodes whose devices are all free (can take a whole-node claim) vs free devices scattered.
