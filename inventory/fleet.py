@@ -1,11 +1,11 @@
 """Device states across the fleet, and the aggregates the overview and the fleet map show.
 
-The state vocabulary lives in mirror/states.py, how a state is decided in inventory/devicestate.py (stored columns
-kept current by the watchers, plus SQL for stuck claims and NotReady nodes). The overview and the
-map read the per-node summary the watchers keep with those columns (NodeDeviceSummary,
-inventory/summary.py) and apply the read-time parts to it: the node's readiness (a join on Node) and
-the devices held by stuck claims (a short indexed list). Device rows are read only for the map's page
-and the lists.
+The state vocabulary lives in mirror/states.py, how a state is decided in inventory/devicestate.py
+(stored columns kept current by the watchers, plus SQL for stuck claims and NotReady nodes); who holds
+a device comes from the claims side (mirror/holdings.py). The overview and the map read the per-node
+summary the watchers keep with those columns (NodeDeviceSummary, inventory/summary.py) and apply the
+read-time parts to it: the node's readiness (a join on Node) and the devices held by stuck claims (a
+short indexed list). Device rows are read only for the map's page and the lists.
 """
 
 import functools
