@@ -7,15 +7,20 @@ class ClaimsConfig(AppConfig):
     def ready(self):
         from django.conf import settings
 
+        from mirror import holdings
         from mirror.health import register_readiness_check
         from mirror.sync.hooks import register
         from mirror.views import register_page_parts
 
         from .finding_scope import stuck_count
+        from .holdings import device_allocations
+        from .holdings import holdings as device_holdings
         from .models import Pod, ResourceClaim
         from .preview_service.dispatch import preview_inventory_ready
         from .tasks import request_detection
 
+        # inventory's pages and API show who holds a device (mirror/holdings.py).
+        holdings.register(holdings=device_holdings, allocations=device_allocations)
         register(request_detection=request_detection)  # the stuck-claim detector looks at each committed batch
         register_page_parts(namespace_models=(ResourceClaim, Pod), stuck_count=stuck_count)
         register_readiness_check(  # while the web process warms up its preview inventories

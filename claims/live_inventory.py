@@ -24,32 +24,38 @@ from datetime import UTC, datetime
 import orjson
 from django.db import connection
 
-from claims.models import PodFootprint, ResourceClaim, ResourceClaimTemplate
+from claims.models import Pod, PodFootprint, ResourceClaim, ResourceClaimTemplate
 from dra import Features, Inventory, load_documents, preview, resolve_claims
 from dra.gcpause import collector_paused
 from dra.nodefilters import scheduling_pod
 from dra.projection import ATTRIBUTE, CAPACITY, plain_value
-from inventory.models import DeviceClass, DeviceTaintRule, Namespace, Node, ResourceSlice
 from mirror.sync import changelog
+from mirror.sync.kinds import KINDS_BY_NAME
 
 log = logging.getLogger(__name__)
 
+
+def _stored(kind):
+    """The model the sync stores a mirrored kind in (mirror/sync/kinds.py): the inventory reads every
+    kind's rows as mirrored, nodes, slices and classes (inventory's models) as much as claims."""
+    return KINDS_BY_NAME[kind].model
+
+
 # Mirrored kind -> (Inventory keyword, model), in the order the Inventory wants them.
 SOURCES = {
-    "DeviceClass": ("device_classes", DeviceClass),
-    "ResourceSlice": ("resource_slices", ResourceSlice),
+    "DeviceClass": ("device_classes", _stored("DeviceClass")),
+    "ResourceSlice": ("resource_slices", _stored("ResourceSlice")),
     "ResourceClaim": ("resource_claims", ResourceClaim),
     "ResourceClaimTemplate": ("resource_claim_templates", ResourceClaimTemplate),
-    "Node": ("nodes", Node),
-    "DeviceTaintRule": ("device_taint_rules", DeviceTaintRule),
-    "Namespace": ("namespaces", Namespace),
+    "Node": ("nodes", _stored("Node")),
+    "DeviceTaintRule": ("device_taint_rules", _stored("DeviceTaintRule")),
+    "Namespace": ("namespaces", _stored("Namespace")),
     # Every pod's requests and host ports (the node filters' per-node usage), DRA or not.
     "PodFootprint": ("pod_footprints", PodFootprint),
 }
 if getattr(Inventory, "USES_PODS", False):  # node resource fit counts the pods bound to each node
-    from claims.models import Pod
-
     SOURCES["Pod"] = ("pods", Pod)
+_SLICES = SOURCES["ResourceSlice"][1]
 
 _NAMES_PER_QUERY = 500
 
@@ -231,7 +237,7 @@ class LiveInventory:
                 continue
             kwarg, model = SOURCES[kind]
             found = load_raw_by_key(model, self.cluster_id, keys)
-            if model is ResourceSlice:
+            if model is _SLICES:
                 share_device_values(found.values(), {})
             upserts[kwarg] = [found[k] for k in sorted(found)]
             namespaced = kwarg in ("resource_claims", "resource_claim_templates", "pods", "pod_footprints")
@@ -298,7 +304,7 @@ def _select_all(model):
 def _parser(model, rows, plain):
     """A function that parses a chunk of (text,) rows onto `rows` (slices: values shared)."""
     loads, append = orjson.loads, rows.append
-    if model is not ResourceSlice:
+    if model is not _SLICES:
 
         def parse(chunk):
             for (text,) in chunk:
@@ -614,4 +620,4 @@ def _features(cluster):
 def node_raws(cluster, names):
     """{name: raw Node} of the named nodes: the what-if clones and drains whole Node objects, which the
     preview inventory keeps only in part (what node filters read)."""
-    return dict(Node.objects.filter(cluster=cluster, name__in=names).values_list("name", "raw"))
+    return dict(_stored("Node").objects.filter(cluster=cluster, name__in=names).values_list("name", "raw"))

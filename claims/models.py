@@ -7,6 +7,7 @@ from django.utils.translation import pgettext_lazy
 from mirror import accelerators
 from mirror.messages import render
 from mirror.models import KubeObject, parse_k8s_time, text_indexes
+from mirror.sync.hooks import hooks
 
 __all__ = (
     "ResourceClaimTemplate",
@@ -156,15 +157,17 @@ class ResourceClaim(KubeObject):
     child_models = {"claims.AllocationResult": "claim", "claims.ClaimConsumer": "claim"}
 
     def sync_children(self):
-        from inventory.devicestate import pools_of_claims, refresh_pools
-
-        touched = pools_of_claims([self.pk])
+        # The stored state of the devices the old and new results name is inventory's: it registers
+        # which pools a claim's results touch and their refresh as sync hooks (mirror/sync/hooks.py).
+        pools_of = hooks.pools_of.get("ResourceClaim")
+        touched = pools_of([self.pk]) if pools_of else set()
         self.results.all().delete()
         self.consumers.all().delete()
         rows = self.child_rows()
         AllocationResult.objects.bulk_create([r for r in rows if isinstance(r, AllocationResult)])
         ClaimConsumer.objects.bulk_create([r for r in rows if isinstance(r, ClaimConsumer)])
-        refresh_pools(touched | pools_of_claims([self.pk]))
+        if pools_of:
+            hooks.refresh_pools(touched | pools_of([self.pk]))
 
     def child_rows(self, labels=None):
         """Unsaved allocation-result and consumer rows for what `raw` now says; `labels`: only these

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
-from inventory.models import Device, Node
+from mirror import published
 from mirror.messages import message, render
 from mirror.models import OpsCounter, SyncState, parse_k8s_time
 
@@ -143,13 +143,10 @@ class Mirror:
             pod = self.pods_by_id.get(ref.pod_id)
             if pod is not None:
                 self.referencing_pods[(ref.namespace, ref.claim_name)].append(pod)
-        self.nodes = {n.name: n for n in Node.objects.filter(cluster=cluster).defer("raw", "labels")}
-        # (driver, pool, device) -> [allow_multiple_allocations of each published copy]
-        self.devices = defaultdict(list)
-        for driver, pool, name, multi in Device.objects.filter(cluster=cluster).values_list(
-            "driver", "pool", "name", "allow_multiple_allocations"
-        ):
-            self.devices[(driver, pool, name)].append(multi)
+        # The published fleet is inventory's (mirror/published.py): nodes by name, and
+        # (driver, pool, device) -> [allow_multiple_allocations of each published copy].
+        self.nodes = published.nodes(cluster.pk)
+        self.devices = published.devices(cluster.pk)
         self.sync_state = {
             kind: (status, listed)
             for kind, status, listed in SyncState.objects.filter(cluster=cluster).values_list(

@@ -15,6 +15,5 @@ urlpatterns = [
         views_objects.TemplateDetailView.as_view(),
         name="template-detail",
     ),
-    path("preview/", views.PreviewView.as_view(), name="preview"),
     path("whatif/", views_whatif.WhatIfView.as_view(), name="whatif"),
 ]

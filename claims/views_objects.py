@@ -5,8 +5,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
 
-from inventory.models import Device
-from mirror import roles
+from mirror import published, roles
 from mirror.objectpage import crumb, object_page
 from mirror.views import DashboardView
 
@@ -71,11 +70,8 @@ class PodDetailView(DashboardView):
             .select_related("claim")
             .order_by("claim__name", "id")
         )
-        present = set(
-            Device.objects.filter(cluster_id=pod.cluster_id, pool__in={r.pool for r in results}).values_list(
-                "driver", "pool", "name"
-            )
-        )
+        # Still published? inventory says (mirror/published.py); a gone device is shown without a link.
+        present = published.devices(pod.cluster_id, pools={r.pool for r in results})
         for r in results:
             r.device_exists = (r.driver, r.pool, r.device) in present
         status = pod.status

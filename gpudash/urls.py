@@ -6,10 +6,13 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from claims import urls as claims_urls
+from inventory import urls as inventory_urls
 from mirror.health import healthz, readyz
 from mirror.views import LiveRegionsView
 from mirror.views_sync import SyncStatusView
 from monitoring.metrics import metrics_view
+from ops import urls as ops_urls
 
 
 class FaviconView(RedirectView):
@@ -45,8 +48,10 @@ urlpatterns = [
         name="api-docs",
     ),
     # Web UI pages (issue 4).
-    path("", include("inventory.urls")),
-    path("", include("claims.urls")),
+    # The inventory and claims namespaces also hold the ops pages that show both and kept their
+    # inventory:... and claims:... names (ops/urls.py).
+    path("", include((inventory_urls.urlpatterns + ops_urls.inventory_pages, inventory_urls.app_name))),
+    path("", include((claims_urls.urlpatterns + ops_urls.claims_pages, claims_urls.app_name))),
     # Operations pages (issue 6): stuck claims, Pending pods, readiness; the search box (ops/).
     path("", include("ops.urls")),
     # Fleet history pages (issue 11): a namespace's charts.

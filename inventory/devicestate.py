@@ -46,32 +46,24 @@ from django.db.models import (
     When,
 )
 
-from . import summary
-
-STUCK, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE = (
-    "stuck",
-    "allocated",
-    "admin",
-    "partial",
-    "tainted",
-    "unhealthy",
-    "free",
+# The vocabulary is the mirror's (mirror/states.py: pages, the API and the shared template tags use it);
+# this module decides which state a device is in.
+from mirror.states import (  # noqa: F401  (read from here by the API and tests)
+    ADMIN,
+    ALLOCATED,
+    API_STATE_OF,
+    API_STATES,
+    FLAGS,
+    FREE,
+    PARTIAL,
+    STATES,
+    STORED_STATES,
+    STUCK,
+    TAINTED,
+    UNHEALTHY,
 )
-STATES = (FREE, ALLOCATED, ADMIN, PARTIAL, TAINTED, UNHEALTHY, STUCK)
-# Secondary flags a device carries whatever its state (flag_q).
-FLAGS = (TAINTED, UNHEALTHY, ADMIN)
-# Values of the stored column (the rest are derived at read time).
-STORED_STATES = (FREE, ALLOCATED, ADMIN, PARTIAL)
 
-# The API's v1 `state` values and the states each one covers.
-API_STATES = {
-    "free": (FREE,),
-    "allocated": (ALLOCATED, STUCK),
-    "shared": (PARTIAL,),
-    "admin": (ADMIN,),
-    "tainted": (TAINTED, UNHEALTHY),  # not held, but new claims are kept off it
-}
-API_STATE_OF = {state: api for api, states in API_STATES.items() for state in states}
+from . import summary
 
 _QUERY_CHUNK = 500
 # pg_advisory_xact_lock(class, cluster id) key class of the device-state refresh ("GDst").

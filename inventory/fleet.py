@@ -1,11 +1,11 @@
 """Device states across the fleet, and the aggregates the overview and the fleet map show.
 
-The state vocabulary and how a state is decided live in inventory/devicestate.py (stored columns
-kept current by the watchers, plus SQL for stuck claims and NotReady nodes). The overview and the
-map read the per-node summary the watchers keep with those columns (NodeDeviceSummary,
-inventory/summary.py) and apply the read-time parts to it: the node's readiness (a join on Node) and
-the devices held by stuck claims (a short indexed list). Device rows are read only for the map's page
-and the lists.
+The state vocabulary lives in mirror/states.py, how a state is decided in inventory/devicestate.py
+(stored columns kept current by the watchers, plus SQL for stuck claims and NotReady nodes); who holds
+a device comes from the claims side (mirror/holdings.py). The overview and the map read the per-node
+summary the watchers keep with those columns (NodeDeviceSummary, inventory/summary.py) and apply the
+read-time parts to it: the node's readiness (a join on Node) and the devices held by stuck claims (a
+short indexed list). Device rows are read only for the map's page and the lists.
 """
 
 import functools
@@ -16,36 +16,28 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum
 from django.utils.translation import gettext_lazy as _
 
-from claims.models import AllocationResult, Finding
-from mirror import roles
+from mirror import holdings, roles
+from mirror.states import (  # noqa: F401  (the pages read them here)
+    ADMIN,
+    ALLOCATED,
+    DISPLAY_STATES,
+    FLAG_LABELS,
+    FLAGS,
+    FREE,
+    PARTIAL,
+    STATE_LABELS,
+    STATES,
+    STUCK,
+    TAINTED,
+    UNHEALTHY,
+    state_label,
+)
 
 from . import accelerators, devicestate, summary
 from .devicekinds import GPU, OTHER, PARTITION
-from .devicestate import ADMIN, ALLOCATED, FREE, PARTIAL, STATES, STUCK, TAINTED, UNHEALTHY  # one vocabulary
 from .models import Device, Node, NodeDeviceSummary
 from .summary import natural_key  # noqa: F401  (the pages sort device names with it)
 
-STATE_LABELS = {  # what pages show; the keys are the vocabulary of filters, URLs and the API
-    FREE: _("free"),
-    ALLOCATED: _("allocated"),
-    ADMIN: _("admin access"),
-    PARTIAL: _("partially used"),
-    TAINTED: _("tainted"),
-    UNHEALTHY: _("node not ready"),
-    STUCK: _("stuck claim"),
-}
-# Secondary flags a device keeps besides its primary state, with what "any state" counts are called.
-FLAGS = (TAINTED, UNHEALTHY, ADMIN)
-FLAG_LABELS = {TAINTED: _("tainted"), UNHEALTHY: _("on NotReady nodes"), ADMIN: _("watched with admin access")}
-
-
-def state_label(state):
-    """A state's label in the active language, as a str (titles join it, SQL sorts by it)."""
-    return str(STATE_LABELS.get(state, state))
-
-
-# The order the overview tiles and the map summary list the states in (used first, then free).
-DISPLAY_STATES = (ALLOCATED, STUCK, ADMIN, PARTIAL, TAINTED, UNHEALTHY, FREE)
 BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -257,26 +249,6 @@ class FleetSnapshot:
                 }
             )
         return sorted(rows, key=lambda r: (-r["total"], r["driver"], r["model"]))
-
-    def namespaces(self):
-        """Who holds what: namespace -> claims and devices held (only namespaces the user may see)."""
-        results = AllocationResult.objects.filter(admin_access=False)
-        if self.cluster_ids is not None:
-            results = results.filter(cluster_id__in=self.cluster_ids)
-        scope = roles.visible_namespaces(self.user) if self.user is not None else None
-        if scope is not None:
-            results = results.filter(namespace__in=scope)
-        # The results' own namespace column: no join to each result's claim row.
-        rows = (
-            results.values_list("namespace")
-            .annotate(devices=Count("id"), claims=Count("claim_id", distinct=True))
-            .order_by("-devices", "namespace")
-        )
-        total = self.total or 1
-        return [
-            {"namespace": ns, "devices": n, "claims": claims, "share_pct": round(100 * n / total, 1)}
-            for ns, n, claims in rows
-        ]
 
     def fragmentation(self):
         """Per driver: nodes whose devices are all free (can take a whole-node claim) vs free devices scattered.
@@ -810,32 +782,19 @@ def states_for(devices, cluster_ids=None, user=None):
         )
     }
     keys = {(d.cluster_id, d.driver, d.pool, d.name) for d in devices}
-    results = AllocationResult.objects.filter(cluster_id__in={k[0] for k in keys}, pool__in={k[2] for k in keys})
-    rows = [
-        r
-        for r in results.values_list(
-            "cluster_id",
-            "driver",
-            "pool",
-            "device",
-            "admin_access",
-            "share_id",
-            "claim__namespace",
-            "claim__name",
-            "claim__uid",
-        )
-        if r[:4] in keys
-    ]
-    stuck = (
-        set(Finding.objects.stuck().filter(claim_uid__in={r[8] for r in rows}).values_list("claim_uid", flat=True))
-        if rows
-        else set()
-    )
     scope = roles.visible_namespaces(user) if user is not None else None
     holders = defaultdict(list)
-    for cid, driver, pool, device, admin, share, ns, name, uid in rows:
-        holders[(cid, driver, pool, device)].append(
-            Holder(ns, name, uid, admin, uid in stuck, shared=bool(share), visible=scope is None or ns in scope)
+    for h in holdings.holdings(keys):  # the claims side's allocation results (mirror/holdings.py)
+        holders[(h.cluster_id, h.driver, h.pool, h.device)].append(
+            Holder(
+                h.namespace,
+                h.name,
+                h.uid,
+                h.admin_access,
+                h.stuck,
+                shared=h.shared,
+                visible=scope is None or h.namespace in scope,
+            )
         )
     for dev in devices:
         st, unhealthy, admin = state.get(dev.id, (FREE, False, False))

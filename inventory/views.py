@@ -1,16 +1,15 @@
-"""Inventory pages: fleet overview, fleet map, nodes, devices, device classes, slices and pools."""
+"""Inventory pages: fleet map, nodes, devices, device classes, slices and pools (the overview and the node,
+device and class pages show claims too: ops/views_fleet.py)."""
 
 from collections import Counter, defaultdict
 
 from django.core.paginator import Paginator
 from django.db.models import (
     Case,
-    Count,
     F,
     FloatField,
     IntegerField,
     OuterRef,
-    Q,
     Subquery,
     Sum,
     TextField,
@@ -19,16 +18,13 @@ from django.db.models import (
 )
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, Concat
-from django.http import Http404
-from django.shortcuts import get_object_or_404
-from django.utils.translation import gettext as _
 
-from claims.models import AllocationResult, ClaimConsumer, ClaimStateChange, Pod, ResourceClaim
 from mirror import roles, tables
 from mirror.models import Cluster
-from mirror.views import DashboardView, ObjectGone
+from mirror.views import DashboardView
 
-from . import accelerators, devicestate, fleet, pools, summary, vanished
+from . import accelerators, devicestate, fleet, pools, summary
+from .mapcolours import map_colouring
 from .models import Device, DeviceClass, Node, NodeDeviceSummary, ResourceSlice
 
 # What a devices-list row shows (the raw JSON and the API's search copies stay in the database).
@@ -45,38 +41,6 @@ PAGE_DEVICE_FIELDS = (
     "consumes_counters",
 )
 INVENTORY_KINDS = ("ResourceSlice", "ResourceClaim", "Node", "DeviceTaintRule", "Finding")  # Finding: stuck devices
-
-
-class OverviewView(DashboardView):
-    template_name = "inventory/overview.html"
-    regions = {"overview": "inventory/_overview.html"}
-    live_kinds = INVENTORY_KINDS
-    nav = "overview"
-
-    def get_context_data(self, **kwargs):
-        ctx = super().get_context_data(**kwargs)
-        snap = fleet.FleetSnapshot(self.cluster_ids, user=self.request.user)
-        nodes = self.in_cluster(Node.objects.all())
-        ctx.update(
-            totals=snap.totals(),
-            by_model=snap.by_model(),
-            namespaces=snap.namespaces(),
-            fragmentation=snap.fragmentation(),
-            # COUNT(*) over the (cluster, ready) and (cluster, state) indexes: index-only scans, not a
-            # scan of every row's raw JSON.
-            node_counts=nodes.aggregate(total=Count("*"), not_ready=Count("ready", filter=Q(ready=False))),
-            claim_counts=dict(
-                roles.scope_queryset(self.in_cluster(ResourceClaim.objects.all()), self.request.user)
-                .values_list("state")
-                .annotate(n=Count("*"))
-            ),
-            states=fleet.STATES,
-            state_labels=fleet.STATE_LABELS,
-            display_states=fleet.DISPLAY_STATES,
-            flag_labels=fleet.FLAG_LABELS,
-            **fleet.kinds_context(snap),  # whole GPUs, partitions, other devices; sources side by side
-        )
-        return ctx
 
 
 # Sortable columns of the fleet map (mirror/tables.py), over its rows grouped per node in SQL
@@ -138,11 +102,11 @@ class FleetMapView(DashboardView):
         ctx["outside_dra"] = (
             self._outside_dra(sources, names, search) if not (state or gpu or unpublished_only or error) else None
         )
-        colour = "utilization" if self.request.GET.get("colour") == "utilization" else "state"
-        if colour == "utilization":
-            from monitoring.utilization import attach_latest
-
-            attach_latest([d for r in page.object_list for d in r["devices"]])
+        # Utilization colours come from monitoring, which registers them (inventory/mapcolours.py).
+        attach = map_colouring("utilization") if self.request.GET.get("colour") == "utilization" else None
+        colour = "utilization" if attach is not None else "state"
+        if attach is not None:
+            attach([d for r in page.object_list for d in r["devices"]])
         ctx.update(
             sorting=sort,
             colour=colour,
@@ -309,81 +273,6 @@ class NodeListView(DashboardView):
         return ctx
 
 
-class NodeDetailView(DashboardView):
-    template_name = "inventory/node_detail.html"
-    regions = {"devices": "inventory/_node_devices.html"}
-    nav = "nodes"
-
-    def live_scope(self):
-        return {"cluster": self.node.cluster_id, "node": self.node.name}
-
-    def look_up(self, request, **kwargs):
-        self.node = get_object_or_404(Node, cluster__name=kwargs["cluster"], name=kwargs["name"])
-
-    def get_context_data(self, **kwargs):
-        ctx = super().get_context_data(**kwargs)
-        node = self.node
-        slices = ResourceSlice.objects.filter(cluster_id=node.cluster_id, node_name=node.name).order_by(
-            "driver", "pool", "name"
-        )
-        devices = fleet.states_for(
-            Device.objects.filter(cluster_id=node.cluster_id, node_name=node.name).order_by("driver", "pool", "name"),
-            user=self.request.user,
-        )
-        devices.sort(key=lambda d: (d.driver, d.pool, fleet.natural_key(d.name)))
-        devices = fleet.under_parents(
-            devices, lambda d: (d.driver, d.pool), lambda d: d.name, lambda d: d.kind, lambda d: d.parent
-        )  # partitions under their GPU
-        pods = _pods_by_claim(node.cluster_id, [h for d in devices for h in d.st.holders if h.visible])
-        for d in devices:
-            d.holder_rows = [(h, pods.get((h.namespace, h.name), [])) for h in d.st.holders]
-        from mirror.objectpage import crumb, object_page
-
-        crumbs = [crumb(_("Nodes"), "inventory:node-list", query=f"cluster={node.cluster.name}"), crumb(node.name)]
-        keys = {(node.cluster_id, node.name)}
-        node_snap = fleet.FleetSnapshot([node.cluster_id], nodes=keys)
-        node_sources = dict(accelerators.node_sources(nodes=keys).get((node.cluster_id, node.name), {}))
-        if node_sources.get("hami"):  # HAMi's pods, as the device holders
-            node_sources["hami"] = accelerators.scoped_hami(
-                node_sources["hami"], roles.visible_namespaces(self.request.user)
-            )
-        ctx.update(
-            node_kinds=node_snap.node_gpu_counts().get((node.cluster_id, node.name), {}),
-            node_sources=node_sources,
-            node_unpublished=node_snap.unpublished()["rows"].get((node.cluster_id, node.name)),
-        )
-        ctx.update(
-            node=node,
-            slices=slices,
-            devices=devices,
-            state_labels=fleet.STATE_LABELS,
-            pods=roles.scope_queryset(
-                Pod.objects.filter(cluster_id=node.cluster_id, node_name=node.name), self.request.user
-            ).order_by("namespace", "name"),
-            **object_page(node.cluster, "Node", node.raw, node.name, uid=node.uid, crumbs=crumbs),
-        )
-        if not self.request.GET.get("fragment"):  # live region refreshes do not go to the API server
-            from claims import driverlogs
-
-            ctx.update(
-                driverlogs.page_context(node.cluster, node.name, namespaces=roles.driver_namespaces(self.request.user))
-            )
-        return ctx
-
-
-def _pods_by_claim(cluster_id, holders):
-    """(namespace, claim) -> pods reserving it, for a set of holders."""
-    from claims.models import ClaimConsumer
-
-    uids = {h.uid for h in holders}
-    out = defaultdict(list)
-    for ns, claim, pod in ClaimConsumer.objects.filter(cluster_id=cluster_id, claim__uid__in=uids).values_list(
-        "claim__namespace", "claim__name", "name"
-    ):
-        out[(ns, claim)].append(pod)
-    return out
-
-
 def device_sort_columns(user, not_ready=None):
     """Sortable columns of the devices list, all in SQL: the model as the overview groups it, the
     memory capacity as a number (the searchable copy in base units), the state by its label (the
@@ -474,100 +363,6 @@ class DeviceListView(DashboardView):
             state_labels=fleet.STATE_LABELS,
             match_count=ctx["page_obj"].paginator.count,
             sorting=sort,
-        )
-        return ctx
-
-
-class DeviceDetailView(DashboardView):
-    template_name = "inventory/device_detail.html"
-    regions = {"claims": "inventory/_device_claims.html"}
-    live_kinds = ("ResourceSlice", "ResourceClaim")
-    nav = "devices"
-
-    def look_up(self, request, **kwargs):
-        self.device = (
-            Device.objects.select_related("slice")
-            .filter(
-                cluster__name=kwargs["cluster"], driver=kwargs["driver"], pool=kwargs["pool"], name=kwargs["device"]
-            )
-            .first()
-        )
-        if self.device is None:
-            record = vanished.last_device(kwargs["cluster"], kwargs["driver"], kwargs["pool"], kwargs["device"])
-            if record is None:
-                raise Http404("No such device (it may have been removed from its ResourceSlice).")
-            raise ObjectGone(record)
-
-    def live_scope(self):
-        return {"cluster": self.device.cluster_id, "kind": list(self.live_kinds)}
-
-    def get_context_data(self, **kwargs):
-        ctx = super().get_context_data(**kwargs)
-        device = fleet.states_for([self.device], user=self.request.user)[0]
-        counter_sets = {cs.name: cs.counters for cs in device.slice.counter_sets.all()}
-        if device.consumes_counters and not counter_sets:
-            from .models import SharedCounterSet
-
-            counter_sets = dict(
-                SharedCounterSet.objects.filter(
-                    cluster_id=device.cluster_id, slice__driver=device.driver, slice__pool=device.pool
-                ).values_list("name", "counters")
-            )
-        results = AllocationResult.objects.filter(
-            cluster_id=device.cluster_id, driver=device.driver, pool=device.pool, device=device.name
-        ).select_related("claim")
-        results = [r for r in results if roles.can_see_namespace(self.request.user, r.claim.namespace)]
-        # Past claims: state changes of claims that once held this device (node-level history, best effort).
-        past = (
-            roles.scope_queryset(
-                ClaimStateChange.objects.filter(
-                    cluster_id=device.cluster_id, node_name=device.node_name, new_state="deleted"
-                ).order_by("-at"),
-                self.request.user,
-            )[:20]
-            if device.node_name
-            else []
-        )
-        from mirror.objectpage import crumb, device_kubectl_commands, object_page
-
-        from . import classmatch
-
-        cluster = device.slice.cluster
-        crumbs = [crumb(_("Devices"), "inventory:device-list", query=f"cluster={cluster.name}")]
-        if device.node_name:
-            crumbs.append(crumb(device.node_name, "inventory:node-detail", cluster.name, device.node_name))
-        crumbs += [
-            crumb(device.slice.name, "inventory:slice-detail", cluster.name, device.slice.name),
-            crumb(device.name),
-        ]
-        # The pods holding the device: the consumers of the claims allocated to it.
-        holding = Pod.objects.filter(
-            cluster_id=device.cluster_id,
-            uid__in=ClaimConsumer.objects.filter(claim__in=[r.claim for r in results]).values("uid"),
-        )
-        ctx.update(
-            object_page(
-                cluster,
-                "ResourceSlice",
-                device.raw,
-                device.slice.name,
-                events=False,
-                crumbs=crumbs,
-                kubectl=device_kubectl_commands(cluster, device.slice.name, device.name),
-            )
-        )
-        ctx.update(
-            device=device,
-            holding_pods=list(
-                holding.order_by("namespace", "name").only("cluster_id", "namespace", "name", "phase", "node_name")
-            ),
-            matching_classes=classmatch.classes_matching(device),
-            attributes=sorted(device.attributes.items()),
-            capacity=sorted(device.capacity.items()),
-            counter_sets=counter_sets,
-            results=results,
-            past=past,
-            hidden_holders=sum(1 for h in device.st.holders if not h.visible),
         )
         return ctx
 

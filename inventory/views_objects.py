@@ -1,18 +1,15 @@
-"""Object pages of the inventory kinds that have no list of their own rows elsewhere: ResourceSlices and
-DeviceClasses (nodes and devices are in views.py). Each shows the object, links both ways, its YAML,
+"""Object page of ResourceSlices (a device class's page lists the claims asking for it: ops/views_fleet.py;
+nodes and devices are in views.py and ops/views_fleet.py). Each shows the object, links both ways, its YAML,
 kubectl commands and mirrored Events (mirror/objectpage.py)."""
 
 from django.http import Http404
-from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
 
-from claims.models import ResourceClaim, ResourceClaimTemplate
-from mirror import roles
 from mirror.objectpage import crumb, object_page
 from mirror.views import DashboardView, ObjectGone
 
 from . import fleet, vanished
-from .models import Device, DeviceClass, ResourceSlice
+from .models import Device, ResourceSlice
 
 
 class SliceDetailView(DashboardView):
@@ -58,45 +55,5 @@ class SliceDetailView(DashboardView):
             siblings=siblings,
             counter_sets=list(s.counter_sets.all()),
             **object_page(s.cluster, "ResourceSlice", s.raw, s.name, uid=s.uid, crumbs=crumbs),
-        )
-        return ctx
-
-
-class DeviceClassDetailView(DashboardView):
-    template_name = "inventory/class_detail.html"
-    live_kinds = ("DeviceClass", "ResourceClaim", "Event")
-    nav = "classes"
-
-    def look_up(self, request, **kwargs):
-        self.device_class = get_object_or_404(
-            DeviceClass.objects.select_related("cluster"), cluster__name=kwargs["cluster"], name=kwargs["name"]
-        )
-
-    def live_scope(self):
-        return {"cluster": self.device_class.cluster_id, "kind": list(self.live_kinds)}
-
-    def get_context_data(self, **kwargs):
-        ctx = super().get_context_data(**kwargs)
-        c = self.device_class
-        # device_classes is a JSON list; icontains on its text works on PostgreSQL and SQLite alike.
-        needle = f'"{c.name}"'
-        claims = roles.scope_queryset(
-            ResourceClaim.objects.filter(cluster_id=c.cluster_id, device_classes__icontains=needle), self.request.user
-        )
-        templates = roles.scope_queryset(
-            ResourceClaimTemplate.objects.filter(cluster_id=c.cluster_id, device_classes__icontains=needle),
-            self.request.user,
-        )
-        crumbs = [crumb(_("Classes"), "inventory:class-list", query=f"cluster={c.cluster.name}"), crumb(c.name)]
-        ctx.update(
-            device_class=c,
-            selectors=c.selectors,
-            config=c.spec.get("config") or [],
-            claims=claims.order_by("namespace", "name").only(
-                "cluster_id", "namespace", "name", "state", "node_name", "device_classes"
-            )[:200],
-            claim_count=claims.count(),
-            templates=templates.order_by("namespace", "name")[:200],
-            **object_page(c.cluster, "DeviceClass", c.raw, c.name, uid=c.uid, crumbs=crumbs),
         )
         return ctx

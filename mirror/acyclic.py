@@ -18,7 +18,7 @@ The collector itself is paused (dra.gcpause.collector_paused, the one helper) on
 work makes very many short-lived objects, at that work's entry point: the engine's fleet-wide runs
 (dra/fleet.py), the live inventory build (claims/live_inventory.py), a sync batch
 (mirror/sync/watcher.py), the pool summary (inventory/pools.py), and reading a preview's answer
-(claims/preview_page.PreviewReport.read for the page, AcyclicResponse here for the API).
+(ops/preview_page.PreviewReport.read for the page, AcyclicResponse here for the API).
 """
 
 import orjson

@@ -6,7 +6,7 @@ from rest_framework import serializers
 from inventory import accelerators
 from inventory.devicestate import STATES
 from inventory.querysets import DEVICE_STATES
-from mirror import roles
+from mirror import holdings, roles
 from mirror.api.serializers import KubeObjectSerializer, RawOptionalMixin
 from mirror.models import Cluster, SyncState
 
@@ -326,11 +326,8 @@ class DeviceDetailSerializer(DeviceSerializer):
     )
 
     def get_allocations(self, device) -> list[dict]:
-        from claims.models import AllocationResult
-        from mirror.roles import scope_queryset
-
-        results = AllocationResult.objects.filter(
-            cluster_id=device.cluster_id, driver=device.driver, pool=device.pool, device=device.name
-        ).select_related("claim")
-        results = scope_queryset(results, self.context["request"].user, field="claim__namespace")
+        # The claims side serves them (mirror/holdings.py): inventory does not read claims' tables itself.
+        results = holdings.allocations(
+            device.cluster_id, device.driver, device.pool, device.name, self.context["request"].user
+        )
         return AllocationSerializer(results, many=True).data

@@ -13,8 +13,9 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from inventory.fleet import state_label as _state_label
 from mirror import messages
+from mirror.states import STATE_LABELS
+from mirror.states import state_label as _state_label
 
 register = template.Library()
 
@@ -72,8 +73,6 @@ def history_series_labels():
     """The fleet-history charts' series names (state, kind and claim-state keys) in the page's language, as
     JSON for history.js's legends."""
     import json
-
-    from inventory.fleet import STATE_LABELS
 
     labels = {k: str(v) for k, v in STATE_LABELS.items()}
     labels.update({k: str(v) for k, v in CLAIM_STATE_TITLES.items()})
@@ -372,14 +371,30 @@ def partition_summary(capacity):
     return f'<span class="partcap" data-stranded="{stranded}" title="{esc(legend)}">{" · ".join(parts)}</span>'
 
 
+# A page of the map stays small however large a silent pool was.
+_MAX_GREY_CELLS = 256
+
+
+def unpublished_cells(count, since_text):
+    """Grey, dashed cells for the devices a node's driver last published and publishes no more."""
+    count = min(int(count or 0), _MAX_GREY_CELLS)
+    if not count:
+        return ""
+    title = ngettext(
+        "%(n)d device last published, not published since %(since)s",
+        "%(n)d devices last published, not published since %(since)s",
+        count,
+    ) % {"n": count, "since": since_text}
+    cell = format_html('<i class="cell unpublished" title="{}"></i>', title)
+    return mark_safe(cell * count)
+
+
 @register.simple_tag
 def map_row(row, devices_url, one_cluster):
     """One fleet-map row (node link, cells, row summary), built in Python like map_cells: the same
     markup as template tags cost about a third of the map's server time (200 rows per page, each
     with a URL, four translated phrases and a dozen attribute look-ups). `one_cluster`: the page
     shows one cluster, so node names go without their cluster's."""
-    from inventory.templatetags.fleetkinds import unpublished_cells
-
     cluster, node, devices = row["cluster_name"], row["node"], row["devices"]
     gpus, gpus_free, unpublished, sources = row["gpus"], row["gpus_free"], row["unpublished"], row.get("sources") or {}
     classes = "maprow" + (" row-unhealthy" if row["unhealthy"] else "") + (" row-unpublished" if unpublished else "")

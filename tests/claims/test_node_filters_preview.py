@@ -418,8 +418,8 @@ def test_repeated_filter_verdicts_are_one_shared_entry_that_nothing_changes():
     """A fleet preview's per-node filter entries repeat a few verdicts: each distinct verdict is one dict
     (nodefilters.filter_entry), and a second preview, the summary and the page report leave them as
     they were (they are shared by every later preview too)."""
-    from claims.preview_page import PreviewReport
     from dra.nodefilters import _FILTER_ENTRIES
+    from ops.preview_page import PreviewReport
 
     objects = worked_example()
     objects["nodes"] += [node(f"ok-{i}", {"disk": "ssd"}) for i in range(6)]

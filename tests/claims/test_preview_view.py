@@ -8,10 +8,10 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from claims import preview_page
 from claims.preview import run_preview
 from mirror import roles
 from mirror.models import Cluster
+from ops import preview_page
 from tests.conftest import PREVIEW_WORKER_MARKS
 from tests.preview_fixtures import BAD_CEL, MALFORMED, TWO_GPUS, load_preview_fleet
 from tests.ui_fixtures import make_user

@@ -6,6 +6,7 @@ import ast
 import pkgutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import grimp
@@ -91,3 +92,12 @@ def _import_circles():
 
 def test_no_import_circles():
     assert _import_circles() == []
+
+
+def test_no_import_contract_lets_an_import_through():
+    """The arrows that ran against the floors are gone (issue 32): a contract with ignore_imports would
+    let one back in unnoticed. A lower floor that needs a higher one gets a registry instead."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert {c["id"]: c.get("ignore_imports", []) for c in config["contracts"]} == {
+        c["id"]: [] for c in config["contracts"]
+    }

@@ -101,7 +101,7 @@ def test_api_docs_lead_back_to_the_dashboard(client, alpha):
 
 
 def test_preview_namespace_field_shows_the_yamls_namespace(client, alpha):
-    from claims.views import yaml_namespace
+    from ops.views_preview import yaml_namespace
 
     claim = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: x\n  namespace: team-b\n"
     assert yaml_namespace(claim) == "team-b"

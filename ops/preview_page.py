@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils.translation import gettext, gettext_lazy
 
 from claims.preview import PreviewError, post_filter_text
+from claims.preview_service import dispatch
 from dra.gcpause import collector_paused
 from inventory import devicestate
 from inventory.fleet import natural_key, state_label
@@ -220,8 +221,6 @@ class PreviewReport:
         settled while the cyclic collector is paused: a big fleet's per-node entries are then freed at
         once when settled, instead of being visited by the young-generation collection that runs when
         the collector resumes. Raises what the answer's error is (dispatch.result_of)."""
-        from .preview_service import dispatch
-
         report = cls(dispatch.result_of(answer), **page)
         return report, report.settle()
 
