@@ -126,14 +126,14 @@ FIGURES = (
     Figure(
         "scheduler_plugin",
         SCHEDULER,
-        _("DynamicResources plugin time by extension point (Filter is per node)"),
+        _("DynamicResources plugin time by extension point (the Filter extension point runs once per node)"),
         "scheduler_plugin_execution_duration_seconds",
         "histogram",
         ("extension_point", "status"),
         (*_quantiles(), Column("runs", _("sampled runs/s"), "rate", unit="per_second")),
         matchers='plugin="DynamicResources"',
         note=_(
-            "The scheduler records plugin times for a sample of about 10% of scheduling cycles, so the rate "
+            "The scheduler records plugin times for about one scheduling cycle in ten, so the rate "
             "undercounts; its buckets end at about 22 ms, above which a quantile reads as the last finite bucket."
         ),
         source="pkg/scheduler/metrics: PluginExecutionDuration",

@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from django.conf import settings
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -18,6 +19,7 @@ from monitoring import drametrics
 from monitoring.models import PrometheusSource
 from tests.browser import free_port
 from tests.prometheus_server import Prometheus, needs_prometheus
+from tests.test_i18n_sweep import KUBERNETES_TERMS, english_words
 from tests.ui_fixtures import make_user
 
 pytestmark = [pytest.mark.django_db(transaction=True), needs_prometheus]
@@ -378,6 +380,13 @@ def test_page_and_api_show_promql_values_and_absence(source, scraped):
     assert "no data" in page
     assert "DRA metrics" in client.get("/readiness/").content.decode()  # linked from the navigation
     assert client.get("/dra-metrics/?window=2d").status_code == 400
+
+    # In Chinese: no English left beside the metric, label and driver names (kept as Kubernetes writes them).
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    zh = client.get("/dra-metrics/?cluster=gpus&window=5m", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "DRA 控制面指标" in zh and "未抓取：Prometheus 中没有" in zh
+    assert english_words(zh, KUBERNETES_TERMS | {"viewer"}) == {}
+    del client.cookies[settings.LANGUAGE_COOKIE_NAME]
 
     api = APIClient()
     api.force_authenticate(make_user("api-viewer"))
