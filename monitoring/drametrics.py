@@ -199,16 +199,22 @@ def _matchers(*parts):
     return ", ".join(p.strip() for p in parts if p and p.strip())
 
 
+def _braced(*parts):
+    """`{a="b", c!="d"}`, or nothing when there is no matcher (a bare metric name reads better)."""
+    inner = _matchers(*parts)
+    return "{" + inner + "}" if inner else ""
+
+
 def presence_promql(figure, window, selector=""):
     """How many series of the figure's metric Prometheus held in the window, per scrape job (over the
     window, as the rates are: a metric that stopped a minute ago still has rates to show)."""
     name = figure.metric + ("_count" if figure.kind == "histogram" else "")
-    return f"count by (job) (last_over_time({name}{{{_matchers(figure.matchers, selector)}}}[{window}]))"
+    return f"count by (job) (last_over_time({name}{_braced(figure.matchers, selector)}[{window}]))"
 
 
 def column_promql(figure, column, window, selector="", node=None):
     by = ", ".join(figure.by_labels(node or node_label()))
-    sel = "{" + _matchers(figure.matchers, column.matchers, selector) + "}"
+    sel = _braced(figure.matchers, column.matchers, selector)
     m = figure.metric
     if column.how == "quantile":
         return f"histogram_quantile({column.q:g}, sum by (le, {by}) (rate({m}_bucket{sel}[{window}])))"
@@ -233,6 +239,11 @@ class FigureResult:
     jobs: dict = field(default_factory=dict)  # scrape job -> series
     rows: list = field(default_factory=list)  # [(label values tuple, {column key: float})]
     error: str = ""
+
+    @property
+    def series_name(self):
+        """The metric with the figure's own matchers, as a selector (e.g. the DynamicResources plugin's)."""
+        return self.figure.metric + _braced(self.figure.matchers)
 
     @property
     def labels(self):

@@ -384,7 +384,10 @@ def test_page_and_api_show_promql_values_and_absence(source, scraped):
     # In Chinese: no English left beside the metric, label and driver names (kept as Kubernetes writes them).
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
     zh = client.get("/dra-metrics/?cluster=gpus&window=5m", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
-    assert "DRA 控制面指标" in zh and "未抓取：Prometheus 中没有" in zh
+    assert (
+        "DRA 控制面指标" in zh
+        and "未抓取：Prometheus 中没有 scheduler_dra_bindingconditions_wait_duration_seconds 的任何序列。" in zh
+    )
     assert english_words(zh, KUBERNETES_TERMS | {"viewer"}) == {}
     del client.cookies[settings.LANGUAGE_COOKIE_NAME]
 
@@ -404,7 +407,7 @@ def test_page_and_api_show_promql_values_and_absence(source, scraped):
     assert in_use[("<any>", "node-2")] == 2.0
     assert (
         figures["kubelet_claims_in_use"]["columns"][0]["promql"]
-        == "max by (driver_name, node) (dra_resource_claims_in_use{})"
+        == "max by (driver_name, node) (dra_resource_claims_in_use)"
     )
     assert api.get("/api/v1/dra-metrics", {"figure": "nope"}).status_code == 400
     assert api.get("/api/v1/dra-metrics", {"window": "7d"}).status_code == 400
