@@ -57,6 +57,7 @@ def test_gates_from_metrics(server, live_cluster):
     assert not any("kubelet also has ResourceHealthStatus" in t for t in texts(versions))
 
 
+@pytest.mark.sqlite_default  # the JSON lookups on mirrored claims and pods
 def test_gates_inferred_from_objects_and_version_defaults(server, live_cluster):
     server.metrics_allowed = False
     seed(server.store)
