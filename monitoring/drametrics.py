@@ -241,6 +241,10 @@ class FigureResult:
     error: str = ""
 
     @property
+    def has_quantiles(self):
+        return any(c.how == "quantile" for c in self.figure.columns)
+
+    @property
     def series_name(self):
         """The metric with the figure's own matchers, as a selector (e.g. the DynamicResources plugin's)."""
         return self.figure.metric + _braced(self.figure.matchers)
@@ -356,9 +360,16 @@ def format_value(value, unit):
     return number_format(value, 2)
 
 
-def page_rows(result):
-    """The rows of a figure for the page: label values, then each column's text (None = no sample)."""
-    return [
+def page_rows(result, limit=None):
+    """(rows, total) of a figure for the page: label values, then each column's text (None = no
+    sample). With many nodes a latency figure has a row per node and driver: the page shows the
+    `limit` (setting DRA_PAGE_ROWS, 50) slowest by p95 first, the API all of them."""
+    limit = limit or int(setting("DRA_PAGE_ROWS", 50))
+    rows = result.rows
+    if any(c.key == "p95" for c in result.figure.columns):
+        rows = sorted(rows, key=lambda row: -row[1].get("p95", -1.0))  # stable: label order among equals
+    shown = [
         (values, [(c, format_value(vals.get(c.key), c.unit) if c.key in vals else None) for c in result.figure.columns])
-        for values, vals in result.rows
+        for values, vals in rows[:limit]
     ]
+    return shown, len(rows)

@@ -63,7 +63,7 @@ class DRAMetricsView(DashboardView):
         if source is not None:
             results = drametrics.evaluate(source, window)
             ctx["components"] = [
-                (key, title, [(r, drametrics.page_rows(r)) for r in figures])
+                (key, title, [(r, *drametrics.page_rows(r)) for r in figures])
                 for key, title, figures in drametrics.grouped(results)
             ]
         return ctx

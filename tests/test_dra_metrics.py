@@ -10,7 +10,6 @@ import threading
 import time
 
 import pytest
-from django.conf import settings
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -318,6 +317,9 @@ def test_figures_equal_promql_over_the_fixture(source, scraped):
         assert table[(GPU, PREPARE, "node-1")][key] == pytest.approx(want, rel=1e-9)
         want = quantile(q, merged(node2, method_name=PREPARE, driver_name=GPU), DRA_BUCKETS)
         assert table[(GPU, PREPARE, "node-2")][key] == pytest.approx(want, rel=1e-9)
+    # The page shows the slowest rows first (a big fleet has a row per node and driver), the API all.
+    shown, total = drametrics.page_rows(grpc, limit=2)
+    assert total == 4 and [values for values, _ in shown] == [(GPU, PREPARE, "node-2"), (GPU, PREPARE, "node-1")]
     assert table[(GPU, PREPARE, "node-1")]["p50"] == pytest.approx(0.1)  # half the calls in the first bucket
     assert table[(GPU, PREPARE, "node-2")]["p99"] == pytest.approx(40.0)  # the timeouts sit in +Inf
     # Failed calls: node-2's DeadlineExceeded; node-1 has no failed series, so no value (not zero).
@@ -363,8 +365,9 @@ def test_figures_equal_promql_over_the_fixture(source, scraped):
         assert results[key].as_json()["rows"] == []
 
 
-def test_page_and_api_show_promql_values_and_absence(source, scraped):
+def test_page_and_api_show_promql_values_and_absence(source, scraped, settings):
     plane, prom = scraped
+    settings.GPUDASH_MONITORING = {**settings.GPUDASH_MONITORING, "DRA_PAGE_ROWS": 3}
     client = Client()
     client.force_login(make_user("viewer"))
     page = client.get("/dra-metrics/?cluster=gpus&window=5m").content.decode()
@@ -378,6 +381,7 @@ def test_page_and_api_show_promql_values_and_absence(source, scraped):
     assert f'<code data-promql="p95">{promql}</code>' in page.replace("&quot;", '"')
     # node-1 has no failed calls: its cell says so rather than 0.
     assert "no data" in page
+    assert "The 3 slowest rows (by p95) of 4;" in page and "The first 3 rows of 5;" in page  # cut at 3
     assert "DRA metrics" in client.get("/readiness/").content.decode()  # linked from the navigation
     assert client.get("/dra-metrics/?window=2d").status_code == 400
 
