@@ -24,7 +24,7 @@ from .prometheus import PrometheusError, instant_query
 
 # Range windows offered for rates and quantiles (PromQL durations).
 WINDOWS = ("5m", "15m", "1h", "6h", "24h")
-DEFAULT_WINDOW = "15m"
+DEFAULT_WINDOW = "5m"
 KUBELET, SCHEDULER, CONTROLLER = "kubelet", "kube-scheduler", "kube-controller-manager"
 COMPONENTS = (
     (KUBELET, _("Kubelet: preparing devices for pods")),
