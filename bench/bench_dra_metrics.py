@@ -6,7 +6,7 @@ every figure (monitoring/drametrics.py) when N kubelets report DRA metrics.
 One endpoint served here stands for every kubelet (the node in a `node` label, `honor_labels`), a
 scheduler and a controller manager, with the v1.36 metric names and buckets; counters grow over the
 first four scrapes so rates and quantiles have values. Debian's `prometheus` scrapes it every 3 s. Timed: the
-evaluation of all figures (about 35 instant queries, four at a time) and the page's row formatting
+evaluation of all figures (30 instant queries, four at a time) and the page's row formatting
 of the biggest figure. Needs no database. Figures are printed, not asserted.
 """
 
