@@ -156,6 +156,9 @@ FEATURE_GATES = {
     "DRANodeAllocatableResources": ("ALPHA", False),
     "DRAResourcePoolStatus": ("ALPHA", False),
     "DRAWorkloadResourceClaims": ("ALPHA", False),
+    # Not DRA-named, but what device health in pod status hangs on (KEP-4680).
+    "ResourceHealthStatus": ("BETA", True),
+    "ResourceHealthStatusMessage": ("BETA", True),
 }
 
 

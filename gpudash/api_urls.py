@@ -11,6 +11,7 @@ from inventory.api import views as inventory_views
 from inventory.api.aggregates import DeviceAggregateView, GpuAggregateView
 from mirror.api.errors import not_found_view
 from monitoring.api import UtilizationView
+from monitoring.api_drametrics import DRAMetricsView
 from monitoring.api_history import DeviceHistoryView, NamespaceHistoryView
 from ops import api as operations
 
@@ -37,6 +38,7 @@ urlpatterns = [
     path("aggregates/gpus", GpuAggregateView.as_view(), name="aggregate-gpus"),
     path("aggregates/allocation", AllocationAggregateView.as_view(), name="aggregate-allocation"),
     path("utilization", UtilizationView.as_view(), name="utilization"),
+    path("dra-metrics", DRAMetricsView.as_view(), name="dra-metrics"),
     path("history/devices", DeviceHistoryView.as_view(), name="history-devices"),
     path("history/namespaces", NamespaceHistoryView.as_view(), name="history-namespaces"),
     *router.urls,

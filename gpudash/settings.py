@@ -386,6 +386,10 @@ GPUDASH_MONITORING = {
     "IDLE_PERIOD_SECONDS": float(os.environ.get("GPUDASH_IDLE_PERIOD", "1800")),
     # Fleet history (per-minute counts for the charts): days kept (monitoring.history.retention_days checks it).
     "HISTORY_DAYS": os.environ.get("GPUDASH_HISTORY_DAYS", "14"),
+    # DRA control-plane metrics page (docs/dra-metrics.md): the label naming a kubelet's node in its
+    # series, and how many rows a figure shows (the slowest first; the API lists all).
+    "DRA_NODE_LABEL": os.environ.get("GPUDASH_DRA_NODE_LABEL", "node"),
+    "DRA_PAGE_ROWS": int(os.environ.get("GPUDASH_DRA_PAGE_ROWS", "50")),
 }
 
 # GPUs served without DRA (device plugins, HAMi): overrides of inventory/accelerators.py DEFAULTS

@@ -24,8 +24,9 @@ def _pool():
 _http = _pool()
 
 
-def instant_query(url, promql, *, auth_header="", timeout=10.0):
-    """[(labels dict, float value)] of an instant vector query. NaN and +-Inf samples are dropped."""
+def instant_query(url, promql, *, auth_header="", timeout=10.0, at=None):
+    """[(labels dict, float value)] of an instant vector query (at `at`, Unix seconds, default now).
+    NaN and +-Inf samples are dropped."""
     endpoint = url.rstrip("/") + "/api/v1/query"
     headers = {"Accept": "application/json"}
     if auth_header:
@@ -34,7 +35,7 @@ def instant_query(url, promql, *, auth_header="", timeout=10.0):
         response = _http.request(
             "POST",
             endpoint,
-            fields={"query": promql, "timeout": f"{timeout:g}s"},
+            fields={"query": promql, "timeout": f"{timeout:g}s", **({"time": f"{at:.3f}"} if at is not None else {})},
             encode_multipart=False,
             headers=headers,
             timeout=urllib3.Timeout(connect=min(timeout, 5.0), read=timeout + 2.0),

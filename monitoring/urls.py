@@ -5,5 +5,6 @@ from . import views
 app_name = "monitoring"
 
 urlpatterns = [
+    path("dra-metrics/", views.DRAMetricsView.as_view(), name="dra-metrics"),
     path("history/namespaces/<str:namespace>/", views.NamespaceHistoryView.as_view(), name="namespace-history"),
 ]

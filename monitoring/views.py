@@ -1,12 +1,16 @@
-"""A namespace's page of history charts (the overview links each namespace here)."""
+"""A namespace's page of history charts (the overview links each namespace here), and the DRA control
+plane's metrics page."""
 
+from django.core.exceptions import BadRequest
 from django.http import Http404
+from django.utils.translation import gettext as _
 
 from claims.models import Pod, ResourceClaim
 from mirror import roles
 from mirror.views import DashboardView
 
-from .models import NamespaceSample
+from . import drametrics
+from .models import NamespaceSample, PrometheusSource
 
 
 class NamespaceHistoryView(DashboardView):
@@ -28,4 +32,38 @@ class NamespaceHistoryView(DashboardView):
             pod_count=self.in_cluster(Pod.objects.filter(namespace=ns)).count(),
             sampled=NamespaceSample.objects.filter(namespace=ns).exists(),
         )
+        return ctx
+
+
+class DRAMetricsView(DashboardView):
+    """The DRA control plane's metrics (monitoring/drametrics.py) from the selected cluster's Prometheus,
+    or the first cluster that has one configured."""
+
+    template_name = "monitoring/dra_metrics.html"
+    nav = "dra-metrics"
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        window = self.request.GET.get("window") or drametrics.DEFAULT_WINDOW
+        if window not in drametrics.WINDOWS:
+            raise BadRequest(_("window must be one of %(windows)s.") % {"windows": ", ".join(drametrics.WINDOWS)})
+        sources = PrometheusSource.objects.select_related("cluster").filter(enabled=True)
+        source = (
+            sources.filter(cluster=self.cluster).first()
+            if self.cluster is not None
+            else sources.order_by("cluster__name").first()
+        )
+        ctx.update(
+            source=source,
+            target_cluster=self.cluster or (source.cluster if source else None),
+            window=window,
+            windows=drametrics.WINDOWS,
+            node_label=drametrics.node_label(),
+        )
+        if source is not None:
+            results = drametrics.evaluate(source, window)
+            ctx["components"] = [
+                (key, title, [(r, *drametrics.page_rows(r)) for r in figures])
+                for key, title, figures in drametrics.grouped(results)
+            ]
         return ctx

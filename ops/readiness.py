@@ -29,7 +29,7 @@ from mirror.models import SyncState
 from mirror.sync.kinds import KINDS
 from ops.pending import ClusterReader
 
-from . import featuregates
+from . import featuregates, readiness_dra
 from .driverdaemonsets import DriverPodFinder
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
@@ -138,6 +138,10 @@ def check_versions(cluster, reader):
         feature_gates={k: v[0] if isinstance(v, tuple) else v for k, v in gates.items()}, feature_gates_source=source
     )
     items += _gate_items(gates, source, why, features)
+    fields, data["status_fields"] = readiness_dra.status_field_items(
+        cluster, gates, source, version, served_kinds, item
+    )
+    items += fields
     items.append(
         item(
             PASS,
@@ -646,7 +650,7 @@ def _driver_account_items(reader, drivers):
     return items
 
 
-def check_rbac(cluster, reader, drivers=None):
+def check_rbac(cluster, reader, drivers=None, gates=None):
     if not reader.live:
         return check(
             "rbac",
@@ -661,6 +665,7 @@ def check_rbac(cluster, reader, drivers=None):
     items = []
     probe_ns = "default"
     items += _driver_account_items(reader, drivers or {})
+    items += readiness_dra.driver_status_rbac_items(reader, drivers or {}, gates, _post, item)
     for subject in ops_setting("RBAC_SUBJECTS") or []:
         who = subject.get("user") or ",".join(subject.get("groups") or [])
         allowed = []
@@ -1332,7 +1337,12 @@ def run_checks(cluster, live=True):
         ]
         found = {d: v for d, v in checks[1]["data"].items() if isinstance(v, dict)}
         checks += [
-            check_rbac(cluster, reader, {d: v.get("service_accounts") or [] for d, v in found.items()}),
+            check_rbac(
+                cluster,
+                reader,
+                {d: v.get("service_accounts") or [] for d, v in found.items()},
+                checks[0]["data"].get("status_fields"),
+            ),
             check_reporting(cluster),
         ]
         down = {d: v.get("down_nodes") for d, v in found.items()}
