@@ -165,15 +165,26 @@ def _text(raw, limit=2000):
 # (devices of a slice, results of a claim) are left as they are instead of being rebuilt.
 CHILD_SOURCES = {
     "ResourceSlice": ("spec",),
-    "ResourceClaim": ("status__allocation", "status__reservedFor"),
-    "Pod": ("spec__resourceClaims", "status__resourceClaimStatuses", "status__extendedResourceClaimStatus"),
+    "ResourceClaim": ("status__allocation", "status__reservedFor", "status__devices"),
+    "Pod": (
+        "spec__resourceClaims",
+        "status__resourceClaimStatuses",
+        "status__extendedResourceClaimStatus",
+        "status__containerStatuses",
+        "status__initContainerStatuses",
+    ),
 }
 
 
 # Which of those parts each child model is built from, where they differ: a claim's results come from
 # its allocation and its consumers from reservedFor, so a reservation leaves the results alone. Kinds
 # not named build every child model from every part.
-CHILD_MODEL_SOURCES = {"ResourceClaim": {"claims.AllocationResult": (0,), "claims.ClaimConsumer": (1,)}}
+# A driver's device status (status.devices) and the kubelet's health reports (container statuses)
+# rebuild their own rows only.
+CHILD_MODEL_SOURCES = {
+    "ResourceClaim": {"claims.AllocationResult": (0,), "claims.ClaimConsumer": (1,), "claims.ClaimDeviceStatus": (2,)},
+    "Pod": {"claims.PodClaimRef": (0, 1, 2), "claims.PodResourceHealth": (0, 1, 3, 4)},
+}
 
 
 def _stale_children(kind, model, old_src, new_src):
