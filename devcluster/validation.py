@@ -623,6 +623,15 @@ def _bad_request(kind, api_version, exc):
 # --- Pod allocatedResourcesStatus ---------------------------------------------------------------
 
 HEALTH_VALUES = ("Healthy", "Unhealthy", "Unknown")
+# encoding/json never leaves out a struct (state, lastState), nor fields without omitempty.
+CONTAINER_STATUS_DEFAULTS = (
+    ("state", {}),
+    ("lastState", {}),
+    ("ready", False),
+    ("restartCount", 0),
+    ("image", ""),
+    ("imageID", ""),
+)
 
 
 def _normalize_resource_statuses(entries, where):
@@ -732,7 +741,12 @@ def pod_status_update(new, old, gates):
             if not isinstance(statuses, list):
                 continue
             for cs in statuses:
-                if not isinstance(cs, dict) or cs.get("allocatedResourcesStatus") is None:
+                if not isinstance(cs, dict):
+                    continue
+                # ContainerStatus fields without omitempty are always served (clients rely on them).
+                for field, default in CONTAINER_STATUS_DEFAULTS:
+                    cs.setdefault(field, default)
+                if cs.get("allocatedResourcesStatus") is None:
                     continue
                 if not health_on:
                     cs.pop("allocatedResourcesStatus")
