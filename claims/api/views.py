@@ -75,7 +75,7 @@ class PodViewSet(MirrorViewSet):
     def paginate_queryset(self, queryset):
         page = super().paginate_queryset(queryset)
         if page is not None:  # the devices of every health report on the page, in one query
-            resolve_devices([row for pod in page for row in pod.resource_health.all()])
+            resolve_devices([row for pod in page for row in pod.resource_health.all()], always_query=bool(page))
         return page
 
 
