@@ -3,7 +3,6 @@
 from django.db.models import Prefetch
 from rest_framework import viewsets
 
-from claims.devicestatus import resolve_devices
 from claims.filtersets import (
     AuditEntryFilterSet,
     DeviceHealthFilterSet,
@@ -21,6 +20,7 @@ from claims.models import (
     PodResourceHealth,
     ResourceClaim,
     ResourceClaimTemplate,
+    resolve_devices,
 )
 from mirror.api.filters import StrictFilterBackend
 from mirror.api.pagination import StablePagePagination
