@@ -9,13 +9,17 @@ from mirror.messages import render
 from mirror.models import KubeObject, parse_k8s_time, text_indexes
 from mirror.sync.hooks import hooks
 
+from .devicestatus import device_of_cdi_id, device_status_fields, pod_health_fields
+
 __all__ = (
     "ResourceClaimTemplate",
     "ResourceClaim",
     "AllocationResult",
     "ClaimConsumer",
+    "ClaimDeviceStatus",
     "Pod",
     "PodClaimRef",
+    "PodResourceHealth",
     "ClaimStateChange",
     "Finding",
     "AuditEntry",
@@ -154,7 +158,11 @@ class ResourceClaim(KubeObject):
         return fields
 
     # Child rows rebuilt from `raw` on every change: {model: foreign key to this row} (bulk sync uses it).
-    child_models = {"claims.AllocationResult": "claim", "claims.ClaimConsumer": "claim"}
+    child_models = {
+        "claims.AllocationResult": "claim",
+        "claims.ClaimConsumer": "claim",
+        "claims.ClaimDeviceStatus": "claim",
+    }
 
     def sync_children(self):
         # The stored state of the devices the old and new results name is inventory's: it registers
@@ -163,9 +171,10 @@ class ResourceClaim(KubeObject):
         touched = pools_of([self.pk]) if pools_of else set()
         self.results.all().delete()
         self.consumers.all().delete()
+        self.device_statuses.all().delete()
         rows = self.child_rows()
-        AllocationResult.objects.bulk_create([r for r in rows if isinstance(r, AllocationResult)])
-        ClaimConsumer.objects.bulk_create([r for r in rows if isinstance(r, ClaimConsumer)])
+        for model in (AllocationResult, ClaimConsumer, ClaimDeviceStatus):
+            model.objects.bulk_create([r for r in rows if isinstance(r, model)])
         if pools_of:
             hooks.refresh_pools(touched | pools_of([self.pk]))
 
@@ -209,7 +218,12 @@ class ResourceClaim(KubeObject):
                 for c in status.get("reservedFor") or []
             ]
         )
-        return results + consumers
+        statuses = (
+            []
+            if labels is not None and "claims.ClaimDeviceStatus" not in labels
+            else ClaimDeviceStatus.rows_for_claim(self)
+        )
+        return results + consumers + statuses
 
 
 class AllocationResult(models.Model):
@@ -251,6 +265,52 @@ class ClaimConsumer(models.Model):
     class Meta:
         ordering = ("claim_id", "id")
         indexes = text_indexes("claims_consumer", "uid")
+
+
+class ClaimDeviceStatus(models.Model):
+    """One `status.devices[]` entry (AllocatedDeviceStatus): what the driver says about a device it
+    prepared for the claim: conditions, opaque data, network data. An entry gpudash cannot read is
+    kept with `error` set (and whatever could be read), never dropped with its claim."""
+
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
+    claim = models.ForeignKey(ResourceClaim, on_delete=models.CASCADE, related_name="device_statuses")
+    namespace = models.CharField(max_length=253, blank=True, default="")
+    driver = models.CharField(max_length=253, blank=True)
+    pool = models.CharField(max_length=253, blank=True)
+    device = models.CharField(max_length=253, blank=True)
+    share_id = models.CharField(max_length=64, blank=True)  # "" when none
+    conditions = models.JSONField(default=list, blank=True)  # as served: type, status, reason, message, ...
+    data = models.JSONField(null=True, blank=True)
+    interface_name = models.CharField(max_length=256, blank=True)
+    ips = models.JSONField(default=list, blank=True)
+    hardware_address = models.CharField(max_length=128, blank=True)
+    # The "Ready" condition's status; null when the driver reports no such condition.
+    ready = models.BooleanField(null=True, blank=True)
+    # Why the entry could not be read as served ("" when it could); shown where the entry is.
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ("claim_id", "id")
+        indexes = [models.Index(fields=("cluster", "driver", "pool", "device"), name="claims_devstatus_device_idx")]
+
+    def __str__(self):
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+    @property
+    def has_network_data(self):
+        return bool(self.interface_name or self.ips or self.hardware_address)
+
+    @classmethod
+    def rows_for_claim(cls, claim):
+        entries = claim.status.get("devices")
+        if entries is None:
+            return []
+        if not isinstance(entries, list):
+            entries = [entries]  # kept as one entry in error rather than lost
+        return [
+            cls(cluster_id=claim.cluster_id, claim=claim, namespace=claim.namespace, **device_status_fields(entry))
+            for entry in entries
+        ]
 
 
 class Pod(KubeObject):
@@ -301,14 +361,23 @@ class Pod(KubeObject):
         return fields
 
     # Child rows rebuilt from `raw` on every change: {model: foreign key to this row} (bulk sync uses it).
-    child_models = {"claims.PodClaimRef": "pod"}
+    child_models = {"claims.PodClaimRef": "pod", "claims.PodResourceHealth": "pod"}
 
     def child_rows(self, labels=None):
-        return list(PodClaimRef.rows_for_pod(self))  # one child model
+        refs = [] if labels is not None and "claims.PodClaimRef" not in labels else list(PodClaimRef.rows_for_pod(self))
+        health = (
+            []
+            if labels is not None and "claims.PodResourceHealth" not in labels
+            else PodResourceHealth.rows_for_pod(self)
+        )
+        return refs + health
 
     def sync_children(self):
         self.claim_refs.all().delete()
-        PodClaimRef.objects.bulk_create(self.child_rows())
+        self.resource_health.all().delete()
+        rows = self.child_rows()
+        for model in (PodClaimRef, PodResourceHealth):
+            model.objects.bulk_create([r for r in rows if isinstance(r, model)])
 
 
 class PodFootprintQuerySet(models.QuerySet):
@@ -378,6 +447,126 @@ class PodClaimRef(models.Model):
         ext = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
         if ext:
             yield cls(cluster_id=pod.cluster_id, pod=pod, namespace=pod.namespace, pod_claim_name="", claim_name=ext)
+
+
+class PodResourceHealthQuerySet(models.QuerySet):
+    def with_devices(self):
+        """The rows as a list, each with `device_key` (driver, pool, device) or None: what
+        claims.models.resolve_devices makes of its resource ID and its claim's allocation."""
+        return resolve_devices(list(self))
+
+    def for_devices(self, cluster_id, keys):
+        """The rows (with `device_key`) that report on these devices, {(driver, pool, device)}: by
+        the device the resource ID names, or through the allocation of the claim a CDI ID came from."""
+        keys = set(keys)
+        if not keys:
+            return []
+        names = {k[2] for k in keys}
+        direct = self.filter(cluster_id=cluster_id, device__in=names)
+        holders = AllocationResult.objects.filter(cluster_id=cluster_id, device__in=names).values_list(
+            "driver", "pool", "device", "claim__namespace", "claim__name"
+        )
+        claims = {(ns, name) for driver, pool, device, ns, name in holders if (driver, pool, device) in keys}
+        by_claim = models.Q()
+        for ns, name in claims:
+            by_claim |= models.Q(namespace=ns, resource_claim_name=name)
+        rows = list(direct)
+        if claims:
+            rows += list(self.filter(by_claim, cluster_id=cluster_id, device=""))
+        return [r for r in resolve_devices(rows) if r.device_key in keys]
+
+
+class PodResourceHealth(models.Model):
+    """One resource of a container's `allocatedResourcesStatus[]` (KEP-4680): the kubelet's word on
+    the health of a device a claim gave the container. `claim_name` is the pod-level name from the
+    status entry ("claim:<claim>/<request>"); `resource_claim_name` the ResourceClaim it resolves to
+    (status.resourceClaimStatuses or spec.resourceClaims; "" when not known yet). An entry gpudash
+    cannot read is kept with `error` set."""
+
+    class Health(models.TextChoices):
+        HEALTHY = "Healthy", _("Healthy")
+        UNHEALTHY = "Unhealthy", _("Unhealthy")
+        UNKNOWN = "Unknown", _("Unknown")
+
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
+    pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="resource_health")
+    namespace = models.CharField(max_length=253, blank=True, default="")
+    container = models.CharField(max_length=253, blank=True)
+    init_container = models.BooleanField(default=False)
+    # The entry's name as served: "claim:<claim>/<request>" for DRA ("nvidia.com/gpu" for a device
+    # plugin's resource: claim_name and request are "" then).
+    resource_name = models.CharField(max_length=512, blank=True)
+    claim_name = models.CharField(max_length=253, blank=True)
+    request = models.CharField(max_length=253, blank=True)
+    resource_claim_name = models.CharField(max_length=253, blank=True)
+    resource_id = models.CharField(max_length=1024, blank=True)
+    health = models.CharField(max_length=16, blank=True)  # a Health value as served ("" when absent)
+    message = models.TextField(blank=True)
+    # The device the resource ID names, where the ID itself says it (the kubelet's fallback form
+    # "<driver>/<pool>/<device>"); a CDI device ID is resolved through the claim's allocation instead
+    # (claims.models.resolve_devices). Empty when not known.
+    driver = models.CharField(max_length=253, blank=True)
+    pool = models.CharField(max_length=253, blank=True)
+    device = models.CharField(max_length=253, blank=True)
+    error = models.TextField(blank=True)
+
+    objects = PodResourceHealthQuerySet.as_manager()
+
+    class Meta:
+        ordering = ("pod_id", "id")
+        indexes = [
+            models.Index(fields=("cluster", "namespace", "resource_claim_name"), name="claims_podhealth_claim_idx"),
+            models.Index(fields=("cluster", "driver", "pool", "device"), name="claims_podhealth_device_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.container} {self.claim_name}/{self.request} {self.resource_id}: {self.health}"
+
+    @classmethod
+    def rows_for_pod(cls, pod):
+        return [
+            cls(cluster_id=pod.cluster_id, pod=pod, namespace=pod.namespace, **fields)
+            for fields in pod_health_fields(pod.raw)
+        ]
+
+
+# --- resource ID -> device (docs/device-health.md) ---
+
+
+def _base_request(request):
+    return request.split("/", 1)[0]
+
+
+def resolve_devices(rows, always_query=False):
+    """Set `device_key` on PodResourceHealth rows: (driver, pool, device) of the device the report is
+    about, None when it cannot be told. One query for the allocation results of the rows whose
+    resource ID is a CDI device ID (`always_query`: one even without such rows, so that an API page
+    costs the same queries whatever its pods report)."""
+    pending = [r for r in rows if not r.device and r.resource_claim_name and "=" in r.resource_id]
+    results, waiting = {}, {id(r) for r in pending}
+    if not pending and always_query:
+        list(AllocationResult.objects.filter(claim__name__in=[""]).values_list("id")[:1])
+    if pending:
+        where = models.Q()
+        for r in pending:
+            where |= models.Q(cluster_id=r.cluster_id, claim__namespace=r.namespace, claim__name=r.resource_claim_name)
+        for res in AllocationResult.objects.filter(where).select_related("claim").order_by("id"):
+            results.setdefault((res.cluster_id, res.claim.namespace, res.claim.name), []).append(res)
+    for r in rows:
+        if r.device:
+            r.device_key = (r.driver, r.pool, r.device)
+            continue
+        r.device_key = None
+        if id(r) in waiting:
+            candidates = [
+                res
+                for res in results.get((r.cluster_id, r.namespace, r.resource_claim_name), [])
+                if not r.request or _base_request(res.request) == r.request
+            ]
+            found = device_of_cdi_id(r.resource_id, candidates)
+            if found is not None:
+                r.device_key = (found.driver, found.pool, found.device)
+    return rows
 
 
 class ClaimStateChange(models.Model):

@@ -27,6 +27,8 @@ router.register("claims", claim_views.ResourceClaimViewSet, basename="resourcecl
 router.register("claim-templates", claim_views.ResourceClaimTemplateViewSet, basename="resourceclaimtemplate")
 router.register("pods", claim_views.PodViewSet, basename="pod")
 router.register("audit", claim_views.AuditEntryViewSet, basename="auditentry")
+router.register("device-status", claim_views.DeviceStatusViewSet, basename="devicestatus")
+router.register("device-health", claim_views.DeviceHealthViewSet, basename="devicehealth")
 
 urlpatterns = [
     path("preview", PreviewView.as_view(), name="preview"),

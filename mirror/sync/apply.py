@@ -165,15 +165,38 @@ def _text(raw, limit=2000):
 # (devices of a slice, results of a claim) are left as they are instead of being rebuilt.
 CHILD_SOURCES = {
     "ResourceSlice": ("spec",),
-    "ResourceClaim": ("status__allocation", "status__reservedFor"),
-    "Pod": ("spec__resourceClaims", "status__resourceClaimStatuses", "status__extendedResourceClaimStatus"),
+    "ResourceClaim": ("status__allocation", "status__reservedFor", "status__devices"),
+    "Pod": (
+        "spec__resourceClaims",
+        "status__resourceClaimStatuses",
+        "status__extendedResourceClaimStatus",
+        "status__containerStatuses",
+        "status__initContainerStatuses",
+    ),
 }
 
 
 # Which of those parts each child model is built from, where they differ: a claim's results come from
 # its allocation and its consumers from reservedFor, so a reservation leaves the results alone. Kinds
 # not named build every child model from every part.
-CHILD_MODEL_SOURCES = {"ResourceClaim": {"claims.AllocationResult": (0,), "claims.ClaimConsumer": (1,)}}
+# A driver's device status (status.devices) and the kubelet's health reports (container statuses)
+# rebuild their own rows only.
+CHILD_MODEL_SOURCES = {
+    "ResourceClaim": {"claims.AllocationResult": (0,), "claims.ClaimConsumer": (1,), "claims.ClaimDeviceStatus": (2,)},
+    "Pod": {"claims.PodClaimRef": (0, 1, 2), "claims.PodResourceHealth": (0, 1, 3, 4)},
+}
+
+
+def _health_view(statuses):
+    """What the health rows read of a pod's container statuses: names and allocatedResourcesStatus
+    (a container turning ready or restarting leaves them as they are)."""
+    if not isinstance(statuses, list):
+        return statuses
+    return [(s.get("name"), s.get("allocatedResourcesStatus")) if isinstance(s, dict) else s for s in statuses]
+
+
+# Parts compared through a view for one child model: {(kind, label): {part index: view}}.
+CHILD_SOURCE_VIEWS = {("Pod", "claims.PodResourceHealth"): {3: _health_view, 4: _health_view}}
 
 
 def _stale_children(kind, model, old_src, new_src):
@@ -181,7 +204,12 @@ def _stale_children(kind, model, old_src, new_src):
     parts = CHILD_MODEL_SOURCES.get(kind)
     if parts is None:
         return set(model.child_models) if old_src != new_src else set()
-    return {label for label in model.child_models if any(old_src[i] != new_src[i] for i in parts[label])}
+
+    def changed(label, i):
+        view = CHILD_SOURCE_VIEWS.get((kind, label), {}).get(i)
+        return old_src[i] != new_src[i] if view is None else view(old_src[i]) != view(new_src[i])
+
+    return {label for label in model.child_models if any(changed(label, i) for i in parts[label])}
 
 
 def _child_source(kind, raw):
