@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "inventory",
     "claims",
     "monitoring",
+    "usage",
     "ops",
     "devcluster",
     "accounts",
