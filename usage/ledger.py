@@ -1,0 +1,341 @@
+"""Writing the allocation ledger from the sync (registered in mirror/sync/hooks.py by UsageConfig).
+
+Times. An interval starts and ends at the moment the sync observed the watch event that made or
+removed the allocation: when the watcher received the event's line from the API server (the watch
+event itself carries no time, and a claim's status has none for its allocation or its consumers).
+That is within the stream's latency of the API server's write, and it is the same clock for every
+start and end. Where the watcher did not observe (it was down, or its resourceVersion expired), the
+ledger never guesses:
+
+- a relist at time T (first start, a 410, a takeover that could not resume) closes what the mirror
+  no longer holds at T with end_exact=False, opens what it newly holds at T with start_exact=False,
+  and records LedgerGap [last observed, T];
+- a new tenure resuming a watch from a stored resourceVersion at T records the same gap, and the
+  events the server replays (those up to its version at T) count at T, inexact.
+
+"Last observed" is the LedgerMark of the cluster (the last batch or quiet renewal of a connected
+claims stream), or the last lease renewal of a killed watcher whose stream was connected. A cluster
+without either (the ledger's first run) gets no gap: its first intervals are inexact starts.
+
+Idempotent: the sync applies every event once (replays and duplicates are dropped by resourceVersion
+before they get here), an allocation that is already open is left alone, and the database keeps at
+most one open interval per (claim, request, device, share).
+"""
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.db.models import Q
+
+from dra.partitions import GPU, PARTITION, default_kind
+from dra.units import WHOLE, Units, counter_totals, raw_device_units
+
+from .models import AllocationInterval, LedgerGap, LedgerMark
+
+log = logging.getLogger(__name__)
+
+KIND = "ResourceClaim"
+
+
+def enabled():
+    return bool(getattr(settings, "USAGE_LEDGER", True))
+
+
+def chosen_labels():
+    return list(getattr(settings, "USAGE_LABELS", ["team", "app"]))
+
+
+@dataclass
+class Fact:
+    """One allocation result of a claim, with its consumers at that moment."""
+
+    consumed: dict
+    admin: bool
+    consumers: tuple  # pod names (the claim's namespace), other consumers as "resource/name"
+
+
+def facts_of(raw):
+    """{(request, driver, pool, device, share id): Fact} of a claim as stored."""
+    status = (raw or {}).get("status") or {}
+    allocation = status.get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    consumers = []
+    for ref in status.get("reservedFor") or []:
+        if not isinstance(ref, dict) or not ref.get("name"):
+            continue
+        resource = ref.get("resource") or "pods"
+        consumers.append(ref["name"] if resource == "pods" else f"{resource}/{ref['name']}")
+    consumers = tuple(sorted(consumers))
+    out = {}
+    for r in results:
+        if not isinstance(r, dict):
+            continue
+        key = (
+            str(r.get("request") or ""),
+            str(r.get("driver") or ""),
+            str(r.get("pool") or ""),
+            str(r.get("device") or ""),
+            str(r.get("shareID") or ""),
+        )
+        out[key] = Fact(r.get("consumedCapacity") or {}, bool(r.get("adminAccess")), consumers)
+    return out
+
+
+def _node_of(raw):
+    """The node an allocation is bound to (its nodeSelector's metadata.name), "" when not one node."""
+    selector = (((raw or {}).get("status") or {}).get("allocation") or {}).get("nodeSelector") or {}
+    terms = selector.get("nodeSelectorTerms") or []
+    if len(terms) != 1:
+        return ""
+    for field in terms[0].get("matchFields") or []:
+        if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(field.get("values")) == 1:
+            return field["values"][0]
+    return ""
+
+
+class _Lookups:
+    """Devices, counter sets and pods a batch's new intervals need, read once per batch."""
+
+    def __init__(self, cluster, device_keys, pod_keys):
+        from claims.models import Pod
+        from inventory.models import Device, SharedCounterSet
+
+        self.devices, self.sets = {}, {}
+        pools = {(d, p) for d, p, _n in device_keys}
+        if device_keys:
+            q = Q()
+            for driver, pool in pools:
+                q |= Q(driver=driver, pool=pool)
+            names = {n for _d, _p, n in device_keys}
+            for row in Device.objects.filter(q, cluster=cluster, name__in=names).values(
+                "driver", "pool", "name", "node_name", "raw", "attributes"
+            ):
+                self.devices[(row["driver"], row["pool"], row["name"])] = row
+            q = Q()
+            for driver, pool in pools:
+                q |= Q(slice__driver=driver, slice__pool=pool)
+            for driver, pool, name, counters in SharedCounterSet.objects.filter(q, cluster=cluster).values_list(
+                "slice__driver", "slice__pool", "name", "counters"
+            ):
+                self.sets.setdefault((driver, pool), []).append({"name": name, "counters": counters})
+        self.pods = {}
+        if pod_keys:
+            q = Q()
+            for ns in {ns for ns, _ in pod_keys}:
+                q |= Q(namespace=ns, name__in=[n for s, n in pod_keys if s == ns])
+            for row in Pod.objects.filter(q, cluster=cluster).values(
+                "namespace", "name", "labels", "owner_kind", "owner_name"
+            ):
+                self.pods[(row["namespace"], row["name"])] = row
+
+    def device(self, driver, pool, name, fact, allocation_node):
+        """(node, model, device kind, Units) of an allocation result."""
+        row = self.devices.get((driver, pool, name))
+        if row is None:
+            note = "device not in the mirror: counted as a whole device"
+            units = Units(0.0, "admin", "admin access") if fact.admin else Units(1.0, WHOLE, note)
+            return allocation_node, "", "", units
+        attrs = row["attributes"] or {}
+        model = ""
+        for attr in ("productName", "model"):
+            value = attrs.get(attr) or attrs.get(f"{driver}/{attr}")
+            if isinstance(value, dict) and value.get("string"):
+                model = str(value["string"])
+                break
+        sets = self.sets.get((driver, pool), [])
+        try:
+            units = raw_device_units(driver, pool, row["raw"], sets, consumed=fact.consumed, admin_access=fact.admin)
+            kind = _device_kind(driver, pool, row["raw"], sets)
+        except Exception as exc:  # a device the engine cannot read: still ledgered, as a whole one
+            units, kind = Units(1.0, WHOLE, f"unreadable device ({exc}): counted as a whole device"), ""
+        return row["node_name"] or allocation_node, model, kind, units
+
+
+def _device_kind(driver, pool, raw_device, sets):
+    from dra.model import Slice
+
+    holder = Slice({"metadata": {}, "spec": {"driver": driver, "pool": {"name": pool}, "devices": [raw_device]}})
+    kind = default_kind(holder.devices[0], counter_totals(sets) if sets else {})
+    return kind if kind in (GPU, PARTITION) else "other"
+
+
+def _workload(pod):
+    """(kind, name) of the pod's owner; a ReplicaSet named <deployment>-<pod-template-hash> is its Deployment."""
+    kind, name = pod.get("owner_kind") or "", pod.get("owner_name") or ""
+    suffix = (pod.get("labels") or {}).get("pod-template-hash")
+    if kind == "ReplicaSet" and suffix and name.endswith(f"-{suffix}"):
+        return "Deployment", name[: -len(suffix) - 1]
+    return kind, name
+
+
+def apply_claim_events(cluster, ops, *, every_open=False):
+    """Apply claim events in order: ops = [(uid, replaced uid or None, raw or None, at, exact)].
+
+    `every_open`: the ops cover every claim of the cluster (a relist): open intervals of claims not
+    among them are closed too, at the time of the first op.
+    """
+    if not enabled() or not ops:
+        return
+    uids = {op[0] for op in ops} | {op[1] for op in ops if op[1]}
+    open_rows = AllocationInterval.objects.filter(cluster=cluster, ended_at__isnull=True)
+    if not every_open:
+        open_rows = open_rows.filter(claim_uid__in=uids)
+    current = {}  # uid -> {key: row}
+    for row in open_rows:
+        current.setdefault(row.claim_uid, {})[(row.request, row.driver, row.pool, row.device, row.share_id)] = row
+    if every_open:
+        at = ops[0][3]
+        ops = list(ops) + [(uid, None, None, at, False) for uid in set(current) - uids]
+
+    # What new rows will need, read once.
+    device_keys, pod_keys = set(), set()
+    for uid, _replaced, raw, _at, _exact in ops:
+        if raw is None:
+            continue
+        ns = (raw.get("metadata") or {}).get("namespace") or ""
+        for key, fact in facts_of(raw).items():
+            if key not in current.get(uid, {}):
+                device_keys.add(key[1:4])
+            pod_keys.update((ns, c) for c in fact.consumers if "/" not in c)
+    lookups = _Lookups(cluster, device_keys, pod_keys)
+    labels_wanted = chosen_labels()
+
+    closed, created = [], []
+
+    def close(row, at, exact):
+        row.ended_at = max(at, row.started_at)
+        row.end_exact = exact
+        if row.pk is None:
+            if row.ended_at == row.started_at:
+                created.remove(row)  # opened and closed at one moment: nothing was held
+        else:
+            closed.append(row)
+
+    for uid, replaced, raw, at, exact in ops:
+        if replaced:
+            for row in current.pop(replaced, {}).values():
+                close(row, at, exact)
+        desired = facts_of(raw) if raw is not None else {}
+        held = current.setdefault(uid, {})
+        for key, row in list(held.items()):
+            fact = desired.get(key)
+            if fact is None or tuple(row.consumers) != fact.consumers:
+                close(row, at, exact)
+                del held[key]
+        for key, fact in desired.items():
+            if key not in held:
+                row = _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted)
+                held[key] = row
+                created.append(row)
+    # Closes first: a reopened allocation (a pod move) must find its old interval closed.
+    if closed:
+        AllocationInterval.objects.bulk_update(closed, ["ended_at", "end_exact"], batch_size=1000)
+    if created:
+        AllocationInterval.objects.bulk_create(created, batch_size=1000)
+
+
+def _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted):
+    request, driver, pool, device, share = key
+    meta = raw.get("metadata") or {}
+    ns = meta.get("namespace") or ""
+    node, model, kind, units = lookups.device(driver, pool, device, fact, _node_of(raw))
+    pods = [c for c in fact.consumers if "/" not in c]
+    pod = lookups.pods.get((ns, pods[0])) if pods else None
+    workload_kind, workload_name = _workload(pod) if pod else ("", "")
+    source = (pod or {}).get("labels") if pod else meta.get("labels")
+    labels = {k: (source or {})[k] for k in labels_wanted if k in (source or {})}
+    return AllocationInterval(
+        cluster=cluster,
+        claim_uid=uid,
+        namespace=ns,
+        claim_name=meta.get("name") or "",
+        request=request,
+        driver=driver,
+        pool=pool,
+        device=device,
+        device_kind=kind,
+        share_id=share,
+        node=node,
+        model=model,
+        units=units.units,
+        unit_rule=units.rule,
+        unit_note=units.note,
+        consumed_capacity=fact.consumed,
+        admin_access=fact.admin,
+        pod_namespace=ns if pods else "",
+        pod_name=pods[0] if pods else "",
+        workload_kind=workload_kind,
+        workload_name=workload_name,
+        labels=labels,
+        consumers=list(fact.consumers),
+        started_at=at,
+        start_exact=exact,
+    )
+
+
+# --- the hooks -----------------------------------------------------------------------------------
+
+
+def on_claims(cluster, ops):
+    """hooks.ledger_claims: a batch's claim events, inside its transaction. A ledger write the database
+    refuses is logged and skipped (in a savepoint): the mirror's claims must land whatever the ledger."""
+    try:
+        with transaction.atomic():
+            apply_claim_events(cluster, ops)
+    except DatabaseError:
+        log.exception("%s: allocation ledger not written for %d claim events", cluster, len(ops))
+
+
+def mark_alive(cluster_id, at):
+    """hooks.ledger_alive: the claims stream of the cluster was complete up to `at`."""
+    if not enabled():
+        return
+    updated = LedgerMark.objects.filter(cluster_id=cluster_id).filter(Q(alive_at__lt=at) | Q(alive_at=None))
+    if not updated.update(alive_at=at) and not LedgerMark.objects.filter(cluster_id=cluster_id).exists():
+        LedgerMark.objects.create(cluster_id=cluster_id, alive_at=at)
+
+
+def _record_gap(cluster, at, last_alive, reason):
+    """LedgerGap [last observed, at]: the later of the stored mark and the caller's hint."""
+    mark = LedgerMark.objects.filter(cluster=cluster).values_list("alive_at", flat=True).first()
+    start = max((t for t in (mark, last_alive) if t is not None), default=None)
+    if start is None or start >= at:
+        return
+    # A gap that reaches the start (a resume whose watch then met a 410 and relisted) grows instead.
+    joined = LedgerGap.objects.filter(cluster=cluster, started_at__lte=start, ended_at__gte=start).first()
+    if joined is not None:
+        if joined.ended_at < at:
+            joined.ended_at, joined.reason = at, reason
+            joined.save(update_fields=["ended_at", "reason"])
+        return
+    LedgerGap.objects.get_or_create(cluster=cluster, started_at=start, defaults={"ended_at": at, "reason": reason})
+
+
+def on_relist(cluster, at, last_alive):
+    """hooks.ledger_relist: the claims list taken at `at` is in the mirror; close what it lacks."""
+    if not enabled():
+        return
+    from claims.models import ResourceClaim
+
+    with transaction.atomic():
+        _record_gap(cluster, at, last_alive, "relist")
+        ops = [
+            (uid, None, raw, at, False)
+            for uid, raw in ResourceClaim.objects.filter(cluster=cluster).values_list("uid", "raw").iterator(2000)
+        ]
+        if ops:
+            apply_claim_events(cluster, ops, every_open=True)
+        else:  # no claims at all: every open interval ended unseen
+            AllocationInterval.objects.filter(cluster=cluster, ended_at__isnull=True).update(
+                ended_at=at, end_exact=False
+            )
+        mark_alive(cluster.pk, at)
+
+
+def on_resume(cluster, at, last_alive):
+    """hooks.ledger_resume: a new tenure resumes the claims watch at `at`."""
+    if enabled():
+        _record_gap(cluster, at, last_alive, "resume")
+        mark_alive(cluster.pk, at)
