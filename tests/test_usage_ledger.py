@@ -369,3 +369,28 @@ def test_prune_removes_intervals_ended_before_the_retention_in_batches(cluster, 
     assert prune(batch=3) == (7, 1)
     assert set(AllocationInterval.objects.values_list("claim_uid", flat=True)) == {"recent", "open"}
     assert prune(batch=3) == (0, 0)
+
+
+def _claim_raw(pods):
+    status = {
+        "allocation": {"devices": {"results": [{"request": "gpu", "driver": EXAMPLE, "pool": "n", "device": "gpu-0"}]}}
+    }
+    if pods:
+        status["reservedFor"] = [{"resource": "pods", "name": p, "uid": p} for p in pods]
+    return {"metadata": {"namespace": "ml", "name": "c", "uid": "u"}, "status": status}
+
+
+def test_events_replayed_at_one_moment_leave_no_empty_rows_and_twice_changes_nothing(cluster):
+    from usage.ledger import apply_claim_events
+
+    at = timezone.now()
+    apply_claim_events(cluster, [("u", None, _claim_raw([]), at - timedelta(hours=1), True)])
+    # A resume replays reserve / release / reserve in two batches, all dated at the resume.
+    apply_claim_events(cluster, [("u", None, _claim_raw(["p1"]), at, False), ("u", None, _claim_raw([]), at, False)])
+    apply_claim_events(cluster, [("u", None, _claim_raw(["p2"]), at, False)])
+    apply_claim_events(cluster, [("u", None, _claim_raw(["p2"]), at, False)])  # a duplicate
+    got = [
+        (r.started_at, r.ended_at, r.start_exact, r.end_exact, r.consumers)
+        for r in AllocationInterval.objects.filter(cluster=cluster).order_by("started_at")
+    ]
+    assert got == [(at - timedelta(hours=1), at, True, False, []), (at, None, False, True, ["p2"])]

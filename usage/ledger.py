@@ -202,15 +202,19 @@ def apply_claim_events(cluster, ops, *, every_open=False):
     lookups = _Lookups(cluster, device_keys, pod_keys)
     labels_wanted = chosen_labels()
 
-    closed, created = [], []
+    closed, created, dropped = [], [], []
 
     def close(row, at, exact):
         row.ended_at = max(at, row.started_at)
         row.end_exact = exact
-        if row.pk is None:
-            if row.ended_at == row.started_at:
-                created.remove(row)  # opened and closed at one moment: nothing was held
-        else:
+        if row.ended_at == row.started_at:
+            # Opened and closed at one moment (events replayed at a resume share its time): nothing
+            # was held, and the next row of the allocation may start at that moment.
+            if row.pk is None:
+                created.remove(row)
+            else:
+                dropped.append(row.pk)
+        elif row.pk is not None:
             closed.append(row)
 
     for uid, replaced, raw, at, exact in ops:
@@ -230,6 +234,8 @@ def apply_claim_events(cluster, ops, *, every_open=False):
                 held[key] = row
                 created.append(row)
     # Closes first: a reopened allocation (a pod move) must find its old interval closed.
+    if dropped:
+        AllocationInterval.objects.filter(pk__in=dropped).delete()
     if closed:
         AllocationInterval.objects.bulk_update(closed, ["ended_at", "end_exact"], batch_size=1000)
     if created:
