@@ -96,43 +96,62 @@ def _node_of(raw):
 
 
 class _Lookups:
-    """Devices, counter sets and pods a batch's new intervals need, read once per batch."""
+    """Devices, counter sets and pods a batch's new intervals need: read together for what the batch
+    is expected to open (prefetch), one by one for anything else."""
 
-    def __init__(self, cluster, device_keys, pod_keys):
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.devices, self.sets, self.pods = {}, {}, {}
+
+    def prefetch(self, device_keys, pod_keys):
         from claims.models import Pod
         from inventory.models import Device, SharedCounterSet
 
-        self.devices, self.sets = {}, {}
-        pools = {(d, p) for d, p, _n in device_keys}
+        device_keys = {k for k in device_keys if k not in self.devices}
+        pools = {(d, p) for d, p, _n in device_keys} - set(self.sets)
         if device_keys:
+            for key in device_keys:
+                self.devices[key] = None
             q = Q()
-            for driver, pool in pools:
+            for driver, pool in {(d, p) for d, p, _n in device_keys}:
                 q |= Q(driver=driver, pool=pool)
             names = {n for _d, _p, n in device_keys}
-            for row in Device.objects.filter(q, cluster=cluster, name__in=names).values(
+            for row in Device.objects.filter(q, cluster=self.cluster, name__in=names).values(
                 "driver", "pool", "name", "node_name", "raw", "attributes"
             ):
                 self.devices[(row["driver"], row["pool"], row["name"])] = row
+        if pools:
+            for pool in pools:
+                self.sets[pool] = []
             q = Q()
             for driver, pool in pools:
                 q |= Q(slice__driver=driver, slice__pool=pool)
-            for driver, pool, name, counters in SharedCounterSet.objects.filter(q, cluster=cluster).values_list(
+            for driver, pool, name, counters in SharedCounterSet.objects.filter(q, cluster=self.cluster).values_list(
                 "slice__driver", "slice__pool", "name", "counters"
             ):
-                self.sets.setdefault((driver, pool), []).append({"name": name, "counters": counters})
-        self.pods = {}
+                self.sets[(driver, pool)].append({"name": name, "counters": counters})
+        pod_keys = {k for k in pod_keys if k not in self.pods}
         if pod_keys:
+            for key in pod_keys:
+                self.pods[key] = None
             q = Q()
             for ns in {ns for ns, _ in pod_keys}:
                 q |= Q(namespace=ns, name__in=[n for s, n in pod_keys if s == ns])
-            for row in Pod.objects.filter(q, cluster=cluster).values(
+            for row in Pod.objects.filter(q, cluster=self.cluster).values(
                 "namespace", "name", "labels", "owner_kind", "owner_name"
             ):
                 self.pods[(row["namespace"], row["name"])] = row
 
+    def pod(self, namespace, name):
+        if (namespace, name) not in self.pods:
+            self.prefetch((), {(namespace, name)})
+        return self.pods[(namespace, name)]
+
     def device(self, driver, pool, name, fact, allocation_node):
         """(node, model, device kind, Units) of an allocation result."""
-        row = self.devices.get((driver, pool, name))
+        if (driver, pool, name) not in self.devices:
+            self.prefetch({(driver, pool, name)}, ())
+        row = self.devices[(driver, pool, name)]
         if row is None:
             note = "device not in the mirror: counted as a whole device"
             units = Units(0.0, "admin", "admin access") if fact.admin else Units(1.0, WHOLE, note)
@@ -190,16 +209,24 @@ def apply_claim_events(cluster, ops, *, every_open=False):
         ops = list(ops) + [(uid, None, None, at, False) for uid in set(current) - uids]
 
     # What new rows will need, read once.
+    # What new rows will likely need, read together: allocations not open as they are now (a claim
+    # with several events in the batch: all of its allocations). Anything else is read when needed.
     device_keys, pod_keys = set(), set()
+    events_of = {}
+    for op in ops:
+        events_of[op[0]] = events_of.get(op[0], 0) + 1
     for uid, _replaced, raw, _at, _exact in ops:
         if raw is None:
             continue
         ns = (raw.get("metadata") or {}).get("namespace") or ""
+        held = current.get(uid, {})
         for key, fact in facts_of(raw).items():
-            if key not in current.get(uid, {}):
+            row = held.get(key)
+            if row is None or tuple(row.consumers) != fact.consumers or events_of[uid] > 1:
                 device_keys.add(key[1:4])
-            pod_keys.update((ns, c) for c in fact.consumers if "/" not in c)
-    lookups = _Lookups(cluster, device_keys, pod_keys)
+                pod_keys.update((ns, c) for c in fact.consumers if "/" not in c)
+    lookups = _Lookups(cluster)
+    lookups.prefetch(device_keys, pod_keys)
     labels_wanted = chosen_labels()
 
     closed, created, dropped = [], [], []
@@ -248,7 +275,7 @@ def _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted):
     ns = meta.get("namespace") or ""
     node, model, kind, units = lookups.device(driver, pool, device, fact, _node_of(raw))
     pods = [c for c in fact.consumers if "/" not in c]
-    pod = lookups.pods.get((ns, pods[0])) if pods else None
+    pod = lookups.pod(ns, pods[0]) if pods else None
     workload_kind, workload_name = _workload(pod) if pod else ("", "")
     source = (pod or {}).get("labels") if pod else meta.get("labels")
     labels = {k: (source or {})[k] for k in labels_wanted if k in (source or {})}
