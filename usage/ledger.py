@@ -22,6 +22,7 @@ before they get here), an allocation that is already open is left alone, and the
 most one open interval per (claim, request, device, share).
 """
 
+import json
 import logging
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from django.db.models import Q
 
 from dra.partitions import GPU, PARTITION, default_kind
 from dra.units import WHOLE, Units, counter_totals, raw_device_units
+from mirror.sync import pgcopy
 
 from .models import AllocationInterval, LedgerGap, LedgerMark
 
@@ -101,7 +103,7 @@ class _Lookups:
 
     def __init__(self, cluster):
         self.cluster = cluster
-        self.devices, self.sets, self.pods = {}, {}, {}
+        self.devices, self.sets, self.pods, self.memo = {}, {}, {}, {}
 
     def prefetch(self, device_keys, pod_keys):
         from claims.models import Pod
@@ -148,7 +150,14 @@ class _Lookups:
         return self.pods[(namespace, name)]
 
     def device(self, driver, pool, name, fact, allocation_node):
-        """(node, model, device kind, Units) of an allocation result."""
+        """(node, model, device kind, Units) of an allocation result (the same result again: remembered)."""
+        memo_key = (driver, pool, name, fact.admin, json.dumps(fact.consumed, sort_keys=True), allocation_node)
+        found = self.memo.get(memo_key)
+        if found is None:
+            found = self.memo[memo_key] = self._device(driver, pool, name, fact, allocation_node)
+        return found
+
+    def _device(self, driver, pool, name, fact, allocation_node):
         if (driver, pool, name) not in self.devices:
             self.prefetch({(driver, pool, name)}, ())
         row = self.devices[(driver, pool, name)]
@@ -189,6 +198,16 @@ def _workload(pod):
     return kind, name
 
 
+class _Held:
+    """An interval while a batch works on it: a stored open row (pk set) or one to be written."""
+
+    __slots__ = ("pk", "started_at", "consumers", "ended_at", "end_exact", "new")
+
+    def __init__(self, pk, started_at, consumers, new=None):
+        self.pk, self.started_at, self.consumers, self.new = pk, started_at, tuple(consumers), new
+        self.ended_at, self.end_exact = None, True
+
+
 def apply_claim_events(cluster, ops, *, every_open=False):
     """Apply claim events in order: ops = [(uid, replaced uid or None, raw or None, at, exact)].
 
@@ -201,14 +220,16 @@ def apply_claim_events(cluster, ops, *, every_open=False):
     open_rows = AllocationInterval.objects.filter(cluster=cluster, ended_at__isnull=True)
     if not every_open:
         open_rows = open_rows.filter(claim_uid__in=uids)
-    current = {}  # uid -> {key: row}
-    for row in open_rows:
-        current.setdefault(row.claim_uid, {})[(row.request, row.driver, row.pool, row.device, row.share_id)] = row
+    current = {}  # uid -> {key: _Held}
+    # Plain tuples, not model instances: a busy stream closes and opens thousands per batch.
+    for pk, uid, request, driver, pool, device, share, started_at, consumers in open_rows.values_list(
+        "pk", "claim_uid", "request", "driver", "pool", "device", "share_id", "started_at", "consumers"
+    ):
+        current.setdefault(uid, {})[(request, driver, pool, device, share)] = _Held(pk, started_at, consumers)
     if every_open:
         at = ops[0][3]
         ops = list(ops) + [(uid, None, None, at, False) for uid in set(current) - uids]
 
-    # What new rows will need, read once.
     # What new rows will likely need, read together: allocations not open as they are now (a claim
     # with several events in the batch: all of its allocations). Anything else is read when needed.
     device_keys, pod_keys = set(), set()
@@ -222,7 +243,7 @@ def apply_claim_events(cluster, ops, *, every_open=False):
         held = current.get(uid, {})
         for key, fact in facts_of(raw).items():
             row = held.get(key)
-            if row is None or tuple(row.consumers) != fact.consumers or events_of[uid] > 1:
+            if row is None or row.consumers != fact.consumers or events_of[uid] > 1:
                 device_keys.add(key[1:4])
                 pod_keys.update((ns, c) for c in fact.consumers if "/" not in c)
     lookups = _Lookups(cluster)
@@ -252,21 +273,38 @@ def apply_claim_events(cluster, ops, *, every_open=False):
         held = current.setdefault(uid, {})
         for key, row in list(held.items()):
             fact = desired.get(key)
-            if fact is None or tuple(row.consumers) != fact.consumers:
+            if fact is None or row.consumers != fact.consumers:
                 close(row, at, exact)
                 del held[key]
         for key, fact in desired.items():
             if key not in held:
-                row = _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted)
-                held[key] = row
+                row = held[key] = _Held(None, at, fact.consumers, new=(uid, raw, key, fact, exact))
                 created.append(row)
+    with transaction.atomic():  # one write (pgcopy's temporary table lives until the commit)
+        _write(cluster, lookups, labels_wanted, closed, created, dropped)
+
+
+def _write(cluster, lookups, labels_wanted, closed, created, dropped):
     # Closes first: a reopened allocation (a pod move) must find its old interval closed.
     if dropped:
         AllocationInterval.objects.filter(pk__in=dropped).delete()
     if closed:
-        AllocationInterval.objects.bulk_update(closed, ["ended_at", "end_exact"], batch_size=1000)
+        rows = [AllocationInterval(pk=r.pk, ended_at=r.ended_at, end_exact=r.end_exact) for r in closed]
+        if pgcopy.available():
+            pgcopy.update(AllocationInterval, rows, ["ended_at", "end_exact"])
+        else:
+            AllocationInterval.objects.bulk_update(rows, ["ended_at", "end_exact"], batch_size=100)
     if created:
-        AllocationInterval.objects.bulk_create(created, batch_size=1000)
+        rows = []
+        for r in created:
+            uid, raw, key, fact, exact = r.new
+            row = _new_row(cluster, uid, raw, key, fact, r.started_at, exact, lookups, labels_wanted)
+            row.ended_at, row.end_exact = r.ended_at, r.end_exact
+            rows.append(row)
+        if pgcopy.available():
+            pgcopy.insert(AllocationInterval, rows)
+        else:
+            AllocationInterval.objects.bulk_create(rows, batch_size=1000)
 
 
 def _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted):
