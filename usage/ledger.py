@@ -25,13 +25,13 @@ most one open interval per (claim, request, device, share).
 import json
 import logging
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.db.models import Q
 
-from dra.partitions import GPU, PARTITION, default_kind
-from dra.units import WHOLE, Units, counter_totals, raw_device_units
+from dra.units import WHOLE, Units, raw_device_units
 from mirror.sync import pgcopy
 
 from .models import AllocationInterval, LedgerGap, LedgerMark
@@ -97,48 +97,85 @@ def _node_of(raw):
     return ""
 
 
+# What devices and counter sets hold, by row id: a slice that changes gets new device and counter rows
+# (new ids), so an id's entry never goes stale. Bounded: emptied when it grows past CACHE_MAX entries.
+CACHE_MAX = 100_000
+_devices = {}  # device row id -> (model, raw device)
+_sets = {}  # counter-set row id -> {"name", "counters"}
+_units = {}  # (device id, counter-set ids, admin, consumed) -> (device kind, Units)
+
+
+def _bounded(cache):
+    if len(cache) > CACHE_MAX:
+        cache.clear()
+    return cache
+
+
+def _model_name(driver, attrs):
+    for attr in ("productName", "model"):
+        value = (attrs or {}).get(attr) or (attrs or {}).get(f"{driver}/{attr}")
+        if isinstance(value, dict) and value.get("string"):
+            return str(value["string"])
+    return ""
+
+
 class _Lookups:
     """Devices, counter sets and pods a batch's new intervals need: read together for what the batch
-    is expected to open (prefetch), one by one for anything else."""
+    is expected to open (prefetch), one by one for anything else. Only ids and names are read per
+    batch; what the rows hold is read once per row id (the caches above)."""
 
     def __init__(self, cluster):
         self.cluster = cluster
-        self.devices, self.sets, self.pods, self.memo = {}, {}, {}, {}
+        self.devices = {}  # (driver, pool, name) -> (device id, node) or None
+        self.pools = {}  # (driver, pool) -> counter-set ids
+        self.pods = {}
 
     def prefetch(self, device_keys, pod_keys):
         from claims.models import Pod
         from inventory.models import Device, SharedCounterSet
 
         device_keys = {k for k in device_keys if k not in self.devices}
-        pools = {(d, p) for d, p, _n in device_keys} - set(self.sets)
         if device_keys:
             for key in device_keys:
                 self.devices[key] = None
-            q = Q()
-            for driver, pool in {(d, p) for d, p, _n in device_keys}:
-                q |= Q(driver=driver, pool=pool)
-            names = {n for _d, _p, n in device_keys}
-            for row in Device.objects.filter(q, cluster=self.cluster, name__in=names).values(
-                "driver", "pool", "name", "node_name", "raw", "attributes"
-            ):
-                self.devices[(row["driver"], row["pool"], row["name"])] = row
-        if pools:
-            for pool in pools:
-                self.sets[pool] = []
-            q = Q()
-            for driver, pool in pools:
-                q |= Q(slice__driver=driver, slice__pool=pool)
-            for driver, pool, name, counters in SharedCounterSet.objects.filter(q, cluster=self.cluster).values_list(
-                "slice__driver", "slice__pool", "name", "counters"
-            ):
-                self.sets[(driver, pool)].append({"name": name, "counters": counters})
+            pools, names = {k[1] for k in device_keys}, {k[2] for k in device_keys}
+            for pk, driver, pool, name, node in Device.objects.filter(
+                cluster=self.cluster, pool__any_of=sorted(pools), name__any_of=sorted(names)
+            ).values_list("pk", "driver", "pool", "name", "node_name"):
+                if (driver, pool, name) in device_keys:
+                    self.devices[(driver, pool, name)] = (pk, node)
+            missing = [v[0] for k in device_keys if (v := self.devices[k]) is not None and v[0] not in _devices]
+            if missing:
+                cache = _bounded(_devices)
+                for pk, driver, raw, attrs in Device.objects.filter(pk__any_of=missing).values_list(
+                    "pk", "driver", "raw", "attributes"
+                ):
+                    cache[pk] = (_model_name(driver, attrs), raw)
+        new_pools = {k[:2] for k in device_keys} - set(self.pools)
+        if new_pools:
+            for key in new_pools:
+                self.pools[key] = []
+            for pk, driver, pool in SharedCounterSet.objects.filter(
+                cluster=self.cluster, slice__pool__any_of=sorted({p for _d, p in new_pools})
+            ).values_list("pk", "slice__driver", "slice__pool"):
+                if (driver, pool) in new_pools:
+                    self.pools[(driver, pool)].append(pk)
+            missing = [pk for key in new_pools for pk in self.pools[key] if pk not in _sets]
+            if missing:
+                cache = _bounded(_sets)
+                for pk, name, counters in SharedCounterSet.objects.filter(pk__any_of=missing).values_list(
+                    "pk", "name", "counters"
+                ):
+                    cache[pk] = {"name": name, "counters": counters}
+            for key in new_pools:
+                self.pools[key] = tuple(sorted(self.pools[key]))
         pod_keys = {k for k in pod_keys if k not in self.pods}
         if pod_keys:
             for key in pod_keys:
                 self.pods[key] = None
             q = Q()
             for ns in {ns for ns, _ in pod_keys}:
-                q |= Q(namespace=ns, name__in=[n for s, n in pod_keys if s == ns])
+                q |= Q(namespace=ns, name__any_of=sorted(n for s, n in pod_keys if s == ns))
             for row in Pod.objects.filter(q, cluster=self.cluster).values(
                 "namespace", "name", "labels", "owner_kind", "owner_name"
             ):
@@ -150,43 +187,28 @@ class _Lookups:
         return self.pods[(namespace, name)]
 
     def device(self, driver, pool, name, fact, allocation_node):
-        """(node, model, device kind, Units) of an allocation result (the same result again: remembered)."""
-        memo_key = (driver, pool, name, fact.admin, json.dumps(fact.consumed, sort_keys=True), allocation_node)
-        found = self.memo.get(memo_key)
-        if found is None:
-            found = self.memo[memo_key] = self._device(driver, pool, name, fact, allocation_node)
-        return found
-
-    def _device(self, driver, pool, name, fact, allocation_node):
+        """(node, model, device kind, Units) of an allocation result."""
         if (driver, pool, name) not in self.devices:
             self.prefetch({(driver, pool, name)}, ())
-        row = self.devices[(driver, pool, name)]
-        if row is None:
+        found = self.devices[(driver, pool, name)]
+        if found is None or found[0] not in _devices:
             note = "device not in the mirror: counted as a whole device"
             units = Units(0.0, "admin", "admin access") if fact.admin else Units(1.0, WHOLE, note)
             return allocation_node, "", "", units
-        attrs = row["attributes"] or {}
-        model = ""
-        for attr in ("productName", "model"):
-            value = attrs.get(attr) or attrs.get(f"{driver}/{attr}")
-            if isinstance(value, dict) and value.get("string"):
-                model = str(value["string"])
-                break
-        sets = self.sets.get((driver, pool), [])
-        try:
-            units = raw_device_units(driver, pool, row["raw"], sets, consumed=fact.consumed, admin_access=fact.admin)
-            kind = _device_kind(driver, pool, row["raw"], sets)
-        except Exception as exc:  # a device the engine cannot read: still ledgered, as a whole one
-            units, kind = Units(1.0, WHOLE, f"unreadable device ({exc}): counted as a whole device"), ""
-        return row["node_name"] or allocation_node, model, kind, units
-
-
-def _device_kind(driver, pool, raw_device, sets):
-    from dra.model import Slice
-
-    holder = Slice({"metadata": {}, "spec": {"driver": driver, "pool": {"name": pool}, "devices": [raw_device]}})
-    kind = default_kind(holder.devices[0], counter_totals(sets) if sets else {})
-    return kind if kind in (GPU, PARTITION) else "other"
+        pk, node = found
+        model, raw = _devices[pk]
+        set_ids = self.pools.get((driver, pool), ())
+        key = (pk, set_ids, fact.admin, json.dumps(fact.consumed, sort_keys=True) if fact.consumed else "")
+        known = _units.get(key)
+        if known is None:
+            sets = [_sets[i] for i in set_ids if i in _sets]
+            try:
+                units = raw_device_units(driver, pool, raw, sets, consumed=fact.consumed, admin_access=fact.admin)
+                kind = units.kind
+            except Exception as exc:  # a device the engine cannot read: still ledgered, as a whole one
+                units, kind = Units(1.0, WHOLE, f"unreadable device ({exc}): counted as a whole device"), ""
+            known = _bounded(_units)[key] = (kind, units)
+        return node or allocation_node, model, known[0], known[1]
 
 
 def _workload(pod):
@@ -289,10 +311,11 @@ def _write(cluster, lookups, labels_wanted, closed, created, dropped):
     if dropped:
         AllocationInterval.objects.filter(pk__in=dropped).delete()
     if closed:
-        rows = [AllocationInterval(pk=r.pk, ended_at=r.ended_at, end_exact=r.end_exact) for r in closed]
-        if pgcopy.available():
+        if pgcopy.available():  # COPY reads the columns as attributes: no model instances needed
+            rows = [SimpleNamespace(id=r.pk, ended_at=r.ended_at, end_exact=r.end_exact) for r in closed]
             pgcopy.update(AllocationInterval, rows, ["ended_at", "end_exact"])
         else:
+            rows = [AllocationInterval(pk=r.pk, ended_at=r.ended_at, end_exact=r.end_exact) for r in closed]
             AllocationInterval.objects.bulk_update(rows, ["ended_at", "end_exact"], batch_size=100)
     if created:
         rows = []
