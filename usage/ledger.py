@@ -241,7 +241,7 @@ def apply_claim_events(cluster, ops, *, every_open=False):
     uids = {op[0] for op in ops} | {op[1] for op in ops if op[1]}
     open_rows = AllocationInterval.objects.filter(cluster=cluster, ended_at__isnull=True)
     if not every_open:
-        open_rows = open_rows.filter(claim_uid__in=uids)
+        open_rows = open_rows.filter(claim_uid__any_of=sorted(uids))
     current = {}  # uid -> {key: _Held}
     # Plain tuples, not model instances: a busy stream closes and opens thousands per batch.
     for pk, uid, request, driver, pool, device, share, started_at, consumers in open_rows.values_list(
@@ -322,12 +322,12 @@ def _write(cluster, lookups, labels_wanted, closed, created, dropped):
         for r in created:
             uid, raw, key, fact, exact = r.new
             row = _new_row(cluster, uid, raw, key, fact, r.started_at, exact, lookups, labels_wanted)
-            row.ended_at, row.end_exact = r.ended_at, r.end_exact
+            row["ended_at"], row["end_exact"] = r.ended_at, r.end_exact
             rows.append(row)
         if pgcopy.available():
-            pgcopy.insert(AllocationInterval, rows)
+            pgcopy.insert_values(AllocationInterval, rows)
         else:
-            AllocationInterval.objects.bulk_create(rows, batch_size=1000)
+            AllocationInterval.objects.bulk_create([AllocationInterval(**row) for row in rows], batch_size=1000)
 
 
 def _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted):
@@ -340,8 +340,8 @@ def _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted):
     workload_kind, workload_name = _workload(pod) if pod else ("", "")
     source = (pod or {}).get("labels") if pod else meta.get("labels")
     labels = {k: (source or {})[k] for k in labels_wanted if k in (source or {})}
-    return AllocationInterval(
-        cluster=cluster,
+    return dict(
+        cluster_id=cluster.pk,
         claim_uid=uid,
         namespace=ns,
         claim_name=meta.get("name") or "",
@@ -366,6 +366,8 @@ def _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted):
         consumers=list(fact.consumers),
         started_at=at,
         start_exact=exact,
+        ended_at=None,
+        end_exact=True,
     )
 
 

@@ -67,11 +67,6 @@ class AllocationInterval(models.Model):
                 condition=Q(ended_at__isnull=True),
                 name="usage_interval_one_open",
             ),
-            # The same event seen twice cannot write a second closed row either.
-            models.UniqueConstraint(
-                fields=("cluster", "claim_uid", "request", "driver", "pool", "device", "share_id", "started_at"),
-                name="usage_interval_unique_start",
-            ),
         ]
         indexes = [
             # Period queries: started before the period's end, ended after its start (or open).
