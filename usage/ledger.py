@@ -223,11 +223,14 @@ def _workload(pod):
 class _Held:
     """An interval while a batch works on it: a stored open row (pk set) or one to be written."""
 
-    __slots__ = ("pk", "started_at", "consumers", "ended_at", "end_exact", "new")
+    __slots__ = ("pk", "started_at", "consumers", "ended_at", "end_exact", "new", "device", "dropped")
 
-    def __init__(self, pk, started_at, consumers, new=None):
+    def __init__(self, pk, started_at, consumers, new=None, device=None):
         self.pk, self.started_at, self.consumers, self.new = pk, started_at, tuple(consumers), new
-        self.ended_at, self.end_exact = None, True
+        # (node, model, device kind, Units) as the row holds them: a row reopened for new consumers
+        # carries them over instead of reading the device again.
+        self.device = device
+        self.ended_at, self.end_exact, self.dropped = None, True, False
 
 
 def apply_claim_events(cluster, ops, *, every_open=False):
@@ -244,10 +247,38 @@ def apply_claim_events(cluster, ops, *, every_open=False):
         open_rows = open_rows.filter(claim_uid__any_of=sorted(uids))
     current = {}  # uid -> {key: _Held}
     # Plain tuples, not model instances: a busy stream closes and opens thousands per batch.
-    for pk, uid, request, driver, pool, device, share, started_at, consumers in open_rows.values_list(
-        "pk", "claim_uid", "request", "driver", "pool", "device", "share_id", "started_at", "consumers"
+    for (
+        pk,
+        uid,
+        request,
+        driver,
+        pool,
+        device,
+        share,
+        started_at,
+        consumers,
+        *held_device,
+    ) in open_rows.values_list(
+        "pk",
+        "claim_uid",
+        "request",
+        "driver",
+        "pool",
+        "device",
+        "share_id",
+        "started_at",
+        "consumers",
+        "node",
+        "model",
+        "device_kind",
+        "units",
+        "unit_rule",
+        "unit_note",
     ):
-        current.setdefault(uid, {})[(request, driver, pool, device, share)] = _Held(pk, started_at, consumers)
+        node, model, kind, units, rule, note = held_device
+        current.setdefault(uid, {})[(request, driver, pool, device, share)] = _Held(
+            pk, started_at, consumers, device=(node, model, kind, Units(units, rule, note, kind))
+        )
     if every_open:
         at = ops[0][3]
         ops = list(ops) + [(uid, None, None, at, False) for uid in set(current) - uids]
@@ -265,8 +296,9 @@ def apply_claim_events(cluster, ops, *, every_open=False):
         held = current.get(uid, {})
         for key, fact in facts_of(raw).items():
             row = held.get(key)
+            if row is None:
+                device_keys.add(key[1:4])  # a new allocation: its device is read
             if row is None or row.consumers != fact.consumers or events_of[uid] > 1:
-                device_keys.add(key[1:4])
                 pod_keys.update((ns, c) for c in fact.consumers if "/" not in c)
     lookups = _Lookups(cluster)
     lookups.prefetch(device_keys, pod_keys)
@@ -281,7 +313,7 @@ def apply_claim_events(cluster, ops, *, every_open=False):
             # Opened and closed at one moment (events replayed at a resume share its time): nothing
             # was held, and the next row of the allocation may start at that moment.
             if row.pk is None:
-                created.remove(row)
+                row.dropped = True
             else:
                 dropped.append(row.pk)
         elif row.pk is not None:
@@ -293,15 +325,20 @@ def apply_claim_events(cluster, ops, *, every_open=False):
                 close(row, at, exact)
         desired = facts_of(raw) if raw is not None else {}
         held = current.setdefault(uid, {})
+        carried = {}
         for key, row in list(held.items()):
             fact = desired.get(key)
             if fact is None or row.consumers != fact.consumers:
                 close(row, at, exact)
                 del held[key]
+                carried[key] = row.device
         for key, fact in desired.items():
             if key not in held:
-                row = held[key] = _Held(None, at, fact.consumers, new=(uid, raw, key, fact, exact))
+                row = held[key] = _Held(
+                    None, at, fact.consumers, new=(uid, raw, key, fact, exact), device=carried.get(key)
+                )
                 created.append(row)
+    created = [row for row in created if not row.dropped]
     with transaction.atomic():  # one write (pgcopy's temporary table lives until the commit)
         _write(cluster, lookups, labels_wanted, closed, created, dropped)
 
@@ -321,7 +358,7 @@ def _write(cluster, lookups, labels_wanted, closed, created, dropped):
         rows = []
         for r in created:
             uid, raw, key, fact, exact = r.new
-            row = _new_row(cluster, uid, raw, key, fact, r.started_at, exact, lookups, labels_wanted)
+            row = _new_row(cluster, uid, raw, key, fact, r.started_at, exact, lookups, labels_wanted, r.device)
             row["ended_at"], row["end_exact"] = r.ended_at, r.end_exact
             rows.append(row)
         if pgcopy.available():
@@ -330,11 +367,11 @@ def _write(cluster, lookups, labels_wanted, closed, created, dropped):
             AllocationInterval.objects.bulk_create([AllocationInterval(**row) for row in rows], batch_size=1000)
 
 
-def _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted):
+def _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted, device_fields=None):
     request, driver, pool, device, share = key
     meta = raw.get("metadata") or {}
     ns = meta.get("namespace") or ""
-    node, model, kind, units = lookups.device(driver, pool, device, fact, _node_of(raw))
+    node, model, kind, units = device_fields or lookups.device(driver, pool, device, fact, _node_of(raw))
     pods = [c for c in fact.consumers if "/" not in c]
     pod = lookups.pod(ns, pods[0]) if pods else None
     workload_kind, workload_name = _workload(pod) if pod else ("", "")
