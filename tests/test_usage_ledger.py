@@ -394,3 +394,31 @@ def test_events_replayed_at_one_moment_leave_no_empty_rows_and_twice_changes_not
         for r in AllocationInterval.objects.filter(cluster=cluster).order_by("started_at")
     ]
     assert got == [(at - timedelta(hours=1), at, True, False, []), (at, None, False, True, ["p2"])]
+
+
+def test_a_relist_opens_allocations_the_ledger_never_saw_and_closes_vanished_ones(cluster):
+    """The ledger switched on over a mirror that already holds allocated claims (list items unchanged
+    since stored never reach it): the relist opens them, inexact; a claim gone from the mirror closes."""
+    from mirror.sync.apply import apply_object
+    from mirror.sync.hooks import hooks
+    from usage.ledger import apply_claim_events, on_relist
+
+    raw = _claim_raw(["p1"])
+    raw.update(apiVersion="resource.k8s.io/v1", kind="ResourceClaim", spec={"devices": {"requests": []}})
+    raw["metadata"].update(resourceVersion="5")
+    kinds = hooks.ledger_kinds
+    hooks.ledger_kinds = frozenset()  # stored while the ledger was off
+    try:
+        apply_object(cluster, "ResourceClaim", raw)
+    finally:
+        hooks.ledger_kinds = kinds
+    earlier = timezone.now() - timedelta(hours=2)
+    apply_claim_events(cluster, [("gone-uid", None, _claim_raw([]), earlier, True)])
+    at = timezone.now()
+    on_relist(cluster, at, None)
+    got = {
+        (r.claim_uid, r.started_at, r.start_exact, r.ended_at, r.end_exact, r.pod_name)
+        for r in AllocationInterval.objects.filter(cluster=cluster)
+    }
+    assert got == {("u", at, False, None, True, "p1"), ("gone-uid", earlier, True, at, False, "")}
+    assert not LedgerGap.objects.exists()  # nothing was observed before: no gap to state

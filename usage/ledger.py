@@ -233,18 +233,14 @@ class _Held:
         self.ended_at, self.end_exact, self.dropped = None, True, False
 
 
-def apply_claim_events(cluster, ops, *, every_open=False):
-    """Apply claim events in order: ops = [(uid, replaced uid or None, raw or None, at, exact)].
-
-    `every_open`: the ops cover every claim of the cluster (a relist): open intervals of claims not
-    among them are closed too, at the time of the first op.
-    """
+def apply_claim_events(cluster, ops):
+    """Apply claim events in order: ops = [(uid, replaced uid or None, raw or None, at, exact)]."""
     if not enabled() or not ops:
         return
     uids = {op[0] for op in ops} | {op[1] for op in ops if op[1]}
-    open_rows = AllocationInterval.objects.filter(cluster=cluster, ended_at__isnull=True)
-    if not every_open:
-        open_rows = open_rows.filter(claim_uid__any_of=sorted(uids))
+    open_rows = AllocationInterval.objects.filter(
+        cluster=cluster, ended_at__isnull=True, claim_uid__any_of=sorted(uids)
+    )
     current = {}  # uid -> {key: _Held}
     # Plain tuples, not model instances: a busy stream closes and opens thousands per batch.
     for (
@@ -279,9 +275,6 @@ def apply_claim_events(cluster, ops, *, every_open=False):
         current.setdefault(uid, {})[(request, driver, pool, device, share)] = _Held(
             pk, started_at, consumers, device=(node, model, kind, Units(units, rule, note, kind))
         )
-    if every_open:
-        at = ops[0][3]
-        ops = list(ops) + [(uid, None, None, at, False) for uid in set(current) - uids]
 
     # What new rows will likely need, read together: allocations not open as they are now (a claim
     # with several events in the batch: all of its allocations). Anything else is read when needed.
@@ -447,23 +440,32 @@ def _record_gap(cluster, at, last_alive, reason):
 
 
 def on_relist(cluster, at, last_alive):
-    """hooks.ledger_relist: the claims list taken at `at` is in the mirror; close what it lacks."""
+    """hooks.ledger_relist: the claims list taken at `at` is in the mirror. Its pages went through
+    on_claims (changed claims, dated `at`, inexact); what is left: open intervals of claims the list no
+    longer has, and allocated claims without an open interval (a list item unchanged since the mirror
+    stored it, e.g. when the ledger was switched on). Only uids are compared; raw claims are read for
+    the second kind only."""
     if not enabled():
         return
     from claims.models import ResourceClaim
 
     with transaction.atomic():
         _record_gap(cluster, at, last_alive, "relist")
-        ops = [
-            (uid, None, raw, at, False)
-            for uid, raw in ResourceClaim.objects.filter(cluster=cluster).values_list("uid", "raw").iterator(2000)
-        ]
-        if ops:
-            apply_claim_events(cluster, ops, every_open=True)
-        else:  # no claims at all: every open interval ended unseen
-            AllocationInterval.objects.filter(cluster=cluster, ended_at__isnull=True).update(
-                ended_at=at, end_exact=False
+        claims = ResourceClaim.objects.filter(cluster=cluster)
+        mirrored = set(claims.values_list("uid", flat=True))
+        open_uids = set(
+            AllocationInterval.objects.filter(cluster=cluster, ended_at__isnull=True).values_list(
+                "claim_uid", flat=True
             )
+        )
+        held = set(claims.exclude(state=ResourceClaim.State.PENDING).values_list("uid", flat=True))
+        ops = [(uid, None, None, at, False) for uid in sorted(open_uids - mirrored)]
+        unseen = sorted(held - open_uids)
+        if unseen:
+            ops += [
+                (uid, None, raw, at, False) for uid, raw in claims.filter(uid__any_of=unseen).values_list("uid", "raw")
+            ]
+        apply_claim_events(cluster, ops)
         mark_alive(cluster.pk, at)
 
 
