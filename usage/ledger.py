@@ -282,12 +282,13 @@ def apply_claim_events(cluster, ops):
     events_of = {}
     for op in ops:
         events_of[op[0]] = events_of.get(op[0], 0) + 1
-    for uid, _replaced, raw, _at, _exact in ops:
+    facts = [facts_of(op[2]) if op[2] is not None else {} for op in ops]  # read once per event
+    for (uid, _replaced, raw, _at, _exact), desired in zip(ops, facts):
         if raw is None:
             continue
         ns = (raw.get("metadata") or {}).get("namespace") or ""
         held = current.get(uid, {})
-        for key, fact in facts_of(raw).items():
+        for key, fact in desired.items():
             row = held.get(key)
             if row is None:
                 device_keys.add(key[1:4])  # a new allocation: its device is read
@@ -312,11 +313,10 @@ def apply_claim_events(cluster, ops):
         elif row.pk is not None:
             closed.append(row)
 
-    for uid, replaced, raw, at, exact in ops:
+    for (uid, replaced, raw, at, exact), desired in zip(ops, facts):
         if replaced:
             for row in current.pop(replaced, {}).values():
                 close(row, at, exact)
-        desired = facts_of(raw) if raw is not None else {}
         held = current.setdefault(uid, {})
         carried = {}
         for key, row in list(held.items()):
