@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "inventory",
     "claims",
     "monitoring",
+    "usage",
     "ops",
     "devcluster",
     "accounts",
@@ -246,6 +247,8 @@ CELERY_BEAT_SCHEDULE = {
     # Fleet history (monitoring/history.py): a sample per minute, pruned past GPUDASH_HISTORY_DAYS hourly.
     "sample-history": {"task": "monitoring.tasks.sample_history", "schedule": crontab()},
     "prune-history": {"task": "monitoring.tasks.prune_history", "schedule": 3600.0},
+    # The allocation ledger (usage/ledger.py): intervals ended more than USAGE_RETENTION_DAYS ago, hourly.
+    "prune-ledger": {"task": "usage.tasks.prune_ledger", "schedule": 3600.0},
 }
 
 REST_FRAMEWORK = {
@@ -391,6 +394,14 @@ GPUDASH_MONITORING = {
     "DRA_NODE_LABEL": os.environ.get("GPUDASH_DRA_NODE_LABEL", "node"),
     "DRA_PAGE_ROWS": int(os.environ.get("GPUDASH_DRA_PAGE_ROWS", "50")),
 }
+
+# The allocation ledger (usage/): written by the sync unless GPUDASH_USAGE_LEDGER=0; intervals kept for
+# USAGE_RETENTION_DAYS after they end; the pod labels each interval keeps (for reports by team, app).
+USAGE_LEDGER = os.environ.get("GPUDASH_USAGE_LEDGER", "1").lower() not in ("0", "false", "no", "off", "")
+USAGE_RETENTION_DAYS = int(os.environ.get("GPUDASH_USAGE_RETENTION_DAYS", "400"))
+USAGE_LABELS = [
+    label.strip() for label in os.environ.get("GPUDASH_USAGE_LABELS", "team,app").split(",") if label.strip()
+]
 
 # GPUs served without DRA (device plugins, HAMi): overrides of inventory/accelerators.py DEFAULTS
 # (RESOURCES, PARTITION_RESOURCES, SHARE_RESOURCES, MODEL_LABELS, HAMI_REGISTER_ANNOTATIONS, HAMI_RESOURCES).

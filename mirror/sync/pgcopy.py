@@ -142,3 +142,32 @@ def update(model, objs, field_names):
         assignments = ", ".join(f"{qn(f.column)} = t.{qn(f.column)}" for f in fields[1:])
         pk = qn(model._meta.pk.column)
         cursor.execute(f"UPDATE {qn(table)} AS m SET {assignments} FROM {qn(temp)} AS t WHERE m.{pk} = t.{pk}")
+
+
+def insert_values(model, rows):
+    """INSERT plain {field name or attname: value} dicts, all with the same keys, with one COPY; ids come
+    from the column's default. For writers that need no model instances back (the allocation ledger:
+    building a model instance costs more than writing its row)."""
+    if not rows:
+        return
+    names = list(rows[0])
+    fields = [model._meta.get_field(n) for n in names]
+    converters = _converters(fields)
+
+    def values(row):
+        out = []
+        for name, f, convert in zip(names, fields, converters):
+            value = row[name]
+            if convert is None:
+                out.append(value)
+            elif convert is Jsonb:
+                out.append(None if value is None and f.null else Jsonb(value, dumps=fastjson.dumps))
+            elif convert == "now":
+                out.append(timezone.now())
+            else:
+                out.append(f.get_db_prep_save(value, connection))
+        return out
+
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        _copy(cursor.cursor, model._meta.db_table, [f.column for f in fields], (values(r) for r in rows))

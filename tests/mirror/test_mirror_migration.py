@@ -15,6 +15,7 @@ BEFORE_MOVE = [
     ("claims", "0014_pending_newest_index"),
     ("monitoring", "0003_fleet_history"),
     ("mirror", None),
+    ("usage", None),  # apps newer than the move did not exist yet
 ]
 
 

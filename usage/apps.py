@@ -1,0 +1,23 @@
+from django.apps import AppConfig
+from django.conf import settings
+
+
+class UsageConfig(AppConfig):
+    name = "usage"
+    verbose_name = "Usage"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from mirror.sync.hooks import register
+
+        from . import ledger
+
+        if getattr(settings, "USAGE_LEDGER", True):
+            # The sync times claim events and reports its stream's liveness only for a ledger that listens.
+            register(
+                ledger_kinds=frozenset({ledger.KIND}),
+                ledger_claims=ledger.on_claims,
+                ledger_alive=ledger.mark_alive,
+                ledger_relist=ledger.on_relist,
+                ledger_resume=ledger.on_resume,
+            )
