@@ -102,3 +102,7 @@ class LedgerGap(models.Model):
 
     def __str__(self):
         return f"{self.cluster_id}: {self.started_at:%Y-%m-%d %H:%M:%S} - {self.ended_at:%Y-%m-%d %H:%M:%S}"
+
+
+# The reports' rollup tables (usage/rollup.py).
+from .models_reports import RollupState, UsageDay, UsageTotal, UsageUtilDay  # noqa: E402, F401
