@@ -33,6 +33,8 @@ class AllocationInterval(models.Model):
     driver = models.CharField(max_length=63)
     pool = models.CharField(max_length=253)
     device = models.CharField(max_length=63)
+    # gpu | partition | other (dra/partitions.py default_kind): reports of GPU-hours skip "other" (NICs).
+    device_kind = models.CharField(max_length=16, blank=True, default="")
     share_id = models.CharField(max_length=64, blank=True, default="")  # "" when the device is not shared
     node = models.CharField(max_length=253, blank=True, default="")
     model = models.CharField(max_length=253, blank=True, default="")  # product/model name, "" unknown
@@ -102,6 +104,18 @@ class LedgerGap(models.Model):
 
     def __str__(self):
         return f"{self.cluster_id}: {self.started_at:%Y-%m-%d %H:%M:%S} - {self.ended_at:%Y-%m-%d %H:%M:%S}"
+
+
+class LedgerMark(models.Model):
+    """Up to when the ledger of a cluster is known complete: the last moment the claims watch stream was
+    observed connected (a batch applied, a quiet stream renewed, a clean stop). A later relist or
+    resumed watch records the time since then as a LedgerGap."""
+
+    cluster = models.OneToOneField("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
+    alive_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"{self.cluster_id}: {self.alive_at}"
 
 
 # The reports' rollup tables (usage/rollup.py).
