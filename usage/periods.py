@@ -6,7 +6,7 @@ GPU-hours are counted over exactly that span (no hour is counted twice or lost).
 """
 
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
@@ -24,8 +24,10 @@ def report_zone(name=None):
 
 
 def local_midnight(day, zone):
-    """The first instant of local date `day` (a midnight skipped by a DST change maps to the hour after)."""
-    return datetime.combine(day, time(0), tzinfo=zone)
+    """The first instant of local date `day` (a midnight skipped by a DST change maps to the hour after),
+    in UTC: Python subtracts and compares two datetimes of one tzinfo by their wall clocks, which
+    would make a DST day 24 hours long."""
+    return datetime.combine(day, time(0), tzinfo=zone).astimezone(UTC)
 
 
 @dataclass(frozen=True)
