@@ -10,14 +10,15 @@ from django.db import models
 
 
 class UsageDay(models.Model):
-    """GPU-seconds (whole-GPU equivalents x seconds) of one day and one combination of the report keys."""
+    """GPU-seconds (whole-GPU equivalents x seconds) of one day and one combination of the report keys.
+
+    Workloads are not a key: a fleet runs thousands a day, and keyed by them the rollup would have more
+    rows than the ledger; reports by workload read the ledger."""
 
     cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     day = models.DateField()
     namespace = models.CharField(max_length=253)
     team = models.CharField(max_length=253, blank=True, default="")  # the pod label USAGE_TEAM_LABEL
-    workload_kind = models.CharField(max_length=63, blank=True, default="")
-    workload_name = models.CharField(max_length=253, blank=True, default="")
     model = models.CharField(max_length=253, blank=True, default="")
     node_pool = models.CharField(max_length=253, blank=True, default="")  # the node's pool when rolled up
     unit_rule = models.CharField(max_length=16)
@@ -47,8 +48,6 @@ class UsageUtilDay(models.Model):
     day = models.DateField()
     namespace = models.CharField(max_length=253)
     team = models.CharField(max_length=253, blank=True, default="")
-    workload_kind = models.CharField(max_length=63, blank=True, default="")
-    workload_name = models.CharField(max_length=253, blank=True, default="")
     model = models.CharField(max_length=253, blank=True, default="")
     node_pool = models.CharField(max_length=253, blank=True, default="")
     unit_rule = models.CharField(max_length=16)
@@ -63,8 +62,6 @@ class UsageUtilDay(models.Model):
                     "cluster",
                     "namespace",
                     "team",
-                    "workload_kind",
-                    "workload_name",
                     "model",
                     "node_pool",
                     "unit_rule",

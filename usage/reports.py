@@ -28,7 +28,7 @@ from .periods import local_midnight
 GROUPS = {
     "namespace": ("namespace",),
     "team": ("team",),
-    "workload": ("namespace", "workload_kind", "workload_name"),
+    "workload": ("namespace", "workload_kind", "workload_name"),  # read from the ledger (no rollup)
     "model": ("model",),
     "node_pool": ("node_pool",),
     "cluster": ("cluster",),
@@ -121,9 +121,16 @@ def _filter(rows, where, pools=None):
 # --- the rollup ------------------------------------------------------------------------------------
 
 
-def rollup_state(zone):
-    """The rollup's state when it covers days in `zone` (None: read the ledger for the whole period)."""
+# Keys the rollup does not keep: a report grouped or filtered by them reads the ledger.
+LEDGER_ONLY = ("workload_kind", "workload_name")
+
+
+def rollup_state(zone, keys=(), where=None):
+    """The rollup's state when it covers days in `zone` and has the report's keys (None: read the
+    ledger for the whole period)."""
     if connection.vendor != "postgresql":
+        return None
+    if any(k in LEDGER_ONLY for k in keys) or any((where or {}).get(k) is not None for k in LEDGER_ONLY):
         return None
     state = RollupState.objects.filter(pk=1).first()
     if state is None or state.zone != zone.key or state.complete_before is None:
@@ -150,7 +157,7 @@ def _rollup_rows(first_day, end_day, where, keys):
 def gpu_seconds(period, where, keys, now=None):
     """({(group..., unit_rule, model, admin_access): GPU-seconds}, how it was read) for a period."""
     now = now or timezone.now()
-    state = rollup_state(period.zone)
+    state = rollup_state(period.zone, keys, where)
     lo = period.start
     out, source = {}, {"rollup_days": 0, "ledger_from": None}
     if state is not None:
@@ -168,7 +175,7 @@ def gpu_seconds(period, where, keys, now=None):
 
 def utilization_seconds(period, where, keys):
     """{(group..., unit_rule, model): (known GPU-seconds, idle GPU-seconds)} from the utilization sums."""
-    if connection.vendor != "postgresql" or rollup_state(period.zone) is None:
+    if rollup_state(period.zone, keys, where) is None:
         return {}
     rows = _filter(UsageUtilDay.objects.filter(day__gte=period.first_day, day__lt=period.end_day), where)
     columns = [("cluster_id" if k == "cluster" else k) for k in keys]

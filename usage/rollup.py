@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 CHUNK_DAYS = 31  # days rebuilt per statement (bounds one transaction's work)
 _LOCK = 0x47445572  # pg_advisory_xact_lock key ("GDUr"): one rollup run at a time
 
-_KEY = "namespace, team, workload_kind, workload_name, model, node_pool, unit_rule"
+_KEY = "namespace, team, model, node_pool, unit_rule"
 
 
 def _q(model):
@@ -58,8 +58,8 @@ def rebuild_days(first_day, end_day, zone, now):
     overlap = "EXTRACT(EPOCH FROM LEAST(COALESCE(i.ended_at, %(now)s), d.day_end) - GREATEST(i.started_at, d.day_start))"
     sql = f"""
         INSERT INTO {day} (cluster_id, day, {_KEY}, admin_access, gpu_seconds)
-        SELECT i.cluster_id, d.day, i.namespace, COALESCE(i.labels ->> %(team)s, ''), i.workload_kind,
-               i.workload_name, i.model, COALESCE(np.pool, ''), i.unit_rule, i.admin_access,
+        SELECT i.cluster_id, d.day, i.namespace, COALESCE(i.labels ->> %(team)s, ''),
+               i.model, COALESCE(np.pool, ''), i.unit_rule, i.admin_access,
                SUM(CASE WHEN i.admin_access THEN 1.0 ELSE i.units END * {overlap})
         FROM {interval} i
         CROSS JOIN LATERAL (
@@ -72,7 +72,7 @@ def rebuild_days(first_day, end_day, zone, now):
         LEFT JOIN {pools} np ON np.cluster_id = i.cluster_id AND np.node = i.node
         WHERE i.started_at < %(hi)s AND (i.ended_at IS NULL OR i.ended_at > %(lo)s)
           AND COALESCE(i.ended_at, %(now)s) > i.started_at
-        GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+        GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
         HAVING SUM(CASE WHEN i.admin_access THEN 1.0 ELSE i.units END * {overlap}) > 0
     """
     # psycopg takes one style of placeholders per statement: the pools' positional ones become named.
@@ -103,7 +103,7 @@ def add_utilization(start, end, zone):
     sql = f"""
         INSERT INTO {util} (cluster_id, day, {_KEY}, known_seconds, idle_seconds)
         SELECT i.cluster_id, (s.minute AT TIME ZONE %(tz)s)::date, i.namespace, COALESCE(i.labels ->> %(team)s, ''),
-               i.workload_kind, i.workload_name, i.model, COALESCE(np.pool, ''), i.unit_rule,
+               i.model, COALESCE(np.pool, ''), i.unit_rule,
                SUM(i.units * %(step)s), COALESCE(SUM(i.units * %(step)s) FILTER (WHERE s.gpu_util < %(threshold)s), 0)
         FROM {sample} s
         JOIN {interval} i ON i.cluster_id = s.cluster_id AND i.driver = s.driver AND i.pool = s.pool
@@ -111,7 +111,7 @@ def add_utilization(start, end, zone):
         LEFT JOIN {pools} np ON np.cluster_id = i.cluster_id AND np.node = i.node
         WHERE s.minute >= %(start)s AND s.minute < %(end)s AND s.gpu_util IS NOT NULL AND NOT i.admin_access
           AND i.started_at < %(end)s AND (i.ended_at IS NULL OR i.ended_at > %(start)s)
-        GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+        GROUP BY 1, 2, 3, 4, 5, 6, 7
         ON CONFLICT (day, cluster_id, {_KEY}) DO UPDATE SET
             known_seconds = {util}.known_seconds + EXCLUDED.known_seconds,
             idle_seconds = {util}.idle_seconds + EXCLUDED.idle_seconds
