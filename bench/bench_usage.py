@@ -150,7 +150,10 @@ def main():
     zone = report_zone()
     last_month = period_containing("month", now.astimezone(zone).date(), zone).previous()
     this_month = period_containing("month", now.astimezone(zone).date(), zone)
-    for label, period in (("last month (all rolled up)", last_month), ("this month (rollup + today from the ledger)", this_month)):
+    for label, period in (
+        ("last month (all rolled up)", last_month),
+        ("this month (rollup + today from the ledger)", this_month),
+    ):
         p50, top = timed(lambda: reports.build_rows(period, {}, "namespace", now), args.runs)
         rows = len(reports.build_rows(period, {}, "namespace", now)[0])
         print(f"month by namespace, {label}: p50 {p50:.0f} ms, max {top:.0f} ms ({rows} namespaces)")

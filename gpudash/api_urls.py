@@ -13,6 +13,7 @@ from mirror.api.errors import not_found_view
 from monitoring.api import UtilizationView
 from monitoring.api_history import DeviceHistoryView, NamespaceHistoryView
 from ops import api as operations
+from usage.api import UsageCsvView, UsageReportView
 
 app_name = "api"
 
@@ -39,6 +40,8 @@ urlpatterns = [
     path("utilization", UtilizationView.as_view(), name="utilization"),
     path("history/devices", DeviceHistoryView.as_view(), name="history-devices"),
     path("history/namespaces", NamespaceHistoryView.as_view(), name="history-namespaces"),
+    path("usage", UsageReportView.as_view(), name="usage"),
+    path("usage/csv", UsageCsvView.as_view(), name="usage-csv"),
     *router.urls,
 ]
 

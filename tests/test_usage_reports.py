@@ -76,9 +76,7 @@ def test_week_and_month_boundaries(alpha):
     week5 = period_containing("week", date(2026, 2, 1), UTC_ZONE)
     assert week5.first_day == date(2026, 1, 26) and week5.label == "2026-W05"
     assert hours(week5)[0] == {("team-a",): 14.0}
-    assert hours(Period("week", date(2026, 2, 2), UTC_ZONE))[0] == {
-        ("team-a",): 2.0
-    }
+    assert hours(Period("week", date(2026, 2, 2), UTC_ZONE))[0] == {("team-a",): 2.0}
     assert jan.previous() == Period("month", date(2025, 12, 1), UTC_ZONE)
 
 

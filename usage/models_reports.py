@@ -71,7 +71,9 @@ class UsageUtilDay(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.day} {self.namespace}: idle {self.idle_seconds / 3600:.2f} of {self.known_seconds / 3600:.2f} GPU-h"
+        return (
+            f"{self.day} {self.namespace}: idle {self.idle_seconds / 3600:.2f} of {self.known_seconds / 3600:.2f} GPU-h"
+        )
 
 
 class UsageTotal(models.Model):

@@ -395,12 +395,12 @@ CSV_HEADER = (
 )
 
 
-def csv_lines(report):
+def csv_lines(report, limit=None):
     """One line per (group, unit rule): the GPU-hours each rule produced; admin-access lines last."""
     from mirror.models import Cluster
 
     names = dict(Cluster.objects.values_list("id", "name"))
-    for rows, admin in ((report.rows, False), (report.admin, True)):
+    for rows, admin in ((report.rows[:limit], False), (report.admin, True)):
         for row in rows:
             for rule, hours in sorted(row.by_rule.items()):
                 key = {k: (names.get(v, str(v)) if k == "cluster" else v) for k, v in row.key.items()}

@@ -55,7 +55,9 @@ def rebuild_days(first_day, end_day, zone, now):
     lo, hi = local_midnight(first_day, zone), local_midnight(end_day, zone)
     pools, pool_params = _pools_sql()
     interval, day = _q(AllocationInterval), _q(UsageDay)
-    overlap = "EXTRACT(EPOCH FROM LEAST(COALESCE(i.ended_at, %(now)s), d.day_end) - GREATEST(i.started_at, d.day_start))"
+    overlap = (
+        "EXTRACT(EPOCH FROM LEAST(COALESCE(i.ended_at, %(now)s), d.day_end) - GREATEST(i.started_at, d.day_start))"
+    )
     sql = f"""
         INSERT INTO {day} (cluster_id, day, {_KEY}, admin_access, gpu_seconds)
         SELECT i.cluster_id, d.day, i.namespace, COALESCE(i.labels ->> %(team)s, ''),

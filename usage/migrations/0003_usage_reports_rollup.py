@@ -5,69 +5,94 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('mirror', '0002_opscounter_from_monitoring'),
-        ('usage', '0002_ledger_device_kind_and_mark'),
+        ("mirror", "0002_opscounter_from_monitoring"),
+        ("usage", "0002_ledger_device_kind_and_mark"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RollupState',
+            name="RollupState",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('zone', models.CharField(max_length=64)),
-                ('complete_before', models.DateField(null=True)),
-                ('gap_seen', models.BigIntegerField(default=0)),
-                ('util_through', models.DateTimeField(null=True)),
-                ('updated_at', models.DateTimeField(null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("zone", models.CharField(max_length=64)),
+                ("complete_before", models.DateField(null=True)),
+                ("gap_seen", models.BigIntegerField(default=0)),
+                ("util_through", models.DateTimeField(null=True)),
+                ("updated_at", models.DateTimeField(null=True)),
             ],
         ),
         migrations.CreateModel(
-            name='UsageTotal',
+            name="UsageTotal",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('namespace', models.CharField(max_length=253)),
-                ('model', models.CharField(blank=True, default='', max_length=253)),
-                ('unit_rule', models.CharField(max_length=16)),
-                ('gpu_seconds', models.FloatField(default=0.0)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='mirror.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("namespace", models.CharField(max_length=253)),
+                ("model", models.CharField(blank=True, default="", max_length=253)),
+                ("unit_rule", models.CharField(max_length=16)),
+                ("gpu_seconds", models.FloatField(default=0.0)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="mirror.cluster"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='UsageDay',
+            name="UsageDay",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('day', models.DateField()),
-                ('namespace', models.CharField(max_length=253)),
-                ('team', models.CharField(blank=True, default='', max_length=253)),
-                ('model', models.CharField(blank=True, default='', max_length=253)),
-                ('node_pool', models.CharField(blank=True, default='', max_length=253)),
-                ('unit_rule', models.CharField(max_length=16)),
-                ('admin_access', models.BooleanField(default=False)),
-                ('gpu_seconds', models.FloatField(default=0.0)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='mirror.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("day", models.DateField()),
+                ("namespace", models.CharField(max_length=253)),
+                ("team", models.CharField(blank=True, default="", max_length=253)),
+                ("model", models.CharField(blank=True, default="", max_length=253)),
+                ("node_pool", models.CharField(blank=True, default="", max_length=253)),
+                ("unit_rule", models.CharField(max_length=16)),
+                ("admin_access", models.BooleanField(default=False)),
+                ("gpu_seconds", models.FloatField(default=0.0)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="mirror.cluster"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['day', 'namespace'], include=('cluster', 'unit_rule', 'model', 'admin_access', 'gpu_seconds'), name='usage_day_ns_idx')],
+                "indexes": [
+                    models.Index(
+                        fields=["day", "namespace"],
+                        include=("cluster", "unit_rule", "model", "admin_access", "gpu_seconds"),
+                        name="usage_day_ns_idx",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='UsageUtilDay',
+            name="UsageUtilDay",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('day', models.DateField()),
-                ('namespace', models.CharField(max_length=253)),
-                ('team', models.CharField(blank=True, default='', max_length=253)),
-                ('model', models.CharField(blank=True, default='', max_length=253)),
-                ('node_pool', models.CharField(blank=True, default='', max_length=253)),
-                ('unit_rule', models.CharField(max_length=16)),
-                ('known_seconds', models.FloatField(default=0.0)),
-                ('idle_seconds', models.FloatField(default=0.0)),
-                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='mirror.cluster')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("day", models.DateField()),
+                ("namespace", models.CharField(max_length=253)),
+                ("team", models.CharField(blank=True, default="", max_length=253)),
+                ("model", models.CharField(blank=True, default="", max_length=253)),
+                ("node_pool", models.CharField(blank=True, default="", max_length=253)),
+                ("unit_rule", models.CharField(max_length=16)),
+                ("known_seconds", models.FloatField(default=0.0)),
+                ("idle_seconds", models.FloatField(default=0.0)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="mirror.cluster"
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('day', 'cluster', 'namespace', 'team', 'model', 'node_pool', 'unit_rule'), name='usage_utilday_unique')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("day", "cluster", "namespace", "team", "model", "node_pool", "unit_rule"),
+                        name="usage_utilday_unique",
+                    )
+                ],
             },
         ),
     ]
