@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+
 import pytest
 from django.core.management import call_command
 from django.test import Client
