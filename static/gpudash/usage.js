@@ -34,10 +34,12 @@
         Object.assign({}, axis, { splits: function () { return x; }, values: function (u, splits) { return splits.map(function (i) { return labels[i] || ""; }); } }),
         Object.assign({}, axis, { size: 60, values: function (u, splits) { return splits.map(function (v) { return NUM.format(v); }); } }),
       ],
-      series: [{ value: function (u, i) { return i == null ? "--" : labels[i]; } }].concat(body.series.map(function (s, i) {
+      series: [{ label: figure.getAttribute("data-period-text") || "", value: function (u, i) { return i == null ? "--" : labels[i]; } }].concat(body.series.map(function (s, i) {
         return { label: s.name, stroke: PALETTE[i % PALETTE.length], width: i === 0 ? 2.5 : 1.5, points: { show: true, size: 6 },
                  value: function (u, v) { return v == null ? "--" : NUM.format(v); } };
       })),
+      // The legend shows the period on display until the cursor points at another.
+      hooks: { setCursor: [function (u) { if (u.cursor.idx == null) u.setLegend({ idx: x.length - 1 }); }] },
     }, [x].concat(body.series.map(function (s) { return s.values; })), plot);
     chart.setLegend({ idx: x.length - 1 });
     figure.setAttribute("data-chart-points", String(x.length));
