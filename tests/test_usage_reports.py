@@ -40,6 +40,7 @@ def day(d, zone=UTC_ZONE):
     return Period("day", d, zone)
 
 
+@pytest.mark.sqlite_default  # the embedded default reads the ledger alike
 def test_day_boundary_splits_an_interval(alpha):
     interval(alpha, "team-a", utc(2026, 3, 1, 22), utc(2026, 3, 2, 2))
     assert hours(day(date(2026, 3, 1)))[0] == {("team-a",): 2.0}
@@ -47,6 +48,7 @@ def test_day_boundary_splits_an_interval(alpha):
     assert hours(day(date(2026, 3, 3)))[0] == {}
 
 
+@pytest.mark.sqlite_default  # the embedded default reads the ledger alike
 def test_the_time_zone_moves_the_boundary(alpha):
     interval(alpha, "team-a", utc(2026, 3, 1, 22), utc(2026, 3, 2, 2))
     # 06:00-10:00 on March 2 in Shanghai: all four hours on the local day after.
@@ -57,6 +59,7 @@ def test_the_time_zone_moves_the_boundary(alpha):
     assert hours(day(date(2026, 3, 2), BERLIN))[0] == {("team-a",): 3.0}
 
 
+@pytest.mark.sqlite_default  # the embedded default reads the ledger alike
 def test_dst_days_are_23_and_25_hours(alpha):
     interval(alpha, "team-a", utc(2026, 3, 27), utc(2026, 11, 1))
     spring, autumn = day(date(2026, 3, 29), BERLIN), day(date(2026, 10, 25), BERLIN)
@@ -68,6 +71,7 @@ def test_dst_days_are_23_and_25_hours(alpha):
     assert hours(march)[0] == {("team-a",): 5 * 24 - 1 - 1.0}
 
 
+@pytest.mark.sqlite_default  # the embedded default reads the ledger alike
 def test_week_and_month_boundaries(alpha):
     # Saturday Jan 31 20:00 to Monday Feb 2 04:00 (UTC): Jan 4 h + Feb 28 h; ISO week 5 ends Sunday Feb 1.
     interval(alpha, "team-a", utc(2026, 1, 31, 20), utc(2026, 2, 2, 4), units=0.5, rule="partition")
@@ -88,6 +92,7 @@ def test_parse_period_reads_and_refuses():
         parse_period("month", "Feb", UTC_ZONE, NOW)
 
 
+@pytest.mark.sqlite_default  # the embedded default reads the ledger alike
 def test_open_intervals_count_up_to_now_and_rules_and_admin_apart(alpha):
     interval(alpha, "team-a", utc(2026, 11, 20, 8))  # open: 4 h by NOW
     interval(alpha, "team-a", utc(2026, 11, 20, 0), utc(2026, 11, 20, 2), units=0.25, rule="capacity")
@@ -213,6 +218,7 @@ def test_idle_gpu_hours_from_dcgm_samples_and_cost(alpha, settings):
     assert [(r.known, r.idle) for r in again.rows] == [(1.0, 0.5), (0.5, 0.5)]
 
 
+@pytest.mark.sqlite_default  # the embedded default reads the ledger alike
 def test_trend_lists_previous_periods(alpha):
     for d in (17, 18, 19):
         interval(alpha, "ns-a", utc(2026, 11, d, 0), utc(2026, 11, d, d - 16))

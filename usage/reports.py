@@ -61,7 +61,8 @@ def _overlap_sql(lo, hi, now):
     if connection.vendor == "postgresql":
         sql = "EXTRACT(EPOCH FROM (LEAST(COALESCE(ended_at, %s), %s) - GREATEST(started_at, %s)))"
     else:  # SQLite keeps datetimes as ISO text in UTC: they order as text, julianday() reads them
-        sql = "(julianday(MIN(COALESCE(ended_at, %s), %s)) - julianday(MAX(started_at, %s))) * 86400.0"
+        # (julianday's day fractions are good to a few microseconds: rounded to the millisecond)
+        sql = "ROUND((julianday(MIN(COALESCE(ended_at, %s), %s)) - julianday(MAX(started_at, %s))) * 86400.0, 3)"
     end = min(hi, now)
     return sql, [now, end, lo]
 
