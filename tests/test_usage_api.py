@@ -14,6 +14,7 @@ from django.test import Client
 from mirror import roles
 from mirror.models import Cluster
 from usage import rollup
+from usage.models import LedgerGap
 
 from .api_fixtures import client_for
 from .fleet_data import make_user
@@ -128,6 +129,26 @@ def test_the_october_figures(ledger, users):
     ]
     assert body["cluster_total_gpu_hours"] == 54.75 and body["total_by_rule"]["whole"] == 42.0
     assert [t["period"] for t in body["trend"]] == ["2026-09", "2026-08"]
+    assert body["ledger_gaps"] == [] and body["ledger_gap_hours"] == 0
+
+
+def test_gaps_in_the_ledger_are_reported(ledger, users):
+    LedgerGap.objects.create(
+        cluster=ledger, started_at=utc(2026, 10, 30, 22), ended_at=utc(2026, 11, 1, 2), reason="watcher down"
+    )
+    body = client_for(users["scoped-viewer"]).get("/api/v1/usage", OCTOBER).json()
+    # Berlin's October ends at 23:00 UTC on the 31st: 25 hours of the gap are inside it.
+    assert body["ledger_gap_hours"] == 25.0
+    assert body["ledger_gaps"] == [
+        {
+            "cluster": "alpha",
+            "start": "2026-10-30T22:00:00+00:00",
+            "end": "2026-11-01T02:00:00+00:00",
+            "reason": "watcher down",
+        }
+    ]
+    page = page_client(users["scoped-viewer"]).get("/usage/", OCTOBER).content.decode()
+    assert 'id="usage-gaps"' in page and "25.0 hours in all" in page
 
 
 USERS = ("scoped-viewer", "scoped-operator", "viewer", "admin")

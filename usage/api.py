@@ -78,6 +78,12 @@ ReportSchema = inline_serializer(
         ),
         "admin_access": serializers.ListField(child=serializers.DictField()),
         "trend": serializers.ListField(child=serializers.DictField()),
+        "ledger_gaps": serializers.ListField(
+            child=serializers.DictField(),
+            help_text="Spans the sync could not watch (cluster, start, end, reason), at most 50: the ledger has no "
+            "time there, so figures may miss some.",
+        ),
+        "ledger_gap_hours": serializers.FloatField(help_text="Their total length inside the period."),
         "computed_at": serializers.DateTimeField(),
         "source": serializers.DictField(
             help_text="rollup_days read from the daily rollup, ledger_from: the ledger after."

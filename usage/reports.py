@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from monitoring.metrics import node_pools
 
-from .models import AllocationInterval, RollupState, UsageDay, UsageUtilDay
+from .models import AllocationInterval, LedgerGap, RollupState, UsageDay, UsageUtilDay
 from .periods import local_midnight
 
 # Report groupings and the columns that name a group.
@@ -34,6 +34,7 @@ GROUPS = {
     "cluster": ("cluster",),
 }
 RULES = ("whole", "partition", "capacity", "admin")
+MAX_GAPS = 50
 # Filters a report takes (the FilterSet's cleaned values), by column.
 FILTERS = ("cluster", "namespace", "team", "workload_kind", "workload_name", "model", "node_pool", "unit_rule")
 
@@ -257,10 +258,16 @@ class Report:
     cluster_total: float | None  # every namespace's GPU-hours (admins only)
     source: dict
     now: object
+    gaps: list = field(default_factory=list)  # LedgerGaps overlapping the period (at most MAX_GAPS)
+    gap_seconds: float = 0.0  # their total length inside the period
 
     @property
     def total(self):
         return sum(r.gpu_hours for r in self.rows)
+
+    @property
+    def gap_hours(self):
+        return self.gap_seconds / 3600
 
     def totals_by_rule(self):
         out = {}
@@ -317,7 +324,17 @@ def build_report(period, group_by="namespace", where=None, trend=3, namespaces=N
     if admin_view:
         cluster_rows, _admin, _source = build_rows(period, {"cluster": where.get("cluster")}, "cluster", now)
         cluster_total = sum(r.gpu_hours for r in cluster_rows)
-    return Report(period, group_by, rows, admin, history, cluster_total, source, now)
+    report = Report(period, group_by, rows, admin, history, cluster_total, source, now)
+    # Where the sync could not watch, the ledger has no time (it never invents any): say so.
+    gaps = LedgerGap.objects.filter(started_at__lt=min(period.end, now), ended_at__gt=period.start)
+    if where.get("cluster") is not None:
+        gaps = gaps.filter(cluster_id=where["cluster"])
+    for gap in gaps.order_by("started_at"):
+        inside = min(gap.ended_at, period.end, now) - max(gap.started_at, period.start)
+        report.gap_seconds += max(inside.total_seconds(), 0.0)
+        if len(report.gaps) < MAX_GAPS:
+            report.gaps.append(gap)
+    return report
 
 
 # --- one shape for the API, the CSV and the command ------------------------------------------------
@@ -371,6 +388,16 @@ def report_json(report, limit=None):
         "results": [row_json(r, names) for r in report.rows[:limit]],
         "admin_access": [row_json(r, names) for r in report.admin],
         "trend": [{"period": q.label, "gpu_hours": _h(h)} for q, h in report.trend],
+        "ledger_gaps": [
+            {
+                "cluster": names.get(g.cluster_id, ""),
+                "start": g.started_at.isoformat(),
+                "end": g.ended_at.isoformat(),
+                "reason": g.reason,
+            }
+            for g in report.gaps
+        ],
+        "ledger_gap_hours": _h(report.gap_seconds / 3600),
         "computed_at": report.now.isoformat(),
         "source": {
             "rollup_days": report.source["rollup_days"],
