@@ -89,7 +89,6 @@ def _ledger_rows(lo, hi, now, where, keys):
         rows.order_by()
         .values_list(*columns, "cluster_id", "unit_rule", "model", "admin_access")
         .annotate(s=seconds)
-        .iterator(chunk_size=5000)
     ):
         *group, cid, rule, model, admin, s = values
         group = [
@@ -148,7 +147,6 @@ def _rollup_rows(first_day, end_day, where, keys):
         rows.order_by()
         .values_list(*columns, "unit_rule", "model", "admin_access")
         .annotate(s=Sum("gpu_seconds"))
-        .iterator(chunk_size=5000)
     ):
         if s:
             key = (*group, rule, model, admin)
