@@ -1,6 +1,6 @@
 """Sync benchmark: initial sync of a large fleet into PostgreSQL, then watch events applied per second.
 
-    .venv/bin/python bench/bench_sync.py [--nodes 5000] [--claims N (default 4 per node)] [--events 20000]
+    .venv/bin/python bench/bench_sync.py [--nodes 5000] [--claims N (default 4 per node)] [--events 20000] [--no-ledger]
     .venv/bin/python bench/bench_sync.py --spread [--clusters 12] [--workers 1,2,3] [--nodes 250] [--events N]
 
 --spread: several API servers (--clusters, --nodes each, default 250) and real `manage.py watch` worker
@@ -9,6 +9,8 @@ backlog of claim changes on every cluster (workers paused while it builds, then 
 
 The fleet (devcluster.fleet: 5,000 nodes x 8 GPUs, 20,000 claims and pods) is served by the built-in
 API server in a separate process, like a real API server would be. Figures are printed, not asserted.
+--no-ledger: without the allocation ledger's writes (GPUDASH_USAGE_LEDGER=0), to see what they cost; the
+churn's reserve/release events each close one interval and open another (the ledger's busiest case).
 Uses the database BENCH_DATABASE_URL (default: a `gpudash_bench` database on the local PostgreSQL),
 created and migrated if needed; REDIS_URL is honoured (change messages go to Redis when set).
 """
@@ -354,6 +356,7 @@ def main():
     parser.add_argument("--page-size", type=int, default=500)
     parser.add_argument("--profile", action="store_true", help="profile the steady-state watcher thread")
     parser.add_argument("--no-publish", action="store_true", help="skip change messages (to see what they cost)")
+    parser.add_argument("--no-ledger", action="store_true", help="no allocation ledger writes (to see what they cost)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.nodes is None:
@@ -371,6 +374,8 @@ def main():
     os.environ["GPUDASH_LIST_PAGE_SIZE"] = str(args.page_size)
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpudash.settings")
+    if args.no_ledger:
+        os.environ["GPUDASH_USAGE_LEDGER"] = "0"  # read by usage.apps at setup: no ledger hooks at all
     import django
 
     django.setup()
@@ -519,6 +524,13 @@ def main():
             import pstats
 
             pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+        from usage.models import AllocationInterval
+
+        ledger = AllocationInterval.objects.filter(cluster=cluster)
+        print(
+            f"  allocation ledger: {'off (--no-ledger)' if args.no_ledger else 'on'}; "
+            f"{ledger.count()} intervals, {ledger.filter(ended_at__isnull=True).count()} open"
+        )
         layer = "none (--no-publish)" if args.no_publish else ("Redis" if os.environ.get("REDIS_URL") else "in-memory")
         print(f"  change messages sent: {publisher.sent_messages} (channel layer: {layer})")
     finally:

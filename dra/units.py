@@ -54,9 +54,10 @@ class Units:
     units: float  # whole-GPU equivalents
     rule: str  # one of RULES
     note: str  # how the figure was derived, for people
+    kind: str = ""  # the device: gpu | partition | other (dra/partitions.py default_kind)
 
     def to_dict(self):
-        return {"units": self.units, "rule": self.rule, "note": self.note}
+        return {"units": self.units, "rule": self.rule, "note": self.note, "kind": self.kind}
 
 
 def _fmt(value):
@@ -139,10 +140,10 @@ def capacity_share(dev, consumed):
 def device_units(dev, set_totals=None, *, consumed=None, admin_access=False, parent_slices=None):
     """Units of one allocation result on `dev` (a dra.model.Device). `set_totals`: {counter set:
     {counter: total}} of the device's pool; `consumed`: the result's consumedCapacity."""
-    if admin_access:
-        return Units(0.0, ADMIN, "admin access: watches the device without taking it")
     set_totals = set_totals or {}
     kind = default_kind(dev, set_totals)
+    if admin_access:
+        return Units(0.0, ADMIN, "admin access: watches the device without taking it", _kind_name(kind))
     worth, rule, note = Fraction(1), WHOLE, "whole device"
     if kind == PARTITION:
         share, why = partition_share(dev, set_totals, parent_slices)
@@ -157,8 +158,12 @@ def device_units(dev, set_totals=None, *, consumed=None, admin_access=False, par
         if share is not None:
             if rule == PARTITION_RULE:
                 why = f"{why} of {note}"
-            return Units(float(worth * share), CAPACITY, why)
-    return Units(float(worth), rule, note)
+            return Units(float(worth * share), CAPACITY, why, _kind_name(kind))
+    return Units(float(worth), rule, note, _kind_name(kind))
+
+
+def _kind_name(kind):
+    return kind if kind in (GPU, PARTITION) else "other"
 
 
 def counter_totals(counter_sets):

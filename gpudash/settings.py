@@ -248,8 +248,10 @@ CELERY_BEAT_SCHEDULE = {
     # Fleet history (monitoring/history.py): a sample per minute, pruned past GPUDASH_HISTORY_DAYS hourly.
     "sample-history": {"task": "monitoring.tasks.sample_history", "schedule": crontab()},
     "prune-history": {"task": "monitoring.tasks.prune_history", "schedule": 3600.0},
+    # The allocation ledger (usage/ledger.py): intervals ended more than USAGE_RETENTION_DAYS ago, hourly.
+    "prune-ledger": {"task": "usage.tasks.prune_ledger", "schedule": 3600.0},
     # Usage reports' daily rollup and utilization sums (usage/rollup.py), every 10 minutes.
-    "usage-rollup": {"task": "usage.tasks.roll_up", "schedule": 600.0},
+    "usage-rollup": {"task": "usage.report_tasks.roll_up", "schedule": 600.0},
 }
 
 REST_FRAMEWORK = {
@@ -392,6 +394,13 @@ GPUDASH_MONITORING = {
     "HISTORY_DAYS": os.environ.get("GPUDASH_HISTORY_DAYS", "14"),
 }
 
+# The allocation ledger (usage/): written by the sync unless GPUDASH_USAGE_LEDGER=0; intervals kept for
+# USAGE_RETENTION_DAYS after they end; the pod labels each interval keeps (for reports by team, app).
+USAGE_LEDGER = os.environ.get("GPUDASH_USAGE_LEDGER", "1").lower() not in ("0", "false", "no", "off", "")
+USAGE_RETENTION_DAYS = int(os.environ.get("GPUDASH_USAGE_RETENTION_DAYS", "400"))
+USAGE_LABELS = [
+    label.strip() for label in os.environ.get("GPUDASH_USAGE_LABELS", "team,app").split(",") if label.strip()
+]
 # Usage reports (usage/reports.py, docs/operations.md "Usage reports"): the zone periods are calendar-
 # aligned in (days, ISO weeks, months), the pod label that names a team, optional prices per GPU-hour by
 # model ("*" for any other model; empty = no cost figures), and how many past days each rollup run

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class UsageConfig(AppConfig):
@@ -7,11 +8,21 @@ class UsageConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from mirror.sync.hooks import register
         from monitoring.metrics import register_families
         from monitoring.periodic import register_job
 
-        from . import report_tasks  # noqa: F401 (registers the rollup's Celery task)
+        from . import ledger, report_tasks  # noqa: F401 (report_tasks registers the rollup's Celery task)
         from .rollup import metric_families, run
 
+        if getattr(settings, "USAGE_LEDGER", True):
+            # The sync times claim events and reports its stream's liveness only for a ledger that listens.
+            register(
+                ledger_kinds=frozenset({ledger.KIND}),
+                ledger_claims=ledger.on_claims,
+                ledger_alive=ledger.mark_alive,
+                ledger_relist=ledger.on_relist,
+                ledger_resume=ledger.on_resume,
+            )
         register_families(metric_families)  # gpudash_gpu_seconds_total on /metrics
         register_job("usage rollup", 600.0, run)  # the embedded mode's beat (no Redis)

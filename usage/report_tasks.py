@@ -4,7 +4,7 @@ the daily rollup and the utilization sums (usage/rollup.py). Imported by UsageCo
 from celery import shared_task
 
 
-@shared_task(name="usage.tasks.roll_up", ignore_result=True, expires=540)
+@shared_task(name="usage.report_tasks.roll_up", ignore_result=True, expires=540)
 def roll_up():
     from .rollup import run
 

@@ -86,9 +86,7 @@ def _ledger_rows(lo, hi, now, where, keys):
     seconds = Sum(units * RawSQL(sql, params, output_field=FloatField()), output_field=FloatField())
     out = {}
     for values in (
-        rows.order_by()
-        .values_list(*columns, "cluster_id", "unit_rule", "model", "admin_access")
-        .annotate(s=seconds)
+        rows.order_by().values_list(*columns, "cluster_id", "unit_rule", "model", "admin_access").annotate(s=seconds)
     ):
         *group, cid, rule, model, admin, s = values
         group = [
@@ -144,9 +142,7 @@ def _rollup_rows(first_day, end_day, where, keys):
     columns = [("cluster_id" if k == "cluster" else k) for k in keys]
     out = {}
     for *group, rule, model, admin, s in (
-        rows.order_by()
-        .values_list(*columns, "unit_rule", "model", "admin_access")
-        .annotate(s=Sum("gpu_seconds"))
+        rows.order_by().values_list(*columns, "unit_rule", "model", "admin_access").annotate(s=Sum("gpu_seconds"))
     ):
         if s:
             key = (*group, rule, model, admin)

@@ -285,19 +285,24 @@ def _is_stale(current, new_rv_num):
     return bool(current is not None and current.rv_num and new_rv_num and new_rv_num <= current.rv_num)
 
 
-def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_device_state=False):
+def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_device_state=False, observed=None):
     """Apply [(event type, raw), ...] in order; returns a BatchResult. Runs in one transaction.
 
     Event types: LISTED (an item of a list), ADDED, MODIFIED, DELETED. Malformed objects are logged,
-    reported in the result and skipped; they never abort the batch.
+    reported in the result and skipped; they never abort the batch. `observed`: when the sync saw
+    each event and whether that is the moment it happened, as one (datetime, exact) for the batch or a
+    list aligned with `events` (the watcher's receipt times; hooks.ledger_claims gets them); by default
+    now, exact for watch events and not for list items.
     """
     spec = KINDS_BY_NAME[kind]
     model = spec.model
     result = BatchResult()
     now = timezone.now()
+    ledger = kind == "ResourceClaim" and kind in hooks.ledger_kinds
+    whens = []  # per op: (observed at, exact), for the ledger
 
     ops = []  # (event, key, fields or None for a delete, raw)
-    for event, raw in events:
+    for index, (event, raw) in enumerate(events):
         try:
             fields = validated_fields(kind, raw)
         except MalformedObject as exc:
@@ -308,6 +313,9 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
         if event != DELETED and kind == "Pod" and not pod_is_mirrored(raw):
             event = "DROP"  # a pod that (no longer) uses DRA: remove it if stored
         ops.append((event, key, fields, raw))
+        if ledger:
+            when = observed[index] if isinstance(observed, list) else observed
+            whens.append(when or (now, event != LISTED))
     if kind == "Event" and ops:  # only events about what the mirror holds (mirror/sync/events.py)
         dropped = events_mirror.unwanted(cluster, [op for op in ops if op[0] != DELETED])
         ops = [("DROP" if op[0] != DELETED and op[1] in dropped else op[0], *op[1:]) for op in ops]
@@ -319,7 +327,8 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
         current = dict(initial)
         state_changes = []
         changes = {}
-        for event, key, fields, raw in ops:
+        ledger_ops = []  # (uid, replaced uid, raw or None, observed at, exact) of the events that apply
+        for position, (event, key, fields, raw) in enumerate(ops):
             cur = current.get(key)
             rv_num = fields["resource_version_num"]
             if event in (DELETED, "DROP"):
@@ -347,6 +356,8 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
                     fields["resource_version"] or cur.resource_version,
                     cur.state,
                 )
+                if ledger:
+                    ledger_ops.append((cur.uid, None, None, *whens[position]))
                 # A tombstone: a late replay of an older version must not bring the object back.
                 current[key] = _Current(
                     None, cur.uid, max(rv_num, cur.rv_num), fields["resource_version"], None, cur.node, deleted=True
@@ -357,6 +368,9 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
             state = _state_of(kind, fields)
             node = _node_of(kind, fields)
             same_object = cur is not None and not cur.deleted and cur.uid == fields["uid"]
+            if ledger:
+                replaced = cur.uid if cur is not None and not cur.deleted and not same_object else None
+                ledger_ops.append((fields["uid"], replaced, raw, *whens[position]))
             if kind == "ResourceClaim" and record_states:
                 old_state = cur.state if same_object else ""
                 if old_state != state:
@@ -436,6 +450,8 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
             hooks.request_class_counts(cluster, [kind])
         if state_changes:
             _insert(apps.get_model("claims.ClaimStateChange"), state_changes)
+        if ledger_ops:
+            hooks.ledger_claims(cluster, ledger_ops)
         if kind == "Pod":  # every pod, DRA or not: what it takes from its node (preview node filters)
             accelerator_nodes = hooks.nodes_of_pods(cluster.pk, ops)
             result.footprint_keys = footprints.apply(cluster, ops)
@@ -622,8 +638,10 @@ def apply_batch_safely(cluster, kind, events, **kwargs):
             return BatchResult(malformed=[(f"{kind} {_describe(raw)}: rejected by the database: {exc}", _text(raw))])
         log.info("%s batch of %d rejected (%s); applying one by one", kind, len(events), exc)
     total = BatchResult()
-    for event in events:
-        part = apply_batch_safely(cluster, kind, [event], **kwargs)
+    observed = kwargs.pop("observed", None)
+    for index, event in enumerate(events):
+        when = observed[index] if isinstance(observed, list) else observed
+        part = apply_batch_safely(cluster, kind, [event], observed=when, **kwargs)
         total.changes += part.changes
         total.malformed += part.malformed
         total.seen_ids |= part.seen_ids

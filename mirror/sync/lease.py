@@ -55,6 +55,11 @@ class Lease:
             Q(lease_holder="") | Q(lease_holder=self.holder) | Q(lease_expires__isnull=True) | Q(lease_expires__lt=now)
         )
         with transaction.atomic():
+            # What the previous tenure left: its last renewal while its stream was connected is the last
+            # moment it is known to have observed (previous_alive; the allocation ledger's gaps).
+            before = (
+                SyncState.objects.filter(pk=self.state_id).values("lease_holder", "lease_expires", "status").first()
+            )
             taken = SyncState.objects.filter(free, pk=self.state_id).update(
                 lease_holder=self.holder, lease_expires=self._expiry()
             )
@@ -63,7 +68,18 @@ class Lease:
                 cluster_id, kind = SyncState.objects.values_list("cluster_id", "kind").get(pk=self.state_id)
                 self.token = changelog.next_lease_token(cluster_id, kind)
         self.held = bool(taken)
+        if self.held:
+            self._previous = before
         return self.held
+
+    def previous_alive(self):
+        """When the tenure before ours last renewed while connected, or None (released, erring, none)."""
+        before = getattr(self, "_previous", None)
+        if not before or not before["lease_holder"] or before["lease_expires"] is None:
+            return None
+        if before["status"] != SyncState.Status.CONNECTED:
+            return None
+        return before["lease_expires"] - timedelta(seconds=self.seconds)
 
     def fence(self, **values):
         """Renew the lease and write `values` to the SyncState row, only if we still hold it.

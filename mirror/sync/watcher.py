@@ -13,6 +13,7 @@ import queue
 import random
 import threading
 import time
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
@@ -118,6 +119,13 @@ class Watcher:
         self.not_served = False
         self._response = None
         self.finished = threading.Event()
+        # The allocation ledger (hooks.ledger_kinds): whether this kind's stream is followed, the last
+        # moment this watcher's stream was observed complete, and after a new tenure resumed a watch,
+        # (the resume time, the last resourceVersion that happened while nobody watched).
+        self.ledger = kind in hooks.ledger_kinds
+        self.alive_at = None
+        self.earlier_alive = None  # an earlier tenure's last renewal while connected (Lease.previous)
+        self.replay = None
 
     # --- the outer loop ---------------------------------------------------------------------
 
@@ -162,6 +170,11 @@ class Watcher:
                         continue
                     # Resume where the last holder left off: the rows match its stored version.
                     self.rv = SyncState.objects.values_list("resource_version", flat=True).get(pk=self.lease.state_id)
+                    if self.ledger:
+                        # A new tenure: whatever happened since the last observation is a gap. A relist
+                        # reports it at its end; a resumed watch first (_ledger_resume).
+                        self.alive_at, self.earlier_alive = None, self.lease.previous_alive()
+                        self.replay = "pending" if self.rv else None
                     log.info(
                         "%s %s: lease taken by %s (resume from %r)", self.cluster_name, self.kind, self.holder, self.rv
                     )
@@ -301,6 +314,7 @@ class Watcher:
     def list_and_reconcile(self):
         """Full paginated LIST: every page applied in its own fenced transaction, then reconcile."""
         first_sync = not SyncState.objects.filter(pk=self.lease.state_id).exclude(last_list_at=None).exists()
+        listed_at = timezone.now()  # the ledger's relist time: what the list shows held from then on
         with transaction.atomic():
             self.lease.fence(status=SyncState.Status.LISTING)
         page_size = int(sync_setting("LIST_PAGE_SIZE", 500))
@@ -342,7 +356,11 @@ class Watcher:
             with collector_paused(), transaction.atomic():
                 self.lease.fence(status=SyncState.Status.LISTING)
                 result = apply.apply_batch_safely(
-                    self.cluster, self.kind, [(apply.LISTED, item) for item in items], defer_device_state=True
+                    self.cluster,
+                    self.kind,
+                    [(apply.LISTED, item) for item in items],
+                    defer_device_state=True,
+                    observed=(listed_at, False) if self.ledger else None,
                 )
                 if result.malformed:
                     self.lease.fence(
@@ -372,6 +390,9 @@ class Watcher:
                 device_pools=device_pools,
                 footprint_keys=footprint_keys if self.kind == "Pod" else None,
             )
+            if self.ledger:
+                hooks.ledger_relist(self.cluster, listed_at, self._ledger_last_alive())
+                self.alive_at, self.earlier_alive, self.replay = listed_at, None, None
             now = timezone.now()
             self.lease.fence(
                 status=SyncState.Status.CONNECTED,
@@ -393,8 +414,31 @@ class Watcher:
 
     # --- watch ------------------------------------------------------------------------------------
 
+    def _ledger_last_alive(self):
+        return max((t for t in (self.alive_at, self.earlier_alive) if t is not None), default=None)
+
+    def _ledger_resume(self):
+        """A new tenure resumes the watch from a stored resourceVersion: the events replayed up to the
+        collection's current version happened while nobody watched, at unknown times. Asks the server
+        for that version (a one-item LIST) and records the gap before the first of them lands."""
+        page = self.client.get_json(self.path, {"limit": 1})
+        meta = page.get("metadata") if isinstance(page.get("metadata"), dict) else {}
+        now = timezone.now()
+        with transaction.atomic():
+            self.lease.fence()
+            hooks.ledger_resume(self.cluster, now, self._ledger_last_alive())
+        self.replay = (now, resource_version_number(str(meta.get("resourceVersion") or "")))
+        self.alive_at = now
+
+    def _ledger_alive(self, at):
+        """The stream was complete up to `at` (called inside a fenced transaction)."""
+        self.alive_at = at
+        hooks.ledger_alive(self.cluster.pk, at)
+
     def watch_once(self):
         """One WATCH connection from self.rv until the server closes it (timeoutSeconds) or stop."""
+        if self.ledger and self.replay == "pending":
+            self._ledger_resume()
         timeout = int(sync_setting("WATCH_TIMEOUT_SECONDS", 300))
         query = {"watch": "true", "resourceVersion": self.rv, "allowWatchBookmarks": "true", "timeoutSeconds": timeout}
         try:
@@ -429,6 +473,8 @@ class Watcher:
                     if parking or time.monotonic() - renewed >= self.lease.renew_interval:
                         with transaction.atomic():
                             self.lease.fence()  # keep the lease on a quiet stream
+                            if self.ledger:
+                                self._ledger_alive(timezone.now())  # nothing pending: complete until now
                         renewed = time.monotonic()
                     if parking:
                         self.parked = True  # from now on the Supervisor renews it
@@ -472,10 +518,14 @@ class Watcher:
         started = time.monotonic()
         ended, error = False, None
         events, malformed = [], []
+        observed = [] if self.ledger else None  # per event: (received at, exact), for the ledger
+        seen_at = None  # the last line's arrival
+        replay_at, replay_until = self.replay if isinstance(self.replay, tuple) else (None, 0)
         rv, rv_num = self.rv, resource_version_number(self.rv)
-        for tag, payload in batch:
+        for tag, payload, received in batch:
             if tag == "end":
                 ended = True
+                seen_at = received  # a clean end: nothing was left unsaid
                 break
             if tag == "error":
                 error = payload
@@ -495,6 +545,7 @@ class Watcher:
             obj_meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             obj_rv = obj_meta.get("resourceVersion")
             obj_rv_num = resource_version_number(obj_rv)
+            seen_at = received  # not an ERROR: the stream was whole up to this line
             if etype == "BOOKMARK":
                 if obj_rv and (not rv_num or obj_rv_num >= rv_num):
                     rv, rv_num = str(obj_rv), obj_rv_num
@@ -506,6 +557,11 @@ class Watcher:
                 log.info("%s %s: out-of-order event (rv %s < %s) ignored", self.cluster.name, self.kind, obj_rv, rv)
                 continue
             events.append((etype, obj))
+            if observed is not None:
+                if replay_at is not None and obj_rv_num and obj_rv_num <= replay_until:
+                    observed.append((replay_at, False))  # happened while nobody watched
+                else:
+                    observed.append((_when(received), True))
             if obj_rv_num:
                 rv, rv_num = str(obj_rv), obj_rv_num
         self.stats.parse_seconds += time.monotonic() - started
@@ -516,7 +572,11 @@ class Watcher:
         self._configure_session()
         with transaction.atomic():
             self.lease.fence()
-            result = apply.apply_batch_safely(self.cluster, self.kind, events) if events else apply.BatchResult()
+            result = (
+                apply.apply_batch_safely(self.cluster, self.kind, events, observed=observed)
+                if events
+                else apply.BatchResult()
+            )
             bad = len(malformed) + len(result.malformed)
             values = {"resource_version": rv, "status": SyncState.Status.CONNECTED}
             if events:
@@ -530,6 +590,8 @@ class Watcher:
                 values["last_malformed"] = (result.malformed[-1][0] if result.malformed else malformed[-1])[:2000]
                 values["last_malformed_at"] = timezone.now()
             self.lease.fence(**values)
+            if self.ledger and seen_at is not None:
+                self._ledger_alive(_when(seen_at))
         self.rv = rv
         self.stats.apply_seconds += time.monotonic() - started
         if result.changes:
@@ -541,16 +603,21 @@ class Watcher:
         return ended
 
 
+def _when(epoch):
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
 def _read_lines(lines, events):
     """Reader thread: hands raw lines to the applier; the applier parses (one place for errors)."""
+    # Each line with the moment it arrived: the allocation ledger dates events by it (usage/ledger.py).
     try:
         for line in lines:
-            events.put(("line", line))
-        events.put(("end", None))
+            events.put(("line", line, time.time()))
+        events.put(("end", None, time.time()))
     except KubeError as exc:
-        events.put(("error", exc))
+        events.put(("error", exc, time.time()))
     except Exception as exc:  # never die silently: the applier reports it
-        events.put(("error", KubeError(f"watch stream failed: {exc}")))
+        events.put(("error", KubeError(f"watch stream failed: {exc}"), time.time()))
 
 
 def _stop_reader(reader, events, timeout=5.0):

@@ -67,6 +67,9 @@ def serve(host, port, in_process_watchers=False):
             from monitoring.periodic import start_in_process as start_monitoring
 
             start_monitoring()
+            from usage.periodic import start_in_process as start_usage
+
+            start_usage()  # the allocation ledger's prune
         try:
             await server.serve()
         finally:
@@ -75,5 +78,8 @@ def serve(host, port, in_process_watchers=False):
                 from monitoring.periodic import stop_in_process as stop_monitoring
 
                 await asyncio.to_thread(stop_monitoring)  # a sample or poll in hand finishes first
+                from usage.periodic import stop_in_process as stop_usage
+
+                await asyncio.to_thread(stop_usage)
 
     asyncio.run(main())

@@ -1,0 +1,435 @@
+"""Writing the allocation ledger from the sync (registered in mirror/sync/hooks.py by UsageConfig).
+
+Times. An interval starts and ends at the moment the sync observed the watch event that made or
+removed the allocation: when the watcher received the event's line from the API server (the watch
+event itself carries no time, and a claim's status has none for its allocation or its consumers).
+That is within the stream's latency of the API server's write, and it is the same clock for every
+start and end. Where the watcher did not observe (it was down, or its resourceVersion expired), the
+ledger never guesses:
+
+- a relist at time T (first start, a 410, a takeover that could not resume) closes what the mirror
+  no longer holds at T with end_exact=False, opens what it newly holds at T with start_exact=False,
+  and records LedgerGap [last observed, T];
+- a new tenure resuming a watch from a stored resourceVersion at T records the same gap, and the
+  events the server replays (those up to its version at T) count at T, inexact.
+
+"Last observed" is the LedgerMark of the cluster (the last batch or quiet renewal of a connected
+claims stream), or the last lease renewal of a killed watcher whose stream was connected. A cluster
+without either (the ledger's first run) gets no gap: its first intervals are inexact starts.
+
+Idempotent: the sync applies every event once (replays and duplicates are dropped by resourceVersion
+before they get here), an allocation that is already open is left alone, and the database keeps at
+most one open interval per (claim, request, device, share).
+"""
+
+import json
+import logging
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.db.models import Q
+
+from dra.units import WHOLE, Units, raw_device_units
+from mirror.sync import pgcopy
+
+from .models import AllocationInterval, LedgerGap, LedgerMark
+
+log = logging.getLogger(__name__)
+
+KIND = "ResourceClaim"
+
+
+def enabled():
+    return bool(getattr(settings, "USAGE_LEDGER", True))
+
+
+def chosen_labels():
+    return list(getattr(settings, "USAGE_LABELS", ["team", "app"]))
+
+
+@dataclass
+class Fact:
+    """One allocation result of a claim, with its consumers at that moment."""
+
+    consumed: dict
+    admin: bool
+    consumers: tuple  # pod names (the claim's namespace), other consumers as "resource/name"
+
+
+def facts_of(raw):
+    """{(request, driver, pool, device, share id): Fact} of a claim as stored."""
+    status = (raw or {}).get("status") or {}
+    allocation = status.get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    consumers = []
+    for ref in status.get("reservedFor") or []:
+        if not isinstance(ref, dict) or not ref.get("name"):
+            continue
+        resource = ref.get("resource") or "pods"
+        consumers.append(ref["name"] if resource == "pods" else f"{resource}/{ref['name']}")
+    consumers = tuple(sorted(consumers))
+    out = {}
+    for r in results:
+        if not isinstance(r, dict):
+            continue
+        key = (
+            str(r.get("request") or ""),
+            str(r.get("driver") or ""),
+            str(r.get("pool") or ""),
+            str(r.get("device") or ""),
+            str(r.get("shareID") or ""),
+        )
+        out[key] = Fact(r.get("consumedCapacity") or {}, bool(r.get("adminAccess")), consumers)
+    return out
+
+
+def _node_of(raw):
+    """The node an allocation is bound to (its nodeSelector's metadata.name), "" when not one node."""
+    selector = (((raw or {}).get("status") or {}).get("allocation") or {}).get("nodeSelector") or {}
+    terms = selector.get("nodeSelectorTerms") or []
+    if len(terms) != 1:
+        return ""
+    for field in terms[0].get("matchFields") or []:
+        if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(field.get("values")) == 1:
+            return field["values"][0]
+    return ""
+
+
+# What devices and counter sets hold, by row id: a slice that changes gets new device and counter rows
+# (new ids), so an id's entry never goes stale. Bounded: emptied when it grows past CACHE_MAX entries.
+CACHE_MAX = 100_000
+_devices = {}  # device row id -> (model, raw device)
+_sets = {}  # counter-set row id -> {"name", "counters"}
+_units = {}  # (device id, counter-set ids, admin, consumed) -> (device kind, Units)
+
+
+def _bounded(cache):
+    if len(cache) > CACHE_MAX:
+        cache.clear()
+    return cache
+
+
+def _model_name(driver, attrs):
+    for attr in ("productName", "model"):
+        value = (attrs or {}).get(attr) or (attrs or {}).get(f"{driver}/{attr}")
+        if isinstance(value, dict) and value.get("string"):
+            return str(value["string"])
+    return ""
+
+
+class _Lookups:
+    """Devices, counter sets and pods a batch's new intervals need: read together for what the batch
+    is expected to open (prefetch), one by one for anything else. Only ids and names are read per
+    batch; what the rows hold is read once per row id (the caches above)."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.devices = {}  # (driver, pool, name) -> (device id, node) or None
+        self.pools = {}  # (driver, pool) -> counter-set ids
+        self.pods = {}
+
+    def prefetch(self, device_keys, pod_keys):
+        from claims.models import Pod
+        from inventory.models import Device, SharedCounterSet
+
+        device_keys = {k for k in device_keys if k not in self.devices}
+        if device_keys:
+            for key in device_keys:
+                self.devices[key] = None
+            pools, names = {k[1] for k in device_keys}, {k[2] for k in device_keys}
+            for pk, driver, pool, name, node in Device.objects.filter(
+                cluster=self.cluster, pool__any_of=sorted(pools), name__any_of=sorted(names)
+            ).values_list("pk", "driver", "pool", "name", "node_name"):
+                if (driver, pool, name) in device_keys:
+                    self.devices[(driver, pool, name)] = (pk, node)
+            missing = [v[0] for k in device_keys if (v := self.devices[k]) is not None and v[0] not in _devices]
+            if missing:
+                cache = _bounded(_devices)
+                for pk, driver, raw, attrs in Device.objects.filter(pk__any_of=missing).values_list(
+                    "pk", "driver", "raw", "attributes"
+                ):
+                    cache[pk] = (_model_name(driver, attrs), raw)
+        new_pools = {k[:2] for k in device_keys} - set(self.pools)
+        if new_pools:
+            for key in new_pools:
+                self.pools[key] = []
+            for pk, driver, pool in SharedCounterSet.objects.filter(
+                cluster=self.cluster, slice__pool__any_of=sorted({p for _d, p in new_pools})
+            ).values_list("pk", "slice__driver", "slice__pool"):
+                if (driver, pool) in new_pools:
+                    self.pools[(driver, pool)].append(pk)
+            missing = [pk for key in new_pools for pk in self.pools[key] if pk not in _sets]
+            if missing:
+                cache = _bounded(_sets)
+                for pk, name, counters in SharedCounterSet.objects.filter(pk__any_of=missing).values_list(
+                    "pk", "name", "counters"
+                ):
+                    cache[pk] = {"name": name, "counters": counters}
+            for key in new_pools:
+                self.pools[key] = tuple(sorted(self.pools[key]))
+        pod_keys = {k for k in pod_keys if k not in self.pods}
+        if pod_keys:
+            for key in pod_keys:
+                self.pods[key] = None
+            q = Q()
+            for ns in {ns for ns, _ in pod_keys}:
+                q |= Q(namespace=ns, name__any_of=sorted(n for s, n in pod_keys if s == ns))
+            for row in Pod.objects.filter(q, cluster=self.cluster).values(
+                "namespace", "name", "labels", "owner_kind", "owner_name"
+            ):
+                self.pods[(row["namespace"], row["name"])] = row
+
+    def pod(self, namespace, name):
+        if (namespace, name) not in self.pods:
+            self.prefetch((), {(namespace, name)})
+        return self.pods[(namespace, name)]
+
+    def device(self, driver, pool, name, fact, allocation_node):
+        """(node, model, device kind, Units) of an allocation result."""
+        if (driver, pool, name) not in self.devices:
+            self.prefetch({(driver, pool, name)}, ())
+        found = self.devices[(driver, pool, name)]
+        if found is None or found[0] not in _devices:
+            note = "device not in the mirror: counted as a whole device"
+            units = Units(0.0, "admin", "admin access") if fact.admin else Units(1.0, WHOLE, note)
+            return allocation_node, "", "", units
+        pk, node = found
+        model, raw = _devices[pk]
+        set_ids = self.pools.get((driver, pool), ())
+        key = (pk, set_ids, fact.admin, json.dumps(fact.consumed, sort_keys=True) if fact.consumed else "")
+        known = _units.get(key)
+        if known is None:
+            sets = [_sets[i] for i in set_ids if i in _sets]
+            try:
+                units = raw_device_units(driver, pool, raw, sets, consumed=fact.consumed, admin_access=fact.admin)
+                kind = units.kind
+            except Exception as exc:  # a device the engine cannot read: still ledgered, as a whole one
+                units, kind = Units(1.0, WHOLE, f"unreadable device ({exc}): counted as a whole device"), ""
+            known = _bounded(_units)[key] = (kind, units)
+        return node or allocation_node, model, known[0], known[1]
+
+
+def _workload(pod):
+    """(kind, name) of the pod's owner; a ReplicaSet named <deployment>-<pod-template-hash> is its Deployment."""
+    kind, name = pod.get("owner_kind") or "", pod.get("owner_name") or ""
+    suffix = (pod.get("labels") or {}).get("pod-template-hash")
+    if kind == "ReplicaSet" and suffix and name.endswith(f"-{suffix}"):
+        return "Deployment", name[: -len(suffix) - 1]
+    return kind, name
+
+
+class _Held:
+    """An interval while a batch works on it: a stored open row (pk set) or one to be written."""
+
+    __slots__ = ("pk", "started_at", "consumers", "ended_at", "end_exact", "new")
+
+    def __init__(self, pk, started_at, consumers, new=None):
+        self.pk, self.started_at, self.consumers, self.new = pk, started_at, tuple(consumers), new
+        self.ended_at, self.end_exact = None, True
+
+
+def apply_claim_events(cluster, ops, *, every_open=False):
+    """Apply claim events in order: ops = [(uid, replaced uid or None, raw or None, at, exact)].
+
+    `every_open`: the ops cover every claim of the cluster (a relist): open intervals of claims not
+    among them are closed too, at the time of the first op.
+    """
+    if not enabled() or not ops:
+        return
+    uids = {op[0] for op in ops} | {op[1] for op in ops if op[1]}
+    open_rows = AllocationInterval.objects.filter(cluster=cluster, ended_at__isnull=True)
+    if not every_open:
+        open_rows = open_rows.filter(claim_uid__in=uids)
+    current = {}  # uid -> {key: _Held}
+    # Plain tuples, not model instances: a busy stream closes and opens thousands per batch.
+    for pk, uid, request, driver, pool, device, share, started_at, consumers in open_rows.values_list(
+        "pk", "claim_uid", "request", "driver", "pool", "device", "share_id", "started_at", "consumers"
+    ):
+        current.setdefault(uid, {})[(request, driver, pool, device, share)] = _Held(pk, started_at, consumers)
+    if every_open:
+        at = ops[0][3]
+        ops = list(ops) + [(uid, None, None, at, False) for uid in set(current) - uids]
+
+    # What new rows will likely need, read together: allocations not open as they are now (a claim
+    # with several events in the batch: all of its allocations). Anything else is read when needed.
+    device_keys, pod_keys = set(), set()
+    events_of = {}
+    for op in ops:
+        events_of[op[0]] = events_of.get(op[0], 0) + 1
+    for uid, _replaced, raw, _at, _exact in ops:
+        if raw is None:
+            continue
+        ns = (raw.get("metadata") or {}).get("namespace") or ""
+        held = current.get(uid, {})
+        for key, fact in facts_of(raw).items():
+            row = held.get(key)
+            if row is None or row.consumers != fact.consumers or events_of[uid] > 1:
+                device_keys.add(key[1:4])
+                pod_keys.update((ns, c) for c in fact.consumers if "/" not in c)
+    lookups = _Lookups(cluster)
+    lookups.prefetch(device_keys, pod_keys)
+    labels_wanted = chosen_labels()
+
+    closed, created, dropped = [], [], []
+
+    def close(row, at, exact):
+        row.ended_at = max(at, row.started_at)
+        row.end_exact = exact
+        if row.ended_at == row.started_at:
+            # Opened and closed at one moment (events replayed at a resume share its time): nothing
+            # was held, and the next row of the allocation may start at that moment.
+            if row.pk is None:
+                created.remove(row)
+            else:
+                dropped.append(row.pk)
+        elif row.pk is not None:
+            closed.append(row)
+
+    for uid, replaced, raw, at, exact in ops:
+        if replaced:
+            for row in current.pop(replaced, {}).values():
+                close(row, at, exact)
+        desired = facts_of(raw) if raw is not None else {}
+        held = current.setdefault(uid, {})
+        for key, row in list(held.items()):
+            fact = desired.get(key)
+            if fact is None or row.consumers != fact.consumers:
+                close(row, at, exact)
+                del held[key]
+        for key, fact in desired.items():
+            if key not in held:
+                row = held[key] = _Held(None, at, fact.consumers, new=(uid, raw, key, fact, exact))
+                created.append(row)
+    with transaction.atomic():  # one write (pgcopy's temporary table lives until the commit)
+        _write(cluster, lookups, labels_wanted, closed, created, dropped)
+
+
+def _write(cluster, lookups, labels_wanted, closed, created, dropped):
+    # Closes first: a reopened allocation (a pod move) must find its old interval closed.
+    if dropped:
+        AllocationInterval.objects.filter(pk__in=dropped).delete()
+    if closed:
+        if pgcopy.available():  # COPY reads the columns as attributes: no model instances needed
+            rows = [SimpleNamespace(id=r.pk, ended_at=r.ended_at, end_exact=r.end_exact) for r in closed]
+            pgcopy.update(AllocationInterval, rows, ["ended_at", "end_exact"])
+        else:
+            rows = [AllocationInterval(pk=r.pk, ended_at=r.ended_at, end_exact=r.end_exact) for r in closed]
+            AllocationInterval.objects.bulk_update(rows, ["ended_at", "end_exact"], batch_size=100)
+    if created:
+        rows = []
+        for r in created:
+            uid, raw, key, fact, exact = r.new
+            row = _new_row(cluster, uid, raw, key, fact, r.started_at, exact, lookups, labels_wanted)
+            row.ended_at, row.end_exact = r.ended_at, r.end_exact
+            rows.append(row)
+        if pgcopy.available():
+            pgcopy.insert(AllocationInterval, rows)
+        else:
+            AllocationInterval.objects.bulk_create(rows, batch_size=1000)
+
+
+def _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted):
+    request, driver, pool, device, share = key
+    meta = raw.get("metadata") or {}
+    ns = meta.get("namespace") or ""
+    node, model, kind, units = lookups.device(driver, pool, device, fact, _node_of(raw))
+    pods = [c for c in fact.consumers if "/" not in c]
+    pod = lookups.pod(ns, pods[0]) if pods else None
+    workload_kind, workload_name = _workload(pod) if pod else ("", "")
+    source = (pod or {}).get("labels") if pod else meta.get("labels")
+    labels = {k: (source or {})[k] for k in labels_wanted if k in (source or {})}
+    return AllocationInterval(
+        cluster=cluster,
+        claim_uid=uid,
+        namespace=ns,
+        claim_name=meta.get("name") or "",
+        request=request,
+        driver=driver,
+        pool=pool,
+        device=device,
+        device_kind=kind,
+        share_id=share,
+        node=node,
+        model=model,
+        units=units.units,
+        unit_rule=units.rule,
+        unit_note=units.note,
+        consumed_capacity=fact.consumed,
+        admin_access=fact.admin,
+        pod_namespace=ns if pods else "",
+        pod_name=pods[0] if pods else "",
+        workload_kind=workload_kind,
+        workload_name=workload_name,
+        labels=labels,
+        consumers=list(fact.consumers),
+        started_at=at,
+        start_exact=exact,
+    )
+
+
+# --- the hooks -----------------------------------------------------------------------------------
+
+
+def on_claims(cluster, ops):
+    """hooks.ledger_claims: a batch's claim events, inside its transaction. A ledger write the database
+    refuses is logged and skipped (in a savepoint): the mirror's claims must land whatever the ledger."""
+    try:
+        with transaction.atomic():
+            apply_claim_events(cluster, ops)
+    except DatabaseError:
+        log.exception("%s: allocation ledger not written for %d claim events", cluster, len(ops))
+
+
+def mark_alive(cluster_id, at):
+    """hooks.ledger_alive: the claims stream of the cluster was complete up to `at`."""
+    if not enabled():
+        return
+    updated = LedgerMark.objects.filter(cluster_id=cluster_id).filter(Q(alive_at__lt=at) | Q(alive_at=None))
+    if not updated.update(alive_at=at) and not LedgerMark.objects.filter(cluster_id=cluster_id).exists():
+        LedgerMark.objects.create(cluster_id=cluster_id, alive_at=at)
+
+
+def _record_gap(cluster, at, last_alive, reason):
+    """LedgerGap [last observed, at]: the later of the stored mark and the caller's hint."""
+    mark = LedgerMark.objects.filter(cluster=cluster).values_list("alive_at", flat=True).first()
+    start = max((t for t in (mark, last_alive) if t is not None), default=None)
+    if start is None or start >= at:
+        return
+    # A gap that reaches the start (a resume whose watch then met a 410 and relisted) grows instead.
+    joined = LedgerGap.objects.filter(cluster=cluster, started_at__lte=start, ended_at__gte=start).first()
+    if joined is not None:
+        if joined.ended_at < at:
+            joined.ended_at, joined.reason = at, reason
+            joined.save(update_fields=["ended_at", "reason"])
+        return
+    LedgerGap.objects.get_or_create(cluster=cluster, started_at=start, defaults={"ended_at": at, "reason": reason})
+
+
+def on_relist(cluster, at, last_alive):
+    """hooks.ledger_relist: the claims list taken at `at` is in the mirror; close what it lacks."""
+    if not enabled():
+        return
+    from claims.models import ResourceClaim
+
+    with transaction.atomic():
+        _record_gap(cluster, at, last_alive, "relist")
+        ops = [
+            (uid, None, raw, at, False)
+            for uid, raw in ResourceClaim.objects.filter(cluster=cluster).values_list("uid", "raw").iterator(2000)
+        ]
+        if ops:
+            apply_claim_events(cluster, ops, every_open=True)
+        else:  # no claims at all: every open interval ended unseen
+            AllocationInterval.objects.filter(cluster=cluster, ended_at__isnull=True).update(
+                ended_at=at, end_exact=False
+            )
+        mark_alive(cluster.pk, at)
+
+
+def on_resume(cluster, at, last_alive):
+    """hooks.ledger_resume: a new tenure resumes the claims watch at `at`."""
+    if enabled():
+        _record_gap(cluster, at, last_alive, "resume")
+        mark_alive(cluster.pk, at)
