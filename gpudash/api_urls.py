@@ -14,6 +14,7 @@ from monitoring.api import UtilizationView
 from monitoring.api_drametrics import DRAMetricsView
 from monitoring.api_history import DeviceHistoryView, NamespaceHistoryView
 from ops import api as operations
+from usage.api import UsageCsvView, UsageReportView
 
 app_name = "api"
 
@@ -43,6 +44,8 @@ urlpatterns = [
     path("dra-metrics", DRAMetricsView.as_view(), name="dra-metrics"),
     path("history/devices", DeviceHistoryView.as_view(), name="history-devices"),
     path("history/namespaces", NamespaceHistoryView.as_view(), name="history-namespaces"),
+    path("usage", UsageReportView.as_view(), name="usage"),
+    path("usage/csv", UsageCsvView.as_view(), name="usage-csv"),
     *router.urls,
 ]
 

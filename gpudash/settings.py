@@ -5,6 +5,7 @@ REDIS_URL     Redis for the channel layer and Celery; unset = in-memory layer, w
 SECRET_KEY    Django secret; unset = a random key generated once and kept in GPUDASH_DATA_DIR
 """
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -249,6 +250,8 @@ CELERY_BEAT_SCHEDULE = {
     "prune-history": {"task": "monitoring.tasks.prune_history", "schedule": 3600.0},
     # The allocation ledger (usage/ledger.py): intervals ended more than USAGE_RETENTION_DAYS ago, hourly.
     "prune-ledger": {"task": "usage.tasks.prune_ledger", "schedule": 3600.0},
+    # Usage reports' daily rollup and utilization sums (usage/rollup.py), every 10 minutes.
+    "usage-rollup": {"task": "usage.report_tasks.roll_up", "schedule": 600.0},
 }
 
 REST_FRAMEWORK = {
@@ -402,6 +405,15 @@ USAGE_RETENTION_DAYS = int(os.environ.get("GPUDASH_USAGE_RETENTION_DAYS", "400")
 USAGE_LABELS = [
     label.strip() for label in os.environ.get("GPUDASH_USAGE_LABELS", "team,app").split(",") if label.strip()
 ]
+# Usage reports (usage/reports.py, docs/operations.md "Usage reports"): the zone periods are calendar-
+# aligned in (days, ISO weeks, months), the pod label that names a team, optional prices per GPU-hour by
+# model ("*" for any other model; empty = no cost figures), and how many past days each rollup run
+# rebuilds from the ledger (late events and relists can still change them).
+USAGE_TIME_ZONE = os.environ.get("GPUDASH_USAGE_TIME_ZONE", "") or TIME_ZONE
+USAGE_TEAM_LABEL = os.environ.get("GPUDASH_USAGE_TEAM_LABEL", "team")
+USAGE_PRICES = json.loads(os.environ.get("GPUDASH_USAGE_PRICES", "{}") or "{}")
+USAGE_CURRENCY = os.environ.get("GPUDASH_USAGE_CURRENCY", "USD")
+USAGE_ROLLUP_SETTLE_DAYS = int(os.environ.get("GPUDASH_USAGE_ROLLUP_SETTLE_DAYS", "2"))
 
 # GPUs served without DRA (device plugins, HAMi): overrides of inventory/accelerators.py DEFAULTS
 # (RESOURCES, PARTITION_RESOURCES, SHARE_RESOURCES, MODEL_LABELS, HAMI_REGISTER_ANNOTATIONS, HAMI_RESOURCES).

@@ -56,6 +56,8 @@ urlpatterns = [
     path("", include("ops.urls")),
     # Fleet history pages (issue 11): a namespace's charts.
     path("", include("monitoring.urls")),
+    # Usage reports (issue 36): GPU-hours by namespace, team, workload, model, node pool.
+    path("", include("usage.urls")),
     path("live/", LiveRegionsView.as_view(), name="live-regions"),  # shared regions for POST-answered pages
     path("sync/", SyncStatusView.as_view(), name="sync-status"),  # who holds which lease (issue 15)
 ]

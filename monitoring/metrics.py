@@ -31,7 +31,7 @@ def _cluster_names():
     return dict(Cluster.objects.values_list("id", "name"))
 
 
-def _node_pools():
+def node_pools():
     """{(cluster_id, node): pool} for nodes carrying one of NODE_POOL_LABELS (the first present wins)."""
     from inventory.models import Node
 
@@ -63,7 +63,7 @@ def _summary_groups():
     from inventory.models import Node, NodeDeviceSummary
 
     unready = set(Node.objects.filter(ready=False, namespace="").values_list("cluster_id", "name"))
-    pools = _node_pools()
+    pools = node_pools()
     groups, free = {}, {}
     for cid, driver, model, kind, node, *counts in NodeDeviceSummary.objects.values_list(
         "cluster_id", "driver", "model", "kind", "node_name", *_COUNTS
@@ -255,9 +255,25 @@ class OperationsCollector:
         yield matched
 
 
+# Metric families of the floors above (usage: gpudash_gpu_seconds_total), registered from their
+# AppConfig.ready(): callables yielding families, read at every scrape.
+_families = []
+
+
+def register_families(produce):
+    if produce not in _families:
+        _families.append(produce)
+
+
+class RegisteredCollector:
+    def collect(self):
+        for produce in _families:
+            yield from produce()
+
+
 def build_registry():
     registry = CollectorRegistry(auto_describe=False)
-    for collector in (FleetCollector(), SyncCollector(), OperationsCollector()):
+    for collector in (FleetCollector(), SyncCollector(), OperationsCollector(), RegisteredCollector()):
         registry.register(collector)
     registry.register(instruments.PREVIEW_SECONDS)
     return registry

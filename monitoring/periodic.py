@@ -19,6 +19,16 @@ _thread = None
 _stop = threading.Event()
 
 
+# Jobs of the floors above (usage: the report rollup), registered from their AppConfig.ready():
+# (name, period in seconds, aligned, job), run on this thread like monitoring's own.
+_registered = []
+
+
+def register_job(name, every, job, aligned=False):
+    if all(j[0] != name for j in _registered):
+        _registered.append((name, float(every), aligned, job))
+
+
 def _jobs():
     """(name, period in seconds, aligned to the wall-clock minute, job)."""
     from inventory import vanished
@@ -34,6 +44,7 @@ def _jobs():
             lambda: (history.prune(), utilization.prune(), vanished.prune(history.retention_days())),
         ),
         ("utilization poll", max(float(setting("POLL_SECONDS", 60)), 10.0), False, utilization.poll_all),
+        *_registered,
     )
 
 

@@ -9,8 +9,11 @@ class UsageConfig(AppConfig):
 
     def ready(self):
         from mirror.sync.hooks import register
+        from monitoring.metrics import register_families
+        from monitoring.periodic import register_job
 
-        from . import ledger
+        from . import ledger, report_tasks  # noqa: F401 (report_tasks registers the rollup's Celery task)
+        from .rollup import metric_families, run
 
         if getattr(settings, "USAGE_LEDGER", True):
             # The sync times claim events and reports its stream's liveness only for a ledger that listens.
@@ -21,3 +24,5 @@ class UsageConfig(AppConfig):
                 ledger_relist=ledger.on_relist,
                 ledger_resume=ledger.on_resume,
             )
+        register_families(metric_families)  # gpudash_gpu_seconds_total on /metrics
+        register_job("usage rollup", 600.0, run)  # the embedded mode's beat (no Redis)

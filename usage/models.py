@@ -111,3 +111,7 @@ class LedgerMark(models.Model):
 
     def __str__(self):
         return f"{self.cluster_id}: {self.alive_at}"
+
+
+# The reports' rollup tables (usage/rollup.py).
+from .models_reports import RollupState, UsageDay, UsageTotal, UsageUtilDay  # noqa: E402, F401

@@ -1,0 +1,104 @@
+"""The reports' daily rollup of the ledger (usage/rollup.py keeps it), so a month's report reads a few
+hundred thousand pre-summed rows instead of millions of intervals.
+
+Days are local dates in the zone recorded on RollupState (USAGE_TIME_ZONE when it was built): a
+report in another zone reads the ledger itself. Only PostgreSQL keeps a rollup; on SQLite the
+reports always read the ledger.
+"""
+
+from django.db import models
+
+
+class UsageDay(models.Model):
+    """GPU-seconds (whole-GPU equivalents x seconds) of one day and one combination of the report keys.
+
+    Workloads are not a key: a fleet runs thousands a day, and keyed by them the rollup would have more
+    rows than the ledger; reports by workload read the ledger."""
+
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    namespace = models.CharField(max_length=253)
+    team = models.CharField(max_length=253, blank=True, default="")  # the pod label USAGE_TEAM_LABEL
+    model = models.CharField(max_length=253, blank=True, default="")
+    node_pool = models.CharField(max_length=253, blank=True, default="")  # the node's pool when rolled up
+    unit_rule = models.CharField(max_length=16)
+    admin_access = models.BooleanField(default=False)
+    gpu_seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        indexes = [
+            # A period by namespace reads this index alone (an index-only scan of the period's days).
+            models.Index(
+                fields=("day", "namespace"),
+                include=("cluster", "unit_rule", "model", "admin_access", "gpu_seconds"),
+                name="usage_day_ns_idx",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.day} {self.namespace} {self.unit_rule}: {self.gpu_seconds / 3600:.2f} GPU-h"
+
+
+class UsageUtilDay(models.Model):
+    """Utilization of the allocations of one day and key: GPU-seconds with a DCGM sample (`known`) and
+    of those the ones under the idle threshold. Added to as samples arrive (samples are pruned after
+    GPUDASH_UTILIZATION_HISTORY_HOURS; these sums stay)."""
+
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    namespace = models.CharField(max_length=253)
+    team = models.CharField(max_length=253, blank=True, default="")
+    model = models.CharField(max_length=253, blank=True, default="")
+    node_pool = models.CharField(max_length=253, blank=True, default="")
+    unit_rule = models.CharField(max_length=16)
+    known_seconds = models.FloatField(default=0.0)
+    idle_seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=(
+                    "day",
+                    "cluster",
+                    "namespace",
+                    "team",
+                    "model",
+                    "node_pool",
+                    "unit_rule",
+                ),
+                name="usage_utilday_unique",
+            )
+        ]
+
+    def __str__(self):
+        return (
+            f"{self.day} {self.namespace}: idle {self.idle_seconds / 3600:.2f} of {self.known_seconds / 3600:.2f} GPU-h"
+        )
+
+
+class UsageTotal(models.Model):
+    """GPU-seconds of every rolled-up day, per (cluster, namespace, model, unit rule): what /metrics
+    reports as gpudash_gpu_seconds_total, plus the ledger after the rollup's last day."""
+
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=253)
+    model = models.CharField(max_length=253, blank=True, default="")
+    unit_rule = models.CharField(max_length=16)
+    gpu_seconds = models.FloatField(default=0.0)
+
+    def __str__(self):
+        return f"{self.namespace} {self.model} {self.unit_rule}: {self.gpu_seconds:.0f} s"
+
+
+class RollupState(models.Model):
+    """The one row saying how far the rollup goes: days before `complete_before` are in UsageDay (in
+    `zone`), ledger gaps up to `gap_seen` are accounted for, samples before `util_through` are counted."""
+
+    zone = models.CharField(max_length=64)
+    complete_before = models.DateField(null=True)
+    gap_seen = models.BigIntegerField(default=0)
+    util_through = models.DateTimeField(null=True)
+    updated_at = models.DateTimeField(null=True)
+
+    def __str__(self):
+        return f"rollup ({self.zone}) complete before {self.complete_before}"
