@@ -7,6 +7,7 @@ from claims.api import views as claim_views
 from claims.api.aggregates import AllocationAggregateView
 from claims.api.preview import PreviewView, PreviewWorkersView
 from claims.api.whatif import ScenarioDetailView, ScenarioListView, WhatIfView
+from health.api import DeviceHealthListView, HealthTimelineView
 from inventory.api import views as inventory_views
 from inventory.api.aggregates import DeviceAggregateView, GpuAggregateView
 from mirror.api.errors import not_found_view
@@ -39,6 +40,8 @@ urlpatterns = [
     path("utilization", UtilizationView.as_view(), name="utilization"),
     path("history/devices", DeviceHistoryView.as_view(), name="history-devices"),
     path("history/namespaces", NamespaceHistoryView.as_view(), name="history-namespaces"),
+    path("device-health", DeviceHealthListView.as_view(), name="device-health"),
+    path("device-health/timeline", HealthTimelineView.as_view(), name="device-health-timeline"),
     *router.urls,
 ]
 

@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "inventory",
     "claims",
     "monitoring",
+    "health",
     "ops",
     "devcluster",
     "accounts",
@@ -246,6 +247,8 @@ CELERY_BEAT_SCHEDULE = {
     # Fleet history (monitoring/history.py): a sample per minute, pruned past GPUDASH_HISTORY_DAYS hourly.
     "sample-history": {"task": "monitoring.tasks.sample_history", "schedule": crontab()},
     "prune-history": {"task": "monitoring.tasks.prune_history", "schedule": 3600.0},
+    # The device health timeline (health/timeline.py), kept as long as the fleet history.
+    "prune-health-timeline": {"task": "health.tasks.prune_timeline", "schedule": 3600.0},
 }
 
 REST_FRAMEWORK = {
@@ -362,6 +365,12 @@ GPUDASH_OPS = {
     "DRIVER_LOG_LIMIT_BYTES": int(os.environ.get("GPUDASH_DRIVER_LOG_BYTES", "65536")),
     "DRIVER_LOG_TIMEOUT_SECONDS": float(os.environ.get("GPUDASH_DRIVER_LOG_TIMEOUT", "5")),
     "DRIVER_LOG_CONTAINERS": [],
+}
+
+# Device health (health/): how long a device status may say not Ready after allocation (seconds).
+# The binding-conditions finding uses GPUDASH_STUCK["BINDING_TIMEOUT"] (the scheduler's bindingTimeout).
+GPUDASH_HEALTH = {
+    "NOT_READY_GRACE": float(os.environ.get("GPUDASH_HEALTH_NOT_READY_GRACE", "300")),
 }
 
 # Monitoring (monitoring/, docs/operations.md "Metrics" and "GPU utilization").

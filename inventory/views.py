@@ -26,7 +26,7 @@ from django.utils.translation import gettext as _
 from claims.models import AllocationResult, ClaimConsumer, ClaimStateChange, Pod, ResourceClaim
 from mirror import roles, tables
 from mirror.models import Cluster
-from mirror.views import DashboardView, ObjectGone
+from mirror.views import DashboardView, ObjectGone, mark_devices
 
 from . import accelerators, devicestate, fleet, pools, summary, vanished
 from .models import Device, DeviceClass, Node, NodeDeviceSummary, ResourceSlice
@@ -52,6 +52,7 @@ class OverviewView(DashboardView):
     regions = {"overview": "inventory/_overview.html"}
     live_kinds = INVENTORY_KINDS
     nav = "overview"
+    panels = "overview"
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
@@ -97,6 +98,7 @@ class FleetMapView(DashboardView):
     regions = {"map": "inventory/_fleet_map.html"}
     live_kinds = INVENTORY_KINDS
     nav = "map"
+    panels = "map"
     nodes_per_page = 200
 
     def get_context_data(self, **kwargs):
@@ -125,6 +127,7 @@ class FleetMapView(DashboardView):
         ctx.update(self.paginate(rows.none() if error else rows, self.nodes_per_page))
         page = ctx["page_obj"]
         page.object_list = fleet_map.decide(page.object_list)
+        mark_devices([d for r in page.object_list for d in r["devices"]])  # health markers (health/pages.py)
         names = {c.id: c.name for c in Cluster.objects.all()}
         page_sources = (
             accelerators.node_sources(nodes={(r["cluster_id"], r["node"]) for r in page.object_list})
@@ -313,6 +316,7 @@ class NodeDetailView(DashboardView):
     template_name = "inventory/node_detail.html"
     regions = {"devices": "inventory/_node_devices.html"}
     nav = "nodes"
+    panels = "node"
 
     def live_scope(self):
         return {"cluster": self.node.cluster_id, "node": self.node.name}
@@ -483,6 +487,7 @@ class DeviceDetailView(DashboardView):
     regions = {"claims": "inventory/_device_claims.html"}
     live_kinds = ("ResourceSlice", "ResourceClaim")
     nav = "devices"
+    panels = "device"
 
     def look_up(self, request, **kwargs):
         self.device = (

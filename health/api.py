@@ -1,0 +1,101 @@
+"""GET /api/v1/device-health (devices that are not healthy, with their reasons) and
+GET /api/v1/device-health/timeline (the changes of device health, newest first)."""
+
+from rest_framework import generics, serializers
+
+from mirror import roles
+from mirror.api.filters import StrictFilterBackend
+from mirror.api.pagination import StablePagePagination
+from mirror.api.permissions import IsViewer
+
+from .filtersets import DeviceHealthFilterSet, HealthChangeFilterSet
+from .models import STATES, DeviceHealth, HealthChange
+
+
+def _scoped(names, scope):
+    return list(names) if scope is None else [n for n in names if n.split("/", 1)[0] in scope]
+
+
+class DeviceHealthSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    node = serializers.CharField(source="node_name", read_only=True)
+    state = serializers.ChoiceField(choices=STATES, read_only=True)
+    reasons = serializers.SerializerMethodField(help_text="Every signal, worst first: state, source, text (English).")
+
+    class Meta:
+        model = DeviceHealth
+        fields = ("cluster", "driver", "pool", "device", "node", "state", "source", "reason", "reasons", "since")
+
+    def get_reasons(self, obj) -> list[dict]:
+        return [
+            {
+                k: v
+                for k, v in {
+                    "state": r.get("state"),
+                    "source": r.get("source"),
+                    "text": r.get("english", ""),
+                    "taint": r.get("taint"),
+                    "rule": r.get("rule") or None,
+                    "pod": r.get("pod"),
+                }.items()
+                if v
+            }
+            for r in obj.reasons
+        ]
+
+
+class HealthChangeSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    node = serializers.CharField(source="node_name", read_only=True)
+    claims = serializers.SerializerMethodField(help_text='"namespace/name" of the claims allocated the device then.')
+    pods = serializers.SerializerMethodField(help_text='"namespace/name" of their live pods then.')
+
+    class Meta:
+        model = HealthChange
+        fields = (
+            "id",
+            "cluster",
+            "driver",
+            "pool",
+            "device",
+            "node",
+            "at",
+            "from_state",
+            "to_state",
+            "source",
+            "reason",
+            "claims",
+            "pods",
+        )
+
+    # Claims and pods of namespaces outside the user's scope are left out, as everywhere else.
+    def get_claims(self, obj) -> list[str]:
+        return _scoped(obj.claims, self.context["scope"])
+
+    def get_pods(self, obj) -> list[str]:
+        return _scoped(obj.pods, self.context["scope"])
+
+
+class DeviceHealthListView(generics.ListAPIView):
+    """Devices whose health is unhealthy, degraded or unknown (a device not listed is healthy)."""
+
+    queryset = DeviceHealth.objects.select_related("cluster").order_by("cluster_id", "driver", "pool", "device")
+    serializer_class = DeviceHealthSerializer
+    filterset_class = DeviceHealthFilterSet
+    permission_classes = [IsViewer]
+    pagination_class = StablePagePagination
+    filter_backends = [StrictFilterBackend]
+
+
+class HealthTimelineView(generics.ListAPIView):
+    """Changes of device health, newest first, with the claims and pods on the device at that moment."""
+
+    queryset = HealthChange.objects.select_related("cluster").order_by("-at", "-id")
+    serializer_class = HealthChangeSerializer
+    filterset_class = HealthChangeFilterSet
+    permission_classes = [IsViewer]
+    pagination_class = StablePagePagination
+    filter_backends = [StrictFilterBackend]
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "scope": roles.visible_namespaces(self.request.user)}
