@@ -92,7 +92,7 @@ def rule_unhealthy_device(m, cfg, now):
                 "reasons": [r.get("english", "") for r in reasons],
                 "pods": pods,
             },
-            since=h.since,
+            since=min(h.since, now),  # never in the future (the sync's clock and the detector's `now`)
             grace=0,
         )
 
@@ -221,7 +221,7 @@ def rule_taint_eviction(m, cfg, now):
                     "toleration_seconds": seconds,
                     "pods": pods,
                 },
-                since=health[(result.driver, result.pool, result.device)].since,
+                since=min(health[(result.driver, result.pool, result.device)].since, now),
                 grace=0,
             )
 
