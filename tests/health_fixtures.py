@@ -43,3 +43,36 @@ def taint_rule(name, taint_, driver=DRIVER, pool=None, device=None, rv="1", uid=
         "metadata": {"name": name, "uid": uid or f"uid-{name}", "resourceVersion": rv},
         "spec": {"deviceSelector": selector, "taint": taint_},
     }
+
+
+def load_health_fleet(cluster_name="alpha"):
+    """The UI tests' fleet (tests/ui_fixtures.py) with health trouble: train-1-pod reports node-a gpu-0
+    Unhealthy and gpu-1 Unknown (CDI resource IDs), a None-effect DeviceTaintRule marks node-a gpu-2
+    degraded; node-c gpu-1 is tainted NoSchedule in its slice already."""
+    from mirror.sync.apply import apply_object
+
+    from . import ui_fixtures
+
+    cluster = ui_fixtures.load_fleet(cluster_name)
+    pod = ui_fixtures.pod("team-a", "train-1-pod", "train-1", node_name="node-a")
+    with_health(
+        pod,
+        [
+            ("nvidia.com/gpu=gpu-0", "Unhealthy", "XID 79: GPU has fallen off the bus"),
+            ("nvidia.com/gpu=gpu-1", "Unknown", None),
+        ],
+        request="gpus",
+    )
+    apply_object(cluster, "Pod", pod)
+    apply_object(
+        cluster,
+        "DeviceTaintRule",
+        taint_rule(
+            "ecc-watch",
+            taint(key="gpu.nvidia.com/ecc", value="corrected", effect="None"),
+            driver=ui_fixtures.DRIVER,
+            pool="node-a",
+            device="gpu-2",
+        ),
+    )
+    return cluster
