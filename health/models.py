@@ -14,6 +14,13 @@ STATE_LABELS = {
     UNHEALTHY: _("unhealthy"),
 }
 
+# A fleet-map cell's title beside its state.
+MARK_TITLES = {
+    UNHEALTHY: _("health: unhealthy"),
+    DEGRADED: _("health: degraded"),
+    UNKNOWN: _("health: unknown"),
+}
+
 # Where a reason comes from.
 POD_REPORT, SLICE_TAINT, TAINT_RULE = "pod-report", "slice-taint", "taint-rule"
 SOURCE_LABELS = {

@@ -6,14 +6,13 @@ from collections import Counter, defaultdict
 
 from django.db.models import Count
 from django.template.loader import render_to_string
-from django.utils.translation import gettext
 
 from claims.models import AllocationResult, PodClaimRef, PodResourceHealth
 from mirror import roles
 from mirror.messages import render
 
 from . import notion
-from .models import HEALTHY, SOURCE_LABELS, STATE_LABELS, STATES, DeviceHealth, HealthChange
+from .models import HEALTHY, MARK_TITLES, SOURCE_LABELS, STATE_LABELS, STATES, DeviceHealth, HealthChange
 
 TIMELINE_ROWS = 50
 
@@ -229,7 +228,7 @@ def mark_devices(devices):
         state = found.get((d["cluster_id"], d["driver"], d["pool"], d["name"]))
         if state:
             d["health"] = state
-            d["health_label"] = gettext("health: %(state)s") % {"state": state_label(state)}
+            d["health_label"] = MARK_TITLES.get(state, state)
 
 
 def register():
