@@ -3,15 +3,16 @@ timeline of its changes, kept for the history period (GPUDASH_HISTORY_DAYS)."""
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 HEALTHY, DEGRADED, UNKNOWN, UNHEALTHY = "healthy", "degraded", "unknown", "unhealthy"
 # Worst first: the precedence of health.notion (the first that applies wins).
 STATES = (UNHEALTHY, DEGRADED, UNKNOWN, HEALTHY)
-STATE_LABELS = {
-    HEALTHY: _("healthy"),
-    DEGRADED: _("degraded"),
-    UNKNOWN: _("health unknown"),
-    UNHEALTHY: _("unhealthy"),
+STATE_LABELS = {  # in context: "unhealthy" is also the fleet's word for a device on a NotReady node
+    HEALTHY: pgettext_lazy("device health", "healthy"),
+    DEGRADED: pgettext_lazy("device health", "degraded"),
+    UNKNOWN: pgettext_lazy("device health", "health unknown"),
+    UNHEALTHY: pgettext_lazy("device health", "unhealthy"),
 }
 
 # A fleet-map cell's title beside its state.
@@ -80,7 +81,8 @@ class HealthChange(models.Model):
     from_state = models.CharField(max_length=16)
     to_state = models.CharField(max_length=16)
     source = models.CharField(max_length=16, blank=True)  # of the new state's main reason; "" back to healthy
-    reason = models.TextField(blank=True)
+    reason = models.TextField(blank=True)  # English, as the API serves it
+    reason_message = models.JSONField(default=dict, blank=True)  # the same as a message (mirror/messages.py)
     # "namespace/name" of the claims allocated the device and of their live pods, at that moment.
     claims = models.JSONField(default=list, blank=True)
     pods = models.JSONField(default=list, blank=True)

@@ -73,6 +73,7 @@ def timeline_rows(changes, user):
                 "from_label": state_label(c.from_state),
                 "to_label": state_label(c.to_state),
                 "source_label": SOURCE_LABELS.get(c.source, c.source),
+                "reason": render(c.reason_message, c.reason),
                 "pods": pods,
                 "claims": claims,
                 "hidden": hidden_pods + hidden_claims,

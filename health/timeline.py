@@ -90,7 +90,7 @@ def refresh(cluster, kind=None, now=None):
             source, reason = notion.main_reason(reasons)
             old = row.state if row is not None else HEALTHY
             if old != state:
-                changed.append((key, old, state, source, reason, node))
+                changed.append((key, old, state, source, reason, reasons[0]["text"] if reasons else {}, node))
             if state == HEALTHY:
                 dropped.append(row.pk)
             elif row is None:
@@ -135,10 +135,11 @@ def refresh(cluster, kind=None, now=None):
                 to_state=state,
                 source=source,
                 reason=reason,
+                reason_message=text,
                 claims=on.get(key, ([], []))[0],
                 pods=on.get(key, ([], []))[1],
             )
-            for key, old, state, source, reason, node in changed
+            for key, old, state, source, reason, text, node in changed
         ]
         HealthChange.objects.bulk_create(changes, batch_size=500)
     if time.monotonic() - _last_prune["at"] > PRUNE_EVERY:
