@@ -233,3 +233,60 @@ def _health_row(container, init, entry, resource, claims, problem=""):
     r.fields["message"] = message or ""
     r.fields["driver"], r.fields["pool"], r.fields["device"] = device_of_resource_id(resource_id)
     return r.done()
+
+
+# --- resource ID -> device ----------------------------------------------------------------------
+
+
+def device_of_cdi_id(resource_id, results):
+    """The allocation result a CDI device ID ("vendor/class=name") stands for, among `results` (the
+    claim's results for the reported request): the one whose device is the CDI name, or whose
+    device ends the name after a dash ("<claim uid>-gpu-0", a claim-specific CDI device); else the
+    only result there is. None when that leaves no single answer."""
+    _, eq, name = resource_id.partition("=")
+    if not eq:
+        return None
+    exact = [r for r in results if r.device == name]
+    if len(exact) == 1:
+        return exact[0]
+    suffix = [r for r in results if name.endswith("-" + r.device)]
+    if len(suffix) == 1:
+        return suffix[0]
+    return results[0] if len(results) == 1 else None
+
+
+def _base_request(request):
+    return request.split("/", 1)[0]
+
+
+def resolve_devices(rows):
+    """Set `device_key` on PodResourceHealth rows: (driver, pool, device) of the device the report is
+    about, None when it cannot be told. One query for the allocation results of the rows whose
+    resource ID is a CDI device ID."""
+    from django.db.models import Q
+
+    from .models import AllocationResult
+
+    pending = [r for r in rows if not r.device and r.resource_claim_name and "=" in r.resource_id]
+    results, waiting = {}, {id(r) for r in pending}
+    if pending:
+        where = Q()
+        for r in pending:
+            where |= Q(cluster_id=r.cluster_id, claim__namespace=r.namespace, claim__name=r.resource_claim_name)
+        for res in AllocationResult.objects.filter(where).select_related("claim").order_by("id"):
+            results.setdefault((res.cluster_id, res.claim.namespace, res.claim.name), []).append(res)
+    for r in rows:
+        if r.device:
+            r.device_key = (r.driver, r.pool, r.device)
+            continue
+        r.device_key = None
+        if id(r) in waiting:
+            candidates = [
+                res
+                for res in results.get((r.cluster_id, r.namespace, r.resource_claim_name), [])
+                if not r.request or _base_request(res.request) == r.request
+            ]
+            found = device_of_cdi_id(r.resource_id, candidates)
+            if found is not None:
+                r.device_key = (found.driver, found.pool, found.device)
+    return rows

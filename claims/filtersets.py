@@ -10,7 +10,18 @@ from django.db.models.functions import Cast
 from mirror.api.filters import ApiFilterSet, NamespacedFilterSet, search_filter
 from mirror.models import Cluster
 
-from .models import AuditEntry, ClaimConsumer, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
+from .models import (
+    AllocationResult,
+    AuditEntry,
+    ClaimConsumer,
+    ClaimDeviceStatus,
+    Finding,
+    Pod,
+    PodClaimRef,
+    PodResourceHealth,
+    ResourceClaim,
+    ResourceClaimTemplate,
+)
 
 __all__ = (
     "ResourceClaimFilterSet",
@@ -18,6 +29,8 @@ __all__ = (
     "PodFilterSet",
     "AuditEntryFilterSet",
     "FindingFilterSet",
+    "DeviceStatusFilterSet",
+    "DeviceHealthFilterSet",
     "stuck_exists",
 )
 
@@ -130,6 +143,69 @@ class PodFilterSet(NamespacedFilterSet):
 
     def filter_claim(self, queryset, name, value):
         return queryset.filter(Exists(PodClaimRef.objects.filter(pod_id=OuterRef("pk"), claim_name=value)))
+
+
+class DeviceStatusFilterSet(ApiFilterSet):
+    cluster = django_filters.ModelChoiceFilter(
+        field_name="cluster", to_field_name="name", queryset=Cluster.objects.all()
+    )
+    namespace = django_filters.CharFilter()
+    claim = django_filters.CharFilter(field_name="claim__name", help_text="Name of the claim.")
+    node = django_filters.CharFilter(
+        field_name="claim__node_name", help_text="Node the claim's allocation is pinned to."
+    )
+    driver = django_filters.CharFilter()
+    pool = django_filters.CharFilter()
+    device = django_filters.CharFilter(help_text="Device name (with driver and pool: one device).")
+    ready = django_filters.BooleanFilter(help_text="The Ready condition's status (true/false).")
+    has_error = django_filters.BooleanFilter(
+        method="filter_has_error", help_text="Entries that could not be read as served."
+    )
+    ordering = django_filters.OrderingFilter(
+        fields=(("cluster__name", "cluster"), "namespace", ("claim__name", "claim"), "driver", "pool", "device")
+    )
+
+    class Meta:
+        model = ClaimDeviceStatus
+        fields = ()
+
+    def filter_has_error(self, queryset, name, value):
+        return queryset.exclude(error="") if value else queryset.filter(error="")
+
+
+class DeviceHealthFilterSet(ApiFilterSet):
+    cluster = django_filters.ModelChoiceFilter(
+        field_name="cluster", to_field_name="name", queryset=Cluster.objects.all()
+    )
+    namespace = django_filters.CharFilter()
+    pod = django_filters.CharFilter(field_name="pod__name", help_text="Name of the pod.")
+    node = django_filters.CharFilter(field_name="pod__node_name", help_text="Node the pod runs on.")
+    claim = django_filters.CharFilter(field_name="resource_claim_name", help_text="Name of the ResourceClaim.")
+    health = django_filters.ChoiceFilter(choices=PodResourceHealth.Health.choices)
+    driver = django_filters.CharFilter(method="filter_device", help_text="With pool and device: one device.")
+    pool = django_filters.CharFilter(method="filter_device")
+    device = django_filters.CharFilter(
+        method="filter_device",
+        help_text="Reports about this device: by the device its resource ID names, or through the claim's "
+        "allocation for a CDI device ID.",
+    )
+    ordering = django_filters.OrderingFilter(
+        fields=(("cluster__name", "cluster"), "namespace", ("pod__name", "pod"), "container", "health")
+    )
+
+    class Meta:
+        model = PodResourceHealth
+        fields = ()
+
+    def filter_device(self, queryset, name, value):
+        """driver/pool/device: the rows that name it, or whose claim holds such a device (a CDI ID,
+        resolved after the page is read)."""
+        claims = AllocationResult.objects.filter(**{name: value}).values("claim_id")
+        holders = ResourceClaim.objects.filter(pk__in=claims).values_list("cluster_id", "namespace", "name")
+        by_claim = Q(pk__in=[])
+        for cluster_id, namespace, claim in holders:
+            by_claim |= Q(cluster_id=cluster_id, namespace=namespace, resource_claim_name=claim, device="")
+        return queryset.filter(Q(**{name: value}) | by_claim)
 
 
 class AuditEntryFilterSet(ApiFilterSet):

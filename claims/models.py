@@ -446,6 +446,37 @@ class PodClaimRef(models.Model):
             yield cls(cluster_id=pod.cluster_id, pod=pod, namespace=pod.namespace, pod_claim_name="", claim_name=ext)
 
 
+class PodResourceHealthQuerySet(models.QuerySet):
+    def with_devices(self):
+        """The rows as a list, each with `device_key` (driver, pool, device) or None: what
+        claims.devicestatus.resolve_devices makes of its resource ID and its claim's allocation."""
+        from .devicestatus import resolve_devices
+
+        return resolve_devices(list(self))
+
+    def for_devices(self, cluster_id, keys):
+        """The rows (with `device_key`) that report on these devices, {(driver, pool, device)}: by
+        the device the resource ID names, or through the allocation of the claim a CDI ID came from."""
+        keys = set(keys)
+        if not keys:
+            return []
+        names = {k[2] for k in keys}
+        direct = self.filter(cluster_id=cluster_id, device__in=names)
+        holders = AllocationResult.objects.filter(cluster_id=cluster_id, device__in=names).values_list(
+            "driver", "pool", "device", "claim__namespace", "claim__name"
+        )
+        claims = {(ns, name) for driver, pool, device, ns, name in holders if (driver, pool, device) in keys}
+        by_claim = models.Q()
+        for ns, name in claims:
+            by_claim |= models.Q(namespace=ns, resource_claim_name=name)
+        rows = list(direct)
+        if claims:
+            rows += list(self.filter(by_claim, cluster_id=cluster_id, device=""))
+        from .devicestatus import resolve_devices
+
+        return [r for r in resolve_devices(rows) if r.device_key in keys]
+
+
 class PodResourceHealth(models.Model):
     """One resource of a container's `allocatedResourcesStatus[]` (KEP-4680): the kubelet's word on
     the health of a device a claim gave the container. `claim_name` is the pod-level name from the
@@ -479,6 +510,8 @@ class PodResourceHealth(models.Model):
     pool = models.CharField(max_length=253, blank=True)
     device = models.CharField(max_length=253, blank=True)
     error = models.TextField(blank=True)
+
+    objects = PodResourceHealthQuerySet.as_manager()
 
     class Meta:
         ordering = ("pod_id", "id")

@@ -19,6 +19,7 @@ from mirror.models import Cluster
 from mirror.objectpage import crumb, object_page
 from mirror.views import DashboardView
 
+from . import devicestatus_pages
 from .answers import headline_text, present
 from .lookups import claim_keys_q
 from .models import ACTION_TITLES, ClaimStateChange, Finding, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
@@ -309,6 +310,8 @@ class ClaimDetailView(DashboardView):
                 cluster_id=claim.cluster_id, claim_uid=claim.uid, cleared_at__isnull=False
             ).count(),
             conditions=claim.status.get("conditions") or [],
+            device_statuses=devicestatus_pages.claim_statuses(claim),
+            device_health=devicestatus_pages.claim_health(claim),
             **self.driver_logs(consumers),
             owner_pod_exists=bool(claim.owner_pod_name)
             and Pod.objects.filter(

@@ -10,7 +10,7 @@ from mirror import roles
 from mirror.objectpage import crumb, object_page
 from mirror.views import DashboardView
 
-from . import driverlogs
+from . import devicestatus_pages, driverlogs
 from .models import AllocationResult, ClaimConsumer, Pod, PodClaimRef, ResourceClaim, ResourceClaimTemplate
 
 
@@ -117,6 +117,7 @@ class PodDetailView(DashboardView):
             conditions=status.get("conditions") or [],
             reserved_in=reserved_in,
             hami_devices=hami_devices,
+            resource_health=devicestatus_pages.pod_health(pod),
             # A DRA driver pod: its log tail (full page loads only; a live region refresh does not ask).
             **(driverlogs.page_context(pod.cluster, pod=pod) if not self.request.GET.get("fragment") else {}),
             **object_page(

@@ -22,7 +22,8 @@ MERGE_KEYS = {
     "initContainers": "name",
     "resourceClaims": "name",
     "resourceClaimStatuses": "name",
-    "containerStatuses": "name",
+    # (containerStatuses and initContainerStatuses are atomic lists: a patch replaces them; so are a
+    # claim's status.devices.)
     "volumes": "name",
     "env": "name",
     "taints": "key",

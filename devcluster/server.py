@@ -21,7 +21,7 @@ import time
 import yaml
 from aiohttp import web
 
-from . import impersonation
+from . import impersonation, validation
 from .resources import RESOURCE_GROUP, RESOURCES
 from .store import ApiError, BadRequest, Expired, Store, make_matcher
 
@@ -144,6 +144,9 @@ FEATURE_GATES = {
     "DRAAdminAccess": ("", True),
     "DRAPrioritizedList": ("", True),
     "DRAResourceClaimDeviceStatus": ("BETA", True),
+    # Device health in the pod's container statuses (KEP-4680) and its message.
+    "ResourceHealthStatus": ("BETA", True),
+    "ResourceHealthStatusMessage": ("BETA", True),
     "DRAPartitionableDevices": ("BETA", True),
     "DRADeviceTaints": ("BETA", True),
     "DRADeviceTaintRules": ("BETA", False),
@@ -156,6 +159,16 @@ FEATURE_GATES = {
     "DRANodeAllocatableResources": ("ALPHA", False),
     "DRAResourcePoolStatus": ("ALPHA", False),
     "DRAWorkloadResourceClaims": ("ALPHA", False),
+}
+
+# What changes in a default v1.37 apiserver (GA gates have no stage label).
+V137_GATES = {
+    "37": {
+        "DRAResourceClaimDeviceStatus": ("", True),
+        "ResourceHealthStatus": ("", True),
+        "DRADeviceTaints": ("", True),
+        "DRADeviceTaintRules": ("", True),
+    }
 }
 
 
@@ -194,6 +207,7 @@ class DevCluster:
         # The apiserver's /metrics: its feature gates (kubernetes_feature_enabled), and whether the
         # caller's RBAC allows GET /metrics (a nonResourceURLs rule; most clusters deny it).
         self.feature_gates = dict(FEATURE_GATES)
+        self.minor_version = "36"
         self.metrics_allowed = True
         self.requests = collections.deque(maxlen=2000)  # (method, path_qs), for tests to inspect
         self.pod_logs = {}  # (namespace, pod, container) -> log text, served by pods/{name}/log
@@ -350,6 +364,18 @@ class DevCluster:
 
     def disable_devicetaintrules(self):
         self.devicetaintrule_versions = ()
+
+    def serve_kubernetes_version(self, minor):
+        """Answer as a default v1.<minor> apiserver: 36 (the default) or 37, where the device status
+        of claims, the pods' device health and DeviceTaintRule (resource.k8s.io/v1 only) are GA."""
+        minor = str(minor)
+        if minor not in V137_GATES and minor != "36":
+            raise ValueError(f"the devcluster answers as v1.36 or v1.37, not v1.{minor}")
+        self.minor_version = minor
+        self.feature_gates = dict(FEATURE_GATES)
+        if minor == "37":
+            self.feature_gates.update(V137_GATES["37"])
+            self.devicetaintrule_versions = ("v1",)
 
     def set_rules(self, rules):
         """Rules answering SelfSubjectRulesReview / SubjectAccessReview (RBAC PolicyRule dicts,
@@ -571,8 +597,8 @@ class DevCluster:
             return _json_response(
                 {
                     "major": "1",
-                    "minor": "36",
-                    "gitVersion": "v1.36.0-devcluster",
+                    "minor": self.minor_version,
+                    "gitVersion": f"v1.{self.minor_version}.0-devcluster",
                     "gitCommit": "devcluster",
                     "gitTreeState": "clean",
                     "buildDate": "2026-01-01T00:00:00Z",
@@ -655,14 +681,14 @@ class DevCluster:
                         )
                     meta["namespace"] = namespace
                 created = self.store.create(plural, body, reset_status=True)
-                return _json_response(created, 201)
+                return _json_response(_as_version(created, api_version), 201)
             raise ApiError(
                 405,
                 "MethodNotAllowed",
                 f"the server does not allow this method on the requested resource ({request.method} {plural})",
             )
         if request.method == "GET":
-            return _json_response(self.store.get(plural, namespace, name, copy=False))
+            return _json_response(_as_version(self.store.get(plural, namespace, name, copy=False), api_version))
         if request.method == "PUT":
             body = await self._body(request)
             if not isinstance(body, dict):
@@ -675,13 +701,20 @@ class DevCluster:
             meta["name"] = name
             if info.namespaced:
                 meta["namespace"] = namespace
-            return _json_response(self.store.update(plural, body, subresource=sub))
+            updated = self.store.update(plural, body, subresource=sub, prepare=self._strategy(plural, sub))
+            return _json_response(_as_version(updated, api_version))
         if request.method == "PATCH":
             body = await self._body(request)
             patched = self.store.patch(
-                plural, namespace, name, body, request.headers.get("Content-Type", ""), subresource=sub
+                plural,
+                namespace,
+                name,
+                body,
+                request.headers.get("Content-Type", ""),
+                subresource=sub,
+                prepare=self._strategy(plural, sub),
             )
-            return _json_response(patched)
+            return _json_response(_as_version(patched, api_version))
         if request.method == "DELETE" and sub is None:
             options = await self._body(request, optional=True) or {}
             result = self.store.delete(plural, namespace, name, preconditions=options.get("preconditions"))
@@ -700,6 +733,14 @@ class DevCluster:
             )
         raise ApiError(405, "MethodNotAllowed", f"method {request.method} is not allowed here")
 
+    def _strategy(self, plural, sub):
+        """The status strategy of a write through the API (validation.py), or None; the store's
+        own methods, which tests use to plant any state, skip it."""
+        update = validation.STATUS_UPDATES.get(plural) if sub == "status" else None
+        if update is None:
+            return None
+        return lambda new, current: update(new, current, {k: v[1] for k, v in self.feature_gates.items()})
+
     def _metrics(self, request):
         """GET /metrics: the Prometheus text of kubernetes_feature_enabled (one line per gate, as the
         apiserver's component-base registers it) and kubernetes_build_info; 403 where RBAC denies it."""
@@ -715,7 +756,8 @@ class DevCluster:
             "was built, and platform on which it is running.",
             "# TYPE kubernetes_build_info gauge",
             'kubernetes_build_info{build_date="2026-01-01T00:00:00Z",compiler="gc",git_commit="devcluster",'
-            'git_tree_state="clean",git_version="v1.36.0-devcluster",go_version="go1.25",major="1",minor="36",'
+            f'git_tree_state="clean",git_version="v1.{self.minor_version}.0-devcluster",go_version="go1.25",major="1",'
+            f'minor="{self.minor_version}",'
             'platform="linux/amd64"} 1',
             "# HELP kubernetes_feature_enabled [BETA] This metric records the data about the stage and enablement "
             "of a k8s feature.",
@@ -1112,10 +1154,10 @@ class DevCluster:
             return True
         loop = asyncio.get_running_loop()
         if initial:
-            lines = (self._line("ADDED", obj) for obj in initial)
+            lines = (self._line("ADDED", _as_version(obj, watch.api_version)) for obj in initial)
         else:
             lines = (
-                self._event_line(kind, event)
+                self._versioned_line(kind, event, watch.api_version)
                 for event in backlog
                 for kind in (self._backlog_type(event, match),)
                 if kind
@@ -1184,7 +1226,7 @@ class DevCluster:
                 elif kind == "ERROR":
                     lines.append(self._line("ERROR", payload))
                 else:
-                    lines.append(self._event_line(kind, payload))
+                    lines.append(self._versioned_line(kind, payload, watch.api_version))
                     watch.last_rv = payload.rv
             if lines:
                 await self._write_lines(response, lines)
@@ -1213,6 +1255,11 @@ class DevCluster:
     def _line(kind, obj):
         return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
 
+    def _versioned_line(self, kind, event, api_version):
+        if event.obj.get("apiVersion") not in (None, api_version):
+            return self._line(kind, _as_version(event.obj, api_version))  # a kind served in several versions
+        return self._event_line(kind, event)
+
     def _event_line(self, kind, event):
         if kind == event.type:
             if event._line is None:
@@ -1225,6 +1272,14 @@ class DevCluster:
         # write in chunks so one huge initial state does not build a single giant buffer
         for start in range(0, len(lines), 500):
             await response.write(b"".join(lines[start : start + 500]))
+
+
+def _as_version(obj, api_version):
+    """The object as the version it was asked for serves it (DeviceTaintRule: v1beta2 or v1; the
+    fields gpudash reads are the same in both)."""
+    if obj.get("apiVersion") in (None, api_version):
+        return obj
+    return {**obj, "apiVersion": api_version}
 
 
 def _container_names(pod):

@@ -358,7 +358,7 @@ class Store:
             self._put(plural, obj, "ADDED", None)
             return clone(obj)
 
-    def update(self, plural, obj, subresource=None):
+    def update(self, plural, obj, subresource=None, prepare=None):
         """Replace (PUT). A metadata.resourceVersion in obj is a precondition.
 
         subresource=None keeps the stored status of kinds with a status subresource,
@@ -372,7 +372,7 @@ class Store:
                 raise Conflict(plural, meta.get("name"))
             if meta.get("uid") and meta["uid"] != current["metadata"]["uid"]:
                 raise Conflict(plural, meta.get("name"), _uid_message(meta["uid"], current))
-            return self._replace(plural, current, clone(obj), subresource)
+            return self._replace(plural, current, clone(obj), subresource, prepare)
 
     def apply(self, plural, obj):
         """Create or replace the whole object, status included (a test/fixture helper)."""
@@ -387,7 +387,7 @@ class Store:
             new.setdefault("metadata", {}).pop("resourceVersion", None)
             return self._replace(plural, current, new, subresource="*")
 
-    def patch(self, plural, namespace, name, body, patch_type, subresource=None):
+    def patch(self, plural, namespace, name, body, patch_type, subresource=None, prepare=None):
         """PATCH with merge, strategic merge or JSON patch; see patching.py."""
         with self.lock:
             current = self.get(plural, namespace, name, copy=False)
@@ -407,9 +407,11 @@ class Store:
             new_meta.setdefault("resourceVersion", current["metadata"]["resourceVersion"])
             if new_meta["resourceVersion"] != current["metadata"]["resourceVersion"]:
                 raise Conflict(plural, name)
-            return self._replace(plural, current, new, subresource)
+            return self._replace(plural, current, new, subresource, prepare)
 
-    def _replace(self, plural, current, new, subresource):
+    def _replace(self, plural, current, new, subresource, prepare=None):
+        """`prepare(new, current)`: the API server's strategy for this write (drop, normalize,
+        validate: validation.py), run on the object about to be stored; it may raise ApiError."""
         info = resource_info(plural)
         cmeta = current["metadata"]
         meta = new.setdefault("metadata", {})
@@ -434,6 +436,9 @@ class Store:
             merged["metadata"] = clone(cmeta)
             new = merged
             meta = new["metadata"]
+            if prepare is not None and "status" in new:
+                new["status"] = clone(new["status"])  # prepare edits it; never the stored copy
+                prepare(new, current)
         else:
             if info.has_status and subresource != "*":
                 if "status" in current:

@@ -27,6 +27,8 @@ router.register("claims", claim_views.ResourceClaimViewSet, basename="resourcecl
 router.register("claim-templates", claim_views.ResourceClaimTemplateViewSet, basename="resourceclaimtemplate")
 router.register("pods", claim_views.PodViewSet, basename="pod")
 router.register("audit", claim_views.AuditEntryViewSet, basename="auditentry")
+router.register("device-status", claim_views.DeviceStatusViewSet, basename="devicestatus")
+router.register("device-health", claim_views.DeviceHealthViewSet, basename="devicehealth")
 
 urlpatterns = [
     path("preview", PreviewView.as_view(), name="preview"),
@@ -40,8 +42,9 @@ urlpatterns = [
     path("utilization", UtilizationView.as_view(), name="utilization"),
     path("history/devices", DeviceHistoryView.as_view(), name="history-devices"),
     path("history/namespaces", NamespaceHistoryView.as_view(), name="history-namespaces"),
-    path("device-health", DeviceHealthListView.as_view(), name="device-health"),
-    path("device-health/timeline", HealthTimelineView.as_view(), name="device-health-timeline"),
+    # The device health notion (health/); /device-health is the kubelet's reports (claims).
+    path("health/devices", DeviceHealthListView.as_view(), name="health-devices"),
+    path("health/timeline", HealthTimelineView.as_view(), name="health-timeline"),
     *router.urls,
 ]
 

@@ -1,5 +1,6 @@
-"""GET /api/v1/device-health (devices that are not healthy, with their reasons) and
-GET /api/v1/device-health/timeline (the changes of device health, newest first)."""
+"""GET /api/v1/health/devices (devices that are not healthy, with their reasons) and
+GET /api/v1/health/timeline (the changes of device health, newest first). The kubelet's own reports
+are GET /api/v1/device-health (claims)."""
 
 from rest_framework import generics, serializers
 

@@ -1,4 +1,4 @@
-"""FilterSets of the health endpoints (GET /api/v1/device-health, /api/v1/device-health/timeline)."""
+"""FilterSets of the health endpoints (GET /api/v1/health/devices, /api/v1/health/timeline)."""
 
 import django_filters
 

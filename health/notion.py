@@ -17,10 +17,9 @@ the driver's health stream. Every signal is kept as a reason, worst first.
 
 Resource IDs of a report name the device the kubelet prepared: the first CDI device ID the driver
 returned ("vendor/class=name"), else "<driver>/<pool>/<device>" (kubelet cm/dra/manager.go,
-buildResourceHealth). The "<driver>/<pool>/<device>" form names the device itself (claims.devicestatus reads it so); a
-CDI ID is joined to a device of its claim's allocation results for its request by the device name it ends in (the name after "=",
-equal to the device or ending in "-<device>" / "_<device>", the longest such name); else, when the request
-was given exactly one device, that one. A report that fits none is left out (shown on the pod page only).
+buildResourceHealth). The join to devices is claims.devicestatus.resolve_devices (docs/device-health.md):
+the fallback form names the device, a CDI ID goes through its claim's allocation results; a report that
+fits no device is left out here (the pod page still lists it).
 """
 
 from collections import defaultdict
@@ -29,6 +28,7 @@ from types import SimpleNamespace
 from django.apps import apps
 from django.utils.translation import gettext_noop
 
+from claims.devicestatus import resolve_devices
 from dra.model import BLOCKING_TAINT_EFFECTS
 from dra.model import Device as EngineDevice
 from dra.taintrules import RuleMatcher
@@ -81,47 +81,10 @@ def decide(signals):
     return ordered[0]["state"], ordered
 
 
-def device_of_resource(resource_id, results):
-    """The (driver, pool, device) of `results` (one claim request's allocation results) a report's
-    resource ID names, or None. See the module's docstring for the forms."""
-    keys = [tuple(k) for k in results]
-    for key in keys:
-        if resource_id == "/".join(key):
-            return key
-    name = resource_id.rsplit("=", 1)[-1] if "=" in resource_id else resource_id.rsplit("/", 1)[-1]
-    fits = [k for k in keys if name == k[2] or name.endswith((f"-{k[2]}", f"_{k[2]}"))]
-    if fits:
-        return max(fits, key=lambda k: len(k[2]))
-    return keys[0] if len(keys) == 1 else None
-
-
-def report_devices(cluster_id, reports):
-    """[(report, pod, device key or None)] for PodResourceHealth rows (with their pods loaded).
-
-    The report's ResourceClaim is its `resource_claim_name` (the sync resolved the pod-level name); a
-    report naming "<driver>/<pool>/<device>" is taken as it says, a CDI ID through the allocation."""
-    AllocationResult = apps.get_model("claims", "AllocationResult")
-    reports = list(reports)
-    wanted = {(r.namespace, r.resource_claim_name) for r in reports if r.resource_claim_name and not r.device}
-    results = defaultdict(list)  # (namespace, claim) -> [(request, key)]
-    if wanted:
-        for ns, claim, request, driver, pool, device in AllocationResult.objects.filter(
-            cluster_id=cluster_id, claim__name__in={c for _, c in wanted}
-        ).values_list("claim__namespace", "claim__name", "request", "driver", "pool", "device"):
-            if (ns, claim) in wanted:
-                results[(ns, claim)].append((request, (driver, pool, device)))
-    out = []
-    for report in reports:
-        if report.device:
-            out.append((report, report.pod, (report.driver, report.pool, report.device)))
-            continue
-        of_request = [
-            key
-            for request, key in results.get((report.namespace, report.resource_claim_name), [])
-            if not report.request or request == report.request or request.startswith(f"{report.request}/")
-        ]
-        out.append((report, report.pod, device_of_resource(report.resource_id, of_request) if of_request else None))
-    return out
+def report_devices(reports):
+    """[(report, pod, device key or None)] for PodResourceHealth rows (with their pods loaded), joined
+    to devices by claims.devicestatus.resolve_devices (the one join of the project)."""
+    return [(r, r.pod, r.device_key) for r in resolve_devices(list(reports))]
 
 
 def _rule_devices(cluster_id, raw_rules):
@@ -172,7 +135,7 @@ def gather(cluster_id):
     for rule, taint, (driver, pool, name, node) in _rule_devices(cluster_id, raw_rules):
         nodes[(driver, pool, name)] = node
         signals[(driver, pool, name)].append(taint_signal(taint, TAINT_RULE, rule))
-    for report, pod, key in report_devices(cluster_id, troubled_reports(cluster_id)):
+    for report, pod, key in report_devices(troubled_reports(cluster_id)):
         if key is not None:
             nodes.setdefault(key, pod.node_name)
             signals[key].append(report_signal(report, pod))
@@ -193,6 +156,7 @@ def troubled_reports(cluster_id):
         .select_related("pod")
         .only(
             "pod_id",
+            "cluster_id",
             "namespace",
             "container",
             "claim_name",

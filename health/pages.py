@@ -2,16 +2,15 @@
 page (state, reasons, reports, timeline), the node page (its devices' health), the claim and pod pages
 (the health of their devices), the overview (counts) and the fleet map (a marker per device, a legend)."""
 
-from collections import Counter, defaultdict
+from collections import Counter
 
 from django.db.models import Count
 from django.template.loader import render_to_string
 
-from claims.models import AllocationResult, PodClaimRef, PodResourceHealth
+from claims.models import AllocationResult, PodClaimRef
 from mirror import roles
 from mirror.messages import render
 
-from . import notion
 from .models import HEALTHY, MARK_TITLES, SOURCE_LABELS, STATE_LABELS, STATES, DeviceHealth, HealthChange
 
 TIMELINE_ROWS = 50
@@ -82,32 +81,6 @@ def timeline_rows(changes, user):
     return rows
 
 
-def _reports_for_devices(cluster_id, keys, user):
-    """Pod health reports naming these devices: {(driver, pool, device): [report rows]}."""
-    keys = set(keys)
-    if not keys:
-        return {}
-    claims = set(
-        AllocationResult.objects.filter(cluster_id=cluster_id, device__in={k[2] for k in keys}).values_list(
-            "claim__namespace", "claim__name", "driver", "pool", "device"
-        )
-    )
-    claims = {(ns, c) for ns, c, *key in claims if tuple(key) in keys}
-    reports = PodResourceHealth.objects.filter(cluster_id=cluster_id, device__in={k[2] for k in keys}) | (
-        PodResourceHealth.objects.filter(
-            cluster_id=cluster_id,
-            resource_claim_name__in={c for _, c in claims},
-            namespace__in={ns for ns, _ in claims},
-        )
-    )
-    reports = roles.scope_queryset(reports.select_related("pod"), user)
-    out = defaultdict(list)
-    for report, pod, key in notion.report_devices(cluster_id, reports.order_by("pod__name", "id")):
-        if key in keys:
-            out[key].append(report)
-    return out
-
-
 def device_panel(view, device):
     if device is None:
         return ""
@@ -118,7 +91,6 @@ def device_panel(view, device):
         "health/_device_health.html",
         {
             "entry": entry,
-            "reports": _reports_for_devices(device.cluster_id, [key], view.request.user).get(key, []),
             "timeline": timeline_rows(changes, view.request.user),
         },
         request=view.request,
@@ -148,12 +120,7 @@ def _devices_panel(view, cluster_id, keys, title_id):
     if not keys:
         return ""
     health = health_of(cluster_id, keys)
-    reports = _reports_for_devices(cluster_id, keys, view.request.user)
-    entries = []
-    for key in keys:
-        e = _entry(key, health.get(key))
-        e["reports"] = reports.get(key, [])
-        entries.append(e)
+    entries = [_entry(key, health.get(key)) for key in keys]
     return render_to_string(
         "health/_devices_health.html",
         {"entries": entries, "cluster": view.request.resolver_match.kwargs.get("cluster", ""), "title_id": title_id},

@@ -26,7 +26,7 @@ from django.utils.translation import gettext as _
 from claims.models import AllocationResult, ClaimConsumer, ClaimStateChange, Pod, ResourceClaim
 from mirror import roles, tables
 from mirror.models import Cluster
-from mirror.views import DashboardView, ObjectGone, mark_devices
+from mirror.views import DashboardView, ObjectGone, mark_devices, object_sections
 
 from . import accelerators, devicestate, fleet, pools, summary, vanished
 from .models import Device, DeviceClass, Node, NodeDeviceSummary, ResourceSlice
@@ -365,6 +365,7 @@ class NodeDetailView(DashboardView):
                 Pod.objects.filter(cluster_id=node.cluster_id, node_name=node.name), self.request.user
             ).order_by("namespace", "name"),
             **object_page(node.cluster, "Node", node.raw, node.name, uid=node.uid, crumbs=crumbs),
+            object_sections=object_sections("Node", self.request, node),
         )
         if not self.request.GET.get("fragment"):  # live region refreshes do not go to the API server
             from claims import driverlogs
@@ -567,6 +568,7 @@ class DeviceDetailView(DashboardView):
                 holding.order_by("namespace", "name").only("cluster_id", "namespace", "name", "phase", "node_name")
             ),
             matching_classes=classmatch.classes_matching(device),
+            object_sections=object_sections("Device", self.request, device),
             attributes=sorted(device.attributes.items()),
             capacity=sorted(device.capacity.items()),
             counter_sets=counter_sets,

@@ -64,6 +64,24 @@ def mark_devices(devices):
         mark(devices)
 
 
+# Sections an app adds to an object page another app renders, {kind: [section, ...]}: the device and
+# node pages (inventory) show what claims mirrors of the drivers' device status and the kubelet's
+# health reports without importing it. A section is called as section(request, obj) and returns None
+# (nothing to show) or a dict with "template" (rendered with the dict as `section`).
+OBJECT_SECTIONS = {}
+
+
+def register_object_section(kind, section):
+    sections = OBJECT_SECTIONS.setdefault(kind, [])
+    if section not in sections:
+        sections.append(section)
+
+
+def object_sections(kind, request, obj):
+    """The registered sections of a `kind` page for this object, in registration order."""
+    return [part for part in (section(request, obj) for section in OBJECT_SECTIONS.get(kind, ())) if part]
+
+
 def active_finding_count(user, cluster=None):
     """Open stuck-claim findings the user may see, in the selected cluster (what the Stuck page lists)."""
     count = _page_parts["stuck_count"]

@@ -1,4 +1,4 @@
-"""REST API of device health: the devices' `health` field, GET /api/v1/device-health and its timeline
+"""REST API of device health: the devices' `health` field, GET /api/v1/health/devices and /api/v1/health/timeline
 (filters, scoping of claims and pods to the reader's namespaces, bad filters as 400s)."""
 
 import pytest
@@ -45,37 +45,35 @@ def test_devices_carry_their_health(fleet, viewer):
 
 
 def test_device_health_list_and_filters(fleet, viewer):
-    body = ok(viewer.get("/api/v1/device-health?cluster=alpha"))
+    body = ok(viewer.get("/api/v1/health/devices?cluster=alpha"))
     [row] = body["results"]
     assert (row["device"], row["node"], row["state"], row["source"]) == ("gpu-7", "node-a", "unhealthy", "slice-taint")
     assert row["reason"] == "taint nvidia.com/xid=79:NoSchedule in its ResourceSlice"
     assert row["reasons"][0]["taint"] == XID
-    assert ok(viewer.get("/api/v1/device-health?state=degraded"))["results"] == []
-    bad = viewer.get("/api/v1/device-health?state=sick")
+    assert ok(viewer.get("/api/v1/health/devices?state=degraded"))["results"] == []
+    bad = viewer.get("/api/v1/health/devices?state=sick")
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "state"
     assert bad.json()["error"]["message"] == "Must be one of unhealthy, degraded, unknown, not 'sick'."
-    unknown = viewer.get("/api/v1/device-health?colour=red")
+    unknown = viewer.get("/api/v1/health/devices?colour=red")
     assert unknown.status_code == 400 and unknown.json()["error"]["field"] == "colour"
 
 
 def test_timeline_names_who_sat_on_the_device_within_scope(fleet, viewer, scoped_viewer):
     taint_node_a({0, 1, 7})  # gpu-0 held by team-a/train (pod trainer), gpu-1 watched by ops/monitor
-    body = ok(viewer.get("/api/v1/device-health/timeline?cluster=alpha&to_state=unhealthy&device=gpu-0"))
+    body = ok(viewer.get("/api/v1/health/timeline?cluster=alpha&to_state=unhealthy&device=gpu-0"))
     [change] = body["results"]
     assert (change["from_state"], change["to_state"], change["source"]) == ("healthy", "unhealthy", "slice-taint")
     assert change["claims"] == ["team-a/train"] and change["pods"] == ["team-a/trainer"]
-    everyone = ok(viewer.get("/api/v1/device-health/timeline?device=gpu-1"))["results"]
+    everyone = ok(viewer.get("/api/v1/health/timeline?device=gpu-1"))["results"]
     assert everyone[0]["claims"] == ["ops/monitor"]
     # A viewer of team-a only sees the change, not the claims of other namespaces.
-    scoped = ok(scoped_viewer.get("/api/v1/device-health/timeline?device=gpu-1"))["results"]
+    scoped = ok(scoped_viewer.get("/api/v1/health/timeline?device=gpu-1"))["results"]
     assert scoped[0]["to_state"] == "unhealthy" and scoped[0]["claims"] == []
-    assert ok(scoped_viewer.get("/api/v1/device-health/timeline?device=gpu-0"))["results"][0]["pods"] == [
-        "team-a/trainer"
-    ]
+    assert ok(scoped_viewer.get("/api/v1/health/timeline?device=gpu-0"))["results"][0]["pods"] == ["team-a/trainer"]
 
     taint_node_a({7})
-    newest = ok(viewer.get("/api/v1/device-health/timeline?device=gpu-0"))["results"]
+    newest = ok(viewer.get("/api/v1/health/timeline?device=gpu-0"))["results"]
     assert [(c["from_state"], c["to_state"]) for c in newest] == [("unhealthy", "healthy"), ("healthy", "unhealthy")]
     since = newest[0]["at"]
-    assert len(ok(viewer.get(f"/api/v1/device-health/timeline?since={since}&device=gpu-0"))["results"]) == 1
-    assert viewer.get("/api/v1/device-health/timeline?since=yesterday").status_code == 400
+    assert len(ok(viewer.get(f"/api/v1/health/timeline?since={since}&device=gpu-0"))["results"]) == 1
+    assert viewer.get("/api/v1/health/timeline?since=yesterday").status_code == 400

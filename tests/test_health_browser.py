@@ -96,7 +96,7 @@ def test_fleet_map_markers_and_device_page(stack):
     row.screenshot(path=str(stack["shots"] / "health-fleet-map-row.png"))
 
     assert page.goto(f"{base}/devices/demo/{DRIVER}/{NODE}/gpu-7/").status == 200
-    health = page.locator("#device-health")
+    health = page.locator("#device-health-state")
     assert health.locator("h2 [data-health]").inner_text() == "health unknown"
     assert f"pod {pod} (container" in health.inner_text() and "reports it Unknown" in health.inner_text()
     first = health.locator("#device-health-timeline tbody tr").first

@@ -1,5 +1,6 @@
-"""Device health as one notion (health/notion.py): the precedence of its signals, the resource-ID join,
-and the timeline the sync's apply path writes (health/timeline.py) with who sat on the device."""
+"""Device health as one notion (health/notion.py): the precedence of its signals, reports joined to
+devices (CDI IDs through the claim's allocation), and the timeline the sync's apply path writes
+(health/timeline.py) with who sat on the device."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -51,24 +52,6 @@ def test_precedence_worst_first(states, expected):
 )
 def test_taint_effects(effect, expected):
     assert notion.taint_state({"key": "k", "effect": effect}) == expected
-
-
-RESULTS = [("gpu.example.com", "node-1", "gpu-0"), ("gpu.example.com", "node-1", "gpu-1")]
-
-
-@pytest.mark.parametrize(
-    ("resource_id", "results", "expected"),
-    [
-        ("gpu.example.com/node-1/gpu-1", RESULTS, RESULTS[1]),  # the kubelet's fallback form
-        ("gpu.example.com/gpu=gpu-1", RESULTS, RESULTS[1]),  # CDI: the name after "="
-        ("k8s.gpu.example.com/claim=3f2a-gpu-0", RESULTS, RESULTS[0]),  # CDI: a name ending in -<device>
-        ("vendor.com/dev=opaque-1234", RESULTS[:1], RESULTS[0]),  # one device for the request: that one
-        ("vendor.com/dev=opaque-1234", RESULTS, None),  # several, none named: not joined
-        ("gpu.example.com/node-1/gpu-9", RESULTS[:1], RESULTS[0]),
-    ],
-)
-def test_resource_id_join(resource_id, results, expected):
-    assert notion.device_of_resource(resource_id, results) == expected
 
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

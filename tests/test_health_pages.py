@@ -37,16 +37,15 @@ def section(body, sid):
 
 def test_device_page_shows_state_reasons_reports_and_timeline(viewer, alpha):
     body = page(viewer, reverse("inventory:device-detail", args=[alpha.name, "gpu.nvidia.com", "node-a", "gpu-0"]))
-    health = section(body, "device-health")
+    health = section(body, "device-health-state")
     assert 'data-health="unhealthy"' in health
     assert "pod team-a/train-1-pod (container main) reports it Unhealthy: XID 79: GPU has fallen off the bus" in health
-    assert "<code>nvidia.com/gpu=gpu-0</code>" in health  # the report's resource ID
     timeline = re.search(r'<table class="grid health-timeline" id="device-health-timeline">.*?</table>', health, re.S)
     assert 'data-to="unhealthy"' in timeline.group(0)
     assert "team-a/train-1" in timeline.group(0) and "team-a/train-1-pod" in timeline.group(0)
 
     quiet = page(viewer, reverse("inventory:device-detail", args=[alpha.name, "gpu.nvidia.com", "node-a", "gpu-5"]))
-    assert 'data-health="healthy"' in section(quiet, "device-health")
+    assert 'data-health="healthy"' in section(quiet, "device-health-state")
     assert "No health change recorded in the history period." in quiet
 
 
@@ -58,7 +57,7 @@ def test_node_claim_and_pod_pages(viewer, alpha):
         page(viewer, reverse("claims:claim-detail", args=[alpha.name, "team-a", "train-1"])), "claim-health"
     )
     assert re.findall(r'data-device="gpu\.nvidia\.com/node-a/(gpu-\d)"', claim) == ["gpu-0", "gpu-1"]
-    assert "<b>Unhealthy</b> — XID 79" in claim
+    assert "reports it Unhealthy: XID 79" in claim
     pod = section(page(viewer, reverse("claims:pod-detail", args=[alpha.name, "team-a", "train-1-pod"])), "pod-health")
     assert 'data-health="unknown"' in pod
 

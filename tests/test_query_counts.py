@@ -32,11 +32,12 @@ API_BASELINES = {
     "/api/v1/devices/?state=free&attribute=productName:NVIDIA H100 80GB HBM3&capacity=memory>=40Gi": 6,  # +1: NotReady nodes, read once for the filter and the state
     "/api/v1/devices/?cluster=demo&fleet_state=allocated": 6,
     "/api/v1/devices/?cursor=&state=free": 5,
-    "/api/v1/claims/": 5,
-    "/api/v1/claims/?state=reserved&ordering=-creation_timestamp": 5,
-    "/api/v1/claims/?cursor=&ordering=-namespace,name": 5,
+    # +1: the page's device status entries (status.devices), one prefetch
+    "/api/v1/claims/": 6,
+    "/api/v1/claims/?state=reserved&ordering=-creation_timestamp": 6,
+    "/api/v1/claims/?cursor=&ordering=-namespace,name": 6,
     "/api/v1/claim-templates/": 3,
-    "/api/v1/pods/": 4,
+    "/api/v1/pods/": 5,  # +1: the page's device health reports, one prefetch
     "/api/v1/audit/": 3,
 }
 # Aggregates have no pages: only the baseline.

@@ -3,10 +3,26 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from claims.models import AllocationResult, AuditEntry, ClaimConsumer, PodClaimRef, ResourceClaim
+from claims.devicestatus import resolve_devices
+from claims.models import (
+    AllocationResult,
+    AuditEntry,
+    ClaimConsumer,
+    ClaimDeviceStatus,
+    PodClaimRef,
+    PodResourceHealth,
+    ResourceClaim,
+)
 from mirror.api.serializers import NamespacedSerializer
 
-__all__ = ("ResourceClaimSerializer", "ResourceClaimTemplateSerializer", "PodSerializer", "AuditEntrySerializer")
+__all__ = (
+    "ResourceClaimSerializer",
+    "ResourceClaimTemplateSerializer",
+    "PodSerializer",
+    "AuditEntrySerializer",
+    "DeviceStatusSerializer",
+    "DeviceHealthSerializer",
+)
 
 
 class AllocationResultSerializer(serializers.ModelSerializer):
@@ -19,6 +35,77 @@ class ConsumerSerializer(serializers.ModelSerializer):
     class Meta:
         model = ClaimConsumer
         fields = ("api_group", "resource", "name", "uid")
+
+
+class ConditionSerializer(serializers.Serializer):
+    """A metav1.Condition as the driver wrote it."""
+
+    type = serializers.CharField()
+    status = serializers.CharField(help_text="True, False or Unknown.")
+    reason = serializers.CharField()
+    message = serializers.CharField(required=False)
+    lastTransitionTime = serializers.CharField(help_text="RFC 3339, as served.")  # noqa: N815 (the API's name)
+    observedGeneration = serializers.IntegerField(required=False)  # noqa: N815
+
+
+class NetworkDataSerializer(serializers.Serializer):
+    interface_name = serializers.CharField(help_text="networkData.interfaceName; empty when not reported.")
+    ips = serializers.ListField(child=serializers.CharField(), help_text="networkData.ips, in CIDR form.")
+    hardware_address = serializers.CharField(help_text="networkData.hardwareAddress (e.g. a MAC address).")
+
+
+class ClaimDeviceStatusSerializer(serializers.ModelSerializer):
+    """One status.devices[] entry: what the driver reports about a device it prepared for the claim."""
+
+    conditions = ConditionSerializer(many=True, read_only=True)
+    data = serializers.JSONField(read_only=True, allow_null=True, help_text="The driver's opaque data, as written.")
+    network_data = NetworkDataSerializer(source="*", read_only=True)
+    ready = serializers.BooleanField(
+        read_only=True, allow_null=True, help_text="The Ready condition's status; null without such a condition."
+    )
+    error = serializers.CharField(
+        read_only=True, help_text="Why the entry could not be read as served; empty when it could."
+    )
+
+    class Meta:
+        model = ClaimDeviceStatus
+        fields = ("driver", "pool", "device", "share_id", "ready", "conditions", "data", "network_data", "error")
+
+
+class DeviceKeySerializer(serializers.Serializer):
+    driver = serializers.CharField()
+    pool = serializers.CharField()
+    device = serializers.CharField()
+
+
+class ResourceHealthSerializer(serializers.ModelSerializer):
+    """One resource of a container's allocatedResourcesStatus: the kubelet's word on its health."""
+
+    health = serializers.CharField(read_only=True, help_text="Healthy, Unhealthy or Unknown (as served).")
+    device = serializers.SerializerMethodField(
+        help_text="The device the resource ID stands for (see docs/device-health.md); null when not known."
+    )
+
+    class Meta:
+        model = PodResourceHealth
+        fields = (
+            "container",
+            "init_container",
+            "resource_name",
+            "claim_name",
+            "request",
+            "resource_claim_name",
+            "resource_id",
+            "health",
+            "message",
+            "device",
+            "error",
+        )
+
+    @extend_schema_field(DeviceKeySerializer(allow_null=True))
+    def get_device(self, row):
+        key = getattr(row, "device_key", None)
+        return None if key is None else dict(zip(("driver", "pool", "device"), key, strict=True))
 
 
 class OwnerPodSerializer(serializers.Serializer):
@@ -40,6 +127,9 @@ class ResourceClaimSerializer(NamespacedSerializer):
     pod_claim_name = serializers.CharField(read_only=True)
     results = AllocationResultSerializer(many=True, read_only=True)
     reserved_for = ConsumerSerializer(source="consumers", many=True, read_only=True)
+    device_statuses = ClaimDeviceStatusSerializer(
+        many=True, read_only=True, help_text="status.devices: what the drivers report about the allocated devices."
+    )
 
 
 class ResourceClaimTemplateSerializer(NamespacedSerializer):
@@ -79,13 +169,47 @@ class PodSerializer(NamespacedSerializer):
     owner_kind = serializers.CharField(read_only=True)
     owner_name = serializers.CharField(read_only=True)
     claims = PodClaimRefSerializer(source="claim_refs", many=True, read_only=True)
+    resource_health = serializers.SerializerMethodField(
+        help_text="Per container, claim request and resource: the health the kubelet reports (allocatedResourcesStatus)."
+    )
     hami = serializers.SerializerMethodField(
         help_text="The vGPUs HAMi's scheduler assigned (its allocation annotation); null for a pod HAMi did not schedule."
     )
 
+    @extend_schema_field(ResourceHealthSerializer(many=True))
+    def get_resource_health(self, pod):
+        rows = list(pod.resource_health.all())
+        if any(not hasattr(r, "device_key") for r in rows):  # a list page resolves its pods' rows at once
+            resolve_devices(rows)
+        return ResourceHealthSerializer(rows, many=True).data
+
     @extend_schema_field(PodHamiSerializer(allow_null=True))
     def get_hami(self, pod):
         return {k: pod.hami.get(k) for k in ("annotation", "devices", "problem")} if pod.hami else None
+
+
+class DeviceStatusSerializer(ClaimDeviceStatusSerializer):
+    """A status.devices[] entry with its claim: GET /api/v1/device-status/."""
+
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    namespace = serializers.CharField(read_only=True)
+    claim = serializers.CharField(source="claim.name", read_only=True)
+    node = serializers.CharField(source="claim.node_name", read_only=True)
+
+    class Meta(ClaimDeviceStatusSerializer.Meta):
+        fields = ("id", "cluster", "namespace", "claim", "node", *ClaimDeviceStatusSerializer.Meta.fields)
+
+
+class DeviceHealthSerializer(ResourceHealthSerializer):
+    """A health report with its pod: GET /api/v1/device-health/."""
+
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    namespace = serializers.CharField(read_only=True)
+    pod = serializers.CharField(source="pod.name", read_only=True)
+    node = serializers.CharField(source="pod.node_name", read_only=True)
+
+    class Meta(ResourceHealthSerializer.Meta):
+        fields = ("id", "cluster", "namespace", "pod", "node", *ResourceHealthSerializer.Meta.fields)
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):

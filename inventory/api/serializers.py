@@ -290,7 +290,7 @@ class DeviceSerializer(RawOptionalMixin, serializers.Serializer):
         choices=("healthy", "degraded", "unknown", "unhealthy"),
         read_only=True,
         default="healthy",
-        help_text="Device health (GET /api/v1/device-health says why): unhealthy, degraded, unknown, or healthy "
+        help_text="Device health (GET /api/v1/health/devices says why): unhealthy, degraded, unknown, or healthy "
         "when nothing reports trouble.",
     )
     attributes = serializers.DictField(
