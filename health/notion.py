@@ -182,3 +182,13 @@ def main_reason(reasons):
     if not reasons:
         return "", ""
     return reasons[0]["source"], english(reasons[0]["text"])
+
+
+def scoped_reason(text, scope):
+    """A reason's message as a reader limited to `scope` (namespaces; None = all) may see it: a pod
+    report of another namespace says that a pod reports it, not which pod, nor its message."""
+    params = (text or {}).get("params") or {}
+    pod = params.get("pod")
+    if scope is None or not pod or pod.split("/", 1)[0] in scope:
+        return text
+    return message(gettext_noop("a pod in another namespace reports it %(health)s"), health=params.get("health", ""))

@@ -11,6 +11,7 @@ from claims.models import AllocationResult, PodClaimRef
 from mirror import roles
 from mirror.messages import render
 
+from . import notion
 from .models import HEALTHY, MARK_TITLES, SOURCE_LABELS, STATE_LABELS, STATES, DeviceHealth, HealthChange
 
 TIMELINE_ROWS = 50
@@ -28,15 +29,13 @@ def _shown(names, scope):
     return seen, len(names) - len(seen)
 
 
-def _reasons(reasons):
-    return [
-        {
-            "state": r.get("state"),
-            "label": state_label(r.get("state")),
-            "text": render(r.get("text"), r.get("english", "")),
-        }
-        for r in reasons or []
-    ]
+def _reasons(reasons, scope=None):
+    out = []
+    for r in reasons or []:
+        text = notion.scoped_reason(r.get("text"), scope)
+        fallback = r.get("english", "") if text is r.get("text") else ""
+        out.append({"state": r.get("state"), "label": state_label(r.get("state")), "text": render(text, fallback)})
+    return out
 
 
 def health_of(cluster_id, keys):
@@ -48,14 +47,14 @@ def health_of(cluster_id, keys):
     return {(h.driver, h.pool, h.device): h for h in rows if (h.driver, h.pool, h.device) in keys}
 
 
-def _entry(key, h):
+def _entry(key, h, scope=None):
     state = h.state if h is not None else HEALTHY
     return {
         "device": "/".join(key),
         "key": key,
         "state": state,
         "label": state_label(state),
-        "reasons": _reasons(h.reasons) if h is not None else [],
+        "reasons": _reasons(h.reasons, scope) if h is not None else [],
         "since": h.since if h is not None else None,
     }
 
@@ -72,7 +71,7 @@ def timeline_rows(changes, user):
                 "from_label": state_label(c.from_state),
                 "to_label": state_label(c.to_state),
                 "source_label": SOURCE_LABELS.get(c.source, c.source),
-                "reason": render(c.reason_message, c.reason),
+                "reason": render(notion.scoped_reason(c.reason_message, scope), c.reason),
                 "pods": pods,
                 "claims": claims,
                 "hidden": hidden_pods + hidden_claims,
@@ -85,7 +84,7 @@ def device_panel(view, device):
     if device is None:
         return ""
     key = (device.driver, device.pool, device.name)
-    entry = _entry(key, health_of(device.cluster_id, [key]).get(key))
+    entry = _entry(key, health_of(device.cluster_id, [key]).get(key), roles.visible_namespaces(view.request.user))
     changes = HealthChange.objects.of_device(device.cluster_id, *key)[:TIMELINE_ROWS]
     return render_to_string(
         "health/_device_health.html",
@@ -100,6 +99,7 @@ def device_panel(view, device):
 def node_panel(view, node):
     if node is None:
         return ""
+    scope = roles.visible_namespaces(view.request.user)
     troubled = list(DeviceHealth.objects.filter(cluster_id=node.cluster_id, node_name=node.name).order_by("device"))
     changes = HealthChange.objects.filter(cluster_id=node.cluster_id, node_name=node.name)[:TIMELINE_ROWS]
     return render_to_string(
@@ -107,7 +107,8 @@ def node_panel(view, node):
         {
             "node": node,
             "entries": sorted(
-                (_entry((h.driver, h.pool, h.device), h) for h in troubled), key=lambda e: STATES.index(e["state"])
+                (_entry((h.driver, h.pool, h.device), h, scope) for h in troubled),
+                key=lambda e: STATES.index(e["state"]),
             ),
             "timeline": timeline_rows(changes, view.request.user),
         },
@@ -120,7 +121,7 @@ def _devices_panel(view, cluster_id, keys, title_id):
     if not keys:
         return ""
     health = health_of(cluster_id, keys)
-    entries = [_entry(key, health.get(key)) for key in keys]
+    entries = [_entry(key, health.get(key), roles.visible_namespaces(view.request.user)) for key in keys]
     return render_to_string(
         "health/_devices_health.html",
         {"entries": entries, "cluster": view.request.resolver_match.kwargs.get("cluster", ""), "title_id": title_id},
@@ -155,6 +156,7 @@ def counts(cluster_ids=None):
 
 def overview_panel(view, obj=None):
     cluster_ids = view.cluster_ids
+    scope = roles.visible_namespaces(view.request.user)
     found = counts(cluster_ids)
     worst = DeviceHealth.objects.order_by("state", "-since")
     if cluster_ids is not None:
@@ -164,7 +166,7 @@ def overview_panel(view, obj=None):
     for h in sorted(worst[:200], key=lambda h: (STATES.index(h.state), -h.since.timestamp()))[:10]:
         if h.cluster_id not in names:
             names[h.cluster_id] = h.cluster.name
-        rows.append({"h": h, "cluster_name": names[h.cluster_id], **_entry((h.driver, h.pool, h.device), h)})
+        rows.append({"h": h, "cluster_name": names[h.cluster_id], **_entry((h.driver, h.pool, h.device), h, scope)})
     return render_to_string(
         "health/_overview_health.html",
         {"counts": [(s, state_label(s), found.get(s, 0)) for s in STATES if s != HEALTHY], "rows": rows},

@@ -77,3 +77,18 @@ def test_timeline_names_who_sat_on_the_device_within_scope(fleet, viewer, scoped
     since = newest[0]["at"]
     assert len(ok(viewer.get(f"/api/v1/health/timeline?since={since}&device=gpu-0"))["results"]) == 1
     assert viewer.get("/api/v1/health/timeline?since=yesterday").status_code == 400
+
+
+def test_scoped_reader_gets_no_pod_of_other_namespaces(fleet, scoped_viewer):
+    """A pod of team-b reports a device Unhealthy; a reader of team-a learns that, not which pod."""
+    from tests.api_fixtures import pod
+    from tests.health_fixtures import with_health
+
+    raw = with_health(pod("other", "team-b", "stuck"), [(f"{NV}/node-b/gpu-0", "Unhealthy", "XID 48")])
+    apply_object(Cluster.objects.get(name="alpha"), "Pod", raw)
+    [row] = ok(scoped_viewer.get("/api/v1/health/devices?pool=node-b"))["results"]
+    assert row["state"] == "unhealthy"
+    assert row["reason"] == "a pod in another namespace reports it Unhealthy"
+    assert "pod" not in row["reasons"][0] and "XID" not in str(row)
+    [change] = ok(scoped_viewer.get("/api/v1/health/timeline?pool=node-b"))["results"]
+    assert change["reason"] == "a pod in another namespace reports it Unhealthy" and change["pods"] == []

@@ -70,3 +70,16 @@ def test_overview_counts_and_fleet_map_markers(viewer, alpha):
     cells = dict(re.findall(r'class="cell [^"]*h-(\w+)[^"]*" href="[^"]*/node-a/(gpu-\d)/"', body))
     assert {v: k for k, v in cells.items()} == {"gpu-0": "unhealthy", "gpu-1": "unknown", "gpu-2": "degraded"}
     assert 'id="map-health-legend"' in body
+
+
+def test_a_scoped_reader_sees_no_pod_of_other_namespaces(client, alpha):
+    client.force_login(make_user("bob", namespaces=["team-b"]))
+    for url in (
+        reverse("inventory:device-detail", args=[alpha.name, "gpu.nvidia.com", "node-a", "gpu-0"]),
+        reverse("inventory:node-detail", args=[alpha.name, "node-a"]),
+        reverse("inventory:overview"),
+    ):
+        body = page(client, url)
+        assert "train-1-pod" not in body and "XID 79" not in body, url
+    body = page(client, reverse("inventory:device-detail", args=[alpha.name, "gpu.nvidia.com", "node-a", "gpu-0"]))
+    assert "a pod in another namespace reports it Unhealthy" in section(body, "device-health-state")
