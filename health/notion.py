@@ -118,8 +118,19 @@ def _rule_devices(cluster_id, raw_rules):
     return out
 
 
-def gather(cluster_id):
-    """{(driver, pool, device): (state, reasons, node)} for every device of the cluster that is not healthy."""
+def gather(cluster_id, taints_of=None):
+    """{(driver, pool, device): (state, reasons, node)} for every device of the cluster that is not healthy.
+
+    `taints_of`: the stored DeviceHealth rows, when only pods or claims changed: their taint reasons are
+    taken as they are instead of reading every device's taints again (a scan of the device table)."""
+    if taints_of is not None:
+        signals, nodes = defaultdict(list), {}
+        for key, row in taints_of.items():
+            kept = [r for r in row.reasons if r.get("source") in (SLICE_TAINT, TAINT_RULE)]
+            if kept:
+                signals[key].extend(kept)
+                nodes[key] = row.node_name
+        return _with_reports(cluster_id, signals, nodes)
     Device = apps.get_model("inventory", "Device")
     DeviceTaintRule = apps.get_model("inventory", "DeviceTaintRule")
     signals, nodes = defaultdict(list), {}
@@ -135,6 +146,10 @@ def gather(cluster_id):
     for rule, taint, (driver, pool, name, node) in _rule_devices(cluster_id, raw_rules):
         nodes[(driver, pool, name)] = node
         signals[(driver, pool, name)].append(taint_signal(taint, TAINT_RULE, rule))
+    return _with_reports(cluster_id, signals, nodes)
+
+
+def _with_reports(cluster_id, signals, nodes):
     for report, pod, key in report_devices(troubled_reports(cluster_id)):
         if key is not None:
             nodes.setdefault(key, pod.node_name)

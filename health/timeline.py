@@ -22,6 +22,7 @@ from . import conf, notion
 from .models import HEALTHY, DeviceHealth, HealthChange
 
 KINDS = frozenset({"ResourceSlice", "DeviceTaintRule", "ResourceClaim", "Pod"})
+REPORT_KINDS = frozenset({"ResourceClaim", "Pod"})
 _last_prune = {"at": 0.0}
 PRUNE_EVERY = 3600.0
 
@@ -64,11 +65,12 @@ def refresh(cluster, kind=None, now=None):
     """Compute the cluster's device health and record what changed. Returns the HealthChange rows written."""
     now = now or timezone.now()
     Device = apps.get_model("inventory", "Device")
-    computed = notion.gather(cluster.pk)
     with transaction.atomic():
         stored = {
             (r.driver, r.pool, r.device): r for r in DeviceHealth.objects.select_for_update().filter(cluster=cluster)
         }
+        # Pods and claims change no taint: their batches re-read the pod reports only.
+        computed = notion.gather(cluster.pk, taints_of=stored if kind in REPORT_KINDS else None)
         gone_keys = set(stored) - set(computed)
         existing = set()
         if gone_keys:  # a device no slice publishes any more is not "healthy again": it is gone
