@@ -8,6 +8,8 @@ from mirror import accelerators
 from mirror.messages import render
 from mirror.models import KubeObject, parse_k8s_time, text_indexes
 
+from .devicestatus import device_of_cdi_id, device_status_fields, pod_health_fields
+
 __all__ = (
     "ResourceClaimTemplate",
     "ResourceClaim",
@@ -297,8 +299,6 @@ class ClaimDeviceStatus(models.Model):
 
     @classmethod
     def rows_for_claim(cls, claim):
-        from .devicestatus import device_status_fields
-
         entries = claim.status.get("devices")
         if entries is None:
             return []
@@ -449,9 +449,7 @@ class PodClaimRef(models.Model):
 class PodResourceHealthQuerySet(models.QuerySet):
     def with_devices(self):
         """The rows as a list, each with `device_key` (driver, pool, device) or None: what
-        claims.devicestatus.resolve_devices makes of its resource ID and its claim's allocation."""
-        from .devicestatus import resolve_devices
-
+        claims.models.resolve_devices makes of its resource ID and its claim's allocation."""
         return resolve_devices(list(self))
 
     def for_devices(self, cluster_id, keys):
@@ -472,8 +470,6 @@ class PodResourceHealthQuerySet(models.QuerySet):
         rows = list(direct)
         if claims:
             rows += list(self.filter(by_claim, cluster_id=cluster_id, device=""))
-        from .devicestatus import resolve_devices
-
         return [r for r in resolve_devices(rows) if r.device_key in keys]
 
 
@@ -505,7 +501,7 @@ class PodResourceHealth(models.Model):
     message = models.TextField(blank=True)
     # The device the resource ID names, where the ID itself says it (the kubelet's fallback form
     # "<driver>/<pool>/<device>"); a CDI device ID is resolved through the claim's allocation instead
-    # (claims.devicestatus.resolve_health_devices). Empty when not known.
+    # (claims.models.resolve_devices). Empty when not known.
     driver = models.CharField(max_length=253, blank=True)
     pool = models.CharField(max_length=253, blank=True)
     device = models.CharField(max_length=253, blank=True)
@@ -525,12 +521,49 @@ class PodResourceHealth(models.Model):
 
     @classmethod
     def rows_for_pod(cls, pod):
-        from .devicestatus import pod_health_fields
-
         return [
             cls(cluster_id=pod.cluster_id, pod=pod, namespace=pod.namespace, **fields)
             for fields in pod_health_fields(pod.raw)
         ]
+
+
+# --- resource ID -> device (docs/device-health.md) ---
+
+
+def _base_request(request):
+    return request.split("/", 1)[0]
+
+
+def resolve_devices(rows, always_query=False):
+    """Set `device_key` on PodResourceHealth rows: (driver, pool, device) of the device the report is
+    about, None when it cannot be told. One query for the allocation results of the rows whose
+    resource ID is a CDI device ID (`always_query`: one even without such rows, so that an API page
+    costs the same queries whatever its pods report)."""
+    pending = [r for r in rows if not r.device and r.resource_claim_name and "=" in r.resource_id]
+    results, waiting = {}, {id(r) for r in pending}
+    if not pending and always_query:
+        list(AllocationResult.objects.filter(claim__name__in=[""]).values_list("id")[:1])
+    if pending:
+        where = models.Q()
+        for r in pending:
+            where |= models.Q(cluster_id=r.cluster_id, claim__namespace=r.namespace, claim__name=r.resource_claim_name)
+        for res in AllocationResult.objects.filter(where).select_related("claim").order_by("id"):
+            results.setdefault((res.cluster_id, res.claim.namespace, res.claim.name), []).append(res)
+    for r in rows:
+        if r.device:
+            r.device_key = (r.driver, r.pool, r.device)
+            continue
+        r.device_key = None
+        if id(r) in waiting:
+            candidates = [
+                res
+                for res in results.get((r.cluster_id, r.namespace, r.resource_claim_name), [])
+                if not r.request or _base_request(res.request) == r.request
+            ]
+            found = device_of_cdi_id(r.resource_id, candidates)
+            if found is not None:
+                r.device_key = (found.driver, found.pool, found.device)
+    return rows
 
 
 class ClaimStateChange(models.Model):

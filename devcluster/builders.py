@@ -480,6 +480,69 @@ def reserve(claim, pod_name, pod_uid):
     return claim
 
 
+def device_statuses(claim, reports):
+    """status.devices of an allocated claim, as its drivers write them: one entry per allocated
+    device named in `reports` ({device: {ready, reason, message, data, networkData}}), with a
+    Ready condition. The pool is the claim's node (the scenarios' pools are nodes)."""
+    entries = []
+    for result in claim["status"]["allocation"]["devices"]["results"]:
+        report = reports.get(result["device"])
+        if report is None:
+            continue
+        ready = report.get("ready", True)
+        entry = {
+            "driver": result["driver"],
+            "pool": result["pool"],
+            "device": result["device"],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "reason": report.get("reason") or ("Prepared" if ready else "NotReady"),
+                    "message": report.get("message") or "",
+                    "lastTransitionTime": TIMESTAMP,
+                }
+            ],
+        }
+        for key in ("data", "networkData"):
+            if report.get(key):
+                entry[key] = report[key]
+        entries.append(entry)
+    if entries:
+        claim["status"]["devices"] = entries
+    return claim
+
+
+def resource_id(driver, pool, device):
+    """The kubelet's resource ID of a prepared device: the first CDI device ID the driver returned
+    (the NVIDIA GPU driver's standard device, k8s.gpu.nvidia.com/device=<name>), else
+    <driver>/<pool>/<device>: see docs/device-health.md."""
+    if driver == GPU_DRIVER:
+        return f"k8s.{driver}/device={device}"
+    return f"{driver}/{pool}/{device}"
+
+
+def report_health(pod, pod_claim_name, claim, health):
+    """The kubelet's allocatedResourcesStatus for one of the pod's claims on its first container:
+    `health` maps a device to "Healthy" / "Unhealthy" / "Unknown" or [health, message]."""
+    resources = []
+    for result in claim["status"]["allocation"]["devices"]["results"]:
+        value = health.get(result["device"])
+        if value is None:
+            continue
+        state, message = (value, "") if isinstance(value, str) else value
+        one = {"resourceID": resource_id(result["driver"], result["pool"], result["device"]), "health": state}
+        if message:
+            one["message"] = message
+        resources.append(one)
+    statuses = pod["status"].get("containerStatuses") or []
+    if resources and statuses:
+        statuses[0].setdefault("allocatedResourcesStatus", []).append(
+            {"name": f"claim:{pod_claim_name}", "resources": resources}
+        )
+    return pod
+
+
 def make_pod(
     namespace,
     name,

@@ -350,6 +350,11 @@ class _Expander:
                     self.fail(what, f"names claim {ns}/{c['claim']}, which is not in `claims`")
             if claim["status"].get("allocation") and node:
                 b.reserve(claim, name, pod["metadata"]["uid"])
+                # What the driver and the kubelet report about the devices (docs/device-health.md).
+                if c.get("deviceStatus"):
+                    b.device_statuses(claim, c["deviceStatus"])
+                if c.get("health"):
+                    b.report_health(pod, c["name"], claim, c["health"])
         if statuses:
             pod["status"]["resourceClaimStatuses"] = statuses
         self.out["pods"].append(pod)

@@ -37,7 +37,9 @@ API_BASELINES = {
     "/api/v1/claims/?state=reserved&ordering=-creation_timestamp": 6,
     "/api/v1/claims/?cursor=&ordering=-namespace,name": 6,
     "/api/v1/claim-templates/": 3,
-    "/api/v1/pods/": 5,  # +1: the page's device health reports, one prefetch
+    # +2: the page's device health reports (a prefetch), and the allocation results their CDI resource
+    # IDs resolve through (one query for the page, when it has any)
+    "/api/v1/pods/": 6,
     "/api/v1/audit/": 3,
 }
 # Aggregates have no pages: only the baseline.

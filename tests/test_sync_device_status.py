@@ -242,6 +242,20 @@ def test_pod_device_health_added_changed_removed(cluster, devcluster, fast_sync,
         message="health changed",
     )
 
+    # the container turning ready leaves the health rows as they are (not rebuilt)
+    ids = list(PodResourceHealth.objects.filter(pod__name="worker").order_by("id").values_list("id", flat=True))
+    served = devcluster.store.get("pods", "team-a", "worker")
+    statuses = served["status"]["containerStatuses"]
+    statuses[0]["ready"] = True
+    client.CoreV1Api(devcluster.api_client()).patch_namespaced_pod_status(
+        "worker", "team-a", {"status": {"containerStatuses": statuses}}
+    )
+    wait_for(
+        lambda: Pod.objects.get(cluster=cluster, name="worker").raw["status"]["containerStatuses"][0]["ready"],
+        message="ready mirrored",
+    )
+    assert list(PodResourceHealth.objects.filter(pod__name="worker").order_by("id").values_list("id", flat=True)) == ids
+
     # removed: the container status without allocatedResourcesStatus
     client.CoreV1Api(devcluster.api_client()).patch_namespaced_pod_status(
         "worker", "team-a", {"status": {"containerStatuses": [{"name": "main"}], "initContainerStatuses": []}}

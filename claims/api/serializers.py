@@ -3,7 +3,6 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from claims.devicestatus import resolve_devices
 from claims.models import (
     AllocationResult,
     AuditEntry,
@@ -12,6 +11,7 @@ from claims.models import (
     PodClaimRef,
     PodResourceHealth,
     ResourceClaim,
+    resolve_devices,
 )
 from mirror.api.serializers import NamespacedSerializer
 

@@ -3,7 +3,6 @@
 from django.db.models import Prefetch
 from rest_framework import viewsets
 
-from claims.devicestatus import resolve_devices
 from claims.filtersets import (
     AuditEntryFilterSet,
     DeviceHealthFilterSet,
@@ -21,6 +20,7 @@ from claims.models import (
     PodResourceHealth,
     ResourceClaim,
     ResourceClaimTemplate,
+    resolve_devices,
 )
 from mirror.api.filters import StrictFilterBackend
 from mirror.api.pagination import StablePagePagination
@@ -75,7 +75,7 @@ class PodViewSet(MirrorViewSet):
     def paginate_queryset(self, queryset):
         page = super().paginate_queryset(queryset)
         if page is not None:  # the devices of every health report on the page, in one query
-            resolve_devices([row for pod in page for row in pod.resource_health.all()])
+            resolve_devices([row for pod in page for row in pod.resource_health.all()], always_query=bool(page))
         return page
 
 

@@ -187,12 +187,29 @@ CHILD_MODEL_SOURCES = {
 }
 
 
+def _health_view(statuses):
+    """What the health rows read of a pod's container statuses: names and allocatedResourcesStatus
+    (a container turning ready or restarting leaves them as they are)."""
+    if not isinstance(statuses, list):
+        return statuses
+    return [(s.get("name"), s.get("allocatedResourcesStatus")) if isinstance(s, dict) else s for s in statuses]
+
+
+# Parts compared through a view for one child model: {(kind, label): {part index: view}}.
+CHILD_SOURCE_VIEWS = {("Pod", "claims.PodResourceHealth"): {3: _health_view, 4: _health_view}}
+
+
 def _stale_children(kind, model, old_src, new_src):
     """The child models (labels) of an updated row whose source in `raw` changed."""
     parts = CHILD_MODEL_SOURCES.get(kind)
     if parts is None:
         return set(model.child_models) if old_src != new_src else set()
-    return {label for label in model.child_models if any(old_src[i] != new_src[i] for i in parts[label])}
+
+    def changed(label, i):
+        view = CHILD_SOURCE_VIEWS.get((kind, label), {}).get(i)
+        return old_src[i] != new_src[i] if view is None else view(old_src[i]) != view(new_src[i])
+
+    return {label for label in model.child_models if any(changed(label, i) for i in parts[label])}
 
 
 def _child_source(kind, raw):
