@@ -17,7 +17,7 @@ the driver's health stream. Every signal is kept as a reason, worst first.
 
 Resource IDs of a report name the device the kubelet prepared: the first CDI device ID the driver
 returned ("vendor/class=name"), else "<driver>/<pool>/<device>" (kubelet cm/dra/manager.go,
-buildResourceHealth). The join to devices is claims.devicestatus.resolve_devices (docs/device-health.md):
+buildResourceHealth). The join to devices is claims' PodResourceHealth queryset with_devices() (docs/device-health.md):
 the fallback form names the device, a CDI ID goes through its claim's allocation results; a report that
 fits no device is left out here (the pod page still lists it).
 """
@@ -28,7 +28,6 @@ from types import SimpleNamespace
 from django.apps import apps
 from django.utils.translation import gettext_noop
 
-from claims.devicestatus import resolve_devices
 from dra.model import BLOCKING_TAINT_EFFECTS
 from dra.model import Device as EngineDevice
 from dra.taintrules import RuleMatcher
@@ -82,9 +81,9 @@ def decide(signals):
 
 
 def report_devices(reports):
-    """[(report, pod, device key or None)] for PodResourceHealth rows (with their pods loaded), joined
-    to devices by claims.devicestatus.resolve_devices (the one join of the project)."""
-    return [(r, r.pod, r.device_key) for r in resolve_devices(list(reports))]
+    """[(report, pod, device key or None)] for a queryset of PodResourceHealth rows (with their pods),
+    joined to devices by its with_devices() (claims: the one join of the project)."""
+    return [(r, r.pod, r.device_key) for r in reports.with_devices()]
 
 
 def _rule_devices(cluster_id, raw_rules):

@@ -9,6 +9,7 @@ from mirror.models import SyncState
 from tests.sync_fixtures import allocation, make_claim, make_class, make_node, make_pod, make_slice, state, wait_for
 
 DRIVER = "gpu.example.com"
+BOUND = 60  # seconds for the watchers to apply a change on a loaded machine: a bound, not a figure
 
 
 def health_status(entries, phase="Running"):
@@ -76,19 +77,19 @@ def test_pod_reports_and_taints_write_the_timeline(cluster, devcluster, fast_syn
     watchers = {k: run_watcher(cluster, k) for k in ("ResourceSlice", "ResourceClaim", "Pod")}
     watchers["DeviceTaintRule"] = run_watcher(cluster, "DeviceTaintRule", version="v1beta2")  # 1.36 serves v1beta2
     for kind in watchers:
-        wait_for(connected(cluster, kind), message=f"{kind} connected")
+        wait_for(connected(cluster, kind), timeout=BOUND, message=f"{kind} connected")
     assert health_state(cluster) == HEALTHY and changes(cluster) == []
 
     # Changed: the kubelet reports the device Unhealthy.
     set_pod_status(devcluster, health_status([(f"{DRIVER}/node-1/gpu-0", "Unhealthy")]))
-    wait_for(lambda: health_state(cluster) == UNHEALTHY, message="unhealthy from the pod's report")
+    wait_for(lambda: health_state(cluster) == UNHEALTHY, timeout=BOUND, message="unhealthy from the pod's report")
     [change] = HealthChange.objects.filter(cluster=cluster, device="gpu-0")
     assert (change.from_state, change.to_state, change.source) == (HEALTHY, UNHEALTHY, "pod-report")
     assert change.claims == ["team-a/c1"] and change.pods == ["team-a/p1"] and change.node_name == "node-1"
 
     # Malformed (a health value the API does not define): not a signal; the device is healthy again.
     set_pod_status(devcluster, health_status([(f"{DRIVER}/node-1/gpu-0", "Sick")]))
-    wait_for(lambda: health_state(cluster) == HEALTHY, message="the malformed report ignored")
+    wait_for(lambda: health_state(cluster) == HEALTHY, timeout=BOUND, message="the malformed report ignored")
 
     # A None-effect DeviceTaintRule on gpu-1 (the v1beta2 API of 1.36): degraded.
     devcluster.store.create(
@@ -103,7 +104,7 @@ def test_pod_reports_and_taints_write_the_timeline(cluster, devcluster, fast_syn
             },
         },
     )
-    wait_for(lambda: health_state(cluster, "gpu-1") == DEGRADED, message="degraded from the rule")
+    wait_for(lambda: health_state(cluster, "gpu-1") == DEGRADED, timeout=BOUND, message="degraded from the rule")
     assert DeviceHealth.objects.get(device="gpu-1").reason == (
         "taint example.com/ecc=corrected:None from DeviceTaintRule ecc-note"
     )
@@ -112,7 +113,7 @@ def test_pod_reports_and_taints_write_the_timeline(cluster, devcluster, fast_syn
     slc = devcluster.store.get("resourceslices", None, f"node-1-{DRIVER}")
     slc["spec"]["devices"][0]["taints"] = [{"key": "example.com/xid", "value": "48", "effect": "NoSchedule"}]
     devcluster.store.update("resourceslices", slc)
-    wait_for(lambda: health_state(cluster) == UNHEALTHY, message="unhealthy from the slice taint")
+    wait_for(lambda: health_state(cluster) == UNHEALTHY, timeout=BOUND, message="unhealthy from the slice taint")
 
     # While the rule and pod watchers are away, the rule goes and the report is removed; the history is
     # compacted, so both relist and reconcile.
@@ -124,8 +125,8 @@ def test_pod_reports_and_taints_write_the_timeline(cluster, devcluster, fast_syn
     devcluster.compact()
     run_watcher(cluster, "DeviceTaintRule", version="v1beta2")
     run_watcher(cluster, "Pod")
-    wait_for(lambda: health_state(cluster, "gpu-1") == HEALTHY, message="healthy after the relist")
-    wait_for(lambda: state(cluster, "DeviceTaintRule").relist_count > relists, message="a relist")
+    wait_for(lambda: health_state(cluster, "gpu-1") == HEALTHY, timeout=BOUND, message="healthy after the relist")
+    wait_for(lambda: state(cluster, "DeviceTaintRule").relist_count > relists, timeout=BOUND, message="a relist")
     assert changes(cluster, "gpu-1") == [(HEALTHY, DEGRADED), (DEGRADED, HEALTHY)]
     assert changes(cluster) == [(HEALTHY, UNHEALTHY), (UNHEALTHY, HEALTHY), (HEALTHY, UNHEALTHY)]
     last = HealthChange.objects.filter(cluster=cluster, device="gpu-0").order_by("-at", "-id").first()
@@ -139,7 +140,7 @@ def test_v1_taint_rules_of_137(cluster, devcluster, fast_sync, run_watcher, vers
     seed(devcluster)
     run_watcher(cluster, "ResourceSlice")
     run_watcher(cluster, "DeviceTaintRule", version=version)
-    wait_for(connected(cluster, "DeviceTaintRule"), message="rules connected")
+    wait_for(connected(cluster, "DeviceTaintRule"), timeout=BOUND, message="rules connected")
     devcluster.store.create(
         "devicetaintrules",
         {
@@ -152,5 +153,5 @@ def test_v1_taint_rules_of_137(cluster, devcluster, fast_sync, run_watcher, vers
             },
         },
     )
-    wait_for(lambda: health_state(cluster, "gpu-0") == UNHEALTHY, message="rule taint")
+    wait_for(lambda: health_state(cluster, "gpu-0") == UNHEALTHY, timeout=BOUND, message="rule taint")
     assert health_state(cluster, "gpu-1") == UNHEALTHY
