@@ -24,7 +24,7 @@ def _scoped(names, scope):
     return list(names) if scope is None else [n for n in names if n.split("/", 1)[0] in scope]
 
 
-class DeviceHealthSerializer(serializers.ModelSerializer):
+class HealthStateSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     node = serializers.CharField(source="node_name", read_only=True)
     state = serializers.ChoiceField(choices=STATES, read_only=True)
@@ -100,7 +100,7 @@ class DeviceHealthListView(generics.ListAPIView):
     """Devices whose health is unhealthy, degraded or unknown (a device not listed is healthy)."""
 
     queryset = DeviceHealth.objects.select_related("cluster").order_by("cluster_id", "driver", "pool", "device")
-    serializer_class = DeviceHealthSerializer
+    serializer_class = HealthStateSerializer
     filterset_class = DeviceHealthFilterSet
     permission_classes = [IsViewer]
     pagination_class = StablePagePagination

@@ -8,12 +8,13 @@ devices, not the fleet. The timeline is kept for the history period (GPUDASH_HIS
 here at most hourly, and by the beat task health.tasks.prune_timeline.
 """
 
+import logging
 import time
 from collections import defaultdict
 from datetime import timedelta
 
 from django.apps import apps
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from mirror.messages import english
@@ -21,9 +22,13 @@ from mirror.messages import english
 from . import conf, notion
 from .models import HEALTHY, DeviceHealth, HealthChange
 
+# pg_advisory_xact_lock(class, cluster id) key class of the health refresh ("GDhl"): watchers of several
+# kinds refresh one cluster's health at once; one at a time, each sees what the one before committed.
+_REFRESH_LOCK = 0x4744686C
 KINDS = frozenset({"ResourceSlice", "DeviceTaintRule", "ResourceClaim", "Pod"})
 REPORT_KINDS = frozenset({"ResourceClaim", "Pod"})
 _last_prune = {"at": 0.0}
+log = logging.getLogger(__name__)
 PRUNE_EVERY = 3600.0
 
 
@@ -62,10 +67,25 @@ def occupants(cluster_id, keys):
 
 
 def refresh(cluster, kind=None, now=None):
-    """Compute the cluster's device health and record what changed. Returns the HealthChange rows written."""
+    """Compute the cluster's device health and record what changed. Returns the HealthChange rows written.
+
+    Called inside a sync batch's transaction: in a savepoint of its own, so a failure here is logged and
+    rolled back alone, never taking the batch (the mirror's rows) with it."""
+    try:
+        with transaction.atomic():
+            return _refresh(cluster, kind, now)
+    except DatabaseError:
+        log.exception("%s: device health refresh after a %s batch failed", cluster.name, kind or "full")
+        return []
+
+
+def _refresh(cluster, kind, now):
     now = now or timezone.now()
     Device = apps.get_model("inventory", "Device")
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_REFRESH_LOCK, cluster.pk])
         stored = {
             (r.driver, r.pool, r.device): r for r in DeviceHealth.objects.select_for_update().filter(cluster=cluster)
         }
