@@ -6,6 +6,9 @@ from collections import Counter
 
 from django.db.models import Count
 from django.template.loader import render_to_string
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext
 
 from claims.models import AllocationResult, PodClaimRef
 from mirror import roles
@@ -29,12 +32,32 @@ def _shown(names, scope):
     return seen, len(names) - len(seen)
 
 
+# Parameters of reasons shown as written (Kubernetes' and the driver's words, names): translate="no".
+VERBATIM = ("health", "detail", "taint", "rule", "pod", "container")
+
+
+def reason_html(msg, fallback):
+    """A reason's message in the reader's language, as HTML: its verbatim parts marked translate="no"."""
+    if not isinstance(msg, dict) or not msg.get("msgid"):
+        return fallback
+    params = {
+        k: f'<span translate="no">{escape(v)}</span>'
+        if k in VERBATIM
+        else escape(render(v, str(v)) if isinstance(v, dict) else v)
+        for k, v in (msg.get("params") or {}).items()
+    }
+    try:
+        return mark_safe(escape(gettext(msg["msgid"])) % params)  # every part escaped above
+    except (KeyError, TypeError, ValueError):
+        return fallback
+
+
 def _reasons(reasons, scope=None):
     out = []
     for r in reasons or []:
         text = notion.scoped_reason(r.get("text"), scope)
         fallback = r.get("english", "") if text is r.get("text") else ""
-        out.append({"state": r.get("state"), "label": state_label(r.get("state")), "text": render(text, fallback)})
+        out.append({"state": r.get("state"), "label": state_label(r.get("state")), "text": reason_html(text, fallback)})
     return out
 
 
@@ -71,7 +94,7 @@ def timeline_rows(changes, user):
                 "from_label": state_label(c.from_state),
                 "to_label": state_label(c.to_state),
                 "source_label": SOURCE_LABELS.get(c.source, c.source),
-                "reason": render(notion.scoped_reason(c.reason_message, scope), c.reason),
+                "reason": reason_html(notion.scoped_reason(c.reason_message, scope), c.reason),
                 "pods": pods,
                 "claims": claims,
                 "hidden": hidden_pods + hidden_claims,
