@@ -54,6 +54,7 @@ def test_taint_effects(effect, expected):
     assert notion.taint_state({"key": "k", "effect": effect}) == expected
 
 
+pytestmark = pytest.mark.sqlite_default  # also on the embedded SQLite default
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
