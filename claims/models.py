@@ -590,8 +590,9 @@ class ClaimStateChange(models.Model):
         ]
 
 
-# Findings that only report (monitoring/idle.py): their claim is not stuck and nothing is released.
-REPORT_ONLY_RULES = ("idle_gpu",)
+# Findings that only report (monitoring/idle.py, the health findings): their claim is not stuck and
+# nothing is released. Apps above add theirs through claims.stuck.register_rule.
+REPORT_ONLY_RULES = ["idle_gpu"]
 
 
 class FindingQuerySet(models.QuerySet):

@@ -21,7 +21,16 @@ from mirror import published
 from mirror.messages import message, render
 from mirror.models import OpsCounter, SyncState, parse_k8s_time
 
-from .models import AllocationResult, ClaimConsumer, Finding, Pod, PodClaimRef, ResourceClaim, StuckObservation
+from .models import (
+    REPORT_ONLY_RULES,
+    AllocationResult,
+    ClaimConsumer,
+    Finding,
+    Pod,
+    PodClaimRef,
+    ResourceClaim,
+    StuckObservation,
+)
 
 STALE_RESERVATION = "stale_reservation"
 DELETION_BLOCKED = "deletion_blocked"
@@ -412,7 +421,7 @@ def _conditions_by_device(claim):
 
 
 def rule_not_prepared(m, cfg, now):
-    """6. Binding conditions failed, or still pending long after allocation; or the pod never got its devices prepared."""
+    """6. Binding conditions failed; or the pod never got its devices prepared."""
     for claim in m.claims:
         if not claim.allocated:
             continue
@@ -424,7 +433,6 @@ def rule_not_prepared(m, cfg, now):
         for result in results:
             seen = conditions.get((result.driver, result.pool, result.device), {})
             failed = [c for c in result.binding_failure_conditions if seen.get(c) == "True"]
-            pending = [c for c in result.binding_conditions if seen.get(c) != "True"]
             subject = f"{result.driver}/{result.pool}/{result.device}"
             evidence = {
                 "claim": claim_ref(claim),
@@ -448,22 +456,7 @@ def rule_not_prepared(m, cfg, now):
                     since=allocated_at,
                     grace=0,
                 )
-            elif pending:
-                yield Candidate(
-                    NOT_PREPARED,
-                    claim,
-                    subject,
-                    message(
-                        gettext_noop(
-                            "Binding conditions %(conditions)s of %(device)s are still not True after the binding timeout."
-                        ),
-                        conditions=", ".join(pending),
-                        device=subject,
-                    ),
-                    evidence=evidence,
-                    since=allocated_at,
-                    grace=cfg["BINDING_TIMEOUT"],
-                )
+            # Conditions still pending past the scheduler's binding timeout: health/findings.py (binding_timeout).
         # A scheduled pod that stays Pending while its claim is reserved: the kubelet cannot prepare the devices.
         for consumer in m.consumers.get(claim.id, []):
             pod = m.pods.get((claim.namespace, consumer.name))
@@ -570,10 +563,16 @@ RULES = [
 ]
 
 
-def register_rule(rule):
-    """Run `rule(mirror, cfg, now)` -> Candidates after the rules above; registering it again keeps one."""
+def register_rule(rule, titles=None, report_only=()):
+    """Run `rule(mirror, cfg, now)` -> Candidates after the rules above; registering it again keeps one.
+    `titles`: {rule name: lazy title} of the findings it makes (their candidates carry their own grace);
+    `report_only`: those of its rule names whose findings do not make a claim stuck."""
     if rule not in RULES:
         RULES.append(rule)
+    for name, title in (titles or {}).items():
+        RULE_TITLES[name] = title
+        GRACE_KEY.setdefault(name, None)
+    REPORT_ONLY_RULES.extend(name for name in report_only if name not in REPORT_ONLY_RULES)
 
 
 class _Explainer:

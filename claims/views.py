@@ -172,6 +172,7 @@ class ClaimDetailView(DashboardView):
     template_name = "claims/claim_detail.html"
     regions = {"claim": "claims/_claim_body.html"}
     nav = "claims"
+    panels = "claim"
 
     def look_up(self, request, **kwargs):
         if not roles.can_see_namespace(request.user, kwargs["namespace"]):

@@ -25,6 +25,7 @@ class PodDetailView(DashboardView):
     template_name = "claims/pod_detail.html"
     regions = {"pod": "claims/_pod_body.html"}
     nav = "pods"
+    panels = "pod"
 
     def look_up(self, request, **kwargs):
         if not roles.can_see_namespace(request.user, kwargs["namespace"]):

@@ -7,6 +7,7 @@ from claims.api import views as claim_views
 from claims.api.aggregates import AllocationAggregateView
 from claims.api.preview import PreviewView, PreviewWorkersView
 from claims.api.whatif import ScenarioDetailView, ScenarioListView, WhatIfView
+from health.api import DeviceHealthListView, HealthTimelineView
 from inventory.api import views as inventory_views
 from inventory.api.aggregates import DeviceAggregateView, GpuAggregateView
 from mirror.api.errors import not_found_view
@@ -46,6 +47,9 @@ urlpatterns = [
     path("history/namespaces", NamespaceHistoryView.as_view(), name="history-namespaces"),
     path("usage", UsageReportView.as_view(), name="usage"),
     path("usage/csv", UsageCsvView.as_view(), name="usage-csv"),
+    # The device health notion (health/); /device-health is the kubelet's reports (claims).
+    path("health/devices", DeviceHealthListView.as_view(), name="health-devices"),
+    path("health/timeline", HealthTimelineView.as_view(), name="health-timeline"),
     *router.urls,
 ]
 

@@ -97,6 +97,7 @@ INSTALLED_APPS = [
     "claims",
     "monitoring",
     "usage",
+    "health",
     "ops",
     "devcluster",
     "accounts",
@@ -252,6 +253,8 @@ CELERY_BEAT_SCHEDULE = {
     "prune-ledger": {"task": "usage.tasks.prune_ledger", "schedule": 3600.0},
     # Usage reports' daily rollup and utilization sums (usage/rollup.py), every 10 minutes.
     "usage-rollup": {"task": "usage.report_tasks.roll_up", "schedule": 600.0},
+    # The device health timeline (health/timeline.py), kept as long as the fleet history.
+    "prune-health-timeline": {"task": "health.tasks.prune_timeline", "schedule": 3600.0},
 }
 
 REST_FRAMEWORK = {
@@ -368,6 +371,12 @@ GPUDASH_OPS = {
     "DRIVER_LOG_LIMIT_BYTES": int(os.environ.get("GPUDASH_DRIVER_LOG_BYTES", "65536")),
     "DRIVER_LOG_TIMEOUT_SECONDS": float(os.environ.get("GPUDASH_DRIVER_LOG_TIMEOUT", "5")),
     "DRIVER_LOG_CONTAINERS": [],
+}
+
+# Device health (health/): how long a device status may say not Ready after allocation (seconds).
+# The binding-conditions finding uses GPUDASH_STUCK["BINDING_TIMEOUT"] (the scheduler's bindingTimeout).
+GPUDASH_HEALTH = {
+    "NOT_READY_GRACE": float(os.environ.get("GPUDASH_HEALTH_NOT_READY_GRACE", "300")),
 }
 
 # Monitoring (monitoring/, docs/operations.md "Metrics" and "GPU utilization").

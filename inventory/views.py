@@ -21,7 +21,7 @@ from django.db.models.functions import Cast, Coalesce, Concat
 
 from mirror import roles, tables
 from mirror.models import Cluster
-from mirror.views import DashboardView
+from mirror.views import DashboardView, mark_devices
 
 from . import accelerators, devicestate, fleet, pools, summary
 from .mapcolours import map_colouring
@@ -61,6 +61,7 @@ class FleetMapView(DashboardView):
     regions = {"map": "inventory/_fleet_map.html"}
     live_kinds = INVENTORY_KINDS
     nav = "map"
+    panels = "map"
     nodes_per_page = 200
 
     def get_context_data(self, **kwargs):
@@ -89,6 +90,7 @@ class FleetMapView(DashboardView):
         ctx.update(self.paginate(rows.none() if error else rows, self.nodes_per_page))
         page = ctx["page_obj"]
         page.object_list = fleet_map.decide(page.object_list)
+        mark_devices([d for r in page.object_list for d in r["devices"]])  # health markers (health/pages.py)
         names = {c.id: c.name for c in Cluster.objects.all()}
         page_sources = (
             accelerators.node_sources(nodes={(r["cluster_id"], r["node"]) for r in page.object_list})

@@ -36,12 +36,32 @@ PAGE_PARAMS = ("page", "per_page", "fragment", "cluster", "ns", "ordering")
 # only, and the badge counts nothing.
 NAMESPACE_MODELS = []
 _page_parts = {"stuck_count": None}
+# Also: panels, {page: [panel(view, obj) -> HTML or ""]}, shown where a page of a lower floor calls
+# page_panels (the device, node, claim and pod pages, the overview, the fleet map's legend), and
+# device_marks, [mark(devices)] setting extra keys on the fleet map's device dicts (health/pages.py).
+PAGE_PANELS = {}
+DEVICE_MARKS = []
 
 
-def register_page_parts(namespace_models=(), stuck_count=None):
+def register_page_parts(namespace_models=(), stuck_count=None, panels=None, device_marks=()):
     NAMESPACE_MODELS.extend(m for m in namespace_models if m not in NAMESPACE_MODELS)
     if stuck_count is not None:
         _page_parts["stuck_count"] = stuck_count
+    for page, panel in (panels or {}).items():
+        if panel not in PAGE_PANELS.setdefault(page, []):
+            PAGE_PANELS[page].append(panel)
+    DEVICE_MARKS.extend(m for m in device_marks if m not in DEVICE_MARKS)
+
+
+def page_panels(page, view, obj=None):
+    """The HTML the apps above add to `page` for `obj` (a device, node, claim or pod), in order."""
+    return [html for panel in PAGE_PANELS.get(page, ()) if (html := panel(view, obj))]
+
+
+def mark_devices(devices):
+    """Let the apps above mark fleet-map devices (dicts with cluster_id, driver, pool, name)."""
+    for mark in DEVICE_MARKS:
+        mark(devices)
 
 
 # Sections an app adds to an object page another app renders, {kind: [section, ...]}: the device and
@@ -107,6 +127,9 @@ class DashboardView(LoginRequiredMixin, TemplateView):
     live_kinds = ()
     required_role = roles.VIEWER
     nav = ""
+    # The page_panels name of the page, which is also the attribute holding its object (if any):
+    # "device" -> self.device. Their HTML is `panels` in the context (full page loads only).
+    panels = ""
 
     def dispatch(self, request, *args, **kwargs):
         if not request.user.is_authenticated:
@@ -222,6 +245,8 @@ class DashboardView(LoginRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
         ctx.update(self.layout_context())
+        if self.panels and not self.request.GET.get("fragment"):
+            ctx["panels"] = page_panels(self.panels, self, getattr(self, self.panels, None))
         return ctx
 
     def layout_context(self, scope=None, url=None):

@@ -25,6 +25,7 @@ class OverviewView(DashboardView):
     regions = {"overview": "inventory/_overview.html"}
     live_kinds = INVENTORY_KINDS
     nav = "overview"
+    panels = "overview"
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
@@ -78,6 +79,7 @@ class NodeDetailView(DashboardView):
     template_name = "inventory/node_detail.html"
     regions = {"devices": "inventory/_node_devices.html"}
     nav = "nodes"
+    panels = "node"
 
     def live_scope(self):
         return {"cluster": self.node.cluster_id, "node": self.node.name}
@@ -149,6 +151,7 @@ class DeviceDetailView(DashboardView):
     regions = {"claims": "inventory/_device_claims.html"}
     live_kinds = ("ResourceSlice", "ResourceClaim")
     nav = "devices"
+    panels = "device"
 
     def look_up(self, request, **kwargs):
         self.device = (

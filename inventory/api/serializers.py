@@ -286,6 +286,13 @@ class DeviceSerializer(RawOptionalMixin, serializers.Serializer):
         help_text="The dashboard's full state (free, allocated, admin, partial, tainted, unhealthy, stuck); `state` is its v1 projection.",
     )
     tainted = serializers.BooleanField(read_only=True)
+    health = serializers.ChoiceField(
+        choices=("healthy", "degraded", "unknown", "unhealthy"),
+        read_only=True,
+        default="healthy",
+        help_text="Device health (GET /api/v1/health/devices says why): unhealthy, degraded, unknown, or healthy "
+        "when nothing reports trouble.",
+    )
     attributes = serializers.DictField(
         source="attribute_values",
         read_only=True,

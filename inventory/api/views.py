@@ -17,6 +17,7 @@ from inventory.models import Device, DeviceClass, Node, NodeDeviceSummary, Resou
 from mirror.api.filters import StrictFilterBackend
 from mirror.api.pagination import IdsFirstPagination, StablePagePagination
 from mirror.api.permissions import IsViewer
+from mirror.api.serializers import annotations
 from mirror.api.views import MirrorViewSet
 from mirror.models import Cluster, SyncState
 
@@ -117,4 +118,4 @@ class DeviceViewSet(MirrorViewSet):
         return serializers.DeviceDetailSerializer if self.action == "retrieve" else serializers.DeviceSerializer
 
     def base_queryset(self):
-        return self.queryset.with_state().defer("attributes")
+        return self.queryset.with_state().defer("attributes").annotate(**annotations("devices"))  # health

@@ -45,3 +45,17 @@ class JSONBooleanField(serializers.BooleanField):
         if data is True or data is False:
             return data
         self.fail("invalid", input=data)
+
+
+# Columns the apps above add to a list of a lower floor (health adds `health` to the devices), as
+# queryset annotations: {list name: {field: function returning a fresh expression}}. The list's view
+# applies them (annotations("devices")); the serializer declares the field with a default.
+LIST_ANNOTATIONS = {}
+
+
+def register_annotations(list_name, **expressions):
+    LIST_ANNOTATIONS.setdefault(list_name, {}).update(expressions)
+
+
+def annotations(list_name):
+    return {name: make() for name, make in LIST_ANNOTATIONS.get(list_name, {}).items()}

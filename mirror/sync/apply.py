@@ -492,6 +492,8 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
             )
         if kind == "Event":
             events_mirror.prune(cluster)  # bounded in count and age
+        if kind in hooks.health_kinds and (to_insert or to_update or to_delete):
+            hooks.refresh_health(cluster, kind)  # after the rows and their children are written
         changelog.record(cluster.pk, kind, changes)  # last write: its lock orders the log (changelog.py)
 
         result.inserted, result.updated, result.deleted = len(to_insert), len(to_update), len(to_delete)
@@ -764,6 +766,8 @@ def reconcile(cluster, kind, seen_ids, list_rv_num, publish=True, device_pools=(
                 ],
                 batch_size=_WRITE_BATCH,
             )
+        if kind in hooks.health_kinds:
+            hooks.refresh_health(cluster, kind)
         changelog.record(
             cluster.pk, kind, [(row["namespace"], row["name"]) for row in gone]
         )  # last write (changelog.py)

@@ -2,7 +2,7 @@
 
 The sync stores the rows of every mirrored kind (kinds.py names their models by label). The state
 derived from those rows belongs to the apps: inventory's device state, vanished devices, class counts and
-device-plugin/HAMi node rows, the stuck-claim detector of claims. Each app registers its part here from
+device-plugin/HAMi node rows, the stuck-claim detector of claims, the device health of health. Each app registers its part here from
 its AppConfig.ready(); the sync calls them at the same points of a batch, so the mirror imports no app
 above it. A part nobody registered does nothing.
 """
@@ -51,6 +51,10 @@ class SyncHooks:
     ledger_alive: object = _nothing
     ledger_relist: object = _nothing
     ledger_resume: object = _nothing
+    # Device health (health/timeline.py): recomputed after a batch or relist of these kinds changed
+    # rows, refresh_health(cluster, kind) writing the health timeline.
+    health_kinds: frozenset = frozenset()
+    refresh_health: object = _nothing
 
 
 hooks = SyncHooks()

@@ -336,6 +336,9 @@ def map_cells(row, devices_url):
             classes += f" u-{d['util_bucket']}"
             title.append(_("no utilization data") if d["util"] is None else f"GPU {d['util']:.0f}%")
         title += [f"+{_state_label(f)}" for f in sorted(st.flags) if f != st.state]
+        if d.get("health"):  # a marker beside the state (mirror.views.mark_devices: health/pages.py)
+            classes += f" h-{d['health']}"
+            title.append(str(d["health_label"]))
         if d.get("model"):
             title.append(d["model"])
         for h in st.holders:

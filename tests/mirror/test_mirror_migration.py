@@ -16,6 +16,7 @@ BEFORE_MOVE = [
     ("monitoring", "0003_fleet_history"),
     ("mirror", None),
     ("usage", None),  # apps newer than the move did not exist yet
+    ("health", None),
 ]
 
 

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("mirror", "0002_opscounter_from_monitoring"),
-        ("usage", "0002_ledger_device_kind_and_mark"),
+        ("usage", "0003_ledger_one_unique_index"),
     ]
 
     operations = [
