@@ -6,7 +6,7 @@ the period, an open interval counted up to now. Each figure is kept per unit rul
 partition, consumable-capacity share) so the report can say which rule produced it; admin-access
 allocations (which do not take the device) are listed apart. Whole days the rollup covers (rollup.py,
 PostgreSQL) are read from it, the rest of the period from the ledger itself; both give the same sums
-(tests/test_usage_reports.py checks it).
+(tests/usage/test_usage_reports.py checks it).
 """
 
 from dataclasses import dataclass, field

@@ -257,7 +257,7 @@ def test_binding_failure_and_binding_timeout(cluster):
     found = {f.claim_name: f for f in active(cluster, stuck.NOT_PREPARED)}
     assert set(found) == {"failed"} and found["failed"].severity == Finding.Severity.CRITICAL
     stuck.detect(cluster, now=at(600))
-    # Conditions still pending past the timeout are health's binding_timeout finding (tests/test_health_findings.py).
+    # Conditions still pending past the timeout are health's binding_timeout finding (tests/health/test_health_findings.py).
     assert {f.claim_name for f in active(cluster, stuck.NOT_PREPARED)} == {"failed"}
     assert {f.claim_name for f in active(cluster, "binding_timeout")} == {"waiting"}
 

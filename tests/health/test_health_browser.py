@@ -10,9 +10,8 @@ import pytest
 from claims.models import AllocationResult, PodClaimRef
 from health.models import DeviceHealth
 from mirror import roles
-
-from .browser import BROWSER_MARKS, demo_site, new_page, wait_until
-from .ui_fixtures import make_user
+from tests.browser import BROWSER_MARKS, demo_site, new_page, wait_until
+from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
 PASSWORD = "health-pass-123"

@@ -8,9 +8,9 @@ import pytest
 from claims import stuck
 from claims.models import Finding
 from health import findings
+from tests.ops_fixtures import DRIVER, apply, claim_raw, cluster, new_uid, node_raw, pod_raw, slice_raw, ts  # noqa: F401
 
 from .health_fixtures import health_pod, taint, taint_rule
-from .ops_fixtures import DRIVER, apply, claim_raw, cluster, new_uid, node_raw, pod_raw, slice_raw, ts  # noqa: F401
 
 pytestmark = pytest.mark.sqlite_default  # also on the embedded SQLite default
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

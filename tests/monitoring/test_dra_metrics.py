@@ -18,7 +18,7 @@ from monitoring import drametrics
 from monitoring.models import PrometheusSource
 from tests.browser import free_port
 from tests.prometheus_server import Prometheus, needs_prometheus
-from tests.test_i18n_sweep import KUBERNETES_TERMS, english_words
+from tests.site.test_i18n_sweep import KUBERNETES_TERMS, english_words
 from tests.ui_fixtures import make_user
 
 pytestmark = [pytest.mark.django_db(transaction=True), needs_prometheus]

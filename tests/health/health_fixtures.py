@@ -1,6 +1,6 @@
 """Builders for the device health tests: pods with allocatedResourcesStatus, taints, DeviceTaintRules."""
 
-from .ops_fixtures import DRIVER, pod_raw
+from tests.ops_fixtures import DRIVER, pod_raw
 
 
 def with_health(pod, resources, pod_claim="gpu", request="gpu", container="main"):
@@ -50,8 +50,7 @@ def load_health_fleet(cluster_name="alpha"):
     Unhealthy and gpu-1 Unknown (CDI resource IDs), a None-effect DeviceTaintRule marks node-a gpu-2
     degraded; node-c gpu-1 is tainted NoSchedule in its slice already."""
     from mirror.sync.apply import apply_object
-
-    from . import ui_fixtures
+    from tests import ui_fixtures
 
     cluster = ui_fixtures.load_fleet(cluster_name)
     pod = ui_fixtures.pod("team-a", "train-1-pod", "train-1", node_name="node-a")

@@ -20,9 +20,9 @@ from health.models import (
 )
 from mirror.messages import english
 from mirror.sync.apply import delete_object
+from tests.ops_fixtures import DRIVER, apply, claim_raw, cluster, new_uid, node_raw, pod_raw, slice_raw  # noqa: F401
 
 from .health_fixtures import health_pod, taint, taint_rule
-from .ops_fixtures import DRIVER, apply, claim_raw, cluster, new_uid, node_raw, pod_raw, slice_raw  # noqa: F401
 
 
 def sig(state, source=SLICE_TAINT):

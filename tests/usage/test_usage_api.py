@@ -13,11 +13,11 @@ from django.test import Client
 
 from mirror import roles
 from mirror.models import Cluster
+from tests.api_fixtures import client_for
+from tests.fleet_data import make_user
 from usage import rollup
 from usage.models import LedgerGap
 
-from .api_fixtures import client_for
-from .fleet_data import make_user
 from .usage_fixtures import interval, utc
 
 pytestmark = pytest.mark.django_db

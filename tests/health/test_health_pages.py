@@ -6,8 +6,9 @@ import re
 import pytest
 from django.urls import reverse
 
+from tests.ui_fixtures import make_user
+
 from .health_fixtures import load_health_fleet
-from .ui_fixtures import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -4,9 +4,9 @@
 import pytest
 
 from ops.readiness import PASS, check_reporting
+from tests.ops_fixtures import DRIVER, apply, claim_raw, cluster, new_uid, node_raw, slice_raw  # noqa: F401
 
 from .health_fixtures import health_pod
-from .ops_fixtures import DRIVER, apply, claim_raw, cluster, new_uid, node_raw, slice_raw  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

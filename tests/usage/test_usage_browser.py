@@ -9,10 +9,10 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from mirror.models import Cluster
+from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.site.test_csp_browser import RECORD_VIOLATIONS
 from usage.periods import period_containing, report_zone
 
-from .browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
-from .test_csp_browser import RECORD_VIOLATIONS
 from .usage_fixtures import interval
 
 pytestmark = BROWSER_MARKS

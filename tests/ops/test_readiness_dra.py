@@ -7,9 +7,9 @@ import pytest
 
 from ops import readiness_dra
 from ops.readiness import FAIL, PASS, SKIP, WARN, run_checks
+from tests.ops_fixtures import DRIVER, claim_raw, pod_raw
+from tests.ops_live import live_cluster, resync, seed, server  # noqa: F401
 
-from .ops_fixtures import DRIVER, claim_raw, pod_raw
-from .ops_live import live_cluster, resync, seed, server  # noqa: F401
 from .test_readiness import READ_RULES, by_id, texts
 from .test_readiness_five import RDMA, rdma_driver, rdma_nodes
 

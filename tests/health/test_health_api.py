@@ -82,7 +82,7 @@ def test_timeline_names_who_sat_on_the_device_within_scope(fleet, viewer, scoped
 def test_scoped_reader_gets_no_pod_of_other_namespaces(fleet, scoped_viewer):
     """A pod of team-b reports a device Unhealthy; a reader of team-a learns that, not which pod."""
     from tests.api_fixtures import pod
-    from tests.health_fixtures import with_health
+    from tests.health.health_fixtures import with_health
 
     raw = with_health(pod("other", "team-b", "stuck"), [(f"{NV}/node-b/gpu-0", "Unhealthy", "XID 48")])
     apply_object(Cluster.objects.get(name="alpha"), "Pod", raw)

@@ -9,9 +9,8 @@ from django.urls import reverse
 
 from claims.models import ClaimDeviceStatus, PodResourceHealth
 from mirror.sync.apply import apply_object
-
-from .fleet_data import meta
-from .ui_fixtures import DRIVER, claim, load_fleet, make_user, pod
+from tests.fleet_data import meta
+from tests.ui_fixtures import DRIVER, claim, load_fleet, make_user, pod
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
 
