@@ -9,7 +9,6 @@ import pytest
 pytest_plugins = [
     "tests.sync_fixtures",
     "tests.browser",
-    "tests.serve_fixtures",
 ]  # registered here so their asserts are rewritten like the tests'
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"

@@ -162,11 +162,9 @@ def healthz_while(server, send):
     return result, probes
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def serve(django_db_setup, django_db_blocker, tmp_path_factory):
-    """One `manage.py serve` for the test process, on the test database (tests load their own rows), shared
-    by the files that ask for it (registered in tests/conftest.py, so not imported by them): a start and a
-    stop cost ~16 s, and the server keeps nothing of its own between requests."""
+    """One `manage.py serve` for the module, on the test database (tests load their own rows)."""
     with django_db_blocker.unblock():
         server = ServeProcess(tmp_path_factory.mktemp("serve") / "serve.log").start()
     yield server

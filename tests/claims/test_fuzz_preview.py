@@ -11,7 +11,7 @@ from rest_framework.authtoken.models import Token
 
 from mirror import roles
 from tests.api_fixtures import load_fleet, make_user
-from tests.serve_fixtures import HEALTHZ_TIMEOUT
+from tests.serve_fixtures import HEALTHZ_TIMEOUT, serve  # noqa: F401
 
 pytestmark = pytest.mark.slow
 FUZZ = settings(
@@ -145,7 +145,7 @@ def token(transactional_db):
     return Token.objects.create(user=make_user("fuzzer", roles.OPERATOR)).key
 
 
-def check(serve, token, yaml_text):
+def check(serve, token, yaml_text):  # noqa: F811
     body = {"cluster": "alpha", "namespace": "team-a", "yaml": yaml_text}
     status, answer, ctype = serve.request("POST", "/api/v1/preview", body, token=token)
     assert status < 500, (status, answer, yaml_text)
@@ -157,7 +157,7 @@ def check(serve, token, yaml_text):
     return status, answer
 
 
-def test_random_values_at_the_fields_the_engine_reads(serve, token):
+def test_random_values_at_the_fields_the_engine_reads(serve, token):  # noqa: F811
     @FUZZ
     @given(
         st.sampled_from([(good_claim, PATHS), (good_pod, POD_PATHS)]).flatmap(
@@ -172,7 +172,7 @@ def test_random_values_at_the_fields_the_engine_reads(serve, token):
     run()
 
 
-def test_random_cel_selectors(serve, token):
+def test_random_cel_selectors(serve, token):  # noqa: F811
     @FUZZ
     @given(CEL)
     def run(expression):
@@ -191,7 +191,7 @@ def test_random_cel_selectors(serve, token):
     run()
 
 
-def test_random_text_as_yaml(serve, token):
+def test_random_text_as_yaml(serve, token):  # noqa: F811
     @FUZZ
     @given(st.text(max_size=120) | st.text(alphabet="[]{}:-,'\"\\ \nabk#&*!|>%@`", max_size=80))
     def run(text):

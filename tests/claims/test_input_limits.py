@@ -19,7 +19,7 @@ from dra.nodefilters import scheduling_pod
 from mirror import roles
 from tests.api_fixtures import load_fleet, make_user
 from tests.preview_fixtures import TWO_GPUS
-from tests.serve_fixtures import assert_healthz_fast, healthz_while
+from tests.serve_fixtures import assert_healthz_fast, healthz_while, serve  # noqa: F401
 
 CLAIM = """apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -219,7 +219,7 @@ def assert_fast_healthz(probes):
 
 
 @pytest.mark.slow
-def test_the_billion_laughs_is_a_json_400_and_healthz_stays_fast(serve, live):
+def test_the_billion_laughs_is_a_json_400_and_healthz_stays_fast(serve, live):  # noqa: F811
     body = {"cluster": "alpha", "namespace": "team-a", "yaml": laughs(9)}
     answers, probes = healthz_while(
         serve, lambda: [serve.request("POST", "/api/v1/preview", body, token=live[0]) for _ in range(5)]
@@ -233,7 +233,7 @@ def test_the_billion_laughs_is_a_json_400_and_healthz_stays_fast(serve, live):
 
 
 @pytest.mark.slow
-def test_the_preview_page_shows_the_limit_and_healthz_stays_fast(serve, live):
+def test_the_preview_page_shows_the_limit_and_healthz_stays_fast(serve, live):  # noqa: F811
     session = requests.Session()
     session.cookies.update(live[1])
     assert session.get(serve.url + "/preview/?cluster=alpha", timeout=10).status_code == 200  # sets the CSRF cookie

@@ -17,6 +17,7 @@ from websockets.sync.client import connect as ws_connect
 from mirror import roles
 from mirror.consumers import CLOSE_TOO_BIG, MAX_FRAME
 from tests.fleet_data import make_user
+from tests.serve_fixtures import serve  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,7 +48,7 @@ def handshake(server, cookie, origin):
         return exc.response.status_code
 
 
-def test_only_the_dashboards_own_origin_may_connect(serve, cookie):
+def test_only_the_dashboards_own_origin_may_connect(serve, cookie):  # noqa: F811
     port = serve.port
     assert handshake(serve, cookie, f"http://127.0.0.1:{port}") == 101
     refused = [
@@ -99,7 +100,7 @@ BAD_FRAMES = {
 }
 
 
-def test_every_frame_is_answered_and_the_socket_stays_open(serve, cookie):
+def test_every_frame_is_answered_and_the_socket_stays_open(serve, cookie):  # noqa: F811
     with open_socket(serve, cookie, f"http://127.0.0.1:{serve.port}") as ws:
         for frame, words in BAD_FRAMES.items():
             answer = exchange(ws, frame)
@@ -114,7 +115,7 @@ def test_every_frame_is_answered_and_the_socket_stays_open(serve, cookie):
 
 
 @pytest.mark.parametrize("size", [MAX_FRAME + 1, 15_000_000])
-def test_an_oversized_frame_gets_an_error_then_close_1009(serve, cookie, size):
+def test_an_oversized_frame_gets_an_error_then_close_1009(serve, cookie, size):  # noqa: F811
     frame = '{"subscribe":{"cluster":1,"node":"' + "x" * size + '"}}'
     with open_socket(serve, cookie, f"http://127.0.0.1:{serve.port}") as ws:
         ws.send(frame)

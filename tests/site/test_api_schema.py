@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
 from tests.api_fixtures import load_fleet
-from tests.serve_fixtures import while_in_flight
+from tests.serve_fixtures import serve, while_in_flight  # noqa: F401
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 
@@ -46,7 +46,7 @@ def test_schema_is_served_and_lists_every_endpoint(client):
 
 
 @pytest.mark.slow
-def test_schemathesis_finds_no_server_errors(serve, transactional_db, tmp_path):
+def test_schemathesis_finds_no_server_errors(serve, transactional_db, tmp_path):  # noqa: F811
     load_fleet()
     admin = User.objects.create_superuser("fuzz", password="x")
     token = Token.objects.create(user=admin)

@@ -6,11 +6,13 @@ than its endpoint (containment vs. icontains, another state vocabulary) would li
 """
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
 from claims.models import Finding
 from claims.stuck import DELETION_BLOCKED, STALE_RESERVATION
+from mirror import debounce
 from mirror.models import Cluster
 from tests.api_fixtures import client_for
 from tests.fleet_data import load_scenario
@@ -19,10 +21,24 @@ from tests.ui_fixtures import load_fleet, make_user
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_default]
 
 
+@pytest.fixture(scope="module")
+def fleets(django_db_setup, django_db_blocker):
+    """Both fleets, committed once for the module: every test only reads them (what a test adds is rolled
+    back with it), and loading them took seconds a test. The tables are emptied after the module, as a
+    transactional test's flush does."""
+    with django_db_blocker.unblock():
+        load_fleet("alpha")
+        load_scenario(Cluster.objects.create(name="demo"))
+    # Committed, the loads asked for the class recount (a timer thread without Redis): not run, as when
+    # each test loaded the fleets in its own rolled-back transaction.
+    debounce.stop_pending()
+    yield
+    with django_db_blocker.unblock():
+        call_command("flush", interactive=False, verbosity=0)
+
+
 @pytest.fixture
-def users(client):
-    load_fleet("alpha")
-    load_scenario(Cluster.objects.create(name="demo"))
+def users(fleets, client):
     user = make_user("alice")
     client.force_login(user)
     return client, client_for(user)

@@ -12,7 +12,7 @@ from rest_framework.authtoken.models import Token
 from mirror import roles
 from tests.api_fixtures import client_for, load_fleet, make_user
 from tests.conftest import runs_previews
-from tests.serve_fixtures import while_in_flight
+from tests.serve_fixtures import serve, while_in_flight  # noqa: F401
 
 CLAIM = """apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -91,7 +91,7 @@ def live(transactional_db):
     return token.key
 
 
-def preview(serve, token, yaml_text):
+def preview(serve, token, yaml_text):  # noqa: F811
     body = {"cluster": "alpha", "namespace": "team-a", "yaml": yaml_text}
     return serve.request("POST", "/api/v1/preview", body, token=token)
 
@@ -103,7 +103,7 @@ def assert_json_error(status, body, expected_status=400):
 
 
 @pytest.mark.slow
-def test_bad_preview_yaml_is_a_json_400_and_the_server_stays_responsive(serve, live):
+def test_bad_preview_yaml_is_a_json_400_and_the_server_stays_responsive(serve, live):  # noqa: F811
     for name, (yaml_text, words) in BAD_YAML.items():
         (status, body, _), polls = while_in_flight(serve, lambda: preview(serve, live, yaml_text))
         err = assert_json_error(status, body)
@@ -113,7 +113,7 @@ def test_bad_preview_yaml_is_a_json_400_and_the_server_stays_responsive(serve, l
 
 
 @pytest.mark.slow
-def test_nested_comprehensions_kubernetes_accepts_are_judged_without_stalling(serve, live):
+def test_nested_comprehensions_kubernetes_accepts_are_judged_without_stalling(serve, live):  # noqa: F811
     """100 x 100 nested .all() is within Kubernetes' cost limit: every node gets an answer (a 200), or,
     where the CEL library cannot evaluate it, the JSON engine error (422); never a 500."""
     (status, body, ctype), _ = while_in_flight(serve, lambda: preview(serve, live, NESTED_ALL))
@@ -125,7 +125,7 @@ def test_nested_comprehensions_kubernetes_accepts_are_judged_without_stalling(se
 
 
 @pytest.mark.slow
-def test_bodies_the_json_parser_cannot_use_are_400s(serve, live):
+def test_bodies_the_json_parser_cannot_use_are_400s(serve, live):  # noqa: F811
     deep = b'{"cluster": ' + b"[" * 100000 + b"]" * 100000 + b"}"
     (status, body, _), _ = while_in_flight(serve, lambda: serve.request("POST", "/api/v1/preview", deep, token=live))
     assert "nested too deeply" in assert_json_error(status, body)["message"]

@@ -17,7 +17,7 @@ from rest_framework.authtoken.models import Token
 from mirror import roles
 from mirror.views import MAX_SEARCH_LENGTH
 from tests.api_fixtures import load_fleet, make_user
-from tests.serve_fixtures import ServeProcess, while_in_flight
+from tests.serve_fixtures import ServeProcess, serve, while_in_flight  # noqa: F401
 
 # django_db: the test database for the servers; the rows they read are committed once (fleet_rows), and
 # the tests, which only send requests, run in a rolled-back transaction that holds nothing.
@@ -73,7 +73,7 @@ def session_cookie(fleet_rows):
     return fleet_rows["cookie"]
 
 
-def probed(serve, send):
+def probed(serve, send):  # noqa: F811
     """send()'s answer, with /healthz probed under 100 ms until it came."""
     answer, polls = while_in_flight(serve, send, within=HEALTHZ_WITHIN)
     assert polls >= 1
@@ -89,13 +89,13 @@ def json_error(answer, status):
 
 
 @pytest.mark.parametrize("path, param", PERCENT)
-def test_a_percent_sign_in_a_filter_value_is_a_400_naming_it(serve, token, path, param):
+def test_a_percent_sign_in_a_filter_value_is_a_400_naming_it(serve, token, path, param):  # noqa: F811
     url = f"{path}?{param}=%25"
     err = json_error(probed(serve, lambda: serve.request("GET", url, token=token)), 400)
     assert err["field"] == param and "'%'" in err["message"], err
 
 
-def test_an_attribute_value_of_thousands_of_digits_matches_as_text(serve, token):
+def test_an_attribute_value_of_thousands_of_digits_matches_as_text(serve, token):  # noqa: F811
     """Past int64 a number can only be a string attribute: no device has it (once int() raised: a 500)."""
     url = "/api/v1/devices/?attribute=index:" + "7" * 5000
     status, body, _ = probed(serve, lambda: serve.request("GET", url, token=token))
@@ -103,14 +103,14 @@ def test_an_attribute_value_of_thousands_of_digits_matches_as_text(serve, token)
 
 
 @pytest.mark.parametrize("url, param", TOO_LARGE)
-def test_integers_too_large_for_the_database_are_400s_naming_the_parameter(serve, token, url, param):
+def test_integers_too_large_for_the_database_are_400s_naming_the_parameter(serve, token, url, param):  # noqa: F811
     err = json_error(probed(serve, lambda: serve.request("GET", url, token=token)), 400)
     assert err["field"] == param and err["code"] in ("invalid", "max_value"), err
     assert "whole number" in err["message"] or "less than or equal to" in err["message"], err
     assert len(err["message"]) < 200, err  # the number is not echoed back
 
 
-def test_a_page_past_the_end_stays_a_404_and_the_last_page_number_still_answers(serve, token):
+def test_a_page_past_the_end_stays_a_404_and_the_last_page_number_still_answers(serve, token):  # noqa: F811
     """The bound is the database's: the largest page it can take is a 404 (past the end), not a 400."""
     for path in ("/api/v1/devices/", "/api/v1/claims/"):
         last = (2**63 - 1) // 1000 + 1
@@ -121,21 +121,21 @@ def test_a_page_past_the_end_stays_a_404_and_the_last_page_number_still_answers(
 
 
 @pytest.mark.parametrize("path", BODY_ENDPOINTS)
-def test_json_bodies_over_the_upload_limit_are_413s(serve, token, path):
+def test_json_bodies_over_the_upload_limit_are_413s(serve, token, path):  # noqa: F811
     body = b'{"ids": [1], "yaml": "' + b"x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1) + b'"}'
     err = json_error(probed(serve, lambda: serve.request("POST", path, body, token=token)), 413)
     assert err["code"] == "too_large" and "2.5 MB" in err["message"], err
 
 
 @pytest.mark.parametrize("path", BODY_ENDPOINTS)
-def test_a_ten_megabyte_form_body_is_the_json_413(serve, token, path):
+def test_a_ten_megabyte_form_body_is_the_json_413(serve, token, path):  # noqa: F811
     body = b"yaml=" + b"x" * 10_000_000
     headers = {"Content-Type": "application/x-www-form-urlencoded"}
     err = json_error(probed(serve, lambda: serve.request("POST", path, body, token=token, headers=headers)), 413)
     assert err["code"] == "too_large", err
 
 
-def ui_page(serve, cookie, path, query):
+def ui_page(serve, cookie, path, query):  # noqa: F811
     url = f"{path}?{urllib.parse.urlencode(query)}"
     return probed(serve, lambda: serve.request("GET", url, headers={"Cookie": cookie}, text=True))
 
@@ -148,13 +148,13 @@ def assert_layout_400(answer, words):
 
 
 @pytest.mark.parametrize("path", ["/devices/", "/claims/", "/nodes/", "/fleet/map/"])
-def test_ui_per_page_out_of_range_is_a_400_page_in_the_layout(serve, session_cookie, path):
+def test_ui_per_page_out_of_range_is_a_400_page_in_the_layout(serve, session_cookie, path):  # noqa: F811
     answer = ui_page(serve, session_cookie, path, {"per_page": "9" * 5000})
     assert_layout_400(answer, "from 1 to 1000")
 
 
 @pytest.mark.parametrize("path", ["/claims/", "/pods/", "/devices/", "/nodes/", "/fleet/map/", "/search/"])
-def test_ui_search_text_over_the_limit_is_a_400_page_in_the_layout(serve, session_cookie, path):
+def test_ui_search_text_over_the_limit_is_a_400_page_in_the_layout(serve, session_cookie, path):  # noqa: F811
     answer = ui_page(serve, session_cookie, path, {"q": "a" * 60000})
     assert_layout_400(answer, f"at most {MAX_SEARCH_LENGTH:,} characters")
     # At the limit the page answers, and the search box says the limit to the browser too.
@@ -162,7 +162,7 @@ def test_ui_search_text_over_the_limit_is_a_400_page_in_the_layout(serve, sessio
     assert status == 200 and f'maxlength="{MAX_SEARCH_LENGTH}"' in page
 
 
-def test_oidc_routes_are_not_served_with_oidc_off(serve, token):
+def test_oidc_routes_are_not_served_with_oidc_off(serve, token):  # noqa: F811
     assert settings.GPUDASH_OIDC is False  # the server inherits this environment: no OIDC_RP_CLIENT_ID
     for path in ("/oidc/authenticate/", "/oidc/callback/?code=x&state=y", "/oidc/logout/"):
         status, _, _ = probed(serve, lambda: serve.request("GET", path, text=True))
