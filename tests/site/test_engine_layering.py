@@ -14,7 +14,7 @@ import grimp
 import dra
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("mirror", "accounts", "inventory", "claims", "monitoring", "ops", "gpudash")
+APPS = ("mirror", "accounts", "inventory", "claims", "monitoring", "health", "usage", "ops", "gpudash")
 # Every package of the project: what the circle check reads.
 PACKAGES = (*APPS, "dra", "devcluster")
 
