@@ -10,9 +10,9 @@ class ClaimsConfig(AppConfig):
         from mirror import holdings
         from mirror.health import register_readiness_check
         from mirror.sync.hooks import register
-        from mirror.views import register_object_section, register_page_parts
+        from mirror.views import register_page_parts
 
-        from .devicestatus_pages import device_section, node_section
+        from .devicestatus_pages import device_panel, node_panel
         from .finding_scope import stuck_count
         from .holdings import device_allocations
         from .holdings import holdings as device_holdings
@@ -23,10 +23,12 @@ class ClaimsConfig(AppConfig):
         # inventory's pages and API show who holds a device (mirror/holdings.py).
         holdings.register(holdings=device_holdings, allocations=device_allocations)
         register(request_detection=request_detection)  # the stuck-claim detector looks at each committed batch
-        register_page_parts(namespace_models=(ResourceClaim, Pod), stuck_count=stuck_count)
-        # What drivers and the kubelet say about devices, on the device and node pages (inventory).
-        register_object_section("Device", device_section)
-        register_object_section("Node", node_section)
+        # What drivers and the kubelet say about devices: panels of the device and node pages (inventory).
+        register_page_parts(
+            namespace_models=(ResourceClaim, Pod),
+            stuck_count=stuck_count,
+            panels={"device": device_panel, "node": node_panel},
+        )
         register_readiness_check(  # while the web process warms up its preview inventories
             "preview_inventory",
             preview_inventory_ready,

@@ -1,6 +1,8 @@
 """What the pages show of device status (drivers) and device health (kubelet): the rows of a claim
-and of a pod, and the sections the device and node pages (inventory) get through
-mirror.views.register_object_section."""
+and of a pod, and the panels the device and node pages (inventory) get through
+mirror.views.register_page_parts."""
+
+from django.template.loader import render_to_string
 
 from mirror import roles
 from mirror.objectpage import to_yaml
@@ -42,9 +44,16 @@ def _visible(request, rows):
     return [r for r in rows if roles.can_see_namespace(request.user, r.namespace)]
 
 
-def device_section(request, device):
+def _panel(view, template, section):
+    return render_to_string(template, {"section": section}, request=view.request)
+
+
+def device_panel(view, device):
     """The device page: the status entries drivers wrote for it (one per claim holding it) and the
     health the kubelet reports for it."""
+    if device is None:
+        return ""
+    request = view.request
     statuses = roles.scope_queryset(
         ClaimDeviceStatus.objects.filter(
             cluster_id=device.cluster_id, driver=device.driver, pool=device.pool, device=device.name
@@ -54,17 +63,23 @@ def device_section(request, device):
     health = PodResourceHealth.objects.select_related("pod").for_devices(
         device.cluster_id, {(device.driver, device.pool, device.name)}
     )
-    return {
-        "template": "claims/_device_health_section.html",
-        "cluster_name": device.slice.cluster.name,
-        "statuses": with_yaml(list(statuses)),
-        "health": sorted(_visible(request, health), key=lambda r: (r.pod.namespace, r.pod.name, r.id)),
-    }
+    return _panel(
+        view,
+        "claims/_device_health_section.html",
+        {
+            "cluster_name": device.slice.cluster.name,
+            "statuses": with_yaml(list(statuses)),
+            "health": sorted(_visible(request, health), key=lambda r: (r.pod.namespace, r.pod.name, r.id)),
+        },
+    )
 
 
-def node_section(request, node):
+def node_panel(view, node):
     """The node page: per device of the node's claims, the driver's Ready condition and the
     kubelet's health reports (worst first)."""
+    if node is None:
+        return ""
+    request = view.request
     statuses = roles.scope_queryset(
         ClaimDeviceStatus.objects.filter(cluster_id=node.cluster_id, claim__node_name=node.name).select_related(
             "claim"
@@ -86,4 +101,4 @@ def node_section(request, node):
         parts["health"].sort(key=lambda h: (HEALTH_ORDER.get(h.health, 2), h.pod.name, h.id))
         rows.append({"key": key, "driver": key[0], "pool": key[1], "device": key[2], **parts})
     rows.sort(key=lambda r: (min((HEALTH_ORDER.get(h.health, 2) for h in r["health"]), default=3), r["key"]))
-    return {"template": "claims/_node_health_section.html", "cluster_name": node.cluster.name, "rows": rows}
+    return _panel(view, "claims/_node_health_section.html", {"cluster_name": node.cluster.name, "rows": rows})

@@ -12,19 +12,28 @@ from mirror import roles
 from mirror.messages import render
 
 from .preview_scope import OTHER_CLAIM, redact_remedies, redact_result
-from .stuck import DOUBLE_ALLOCATION, double_allocation_summary
+from .stuck import DOUBLE_ALLOCATION, EVIDENCE_SCOPES, double_allocation_summary
 
 
 def _visible(ref, visible):
     return isinstance(ref, str) and ref.partition("/")[0] in visible
 
 
-def scoped_summary_and_evidence(rule, summary, evidence, visible, message=None):
+def scoped_summary_and_evidence(rule, summary, evidence, visible, message=None, translate=None):
     """(summary, evidence) as a user with namespace scope `visible` (None = all) may see them; the
     arguments are left untouched. With the stored `message` the summary is in the active language
-    (the pages); without it, the stored English (the API)."""
-    translate = bool(message)
-    summary = render(message, summary) if message else summary
+    (the pages) unless translate=False (the API); without it, the stored English."""
+    translate = bool(message) if translate is None else translate
+    scope = EVIDENCE_SCOPES.get(rule) if visible is not None else None
+    if scope is not None:
+        # A registered rule (health's) knows what in its message and evidence names other namespaces.
+        message, evidence = scope(
+            copy.deepcopy(message) if isinstance(message, dict) else None,
+            copy.deepcopy(evidence) if isinstance(evidence, dict) else {},
+            visible,
+        )
+    # The English API keeps the stored summary unless the scope changed the message.
+    summary = render(message, summary, translate) if message and (translate or scope) else summary
     if visible is None:
         return summary, evidence
     evidence = copy.deepcopy(evidence) if isinstance(evidence, dict) else {}

@@ -563,15 +563,23 @@ RULES = [
 ]
 
 
-def register_rule(rule, titles=None, report_only=()):
+# {rule name: scope(summary message, evidence, visible namespaces) -> (message, evidence)}: how a
+# registered rule's findings name other namespaces' objects, for claims/finding_scope.py to hide them.
+EVIDENCE_SCOPES = {}
+
+
+def register_rule(rule, titles=None, report_only=(), scope=None):
     """Run `rule(mirror, cfg, now)` -> Candidates after the rules above; registering it again keeps one.
     `titles`: {rule name: lazy title} of the findings it makes (their candidates carry their own grace);
-    `report_only`: those of its rule names whose findings do not make a claim stuck."""
+    `report_only`: those of its rule names whose findings do not make a claim stuck;
+    `scope`: see EVIDENCE_SCOPES (given copies, it may change them in place)."""
     if rule not in RULES:
         RULES.append(rule)
     for name, title in (titles or {}).items():
         RULE_TITLES[name] = title
         GRACE_KEY.setdefault(name, None)
+        if scope is not None:
+            EVIDENCE_SCOPES[name] = scope
     REPORT_ONLY_RULES.extend(name for name in report_only if name not in REPORT_ONLY_RULES)
 
 

@@ -19,6 +19,7 @@ unhealthy_device and taint_eviction only report (nothing to release: the claim i
 device is); device_not_ready and binding_timeout make the claim stuck.
 """
 
+import re
 from collections import defaultdict
 
 from django.utils.translation import gettext_lazy as _
@@ -28,15 +29,45 @@ from claims.models import ClaimDeviceStatus, Finding
 from claims.stuck import Candidate, claim_ref
 from dra.errors import InputError
 from dra.model import Variant
-from mirror.messages import message
+from mirror.messages import english, message
 
-from . import conf
+from . import conf, notion
 from .models import UNHEALTHY, DeviceHealth
 
 UNHEALTHY_DEVICE = "unhealthy_device"
 DEVICE_NOT_READY = "device_not_ready"
 TAINT_EVICTION = "taint_eviction"
 BINDING_TIMEOUT = "binding_timeout"
+
+
+OTHER_POD = "a pod in another namespace"
+# A pod report's reason as stored in English (notion.report_signal): "pod NS/NAME (container C) reports it HEALTH...".
+_POD_REPORT = re.compile(r"^pod ([^/\s]+)/\S+ \(container [^)]*\) reports it (\w+)")
+
+
+def scope_evidence(msg, evidence, visible):
+    """A health finding's summary message and evidence as a reader of namespaces `visible` may see them
+    (claims/finding_scope.py calls it with copies): a device is shared across namespaces (admin access,
+    shared partitions), so its reasons may quote another namespace's pod report; those say "a pod in
+    another namespace reports it ...", without the pod's name or message, as on the device page."""
+    params = (msg or {}).get("params") or {}
+    if isinstance(params.get("reasons"), list):
+        params["reasons"] = [notion.scoped_reason(r, visible) if isinstance(r, dict) else r for r in params["reasons"]]
+    if isinstance(evidence.get("reasons"), list):
+        evidence["reasons"] = [_scoped_english_reason(r, visible) for r in evidence["reasons"]]
+    for key in ("pods", "reservedFor"):
+        if isinstance(evidence.get(key), list):
+            evidence[key] = [p if "/" not in p or p.split("/", 1)[0] in visible else OTHER_POD for p in evidence[key]]
+    if isinstance(params.get("pods"), str) and isinstance(evidence.get("pods"), list):
+        params["pods"] = ", ".join(evidence["pods"])
+    return msg, evidence
+
+
+def _scoped_english_reason(text, visible):
+    m = _POD_REPORT.match(text) if isinstance(text, str) else None
+    if m is None or m.group(1) in visible:
+        return text
+    return english(notion.scoped_reason({"params": {"pod": "-/-", "health": m.group(2)}}, set()))
 
 
 def _live_pods(m, claim):
@@ -298,8 +329,13 @@ RULE_INFO = {
     rule_unhealthy_device: {
         "titles": {UNHEALTHY_DEVICE: _("Unhealthy device in use")},
         "report_only": (UNHEALTHY_DEVICE,),
+        "scope": scope_evidence,
     },
-    rule_device_not_ready: {"titles": {DEVICE_NOT_READY: _("Prepared but not ready")}},
-    rule_taint_eviction: {"titles": {TAINT_EVICTION: _("Taint evicts pods")}, "report_only": (TAINT_EVICTION,)},
-    rule_binding_timeout: {"titles": {BINDING_TIMEOUT: _("Binding conditions past timeout")}},
+    rule_device_not_ready: {"titles": {DEVICE_NOT_READY: _("Prepared but not ready")}, "scope": scope_evidence},
+    rule_taint_eviction: {
+        "titles": {TAINT_EVICTION: _("Taint evicts pods")},
+        "report_only": (TAINT_EVICTION,),
+        "scope": scope_evidence,
+    },
+    rule_binding_timeout: {"titles": {BINDING_TIMEOUT: _("Binding conditions past timeout")}, "scope": scope_evidence},
 }

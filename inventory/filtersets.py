@@ -14,6 +14,7 @@ from mirror.api.filters import (
     search_filter,
 )
 from mirror.api.params import MAX_SEARCH_LENGTH
+from mirror.api.serializers import LIST_ANNOTATIONS
 from mirror.models import Cluster
 
 from . import devicefilter
@@ -23,6 +24,11 @@ from .querysets import DEVICE_STATES
 
 # What a device row's Python check of the filter language reads (the clauses SQL cannot answer).
 _FILTER_FIELDS = ("id", "driver", "pool", "name", "node_name", "attributes", "capacity")
+
+# Device health (the health app's notion, worst first): what the devices' `health` column and filter
+# take. The health app registers the column's expression (mirror.api.serializers.register_annotations);
+# without it every device is healthy.
+HEALTH_STATES = ("unhealthy", "degraded", "unknown", "healthy")
 
 __all__ = ("ClusterFilterSet", "NodeFilterSet", "DeviceClassFilterSet", "ResourceSliceFilterSet", "DeviceFilterSet")
 
@@ -169,6 +175,13 @@ class DeviceFilterSet(ApiFilterSet):
         "(watched with admin access).",
     )
     tainted = StrictBooleanFilter(help_text="Has a NoSchedule or NoExecute taint, whatever the state.")
+    health = django_filters.ChoiceFilter(
+        choices=[(h, h) for h in HEALTH_STATES],
+        method="filter_health",
+        error_messages=_choice_error("health", HEALTH_STATES),
+        help_text="Device health: unhealthy, degraded, unknown, or healthy (nothing reports trouble); "
+        "GET /api/v1/health/devices says why.",
+    )
     kind = django_filters.ChoiceFilter(
         choices=[("gpu", "gpu"), ("partition", "partition"), ("other", "other")],
         help_text="gpu (a whole GPU), partition (a MIG slice of one), other (NICs ...): inventory/devicekinds.py.",
@@ -205,6 +218,15 @@ class DeviceFilterSet(ApiFilterSet):
 
     def filter_flag(self, queryset, name, value):
         return queryset.with_flag(value) if value else queryset
+
+    def filter_health(self, queryset, name, value):
+        if not value:
+            return queryset
+        make = LIST_ANNOTATIONS.get("devices", {}).get("health")
+        if make is None:
+            return queryset if value == "healthy" else queryset.none()
+        # An alias of its own: the API's queryset already carries the `health` column.
+        return queryset.alias(health_filter=make()).filter(health_filter=value)
 
     def filter_language(self, queryset, name, clauses):
         if not clauses:

@@ -18,6 +18,7 @@ from django.db.models import (
 )
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, Concat
+from django.utils.translation import pgettext_lazy
 
 from mirror import roles, tables
 from mirror.models import Cluster
@@ -306,9 +307,18 @@ def device_sort_columns(user, not_ready=None):
     }
 
 
+# The devices page's health filter, worst first (the labels are the health app's words, in context).
+HEALTH_LABELS = {
+    "unhealthy": pgettext_lazy("device health", "unhealthy"),
+    "degraded": pgettext_lazy("device health", "degraded"),
+    "unknown": pgettext_lazy("device health", "health unknown"),
+    "healthy": pgettext_lazy("device health", "healthy"),
+}
+
+
 class DeviceListView(DashboardView):
     """Devices, filtered like GET /api/v1/devices/ (the same FilterSet): the filter language (`q`),
-    state, flag, driver, pool, node, kind, and the API's other filters."""
+    state, flag, health, driver, pool, node, kind, and the API's other filters."""
 
     template_name = "inventory/device_list.html"
     regions = {"devices": "inventory/_device_table.html"}
@@ -357,6 +367,8 @@ class DeviceListView(DashboardView):
             flag=flag,
             flags=fleet.FLAGS,
             flag_labels=fleet.FLAG_LABELS,
+            health=get.get("health", ""),
+            health_labels=HEALTH_LABELS,
             driver=get.get("driver", ""),
             pool=get.get("pool", ""),
             node=get.get("node", ""),

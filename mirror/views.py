@@ -37,8 +37,9 @@ PAGE_PARAMS = ("page", "per_page", "fragment", "cluster", "ns", "ordering")
 NAMESPACE_MODELS = []
 _page_parts = {"stuck_count": None}
 # Also: panels, {page: [panel(view, obj) -> HTML or ""]}, shown where a page of a lower floor calls
-# page_panels (the device, node, claim and pod pages, the overview, the fleet map's legend), and
-# device_marks, [mark(devices)] setting extra keys on the fleet map's device dicts (health/pages.py).
+# page_panels (the device, node, claim and pod pages, the overview, the fleet map's legend), in the
+# order of INSTALLED_APPS (claims' device status before health's notion); the one way an app adds a
+# section to another app's page. And device_marks, [mark(devices)] setting extra keys on the fleet map's device dicts (health/pages.py).
 PAGE_PANELS = {}
 DEVICE_MARKS = []
 
@@ -62,24 +63,6 @@ def mark_devices(devices):
     """Let the apps above mark fleet-map devices (dicts with cluster_id, driver, pool, name)."""
     for mark in DEVICE_MARKS:
         mark(devices)
-
-
-# Sections an app adds to an object page another app renders, {kind: [section, ...]}: the device and
-# node pages (inventory) show what claims mirrors of the drivers' device status and the kubelet's
-# health reports without importing it. A section is called as section(request, obj) and returns None
-# (nothing to show) or a dict with "template" (rendered with the dict as `section`).
-OBJECT_SECTIONS = {}
-
-
-def register_object_section(kind, section):
-    sections = OBJECT_SECTIONS.setdefault(kind, [])
-    if section not in sections:
-        sections.append(section)
-
-
-def object_sections(kind, request, obj):
-    """The registered sections of a `kind` page for this object, in registration order."""
-    return [part for part in (section(request, obj) for section in OBJECT_SECTIONS.get(kind, ())) if part]
 
 
 def active_finding_count(user, cluster=None):

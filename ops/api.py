@@ -71,7 +71,12 @@ class FindingSerializer(serializers.ModelSerializer):
             request = self.context.get("request")
             self.context["visible_namespaces"] = roles.visible_namespaces(request.user) if request else set()
         data["summary"], data["evidence"] = scoped_summary_and_evidence(
-            obj.rule, obj.summary, obj.evidence, self.context["visible_namespaces"]
+            obj.rule,
+            obj.summary,
+            obj.evidence,
+            self.context["visible_namespaces"],
+            obj.summary_message,
+            translate=False,
         )
         return data
 

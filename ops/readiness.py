@@ -20,11 +20,9 @@ from django.utils.translation import gettext, gettext_lazy
 
 from claims.models import (
     AllocationResult,
-    ClaimDeviceStatus,
     ClaimStateChange,
     Finding,
     PodFootprint,
-    PodResourceHealth,
     ResourceClaim,
 )
 from inventory import accelerators, devicekinds, fleet
@@ -1006,47 +1004,12 @@ def check_reporting(cluster):
                     links=_node_links(cluster, [w.split(" ", 1)[0] for w in wrong]),
                 )
             )
-    items.append(device_status_item(cluster))
+    items.append(readiness_dra.device_status_item(cluster, item))
     return check(
         "reporting",
         gettext("Device reporting accuracy"),
         items,
         gettext("%(count)s pool(s)") % {"count": grouped(len(pools))},
-    )
-
-
-def device_status_item(cluster):
-    """Per driver with allocated devices: does it report device status (claims' status.devices, as
-    ClaimDeviceStatus rows) and device health (pods' allocatedResourcesStatus, as PodResourceHealth rows)?
-    Both are optional for a driver, so the line informs and never fails."""
-    drivers = sorted(set(AllocationResult.objects.filter(cluster=cluster).values_list("driver", flat=True).distinct()))
-    if not drivers:
-        return item(PASS, gettext("No device is allocated: no driver could report device status or health yet."))
-    status = set(ClaimDeviceStatus.objects.filter(cluster=cluster).values_list("driver", flat=True).distinct())
-    health = set(PodResourceHealth.objects.filter(cluster=cluster).exclude(driver="").values_list("driver", flat=True))
-    # CDI resource IDs name no driver: the claims the reports belong to do.
-    reported = set(
-        PodResourceHealth.objects.filter(cluster=cluster, driver="")
-        .exclude(resource_claim_name="")
-        .values_list("namespace", "resource_claim_name")
-        .distinct()
-    )
-    if reported:
-        for ns, name, driver in AllocationResult.objects.filter(
-            cluster=cluster, claim__name__in={n for _, n in reported}
-        ).values_list("claim__namespace", "claim__name", "driver"):
-            if (ns, name) in reported:
-                health.add(driver)
-    yes, no = gettext("yes"), gettext("no")
-    lines = [
-        gettext("%(driver)s: device status %(status)s, health %(health)s")
-        % {"driver": d, "status": yes if d in status else no, "health": yes if d in health else no}
-        for d in drivers
-    ]
-    return item(
-        PASS,
-        gettext("Drivers that report device status and health: %(drivers)s.") % {"drivers": "; ".join(lines)},
-        drivers={d: {"device_status": d in status, "health": d in health} for d in drivers},
     )
 
 

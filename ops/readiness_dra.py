@@ -5,18 +5,22 @@
   ResourceHealthStatusMessage), device taints and DeviceTaintRules; from the API server's
   kubernetes_feature_enabled metric, else from what objects carry and what is served, else the version's
   default (said as such);
+- which drivers report device status and health (check 4's line);
 - whether each driver's service account may write claim status, and no more: update/patch on
   resourceclaims/status, plus, where DRAResourceClaimGranularStatusAuthorization is on (beta, on by
   default from v1.36), the synthetic resourceclaims/driver subresource named after the driver with the
   associated-node: verbs; cluster-wide writes on resourceclaims themselves, the binding subresource or
   wildcards are flagged.
+
+What drivers and kubelets report is read from the mirrored rows (claims.ClaimDeviceStatus,
+claims.PodResourceHealth), never from the raw objects: one source for both lines, the same the pages use.
 """
 
 import re
 
 from django.utils.translation import gettext, gettext_lazy
 
-from claims.models import Pod, ResourceClaim
+from claims.models import AllocationResult, ClaimDeviceStatus, PodResourceHealth
 from mirror.kube import KubeError
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
@@ -62,23 +66,75 @@ def default_for(gate, minor):
     return found
 
 
+def reported(cluster):
+    """What drivers and kubelets report in the cluster, from the rows: {"claims": claims with device status
+    entries, "pods": pods with device health reports, "messages": whether a report carries a message,
+    "status_drivers", "health_drivers": the drivers reporting each}."""
+    status = ClaimDeviceStatus.objects.filter(cluster=cluster)
+    health = PodResourceHealth.objects.filter(cluster=cluster)
+    health_drivers = set(health.exclude(driver="").values_list("driver", flat=True).distinct())
+    # CDI resource IDs name no driver: the claims the reports belong to do.
+    by_claim = set(
+        health.filter(driver="")
+        .exclude(resource_claim_name="")
+        .values_list("namespace", "resource_claim_name")
+        .distinct()
+    )
+    if by_claim:
+        for ns, name, driver in AllocationResult.objects.filter(
+            cluster=cluster, claim__name__in={n for _, n in by_claim}
+        ).values_list("claim__namespace", "claim__name", "driver"):
+            if (ns, name) in by_claim:
+                health_drivers.add(driver)
+    return {
+        "claims": status.values("claim_id").distinct().count(),
+        "pods": health.values("pod_id").distinct().count(),
+        "messages": health.exclude(message="").exists(),
+        "status_drivers": set(status.values_list("driver", flat=True).distinct()),
+        "health_drivers": health_drivers,
+    }
+
+
 def evidence(cluster, served_kinds):
-    """{gate: what shows it on}: a field the API server drops while its gate is off, seen on a mirrored
-    object (claims with status.devices, pods with a device health report), or a kind that is served."""
+    """{gate: what shows it on}: a field the API server drops while its gate is off, reported in the
+    cluster (claims with device status entries, pods with device health reports), or a kind that is served."""
     proof = {}
-    claims = ResourceClaim.objects.filter(cluster=cluster, raw__status__has_key="devices").count()
-    if claims:
-        proof["DRAResourceClaimDeviceStatus"] = gettext("%(count)s claim(s) carry status.devices") % {"count": claims}
-    # A text search over the raw pod: the reports sit in a list of container statuses.
-    pods = Pod.objects.filter(cluster=cluster, raw__icontains='"allocatedResourcesStatus"')
-    reported = pods.count()
-    if reported:
-        proof["ResourceHealthStatus"] = gettext("%(count)s pod(s) carry allocatedResourcesStatus") % {"count": reported}
-        if pods.filter(raw__icontains='"message"').filter(raw__icontains='"resourceID"').exists():
+    seen = reported(cluster)
+    if seen["claims"]:
+        proof["DRAResourceClaimDeviceStatus"] = gettext("%(count)s claim(s) carry status.devices") % {
+            "count": seen["claims"]
+        }
+    if seen["pods"]:
+        proof["ResourceHealthStatus"] = gettext("%(count)s pod(s) carry allocatedResourcesStatus") % {
+            "count": seen["pods"]
+        }
+        if seen["messages"]:
             proof["ResourceHealthStatusMessage"] = gettext("health reports carry messages")
     if "DeviceTaintRule" in served_kinds:
         proof["DRADeviceTaintRules"] = gettext("DeviceTaintRules are served")
     return proof
+
+
+def device_status_item(cluster, item):
+    """Check 4's line: per driver with allocated devices, does it report device status (claims'
+    status.devices) and device health (pods' allocatedResourcesStatus)? Both are optional for a driver, so
+    the line informs and never fails (`item`: readiness.item)."""
+    drivers = sorted(set(AllocationResult.objects.filter(cluster=cluster).values_list("driver", flat=True).distinct()))
+    if not drivers:
+        return item(PASS, gettext("No device is allocated: no driver could report device status or health yet."))
+    seen = reported(cluster)
+    status, health = seen["status_drivers"], seen["health_drivers"]
+    yes, no = gettext("yes"), gettext("no")
+    lines = [
+        gettext("%(driver)s: device status %(status)s, health %(health)s")
+        % {"driver": d, "status": yes if d in status else no, "health": yes if d in health else no}
+        for d in drivers
+    ]
+    return item(
+        PASS,
+        gettext("Drivers that report device status and health: %(drivers)s.") % {"drivers": "; ".join(lines)},
+        drivers={d: {"device_status": d in status, "health": d in health} for d in drivers},
+    )
 
 
 def gate_states(cluster, gates, source, version, served_kinds):

@@ -17,7 +17,7 @@ from inventory.models import Device, DeviceClass, Node, ResourceSlice, SharedCou
 from inventory.views import INVENTORY_KINDS
 from mirror import roles
 from mirror.objectpage import crumb, device_kubectl_commands, object_page
-from mirror.views import DashboardView, ObjectGone, object_sections
+from mirror.views import DashboardView, ObjectGone
 
 
 class OverviewView(DashboardView):
@@ -126,7 +126,6 @@ class NodeDetailView(DashboardView):
                 Pod.objects.filter(cluster_id=node.cluster_id, node_name=node.name), self.request.user
             ).order_by("namespace", "name"),
             **object_page(node.cluster, "Node", node.raw, node.name, uid=node.uid, crumbs=crumbs),
-            object_sections=object_sections("Node", self.request, node),
         )
         if not self.request.GET.get("fragment"):  # live region refreshes do not go to the API server
             ctx.update(
@@ -225,7 +224,6 @@ class DeviceDetailView(DashboardView):
                 holding.order_by("namespace", "name").only("cluster_id", "namespace", "name", "phase", "node_name")
             ),
             matching_classes=classmatch.classes_matching(device),
-            object_sections=object_sections("Device", self.request, device),
             attributes=sorted(device.attributes.items()),
             capacity=sorted(device.capacity.items()),
             counter_sets=counter_sets,

@@ -5,6 +5,7 @@ from rest_framework import serializers
 
 from inventory import accelerators
 from inventory.devicestate import STATES
+from inventory.filtersets import HEALTH_STATES
 from inventory.querysets import DEVICE_STATES
 from mirror import holdings, roles
 from mirror.api.serializers import KubeObjectSerializer, RawOptionalMixin
@@ -287,7 +288,7 @@ class DeviceSerializer(RawOptionalMixin, serializers.Serializer):
     )
     tainted = serializers.BooleanField(read_only=True)
     health = serializers.ChoiceField(
-        choices=("healthy", "degraded", "unknown", "unhealthy"),
+        choices=HEALTH_STATES,
         read_only=True,
         default="healthy",
         help_text="Device health (GET /api/v1/health/devices says why): unhealthy, degraded, unknown, or healthy "

@@ -141,7 +141,8 @@ def test_device_page_shows_the_status_entries_and_health_of_the_device(viewer, a
     section = page[page.index('id="device-health"') :]
     assert "team-a/train-1" in section and "Prepared" in section
     assert "team-a/train-1-pod" in section and 'data-health="Healthy"' in section and CDI_GPU1 in section
-    assert "Unhealthy" not in section[section.index('id="device-resource-health"') :]  # gpu-0's report stays on gpu-0
+    reports = section[section.index('id="device-resource-health"') :]
+    assert "Unhealthy" not in reports[: reports.index("</table>")]  # gpu-0's report stays on gpu-0
 
 
 def test_node_page_lists_each_devices_status_and_health_worst_first(viewer, alpha):

@@ -217,3 +217,43 @@ def test_binding_conditions_past_the_scheduler_timeout(cluster):
     apply(cluster, "ResourceClaim", raw)
     stuck.detect(cluster, now=at(610))
     assert active(cluster, findings.BINDING_TIMEOUT) == []
+
+
+def test_a_scoped_reader_sees_no_pod_report_of_another_namespace(cluster, client):
+    """team-b's admin-access claim shares team-a's device, and team-b's pod reports it Unhealthy: team-a's
+    finding quotes that report; a reader of team-a alone sees that a pod in another namespace reports it,
+    not which pod nor its message, on the stuck page and in the API (an admin sees it all)."""
+    from django.urls import reverse
+
+    from tests.api_fixtures import client_for
+    from tests.ui_fixtures import make_user
+
+    world(cluster)
+    uid, _ = holder(cluster)
+    apply(cluster, "Pod", pod_raw("p1", uid=uid, claim="c1"))
+    spy_uid = new_uid()
+    apply(
+        cluster,
+        "ResourceClaim",
+        claim_raw("watch", namespace="team-b", devices=["gpu-0"], reserved=[("spy", spy_uid)], admin_access=True),
+    )
+    spy = health_pod(
+        "spy", "watch", spy_uid, [("gpu.example.com/node-1/gpu-0", "Unhealthy", "secret-xid")], namespace="team-b"
+    )
+    apply(cluster, "Pod", spy)
+    stuck.detect(cluster, now=at(0))
+    [f] = Finding.objects.filter(cluster=cluster, rule=findings.UNHEALTHY_DEVICE, namespace="team-a").active()
+    assert "team-b/spy" in f.summary and "secret-xid" in f.evidence["reasons"][0]  # kept whole for an admin
+
+    hidden = "a pod in another namespace reports it Unhealthy"
+    scoped = make_user("carol", namespaces=["team-a"])
+    api = client_for(scoped).get(f"/api/v1/findings/{f.id}").json()
+    client.force_login(scoped)
+    page = client.get(reverse("ops:stuck")).content.decode()
+    for shown in (api["summary"], str(api["evidence"]), page):
+        assert "spy" not in shown and "secret-xid" not in shown
+    assert hidden in api["summary"] and api["evidence"]["reasons"] == [hidden] and hidden in page
+    assert api["evidence"]["pods"] == ["team-a/p1"] and "team-a/p1" in page
+
+    admin = client_for(make_user("root", role="admin")).get(f"/api/v1/findings/{f.id}").json()
+    assert "team-b/spy" in admin["summary"] and "secret-xid" in admin["evidence"]["reasons"][0]

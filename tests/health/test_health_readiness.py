@@ -1,4 +1,4 @@
-"""Readiness (ops/readiness.py): per driver with allocated devices, whether it reports device status
+"""Readiness (check 4 of ops/readiness.py, ops/readiness_dra.py): per driver with allocated devices, whether it reports device status
 (claims' status.devices) and device health (pods' allocatedResourcesStatus) at all."""
 
 import pytest

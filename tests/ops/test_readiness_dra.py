@@ -7,7 +7,7 @@ import pytest
 
 from ops import readiness_dra
 from ops.readiness import FAIL, PASS, SKIP, WARN, run_checks
-from tests.ops_fixtures import DRIVER, claim_raw, pod_raw
+from tests.ops_fixtures import DRIVER, claim_raw, cluster, pod_raw  # noqa: F401
 from tests.ops_live import live_cluster, resync, seed, server  # noqa: F401
 
 from .test_readiness import READ_RULES, by_id, texts
@@ -57,7 +57,7 @@ def test_gates_from_metrics(server, live_cluster):
     assert not any("kubelet also has ResourceHealthStatus" in t for t in texts(versions))
 
 
-@pytest.mark.sqlite_default  # the JSON lookups on mirrored claims and pods
+@pytest.mark.sqlite_default  # also on the embedded SQLite default
 def test_gates_inferred_from_objects_and_version_defaults(server, live_cluster):
     server.metrics_allowed = False
     seed(server.store)
@@ -229,3 +229,35 @@ def test_cluster_wide_claim_writes_and_wildcards_are_flagged(server, live_cluste
     assert items[0]["data"]["rights"]["wildcard resources"] and not items[0]["data"]["rights"]["wildcard verbs"]
     # No associated-node: verb either (the "*" is on resources, not verbs): its status writes fail too.
     assert [i["status"] for i in items] == [WARN, FAIL]
+
+
+def test_the_gate_proof_and_the_per_driver_line_read_the_same_rows(cluster):
+    """One source: the mirrored rows (ClaimDeviceStatus, PodResourceHealth), not the raw objects. A
+    container's own waiting message is no health report's message, and a claim whose driver withdrew its
+    status entries proves nothing any more, on either line."""
+    from ops.readiness import item
+    from tests.health.health_fixtures import health_pod
+    from tests.ops_fixtures import apply, new_uid, node_raw, slice_raw
+
+    apply(cluster, "Node", node_raw("node-1"))
+    apply(cluster, "ResourceSlice", slice_raw("node-1", ["gpu-0"]))
+    uid = new_uid()
+    ready = [{"type": "Ready", "status": "True"}]
+    status = [{"driver": DRIVER, "pool": "node-1", "device": "gpu-0", "conditions": ready}]
+    apply(cluster, "ResourceClaim", claim_raw("c1", devices=["gpu-0"], reserved=[("p1", uid)], device_status=status))
+    pod = health_pod("p1", "c1", uid, [(f"{DRIVER}/node-1/gpu-0", "Healthy", None)])
+    pod["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "Pulling", "message": "pulling image"}}
+    apply(cluster, "Pod", pod)
+
+    assert readiness_dra.evidence(cluster, set()) == {
+        "DRAResourceClaimDeviceStatus": "1 claim(s) carry status.devices",
+        "ResourceHealthStatus": "1 pod(s) carry allocatedResourcesStatus",
+    }
+    line = readiness_dra.device_status_item(cluster, item)
+    assert line["data"]["drivers"] == {DRIVER: {"device_status": True, "health": True}}
+
+    apply(cluster, "ResourceClaim", claim_raw("c1", devices=["gpu-0"], reserved=[("p1", uid)], rv="11"))
+    assert "DRAResourceClaimDeviceStatus" not in readiness_dra.evidence(cluster, set())
+    line = readiness_dra.device_status_item(cluster, item)
+    assert line["data"]["drivers"] == {DRIVER: {"device_status": False, "health": True}}
+    assert line["text"] == f"Drivers that report device status and health: {DRIVER}: device status no, health yes."
