@@ -488,7 +488,7 @@ def main():
                 )
 
         gc.callbacks.append(on_gc)
-        started, cpu_started = time.monotonic(), time.process_time()
+        started, cpu_started, db_cpu = time.monotonic(), time.process_time(), postgres_cpu()
         thread.start()
         while True:
             rv = (
@@ -503,6 +503,7 @@ def main():
             time.sleep(0.05)
         steady = time.monotonic() - started
         steady_cpu = time.process_time() - cpu_started
+        db_cpu = postgres_cpu() - db_cpu
         watcher.stop.set()
         watcher.close_stream()
         thread.join(10)
@@ -510,7 +511,7 @@ def main():
         s = watcher.stats
         print(
             f"\nSTEADY STATE: {s.events} watch events (claims reserved/released or annotated) in {steady:.1f} s -> {s.events / steady:.0f} events/s by one worker "
-            f"(worker CPU {steady_cpu:.1f} s -> {s.events / max(steady_cpu, 1e-9):.0f} events per CPU second; load average {load()})"
+            f"(worker CPU {steady_cpu:.1f} s -> {s.events / max(steady_cpu, 1e-9):.0f} events per CPU second; PostgreSQL CPU {db_cpu:.1f} s; load average {load()})"
         )
         print(
             f"  batches {s.batches} (avg {s.events / max(s.batches, 1):.0f} events), parse {s.parse_seconds:.1f} s, "
@@ -524,6 +525,8 @@ def main():
             import pstats
 
             pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+            if os.environ.get("BENCH_PROFILE_OUT"):  # the whole profile, for pstats / snakeviz
+                profile.dump_stats(os.environ["BENCH_PROFILE_OUT"])
         from usage.models import AllocationInterval
 
         ledger = AllocationInterval.objects.filter(cluster=cluster)
