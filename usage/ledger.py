@@ -341,7 +341,13 @@ def apply_claim_events(cluster, ops):
             if key not in held:
                 pk = None
                 old = recycled.get((uid, key))
-                if old is not None and old.started_at == at and old.start_exact == exact:
+                # Only a row closed by this very event, so that its device fields carry over as they are.
+                if (
+                    old is not None
+                    and old.started_at == at
+                    and old.start_exact == exact
+                    and carried.get(key) is old.device
+                ):
                     pk = recycled.pop((uid, key)).pk
                 row = held[key] = _Held(
                     pk, at, fact.consumers, new=(uid, raw, key, fact, exact), device=carried.get(key), start_exact=exact
@@ -388,14 +394,9 @@ def _write(cluster, lookups, labels_wanted, closed, created, dropped):
             AllocationInterval.objects.bulk_create([AllocationInterval(**row) for row in rows], batch_size=1000)
 
 
-# What a row reopened in place gets anew: everything but the allocation's identity and its start.
+# What a row reopened in place gets anew: everything but the allocation's identity, its start and its
+# device fields (carried over from that very row).
 REWRITTEN = [
-    "node",
-    "model",
-    "device_kind",
-    "units",
-    "unit_rule",
-    "unit_note",
     "consumed_capacity",
     "admin_access",
     "pod_namespace",
