@@ -223,11 +223,10 @@ def _workload(pod):
 class _Held:
     """An interval while a batch works on it: a stored open row (pk set) or one to be written."""
 
-    __slots__ = ("pk", "started_at", "start_exact", "consumers", "ended_at", "end_exact", "new", "device", "dropped")
+    __slots__ = ("pk", "started_at", "consumers", "ended_at", "end_exact", "new", "device", "dropped")
 
-    def __init__(self, pk, started_at, consumers, new=None, device=None, start_exact=None):
+    def __init__(self, pk, started_at, consumers, new=None, device=None):
         self.pk, self.started_at, self.consumers, self.new = pk, started_at, tuple(consumers), new
-        self.start_exact = start_exact
         # (node, model, device kind, Units) as the row holds them: a row reopened for new consumers
         # carries them over instead of reading the device again.
         self.device = device
@@ -253,7 +252,6 @@ def apply_claim_events(cluster, ops):
         device,
         share,
         started_at,
-        start_exact,
         consumers,
         *held_device,
     ) in open_rows.values_list(
@@ -265,7 +263,6 @@ def apply_claim_events(cluster, ops):
         "device",
         "share_id",
         "started_at",
-        "start_exact",
         "consumers",
         "node",
         "model",
@@ -276,11 +273,7 @@ def apply_claim_events(cluster, ops):
     ):
         node, model, kind, units, rule, note = held_device
         current.setdefault(uid, {})[(request, driver, pool, device, share)] = _Held(
-            pk,
-            started_at,
-            consumers,
-            device=(node, model, kind, Units(units, rule, note, kind)),
-            start_exact=start_exact,
+            pk, started_at, consumers, device=(node, model, kind, Units(units, rule, note, kind))
         )
 
     # What new rows will likely need, read together: allocations not open as they are now (a claim
@@ -305,56 +298,40 @@ def apply_claim_events(cluster, ops):
     lookups.prefetch(device_keys, pod_keys)
     labels_wanted = chosen_labels()
 
-    closed, created = [], []
-    # Stored rows opened and closed at one moment, by (uid, key): deleted, unless the same allocation
-    # opens again at that moment, which then rewrites the row in place. A replayed backlog (every
-    # event dated at the resume) otherwise deletes, in each batch, the rows the previous one inserted;
-    # an update of columns no index holds is one heap write where a delete and an insert touch
-    # every index.
-    recycled = {}
+    closed, created, dropped = [], [], []
 
-    def close(uid, key, row, at, exact):
+    def close(row, at, exact):
         row.ended_at = max(at, row.started_at)
         row.end_exact = exact
         if row.ended_at == row.started_at:
             # Opened and closed at one moment (events replayed at a resume share its time): nothing
             # was held, and the next row of the allocation may start at that moment.
-            row.dropped = True
-            if row.pk is not None:
-                recycled[(uid, key)] = row
+            if row.pk is None:
+                row.dropped = True
+            else:
+                dropped.append(row.pk)
         elif row.pk is not None:
             closed.append(row)
 
     for (uid, replaced, raw, at, exact), desired in zip(ops, facts):
         if replaced:
-            for key, row in current.pop(replaced, {}).items():
-                close(replaced, key, row, at, exact)
+            for row in current.pop(replaced, {}).values():
+                close(row, at, exact)
         held = current.setdefault(uid, {})
         carried = {}
         for key, row in list(held.items()):
             fact = desired.get(key)
             if fact is None or row.consumers != fact.consumers:
-                close(uid, key, row, at, exact)
+                close(row, at, exact)
                 del held[key]
                 carried[key] = row.device
         for key, fact in desired.items():
             if key not in held:
-                pk = None
-                old = recycled.get((uid, key))
-                # Only a row closed by this very event, so that its device fields carry over as they are.
-                if (
-                    old is not None
-                    and old.started_at == at
-                    and old.start_exact == exact
-                    and carried.get(key) is old.device
-                ):
-                    pk = recycled.pop((uid, key)).pk
                 row = held[key] = _Held(
-                    pk, at, fact.consumers, new=(uid, raw, key, fact, exact), device=carried.get(key), start_exact=exact
+                    None, at, fact.consumers, new=(uid, raw, key, fact, exact), device=carried.get(key)
                 )
                 created.append(row)
     created = [row for row in created if not row.dropped]
-    dropped = [row.pk for row in recycled.values()]
     with transaction.atomic():  # one write (pgcopy's temporary table lives until the commit)
         _write(cluster, lookups, labels_wanted, closed, created, dropped)
 
@@ -363,7 +340,6 @@ def _write(cluster, lookups, labels_wanted, closed, created, dropped):
     # Closes first: a reopened allocation (a pod move) must find its old interval closed.
     if dropped:
         AllocationInterval.objects.filter(pk__in=dropped).delete()
-    closed = [r for r in closed if r.new is None]  # a row reopened in place is written whole below
     if closed:
         if pgcopy.available():  # COPY reads the columns as attributes: no model instances needed
             rows = [SimpleNamespace(id=r.pk, ended_at=r.ended_at, end_exact=r.end_exact) for r in closed]
@@ -371,43 +347,17 @@ def _write(cluster, lookups, labels_wanted, closed, created, dropped):
         else:
             rows = [AllocationInterval(pk=r.pk, ended_at=r.ended_at, end_exact=r.end_exact) for r in closed]
             AllocationInterval.objects.bulk_update(rows, ["ended_at", "end_exact"], batch_size=100)
-    rows, rewritten = [], []
-    for r in created:
-        uid, raw, key, fact, exact = r.new
-        row = _new_row(cluster, uid, raw, key, fact, r.started_at, exact, lookups, labels_wanted, r.device)
-        row["ended_at"], row["end_exact"] = r.ended_at, r.end_exact
-        if r.pk is None:
+    if created:
+        rows = []
+        for r in created:
+            uid, raw, key, fact, exact = r.new
+            row = _new_row(cluster, uid, raw, key, fact, r.started_at, exact, lookups, labels_wanted, r.device)
+            row["ended_at"], row["end_exact"] = r.ended_at, r.end_exact
             rows.append(row)
-        else:  # a stored row of the same allocation and start, reopened in place (see apply_claim_events)
-            row["id"] = r.pk
-            rewritten.append(row)
-    if rewritten:
-        if pgcopy.available():
-            pgcopy.update(AllocationInterval, [SimpleNamespace(**row) for row in rewritten], REWRITTEN)
-        else:
-            objs = [AllocationInterval(**row) for row in rewritten]
-            AllocationInterval.objects.bulk_update(objs, REWRITTEN, batch_size=100)
-    if rows:
         if pgcopy.available():
             pgcopy.insert_values(AllocationInterval, rows)
         else:
             AllocationInterval.objects.bulk_create([AllocationInterval(**row) for row in rows], batch_size=1000)
-
-
-# What a row reopened in place gets anew: everything but the allocation's identity, its start and its
-# device fields (carried over from that very row).
-REWRITTEN = [
-    "consumed_capacity",
-    "admin_access",
-    "pod_namespace",
-    "pod_name",
-    "workload_kind",
-    "workload_name",
-    "labels",
-    "consumers",
-    "ended_at",
-    "end_exact",
-]
 
 
 def _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted, device_fields=None):
