@@ -456,6 +456,24 @@ def main():
         churned = server.stdout.readline().split()
         target_rv = int(churned[1].split(",")[0])
         watcher = Watcher(cluster.pk, "ResourceClaim", holder="bench")
+        # What the ledger's hook costs inside the batches: the watcher thread's CPU and the wall time
+        # (the difference is mostly waiting for PostgreSQL).
+        from mirror.sync.hooks import hooks
+
+        ledger_time = {"cpu": 0.0, "wall": 0.0, "calls": 0, "ops": 0}
+        on_claims = hooks.ledger_claims
+
+        def timed_ledger(cluster, ops):
+            cpu, wall = time.thread_time(), time.perf_counter()
+            try:
+                return on_claims(cluster, ops)
+            finally:
+                ledger_time["cpu"] += time.thread_time() - cpu
+                ledger_time["wall"] += time.perf_counter() - wall
+                ledger_time["calls"] += 1
+                ledger_time["ops"] += len(ops)
+
+        hooks.ledger_claims = timed_ledger
         profile = None
         if args.profile:
             import cProfile
@@ -517,6 +535,12 @@ def main():
             f"  batches {s.batches} (avg {s.events / max(s.batches, 1):.0f} events), parse {s.parse_seconds:.1f} s, "
             f"db apply {s.apply_seconds:.1f} s, rest (HTTP read, waiting) {max(steady - s.parse_seconds - s.apply_seconds, 0):.1f} s"
         )
+        hooks.ledger_claims = on_claims
+        if ledger_time["calls"]:
+            print(
+                f"  allocation ledger hook: {ledger_time['ops']} claim events in {ledger_time['calls']} calls, "
+                f"worker CPU {ledger_time['cpu']:.2f} s, wall {ledger_time['wall']:.2f} s"
+            )
         print(
             f"  garbage collector: {tracked} tracked objects in the worker after the initial sync; collections during the steady phase "
             + ", ".join(f"gen{g} {n} ({t:.2f} s)" for g, (n, t) in pauses.items())
