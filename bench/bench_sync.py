@@ -456,6 +456,24 @@ def main():
         churned = server.stdout.readline().split()
         target_rv = int(churned[1].split(",")[0])
         watcher = Watcher(cluster.pk, "ResourceClaim", holder="bench")
+        # What the ledger's hook costs inside the batches: the watcher thread's CPU and the wall time
+        # (the difference is mostly waiting for PostgreSQL).
+        from mirror.sync.hooks import hooks
+
+        ledger_time = {"cpu": 0.0, "wall": 0.0, "calls": 0, "ops": 0}
+        on_claims = hooks.ledger_claims
+
+        def timed_ledger(cluster, ops):
+            cpu, wall = time.thread_time(), time.perf_counter()
+            try:
+                return on_claims(cluster, ops)
+            finally:
+                ledger_time["cpu"] += time.thread_time() - cpu
+                ledger_time["wall"] += time.perf_counter() - wall
+                ledger_time["calls"] += 1
+                ledger_time["ops"] += len(ops)
+
+        hooks.ledger_claims = timed_ledger
         profile = None
         if args.profile:
             import cProfile
@@ -488,7 +506,7 @@ def main():
                 )
 
         gc.callbacks.append(on_gc)
-        started, cpu_started = time.monotonic(), time.process_time()
+        started, cpu_started, db_cpu = time.monotonic(), time.process_time(), postgres_cpu()
         thread.start()
         while True:
             rv = (
@@ -503,6 +521,7 @@ def main():
             time.sleep(0.05)
         steady = time.monotonic() - started
         steady_cpu = time.process_time() - cpu_started
+        db_cpu = postgres_cpu() - db_cpu
         watcher.stop.set()
         watcher.close_stream()
         thread.join(10)
@@ -510,12 +529,18 @@ def main():
         s = watcher.stats
         print(
             f"\nSTEADY STATE: {s.events} watch events (claims reserved/released or annotated) in {steady:.1f} s -> {s.events / steady:.0f} events/s by one worker "
-            f"(worker CPU {steady_cpu:.1f} s -> {s.events / max(steady_cpu, 1e-9):.0f} events per CPU second; load average {load()})"
+            f"(worker CPU {steady_cpu:.1f} s -> {s.events / max(steady_cpu, 1e-9):.0f} events per CPU second; PostgreSQL CPU {db_cpu:.1f} s; load average {load()})"
         )
         print(
             f"  batches {s.batches} (avg {s.events / max(s.batches, 1):.0f} events), parse {s.parse_seconds:.1f} s, "
             f"db apply {s.apply_seconds:.1f} s, rest (HTTP read, waiting) {max(steady - s.parse_seconds - s.apply_seconds, 0):.1f} s"
         )
+        hooks.ledger_claims = on_claims
+        if ledger_time["calls"]:
+            print(
+                f"  allocation ledger hook: {ledger_time['ops']} claim events in {ledger_time['calls']} calls, "
+                f"worker CPU {ledger_time['cpu']:.2f} s, wall {ledger_time['wall']:.2f} s"
+            )
         print(
             f"  garbage collector: {tracked} tracked objects in the worker after the initial sync; collections during the steady phase "
             + ", ".join(f"gen{g} {n} ({t:.2f} s)" for g, (n, t) in pauses.items())
@@ -524,6 +549,8 @@ def main():
             import pstats
 
             pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+            if os.environ.get("BENCH_PROFILE_OUT"):  # the whole profile, for pstats / snakeviz
+                profile.dump_stats(os.environ["BENCH_PROFILE_OUT"])
         from usage.models import AllocationInterval
 
         ledger = AllocationInterval.objects.filter(cluster=cluster)
