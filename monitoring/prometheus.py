@@ -48,7 +48,11 @@ def instant_query(url, promql, *, auth_header="", timeout=10.0, at=None):
         response = _http.request(
             "POST",
             endpoint,
-            fields={"query": promql, "timeout": f"{timeout:g}s", **({"time": f"{at:.3f}"} if at is not None else {})},
+            fields={
+                "query": promql,
+                "timeout": f"{max(round(timeout * 1000), 1)}ms",
+                **({"time": f"{at:.3f}"} if at is not None else {}),
+            },
             encode_multipart=False,
             headers=headers,
             timeout=urllib3.Timeout(connect=min(timeout, 5.0), read=timeout + 2.0),
