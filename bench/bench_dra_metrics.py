@@ -7,7 +7,10 @@ One endpoint served here stands for every kubelet (the node in a `node` label, `
 scheduler and a controller manager, with the v1.36 metric names and buckets; counters grow over the
 first four scrapes so rates and quantiles have values. Debian's `prometheus` scrapes it every 3 s. Timed: the
 evaluation of all figures (30 instant queries, four at a time) and the page's row formatting
-of the biggest figure. Needs no database. Figures are printed, not asserted.
+of the biggest figure; then the page's way (monitoring/views.py DRAMetricsView): its first paint
+(start the shared evaluation, wait FIRST_PAINT for what is done, format it), when the first and the last
+figure arrive after it, and a reload while the evaluation is kept (DRA_CACHE_SECONDS). Needs no
+database. Figures are printed, not asserted.
 """
 
 import argparse
@@ -36,6 +39,7 @@ import django  # noqa: E402
 django.setup()
 
 from monitoring import drametrics  # noqa: E402
+from monitoring.views import DRAMetricsView  # noqa: E402
 
 GRPC = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
 DRA_BUCKETS = [0.1 * (400 ** (1 / 14)) ** i for i in range(15)]
@@ -118,6 +122,17 @@ def query(url, promql):
         return json.loads(r.read())["data"]["result"]
 
 
+def page_context(source):
+    """What the page's view does before it renders: the shared evaluation, FIRST_PAINT's wait, the
+    finished figures' rows."""
+    evaluation = drametrics.cached(source, "5m")
+    evaluation.wait(DRAMetricsView.FIRST_PAINT)
+    for r in evaluation.results:
+        if evaluation.finished(r):
+            drametrics.page_rows(r)
+    return evaluation
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
@@ -168,7 +183,7 @@ def main():
         else:
             sys.exit("Prometheus did not get three scrapes in 120 s: " + (work / "prometheus.log").read_text()[-2000:])
         series = int(float(query(url, 'count({job="kubelet"})')[0]["value"][1]))
-        source = SimpleNamespace(url=url, series_selector="", auth_header="")
+        source = SimpleNamespace(pk=1, url=url, series_selector="", auth_header="")
         walls, page = [], []
         for _ in range(args.runs):
             started = time.perf_counter()
@@ -181,8 +196,29 @@ def main():
             started = time.perf_counter()
             drametrics.page_rows(biggest)
             page.append(time.perf_counter() - started)
+        paints, firsts, lasts, reloads, at_paint = [], [], [], [], []
+        for _ in range(args.runs):
+            drametrics.forget_cached()
+            started = time.perf_counter()
+            evaluation = page_context(source)
+            paints.append(time.perf_counter() - started)
+            at_paint.append(evaluation.done_count)
+            evaluation.wait_for_more(0, None)
+            firsts.append(time.perf_counter() - started)
+            evaluation.wait()
+            lasts.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            page_context(source)
+            reloads.append(time.perf_counter() - started)
         print(
             f"nodes: {args.nodes}, series: {series:,}, biggest figure: {biggest.figure.key} ({len(biggest.rows):,} rows)"
+        )
+        print(
+            f"page first paint: median {statistics.median(paints) * 1000:.0f} ms (max {max(paints) * 1000:.0f}; "
+            f"{min(at_paint)}-{max(at_paint)} of {len(drametrics.FIGURES)} figures in it); "
+            f"first figure at median {statistics.median(firsts) * 1000:.0f} ms, last at "
+            f"{statistics.median(lasts) * 1000:.0f} ms; reload while kept: median "
+            f"{statistics.median(reloads) * 1000:.1f} ms"
         )
         print(
             f"evaluate all figures: median {statistics.median(walls) * 1000:.0f} ms, "

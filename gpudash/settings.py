@@ -405,6 +405,11 @@ GPUDASH_MONITORING = {
     # series, and how many rows a figure shows (the slowest first; the API lists all).
     "DRA_NODE_LABEL": os.environ.get("GPUDASH_DRA_NODE_LABEL", "node"),
     "DRA_PAGE_ROWS": int(os.environ.get("GPUDASH_DRA_PAGE_ROWS", "50")),
+    # The most seconds one evaluation of the page's ~30 queries may take (each query also bounded by
+    # QUERY_TIMEOUT_SECONDS): what has not come by then is shown as "timed out". And how long a
+    # finished evaluation is reused for the same cluster and window (reloads, other viewers, the API).
+    "DRA_DEADLINE_SECONDS": float(os.environ.get("GPUDASH_DRA_DEADLINE", "15")),
+    "DRA_CACHE_SECONDS": float(os.environ.get("GPUDASH_DRA_CACHE_SECONDS", "30")),
 }
 
 # The allocation ledger (usage/): written by the sync unless GPUDASH_USAGE_LEDGER=0; intervals kept for

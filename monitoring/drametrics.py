@@ -5,11 +5,15 @@ Each figure is a few PromQL instant queries, shown with the page so that an oper
 into Prometheus. Metric and label names follow the v1.36 sources exactly (pkg/kubelet/metrics,
 pkg/scheduler/metrics, pkg/controller/resourceclaim/metrics). A figure says plainly when Prometheus
 holds no series of its metric ("not scraped") or no sample in the window: an absent value is never
-drawn as zero. Nothing is stored; the page and the API ask Prometheus when they are read.
+drawn as zero, and a query that got no answer in time makes its figure say "timed out". Nothing is
+stored in the database: the page and the API ask Prometheus when they are read, off the request's thread,
+and share one evaluation per source and window for DRA_CACHE_SECONDS (`cached`).
 """
 
 import math
 import re
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -20,7 +24,7 @@ from django.utils.translation import gettext_lazy as _
 from mirror import messages
 
 from .conf import setting
-from .prometheus import PrometheusError, instant_query
+from .prometheus import PrometheusError, PrometheusTimeout, instant_query
 
 # Range windows offered for rates and quantiles (PromQL durations).
 WINDOWS = ("5m", "15m", "1h", "6h", "24h")
@@ -33,10 +37,12 @@ COMPONENTS = (
 )
 # Figure statuses: values shown; the metric has series but nothing in the window (e.g. no operation:
 # a quantile of no observations is NaN, which is not a zero); no series of the metric at all; the query failed.
-OK, NO_DATA, ABSENT, ERROR = "ok", "no_data", "absent", "error"
+# TIMED_OUT: a query got no answer within its timeout or the page's deadline (its cells say so).
+OK, NO_DATA, ABSENT, ERROR, TIMED_OUT = "ok", "no_data", "absent", "error", "timed_out"
 NODE = "$node"  # stands for the node label of kubelet series (setting DRA_NODE_LABEL)
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-# As many as the Prometheus connection pool holds (monitoring.prometheus).
+# As many as the Prometheus connection pool holds (monitoring.prometheus). Shared by every evaluation
+# of the process; each is bounded by its deadline, so a silent Prometheus holds these threads no longer.
 _queries = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpudash-dra-promql")
 
 
@@ -239,6 +245,7 @@ class FigureResult:
     jobs: dict = field(default_factory=dict)  # scrape job -> series
     rows: list = field(default_factory=list)  # [(label values tuple, {column key: float})]
     error: str = ""
+    timed_out: list = field(default_factory=list)  # keys of the queries that timed out ("presence" or a column)
 
     @property
     def has_quantiles(self):
@@ -273,6 +280,7 @@ class FigureResult:
             "window": self.window,
             "status": self.status,
             "error": self.error,
+            "timed_out": list(self.timed_out),
             "presence_promql": self.presence,
             "jobs": self.jobs,
             "labels": list(self.labels),
@@ -287,59 +295,172 @@ class FigureResult:
         }
 
 
-def evaluate(source, window=DEFAULT_WINDOW, keys=None, at=None):
-    """[FigureResult] of every figure (or those in `keys`), from `source` (a PrometheusSource), its
-    queries sent in parallel (evaluated at `at`, Unix seconds, default now). Prometheus trouble becomes the figure's error, never an exception."""
-    if window not in WINDOWS:
-        raise ValueError(f"window must be one of {', '.join(WINDOWS)}, not {window!r}")
-    timeout = float(setting("QUERY_TIMEOUT_SECONDS", 10))
-    node = node_label()
-    selector = source.series_selector
-    results = []
-    jobs = []
-    for figure in FIGURES:
-        if keys and figure.key not in keys:
-            continue
-        r = FigureResult(
-            figure,
-            window,
-            node,
-            presence_promql(figure, window, selector),
-            {c.key: column_promql(figure, c, window, selector, node) for c in figure.columns},
-        )
-        results.append(r)
-        jobs.append((r, None, r.presence))
-        jobs += [(r, key, q) for key, q in r.queries.items()]
+class Evaluation:
+    """One run of the figures' queries against one source, started at construction on the shared pool
+    (never on the request's thread). Bounded twice: each query by QUERY_TIMEOUT_SECONDS, the whole run by
+    DRA_DEADLINE_SECONDS (a query not sent by then is not sent, one in flight gets only what is left), so
+    a slow or silent Prometheus ends in figures that say "timed out", never in a page that waits on it.
+    A figure is finished when all its queries are: `finished(r)`; `wait` and `wait_for_more` let a page
+    show the finished ones first."""
 
-    def one(job):
+    def __init__(self, source, window=DEFAULT_WINDOW, keys=None, at=None):
+        if window not in WINDOWS:
+            raise ValueError(f"window must be one of {', '.join(WINDOWS)}, not {window!r}")
+        self.timeout = float(setting("QUERY_TIMEOUT_SECONDS", 10))
+        self.deadline_seconds = float(setting("DRA_DEADLINE_SECONDS", 15))
+        self.started = time.monotonic()
+        self.deadline = self.started + self.deadline_seconds
+        self.finished_at = None  # monotonic time when the last figure finished
+        node = node_label()
+        selector = source.series_selector
+        self.results = []
+        jobs = []
+        for figure in FIGURES:
+            if keys and figure.key not in keys:
+                continue
+            r = FigureResult(
+                figure,
+                window,
+                node,
+                presence_promql(figure, window, selector),
+                {c.key: column_promql(figure, c, window, selector, node) for c in figure.columns},
+            )
+            self.results.append(r)
+            jobs.append((r, None, r.presence))
+            jobs += [(r, key, q) for key, q in r.queries.items()]
+        self._left = {id(r): 1 + len(r.queries) for r in self.results}
+        self._rows = {}  # FigureResult id -> {label values: {column: value}}
+        self._done = set()  # ids of finished figures
+        self._changed = threading.Condition()
+        self._source, self._at = source, at
+        if not jobs:
+            self.finished_at = self.started
+        # The kubelet figures have a series per node (their quantiles take seconds at 1,000 nodes): the
+        # scheduler's and controller manager's few series are asked for first, so they show at once.
+        jobs.sort(key=lambda job: job[0].figure.component == KUBELET)
+        for job in jobs:
+            _queries.submit(self._one, job)
+
+    def _one(self, job):
         r, key, promql = job
-        try:
-            return job, instant_query(source.url, promql, auth_header=source.auth_header, timeout=timeout, at=at), None
-        except PrometheusError as exc:
-            return job, None, str(exc)
+        found, error, timed_out = None, "", False
+        left = self.deadline - time.monotonic()
+        if left < 0.1:
+            error, timed_out = (
+                gettext("not sent: the page's %(n)s s deadline had passed")
+                % {"n": number_format(self.deadline_seconds)},
+                True,
+            )
+        else:
+            try:
+                found = instant_query(
+                    self._source.url,
+                    promql,
+                    auth_header=self._source.auth_header,
+                    timeout=min(self.timeout, left),
+                    at=self._at,
+                )
+            except PrometheusTimeout as exc:
+                error, timed_out = str(exc), True
+            except PrometheusError as exc:
+                error = str(exc)
+            except Exception as exc:  # a bug must end in the figure's error, not in a figure that never finishes
+                error = f"{type(exc).__name__}: {exc}"
+        with self._changed:
+            self._record(r, key, found, error, timed_out)
+            self._left[id(r)] -= 1
+            if not self._left[id(r)]:
+                self._finish(r)
+                self._done.add(id(r))
+                if len(self._done) == len(self.results):
+                    self.finished_at = time.monotonic()
+                self._changed.notify_all()
 
-    answers = list(_queries.map(one, jobs))
-    rows = {}  # FigureResult id -> {label values: {column: value}}
-    for (r, key, _promql), found, error in answers:
-        if error:
-            r.status, r.error = ERROR, r.error or error[:2000]
-            continue
-        if key is None:
+    def _record(self, r, key, found, error, timed_out):
+        if timed_out:
+            r.timed_out.append("presence" if key is None else key)
+            r.error = r.error or error[:2000]
+        elif error:
+            r.status, r.error = ERROR, error[:2000]
+        elif key is None:
             r.jobs = {labels.get("job", ""): int(v) for labels, v in found}
-            continue
-        target = rows.setdefault(id(r), {})
-        for labels, value in found:
-            if math.isfinite(value):
-                target.setdefault(tuple(labels.get(lb, "") for lb in r.labels), {})[key] = value
-    for r in results:
+        else:
+            target = self._rows.setdefault(id(r), {})
+            for labels, value in found:
+                if math.isfinite(value):
+                    target.setdefault(tuple(labels.get(lb, "") for lb in r.labels), {})[key] = value
+
+    def _finish(self, r):
+        r.rows = sorted(self._rows.pop(id(r), {}).items())
         if r.status == ERROR:
-            continue
-        r.rows = sorted(rows.get(id(r), {}).items())
-        if not r.jobs and not r.rows:
+            return
+        if r.timed_out:
+            # Rows of the columns that came are kept; the others' cells say "timed out", never 0.
+            r.status = TIMED_OUT
+        elif not r.jobs and not r.rows:
             r.status = ABSENT
         elif not r.rows:
             r.status = NO_DATA
-    return results
+
+    def finished(self, r):
+        with self._changed:
+            return id(r) in self._done
+
+    @property
+    def done_count(self):
+        with self._changed:
+            return len(self._done)
+
+    @property
+    def complete(self):
+        return self.finished_at is not None
+
+    def wait(self, timeout=None):
+        """Wait until every figure is finished (at most `timeout` seconds); True when they are."""
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self._done) == len(self.results), timeout)
+
+    def wait_for_more(self, seen, timeout):
+        """Wait until more than `seen` figures are finished, or all are (at most `timeout` seconds)."""
+        with self._changed:
+            self._changed.wait_for(lambda: len(self._done) > seen or len(self._done) == len(self.results), timeout)
+
+
+def evaluate(source, window=DEFAULT_WINDOW, keys=None, at=None):
+    """[FigureResult] of every figure (or those in `keys`), from `source` (a PrometheusSource), its
+    queries sent in parallel (evaluated at `at`, Unix seconds, default now), bounded by the deadline.
+    Prometheus trouble becomes the figure's error or "timed out", never an exception."""
+    evaluation = Evaluation(source, window, keys, at)
+    evaluation.wait()
+    return evaluation.results
+
+
+# Evaluations kept for DRA_CACHE_SECONDS after they finish, per (source, window): a reload, another
+# viewer, the page's fragment requests and the API share one run of the ~30 queries rather than each
+# sending them again. One that is still running is shared too.
+_cache = {}
+_cache_lock = threading.Lock()
+
+
+def cached(source, window=DEFAULT_WINDOW):
+    """The running or recent Evaluation of every figure of `source` in `window`, started if none."""
+    ttl = float(setting("DRA_CACHE_SECONDS", 30))
+    key = (getattr(source, "pk", None), source.url, source.series_selector, source.auth_header, window, node_label())
+    now = time.monotonic()
+    with _cache_lock:
+        for k, e in list(_cache.items()):
+            if e.complete and now - e.finished_at >= ttl:
+                del _cache[k]
+        evaluation = _cache.get(key)
+        if evaluation is None:
+            evaluation = _cache[key] = Evaluation(source, window)
+    return evaluation
+
+
+def forget_cached():
+    """Drop every kept evaluation (tests; a changed Prometheus source)."""
+    with _cache_lock:
+        _cache.clear()
 
 
 def grouped(results):

@@ -17,6 +17,19 @@ class PrometheusError(Exception):
     """The query failed or Prometheus answered something that is not an instant vector."""
 
 
+class PrometheusTimeout(PrometheusError):
+    """No answer in time: the read timed out, or Prometheus gave up evaluating (errorType "timeout")."""
+
+
+def _error(exc):
+    """PrometheusTimeout for a connect or read timeout; a refused connection is an error (urllib3's
+    NewConnectionError is a ConnectTimeoutError only by inheritance)."""
+    timeout = isinstance(exc, urllib3.exceptions.TimeoutError | TimeoutError)
+    if timeout and not isinstance(exc, urllib3.exceptions.NewConnectionError):
+        return PrometheusTimeout
+    return PrometheusError
+
+
 def _pool():
     return urllib3.PoolManager(num_pools=4, maxsize=4, retries=False)
 
@@ -35,18 +48,22 @@ def instant_query(url, promql, *, auth_header="", timeout=10.0, at=None):
         response = _http.request(
             "POST",
             endpoint,
-            fields={"query": promql, "timeout": f"{timeout:g}s", **({"time": f"{at:.3f}"} if at is not None else {})},
+            fields={
+                "query": promql,
+                "timeout": f"{max(round(timeout * 1000), 1)}ms",
+                **({"time": f"{at:.3f}"} if at is not None else {}),
+            },
             encode_multipart=False,
             headers=headers,
             timeout=urllib3.Timeout(connect=min(timeout, 5.0), read=timeout + 2.0),
             preload_content=False,
         )
     except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise PrometheusError(f"{endpoint}: {type(exc).__name__}: {exc}") from exc
+        raise _error(exc)(f"{endpoint}: {type(exc).__name__}: {exc}") from exc
     try:
         body = response.read(MAX_RESPONSE_BYTES + 1)
     except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise PrometheusError(f"{endpoint}: reading the answer failed: {exc}") from exc
+        raise _error(exc)(f"{endpoint}: reading the answer failed: {exc}") from exc
     finally:
         response.release_conn()
     if len(body) > MAX_RESPONSE_BYTES:
@@ -60,7 +77,8 @@ def instant_query(url, promql, *, auth_header="", timeout=10.0, at=None):
     if not isinstance(envelope, dict) or envelope.get("status") not in ("success", "error"):
         raise PrometheusError(f"{endpoint}: HTTP {response.status}, not a Prometheus API answer: {body[:200]!r}")
     if envelope["status"] == "error" or response.status != 200:
-        raise PrometheusError(
+        error = PrometheusTimeout if envelope.get("errorType") == "timeout" else PrometheusError
+        raise error(
             f"{endpoint}: HTTP {response.status} {envelope.get('errorType', '')}: {envelope.get('error', '')} (query {promql!r})"
         )
     data = envelope.get("data")

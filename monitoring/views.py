@@ -41,6 +41,13 @@ class DRAMetricsView(DashboardView):
 
     template_name = "monitoring/dra_metrics.html"
     nav = "dra-metrics"
+    # The figures arrive as their queries finish: the page shows those done within FIRST_PAINT seconds
+    # and static/gpudash/dra_metrics.js asks for ?fragment=figures&seen=N, which answers when more are
+    # done (at most FRAGMENT_WAIT seconds later), until all are. The queries run on drametrics' pool, so
+    # no request thread waits on Prometheus for longer than these.
+    regions = {"figures": "monitoring/_dra_figures.html"}
+    FIRST_PAINT = 0.3
+    FRAGMENT_WAIT = 5.0
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
@@ -61,9 +68,23 @@ class DRAMetricsView(DashboardView):
             node_label=drametrics.node_label(),
         )
         if source is not None:
-            results = drametrics.evaluate(source, window)
-            ctx["components"] = [
-                (key, title, [(r, *drametrics.page_rows(r)) for r in figures])
-                for key, title, figures in drametrics.grouped(results)
-            ]
+            evaluation = drametrics.cached(source, window)
+            if self.request.GET.get("fragment") == "figures":
+                try:
+                    seen = int(self.request.GET.get("seen", "0")[:6])
+                except ValueError:
+                    seen = 0
+                evaluation.wait_for_more(seen, self.FRAGMENT_WAIT)
+            else:
+                evaluation.wait(self.FIRST_PAINT)
+            done = {id(r) for r in evaluation.results if evaluation.finished(r)}
+            ctx.update(
+                evaluation=evaluation,
+                figures_done=len(done),
+                figures_pending=len(evaluation.results) - len(done),
+                components=[
+                    (key, title, [(r, *drametrics.page_rows(r)) if id(r) in done else (r, None, 0) for r in figures])
+                    for key, title, figures in drametrics.grouped(evaluation.results)
+                ],
+            )
         return ctx

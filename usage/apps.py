@@ -25,4 +25,12 @@ class UsageConfig(AppConfig):
                 ledger_resume=ledger.on_resume,
             )
         register_families(metric_families)  # gpudash_gpu_seconds_total on /metrics
-        register_job("usage rollup", 600.0, run)  # the embedded mode's beat (no Redis)
+        # The embedded mode's beat (no Redis): monitoring's one periodic thread runs these.
+        register_job("usage rollup", 600.0, run)
+        register_job("ledger prune", 3600.0, _prune)
+
+
+def _prune():
+    from .prune import prune
+
+    prune()

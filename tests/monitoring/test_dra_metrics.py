@@ -23,6 +23,16 @@ from tests.ui_fixtures import make_user
 
 pytestmark = [pytest.mark.django_db(transaction=True), needs_prometheus]
 
+
+@pytest.fixture(autouse=True)
+def fresh_evaluations():
+    """Each test's figures from its own Prometheus run (a kept evaluation of an earlier test's source
+    with the same id and URL would answer otherwise)."""
+    drametrics.forget_cached()
+    yield
+    drametrics.forget_cached()
+
+
 GPU, NIC = "gpu.nvidia.com", "rdma.example.com"
 PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
 UNPREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources"

@@ -371,6 +371,41 @@ def test_prune_removes_intervals_ended_before_the_retention_in_batches(cluster, 
     assert prune(batch=3) == (0, 0)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_mode_prunes_the_ledger_on_the_one_periodic_thread(settings):
+    """Without Redis the prune is a job of monitoring/periodic.py's thread (registered by usage's
+    AppConfig), not a thread of its own."""
+    import threading
+
+    from mirror.models import Cluster
+    from monitoring import periodic
+
+    settings.USAGE_RETENTION_DAYS = 30
+    assert [name for name, *_ in periodic._jobs()].count("ledger prune") == 1
+    now = timezone.now()
+    AllocationInterval.objects.create(
+        cluster=Cluster.objects.create(name="embedded"),
+        claim_uid="old",
+        namespace="ml",
+        claim_name="c",
+        request="gpu",
+        driver="d",
+        pool="p",
+        device="gpu-0",
+        started_at=now - timedelta(days=40),
+        ended_at=now - timedelta(days=31),
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=periodic.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: not AllocationInterval.objects.exists(), 30)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive() and not AllocationInterval.objects.exists()
+
+
 def _claim_raw(pods):
     status = {
         "allocation": {"devices": {"results": [{"request": "gpu", "driver": EXAMPLE, "pool": "n", "device": "gpu-0"}]}}

@@ -63,13 +63,11 @@ def serve(host, port, in_process_watchers=False):
 
             # The in-memory channel layer belongs to this loop: the watcher threads publish onto it.
             start_in_process(asyncio.get_running_loop())
-            # No beat without Redis: the fleet-history sample, its prune and the utilization poll run here.
+            # No beat without Redis: the fleet-history sample, its prune, the utilization poll and the
+            # jobs other apps register (usage: the rollup, the ledger prune) run on this one thread.
             from monitoring.periodic import start_in_process as start_monitoring
 
             start_monitoring()
-            from usage.periodic import start_in_process as start_usage
-
-            start_usage()  # the allocation ledger's prune
         try:
             await server.serve()
         finally:
@@ -78,8 +76,5 @@ def serve(host, port, in_process_watchers=False):
                 from monitoring.periodic import stop_in_process as stop_monitoring
 
                 await asyncio.to_thread(stop_monitoring)  # a sample or poll in hand finishes first
-                from usage.periodic import stop_in_process as stop_usage
-
-                await asyncio.to_thread(stop_usage)
 
     asyncio.run(main())
