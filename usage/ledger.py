@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 
 from dra.units import WHOLE, Units, raw_device_units
@@ -98,7 +98,9 @@ def _node_of(raw):
 
 
 # What devices and counter sets hold, by row id: a slice that changes gets new device and counter rows
-# (new ids), so an id's entry never goes stale. Bounded: emptied when it grows past CACHE_MAX entries.
+# (new ids), so an id's entry never goes stale on PostgreSQL, whose sequences never hand an id out twice.
+# SQLite does reuse the highest rowid once its row is deleted, so there the caches last one batch only
+# (_Lookups clears them). Bounded: emptied when it grows past CACHE_MAX entries.
 CACHE_MAX = 100_000
 _devices = {}  # device row id -> (model, raw device)
 _sets = {}  # counter-set row id -> {"name", "counters"}
@@ -126,6 +128,10 @@ class _Lookups:
 
     def __init__(self, cluster):
         self.cluster = cluster
+        if connection.vendor != "postgresql":  # ids may come back (see the caches above)
+            _devices.clear()
+            _sets.clear()
+            _units.clear()
         self.devices = {}  # (driver, pool, name) -> (device id, node) or None
         self.pools = {}  # (driver, pool) -> counter-set ids
         self.pods = {}
