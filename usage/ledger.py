@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 
 from dra.units import WHOLE, Units, raw_device_units
@@ -97,10 +97,10 @@ def _node_of(raw):
     return ""
 
 
-# What devices and counter sets hold, by row id: a slice that changes gets new device and counter rows
-# (new ids), so an id's entry never goes stale on PostgreSQL, whose sequences never hand an id out twice.
-# SQLite does reuse the highest rowid once its row is deleted, so there the caches last one batch only
-# (_Lookups clears them). Bounded: emptied when it grows past CACHE_MAX entries.
+# What devices and counter sets hold, by row id, and their units: kept for one batch only (_Lookups
+# empties them). A row id alone does not name the same content for longer: SQLite hands a deleted row's
+# id out again, and the test suite met a stale entry on PostgreSQL too (a GPU of an earlier test counted
+# as another test's "whole device"). Bounded: emptied when it grows past CACHE_MAX entries.
 CACHE_MAX = 100_000
 _devices = {}  # device row id -> (model, raw device)
 _sets = {}  # counter-set row id -> {"name", "counters"}
@@ -124,14 +124,13 @@ def _model_name(driver, attrs):
 class _Lookups:
     """Devices, counter sets and pods a batch's new intervals need: read together for what the batch
     is expected to open (prefetch), one by one for anything else. Only ids and names are read per
-    batch; what the rows hold is read once per row id (the caches above)."""
+    batch; what the rows hold is read once per row id and batch (the caches above)."""
 
     def __init__(self, cluster):
         self.cluster = cluster
-        if connection.vendor != "postgresql":  # ids may come back (see the caches above)
-            _devices.clear()
-            _sets.clear()
-            _units.clear()
+        _devices.clear()  # one batch only (see the caches above)
+        _sets.clear()
+        _units.clear()
         self.devices = {}  # (driver, pool, name) -> (device id, node) or None
         self.pools = {}  # (driver, pool) -> counter-set ids
         self.pods = {}
