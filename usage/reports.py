@@ -400,21 +400,7 @@ def report_json(report, limit=None):
     }
 
 
-CSV_HEADER = (
-    "period",
-    "time_zone",
-    "group_by",
-    "cluster",
-    "namespace",
-    "team",
-    "workload_kind",
-    "workload_name",
-    "model",
-    "node_pool",
-    "unit_rule",
-    "admin_access",
-    "gpu_hours",
-)
+CSV_HEADER = ("period", "time_zone", "group_by", *FILTERS, "admin_access", "gpu_hours")
 
 
 def csv_lines(report, limit=None):

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from usage import rollup
 from usage.periods import KINDS
 from usage.query import report_for
-from usage.reports import CSV_HEADER, GROUPS, csv_lines, report_json
+from usage.reports import CSV_HEADER, FILTERS, GROUPS, csv_lines, report_json
 
 
 class Command(BaseCommand):
@@ -62,19 +62,7 @@ class Command(BaseCommand):
                 "group_by": opts["group_by"],
                 "trend": opts["trend"],
                 "limit": opts["limit"],
-                **{
-                    n: opts[n]
-                    for n in (
-                        "cluster",
-                        "namespace",
-                        "team",
-                        "workload_kind",
-                        "workload_name",
-                        "model",
-                        "node_pool",
-                        "unit_rule",
-                    )
-                },
+                **{n: opts[n] for n in FILTERS},
             }.items()
             if v not in (None, "")
         }
