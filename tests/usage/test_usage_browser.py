@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from mirror.models import Cluster
-from tests.browser import BROWSER_MARKS, AsgiServer, chromium, free_port, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
 from tests.site.test_csp_browser import RECORD_VIOLATIONS
 from usage.periods import period_containing, report_zone
 
@@ -36,7 +36,7 @@ def server(artifacts_dir):
             p = p.previous()
         interval(alpha, "ml-training", p.start, p.start + timedelta(hours=4 * back), team="vision")
     User.objects.create_superuser("hana", password=PASSWORD)
-    server = AsgiServer(free_port(), artifacts_dir / "daphne-usage.log")
+    server = browser_server(artifacts_dir / "daphne-usage.log")
     server.start()
     yield server
     server.stop()
