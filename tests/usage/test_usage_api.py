@@ -132,6 +132,13 @@ def test_the_october_figures(ledger, users):
     assert body["ledger_gaps"] == [] and body["ledger_gap_hours"] == 0
 
 
+def test_the_page_says_when_no_utilization_was_sampled(ledger, users):
+    # This ledger has no DCGM samples: used/idle is absent, not "0.00 of 0.00".
+    page = page_client(users["admin"]).get("/usage/", OCTOBER).content.decode()
+    assert "no utilization samples for these allocations" in page
+    assert "idle 0.00 of 0.00" not in page
+
+
 def test_gaps_in_the_ledger_are_reported(ledger, users):
     LedgerGap.objects.create(
         cluster=ledger, started_at=utc(2026, 10, 30, 22), ended_at=utc(2026, 11, 1, 2), reason="watcher down"
