@@ -238,6 +238,9 @@ def scraped(tmp_path_factory):
         # Enough scrapes for rates (two samples at least) on every target.
         prom.wait_for("count(count_over_time(dra_resource_claims_in_use[1m]) >= 3) == 5")
         prom.wait_for("count_over_time(resourceclaim_controller_creates_total[1m]) >= 3")
+        # ... the scheduler's too: the figures are read a second in the past, where each of the four
+        # targets must still have two samples for a rate (a loaded machine delays the first scrapes).
+        prom.wait_for("count(count_over_time(up[1m]) >= 4) == 4")
         yield plane, prom
     finally:
         prom.stop()
