@@ -15,6 +15,7 @@ from django.utils import timezone, translation
 from claims.models import ACTION_TITLES, AuditEntry
 from mirror import roles
 from monitoring.models import PrometheusSource
+from tests.conftest import runs_previews
 from tests.ui_fixtures import load_fleet, make_user
 
 pytestmark = [pytest.mark.django_db]
@@ -100,6 +101,7 @@ def test_api_docs_lead_back_to_the_dashboard(client, alpha):
     assert 'id="swagger-ui"' in body  # the docs themselves still there
 
 
+@runs_previews  # the page runs the preview (a worker answers; without one it waits out its deadline)
 def test_preview_namespace_field_shows_the_yamls_namespace(client, alpha):
     from ops.views_preview import yaml_namespace
 
