@@ -28,6 +28,7 @@ class UsageConfig(AppConfig):
         # The embedded mode's beat (no Redis): monitoring's one periodic thread runs these.
         register_job("usage rollup", 600.0, run)
         register_job("ledger prune", 3600.0, _prune)
+        register_job("ledger fold", 60.0, ledger.fold_all)  # the debounced folds' safety net
 
 
 def _prune():
