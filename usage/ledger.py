@@ -537,10 +537,11 @@ def fold_all():
 
 
 def queued_events():
-    """{cluster id: events waiting to be folded}."""
-    from django.db.models import Count
+    """{cluster id: (events waiting to be folded, when the oldest was observed)}."""
+    from django.db.models import Count, Min
 
-    return dict(LedgerEvent.objects.values_list("cluster_id").annotate(n=Count("id")).order_by())
+    rows = LedgerEvent.objects.values("cluster_id").annotate(n=Count("id"), oldest=Min("observed_at")).order_by()
+    return {row["cluster_id"]: (row["n"], row["oldest"]) for row in rows}
 
 
 def mark_alive(cluster_id, at):

@@ -71,3 +71,29 @@ def test_a_batch_asks_once_per_window_for_a_delayed_fold_on_the_broker(settings)
     assert tasks.fold_ledger.apply(args=[cluster.id]).get() == 2
     got = AllocationInterval.objects.filter(cluster=cluster).order_by("started_at")
     assert list(got.values_list("consumers", "started_at", "ended_at")) == [(["p1"], t1, t2), (["p2"], t2, None)]
+
+
+def test_metrics_show_what_waits_to_be_folded(db):
+    from django.test import Client
+
+    from usage.ledger import fold
+
+    def gauges():
+        text = Client().get("/metrics").content.decode()
+        return {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("gpudash_ledger_")
+        }
+
+    waiting = Cluster.objects.create(name="waiting")
+    Cluster.objects.create(name="idle")
+    on_claims(waiting, [("u", None, _raw(["p1"]), timezone.now() - timedelta(seconds=90), True)])
+    on_claims(waiting, [("u", None, None, timezone.now(), True)])
+    got = gauges()
+    assert got['gpudash_ledger_queued_events{cluster="waiting"}'] == 2
+    assert 90 <= got['gpudash_ledger_queue_age_seconds{cluster="waiting"}'] < 200
+    assert got['gpudash_ledger_queued_events{cluster="idle"}'] == 0
+    assert got['gpudash_ledger_queue_age_seconds{cluster="idle"}'] == 0
+    assert fold(waiting) == 2
+    assert gauges()['gpudash_ledger_queued_events{cluster="waiting"}'] == 0
