@@ -331,6 +331,9 @@ def spread(args, db_url):
         Cluster.objects.filter(name__startswith="spread-").delete()
 
 
+FOLDER_LOG = Path(tempfile.gettempdir()) / "gpudash-bench-folder.log"
+
+
 def start_folder():
     """A `celery worker` on the default queue (solo pool, as the sync workers' prefork children run one
     task each): it runs the ledger's debounced folds, in its own process, as deployed."""
@@ -339,10 +342,11 @@ def start_folder():
     current_app.control.purge()  # tasks an earlier run left on the broker
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "gpudash", "worker", "-P", "solo", "-Q", "celery"]
-        + ["--without-mingle", "--without-gossip", "-l", "WARNING"],
+        + ["--without-mingle", "--without-gossip", "-l", "INFO"],
         cwd=ROOT,
-        env=dict(os.environ),
-        stdout=subprocess.DEVNULL,
+        env=dict(os.environ, LOG_LEVEL="INFO"),
+        stdout=open(FOLDER_LOG, "w"),
+        stderr=subprocess.STDOUT,
     )
 
 
@@ -575,6 +579,9 @@ def main():
                 f"folded {time.monotonic() - waited:.1f} s later; worker CPU {cpu_seconds(folder.pid) - folder_cpu:.1f} s "
                 f"during the steady phase and the catch-up"
             )
+            for line in FOLDER_LOG.read_text().splitlines():  # each fold and any other task's end
+                if "allocation ledger" in line or "succeeded in" in line or "ERROR" in line:
+                    print("    worker:", line.split("] ", 1)[-1][:160])
         print(
             f"  garbage collector: {tracked} tracked objects in the worker after the initial sync; collections during the steady phase "
             + ", ".join(f"gen{g} {n} ({t:.2f} s)" for g, (n, t) in pauses.items())

@@ -418,7 +418,7 @@ GPUDASH_MONITORING = {
 # USAGE_RETENTION_DAYS after they end; the pod labels each interval keeps (for reports by team, app).
 USAGE_LEDGER = os.environ.get("GPUDASH_USAGE_LEDGER", "1").lower() not in ("0", "false", "no", "off", "")
 # Seconds between a sync batch and the fold of its claim events into the ledger (usage/ledger.py).
-USAGE_FOLD_SECONDS = float(os.environ.get("GPUDASH_USAGE_FOLD_SECONDS", "1"))
+USAGE_FOLD_SECONDS = float(os.environ.get("GPUDASH_USAGE_FOLD_SECONDS", "5"))
 USAGE_RETENTION_DAYS = int(os.environ.get("GPUDASH_USAGE_RETENTION_DAYS", "400"))
 USAGE_LABELS = [
     label.strip() for label in os.environ.get("GPUDASH_USAGE_LABELS", "team,app").split(",") if label.strip()

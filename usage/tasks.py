@@ -34,7 +34,7 @@ def fold_all_ledgers():
 def request_fold(cluster):
     """Ask for a fold of the cluster's queue at the end of the debounce window (USAGE_FOLD_SECONDS):
     cheap enough to call after every batch; a burst of batches is folded in one go."""
-    return _debounce.request(cluster, float(getattr(settings, "USAGE_FOLD_SECONDS", 1.0)))
+    return _debounce.request(cluster, float(getattr(settings, "USAGE_FOLD_SECONDS", 5.0)))
 
 
 _debounce = ClusterDebounce("ledger-fold", fold_ledger)
