@@ -9,8 +9,11 @@ backlog of claim changes on every cluster (workers paused while it builds, then 
 
 The fleet (devcluster.fleet: 5,000 nodes x 8 GPUs, 20,000 claims and pods) is served by the built-in
 API server in a separate process, like a real API server would be. Figures are printed, not asserted.
---no-ledger: without the allocation ledger's writes (GPUDASH_USAGE_LEDGER=0), to see what they cost; the
-churn's reserve/release events each close one interval and open another (the ledger's busiest case).
+--no-ledger: without the allocation ledger (GPUDASH_USAGE_LEDGER=0), to see what it costs; the churn's
+reserve/release events each close one interval and open another (the ledger's busiest case). The sync
+queues claim events and a Celery worker folds them into intervals (usage/ledger.py): with REDIS_URL set
+the bench starts one `celery worker` (solo pool, default queue) in both modes, as deployed, and reports
+how long the fold took to catch up after the steady phase and the worker's CPU.
 Uses the database BENCH_DATABASE_URL (default: a `gpudash_bench` database on the local PostgreSQL),
 created and migrated if needed; REDIS_URL is honoured (change messages go to Redis when set).
 """
@@ -328,6 +331,25 @@ def spread(args, db_url):
         Cluster.objects.filter(name__startswith="spread-").delete()
 
 
+FOLDER_LOG = Path(tempfile.gettempdir()) / "gpudash-bench-folder.log"
+
+
+def start_folder():
+    """A `celery worker` on the default queue (solo pool, as the sync workers' prefork children run one
+    task each): it runs the ledger's debounced folds, in its own process, as deployed."""
+    from celery import current_app
+
+    current_app.control.purge()  # tasks an earlier run left on the broker
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "gpudash", "worker", "-P", "solo", "-Q", "celery"]
+        + ["--without-mingle", "--without-gossip", "-l", "INFO"],
+        cwd=ROOT,
+        env=dict(os.environ, LOG_LEVEL="INFO"),
+        stdout=open(FOLDER_LOG, "w"),
+        stderr=subprocess.STDOUT,
+    )
+
+
 def ensure_database(url):
     import psycopg
 
@@ -410,6 +432,7 @@ def main():
         text=True,
         cwd=ROOT,
     )
+    folder = None
     try:
         ready = server.stdout.readline().split()
         if not ready or ready[0] != "READY":
@@ -417,6 +440,7 @@ def main():
         kubeconfig, fleet_counts = ready[1], ready[4]
         print(f"devcluster ready in {ready[3]} s: {fleet_counts}")
         cluster = Cluster.objects.create(name="bench", kubeconfig=kubeconfig)
+        folder = start_folder() if os.environ.get("REDIS_URL") else None
 
         # --- initial sync: every kind listed in parallel (one thread each), as the watchers do ---
         supervisor = Supervisor(cluster_names=["bench"], once=True)
@@ -506,6 +530,7 @@ def main():
                 )
 
         gc.callbacks.append(on_gc)
+        folder_cpu = cpu_seconds(folder.pid) if folder else 0.0
         started, cpu_started, db_cpu = time.monotonic(), time.process_time(), postgres_cpu()
         thread.start()
         while True:
@@ -538,9 +563,25 @@ def main():
         hooks.ledger_claims = on_claims
         if ledger_time["calls"]:
             print(
-                f"  allocation ledger hook: {ledger_time['ops']} claim events in {ledger_time['calls']} calls, "
+                f"  allocation ledger hook (queueing): {ledger_time['ops']} claim events in {ledger_time['calls']} calls, "
                 f"worker CPU {ledger_time['cpu']:.2f} s, wall {ledger_time['wall']:.2f} s"
             )
+        if folder is not None:
+            from usage.models import LedgerEvent
+
+            waited = time.monotonic()
+            queued = LedgerEvent.objects.filter(cluster=cluster)
+            left_at_end = queued.count()
+            while queued.exists() and time.monotonic() - waited < 600:
+                time.sleep(0.05)
+            print(
+                f"  ledger fold (celery worker): {left_at_end} events still queued when the steady phase ended, "
+                f"folded {time.monotonic() - waited:.1f} s later; worker CPU {cpu_seconds(folder.pid) - folder_cpu:.1f} s "
+                f"during the steady phase and the catch-up"
+            )
+            for line in FOLDER_LOG.read_text().splitlines():  # each fold and any other task's end
+                if "allocation ledger" in line or "succeeded in" in line or "ERROR" in line:
+                    print("    worker:", line.split("] ", 1)[-1][:160])
         print(
             f"  garbage collector: {tracked} tracked objects in the worker after the initial sync; collections during the steady phase "
             + ", ".join(f"gen{g} {n} ({t:.2f} s)" for g, (n, t) in pauses.items())
@@ -561,6 +602,9 @@ def main():
         layer = "none (--no-publish)" if args.no_publish else ("Redis" if os.environ.get("REDIS_URL") else "in-memory")
         print(f"  change messages sent: {publisher.sent_messages} (channel layer: {layer})")
     finally:
+        if folder is not None:
+            folder.terminate()
+            folder.wait(30)
         try:
             server.stdin.write("quit\n")
             server.stdin.flush()

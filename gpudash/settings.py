@@ -251,6 +251,8 @@ CELERY_BEAT_SCHEDULE = {
     "prune-history": {"task": "monitoring.tasks.prune_history", "schedule": 3600.0},
     # The allocation ledger (usage/ledger.py): intervals ended more than USAGE_RETENTION_DAYS ago, hourly.
     "prune-ledger": {"task": "usage.tasks.prune_ledger", "schedule": 3600.0},
+    # Its queue of claim events is folded shortly after each sync batch; this catches a lost request.
+    "fold-ledgers": {"task": "usage.tasks.fold_all_ledgers", "schedule": 60.0},
     # Usage reports' daily rollup and utilization sums (usage/rollup.py), every 10 minutes.
     "usage-rollup": {"task": "usage.report_tasks.roll_up", "schedule": 600.0},
     # The device health timeline (health/timeline.py), kept as long as the fleet history.
@@ -415,6 +417,8 @@ GPUDASH_MONITORING = {
 # The allocation ledger (usage/): written by the sync unless GPUDASH_USAGE_LEDGER=0; intervals kept for
 # USAGE_RETENTION_DAYS after they end; the pod labels each interval keeps (for reports by team, app).
 USAGE_LEDGER = os.environ.get("GPUDASH_USAGE_LEDGER", "1").lower() not in ("0", "false", "no", "off", "")
+# Seconds between a sync batch and the fold of its claim events into the ledger (usage/ledger.py).
+USAGE_FOLD_SECONDS = float(os.environ.get("GPUDASH_USAGE_FOLD_SECONDS", "5"))
 USAGE_RETENTION_DAYS = int(os.environ.get("GPUDASH_USAGE_RETENTION_DAYS", "400"))
 USAGE_LABELS = [
     label.strip() for label in os.environ.get("GPUDASH_USAGE_LABELS", "team,app").split(",") if label.strip()

@@ -17,6 +17,17 @@ ledger never guesses:
 claims stream), or the last lease renewal of a killed watcher whose stream was connected. A cluster
 without either (the ledger's first run) gets no gap: its first intervals are inexact starts.
 
+Deferred. The sync does not write intervals itself: inside each batch's transaction it appends the
+batch's claim events, each with its observed time and the part of the claim the ledger reads, to a
+queue (LedgerEvent: one narrow row per event, no secondary index). fold() turns the queue into
+intervals in order, in chunks, and deletes what it folded in the same transaction, so an event is
+folded exactly once even when a worker dies mid-fold. A debounced job folds a cluster's queue about
+USAGE_FOLD_SECONDS after a batch (a Celery task with Redis, a timer thread of the sync's process
+without), beat's periodic fold catches any request that was lost, and a relist folds the queue before
+it reconciles. The times are the events' own, so folding later changes no bound; reports lag the
+stream by the fold delay. Why: written in the batch, the wide interval rows and their indexes cost
+the steady ingest 16-32 % (BENCHMARKS.md); the queue costs it a few per cent.
+
 Idempotent: the sync applies every event once (replays and duplicates are dropped by resourceVersion
 before they get here), an allocation that is already open is left alone, and the database keeps at
 most one open interval per (claim, request, device, share).
@@ -24,17 +35,19 @@ most one open interval per (claim, request, device, share).
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 
 from dra.units import WHOLE, Units, raw_device_units
-from mirror.sync import pgcopy
+from mirror.sync import fastjson, pgcopy
 
-from .models import AllocationInterval, LedgerGap, LedgerMark
+from . import tasks
+from .models import AllocationInterval, LedgerEvent, LedgerGap, LedgerMark
 
 log = logging.getLogger(__name__)
 
@@ -409,14 +422,132 @@ def _new_row(cluster, uid, raw, key, fact, at, exact, lookups, labels_wanted, de
 # --- the hooks -----------------------------------------------------------------------------------
 
 
+def _dict(value):
+    return value if isinstance(value, dict) else {}
+
+
+def ledger_view(raw):
+    """The part of a claim the ledger reads (facts_of, _node_of, _new_row): its namespace, name and
+    labels, the allocation's results and node selector, and reservedFor; the rest (spec, device status,
+    managed fields) stays out of the queue."""
+    meta, status = _dict(raw.get("metadata")), _dict(raw.get("status"))
+    view_meta = {"namespace": meta.get("namespace") or "", "name": meta.get("name") or ""}
+    if isinstance(meta.get("labels"), dict) and meta["labels"]:
+        view_meta["labels"] = meta["labels"]
+    view_status = {}
+    allocation = _dict(status.get("allocation"))
+    if allocation:
+        results = _dict(allocation.get("devices")).get("results")
+        view_status["allocation"] = {
+            "devices": {"results": results if isinstance(results, list) else []},
+            "nodeSelector": _dict(allocation.get("nodeSelector")),
+        }
+    if isinstance(status.get("reservedFor"), list) and status["reservedFor"]:
+        view_status["reservedFor"] = status["reservedFor"]
+    return {"metadata": view_meta, "status": view_status}
+
+
 def on_claims(cluster, ops):
-    """hooks.ledger_claims: a batch's claim events, inside its transaction. A ledger write the database
-    refuses is logged and skipped (in a savepoint): the mirror's claims must land whatever the ledger."""
+    """hooks.ledger_claims: queue a batch's claim events, inside its transaction (see the module's
+    docstring), and ask for a fold once it commits. A write the database refuses is logged and skipped
+    (in a savepoint): the mirror's claims must land whatever the ledger."""
+    if not enabled() or not ops:
+        return
+    rows = [
+        {
+            "cluster_id": cluster.pk,
+            "claim_uid": uid,
+            "replaced_uid": replaced or "",
+            "observed_at": at,
+            "exact": exact,
+            "claim": "" if raw is None else fastjson.dumps(ledger_view(raw)).decode(),
+        }
+        for uid, replaced, raw, at, exact in ops
+    ]
     try:
         with transaction.atomic():
-            apply_claim_events(cluster, ops)
+            if pgcopy.available():
+                pgcopy.insert_values(LedgerEvent, rows)
+            else:
+                LedgerEvent.objects.bulk_create([LedgerEvent(**row) for row in rows], batch_size=500)
     except DatabaseError:
-        log.exception("%s: allocation ledger not written for %d claim events", cluster, len(ops))
+        log.exception("%s: allocation ledger: %d claim events not queued", cluster, len(ops))
+        return
+    transaction.on_commit(lambda: tasks.request_fold(cluster))
+
+
+# --- folding the queue ---------------------------------------------------------------------------
+
+FOLD_CHUNK = 20_000  # events per fold transaction
+_FOLD_LOCK = 0x47444C46  # pg_advisory_xact_lock's first key ("GDLF"), the cluster id the second
+
+
+def _fold_lock(cluster_id):
+    """One fold (or relist) per cluster at a time, until the transaction ends. SQLite's transactions
+    take the write lock when they begin (settings: IMMEDIATE), which serialises them already."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_FOLD_LOCK, cluster_id])
+
+
+def fold(cluster, limit=FOLD_CHUNK):
+    """Fold the cluster's queued claim events into intervals, oldest first, `limit` per transaction,
+    until the queue is empty; returns how many were folded."""
+    folded = 0
+    while True:
+        with transaction.atomic():
+            _fold_lock(cluster.pk)
+            queued = list(
+                LedgerEvent.objects.filter(cluster_id=cluster.pk)
+                .order_by("id")
+                .values_list("id", "claim_uid", "replaced_uid", "claim", "observed_at", "exact")[:limit]
+            )
+            if not queued:
+                return folded
+            ops = [
+                (uid, replaced or None, fastjson.loads(claim) if claim else None, at, exact)
+                for _id, uid, replaced, claim, at, exact in queued
+            ]
+            apply_claim_events(cluster, ops)
+            LedgerEvent.objects.filter(cluster_id=cluster.pk, id__lte=queued[-1][0]).delete()
+        folded += len(queued)
+        if len(queued) < limit:
+            return folded
+
+
+def fold_cluster(cluster_id):
+    """The debounced job (tasks.fold_ledger): fold one cluster's queue."""
+    from mirror.models import Cluster
+
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return 0
+    started = time.perf_counter()
+    folded = fold(cluster)
+    log.info("%s: allocation ledger: folded %d claim events in %.2f s", cluster, folded, time.perf_counter() - started)
+    return folded
+
+
+def fold_all():
+    """Fold every cluster's queue (beat's and the embedded mode's periodic safety net: a fold request
+    lost with a worker still gets folded). Returns {cluster id: events folded}."""
+    from mirror.models import Cluster
+
+    done = {}
+    for cluster in Cluster.objects.filter(pk__in=LedgerEvent.objects.values("cluster_id")):
+        try:
+            done[cluster.pk] = fold(cluster)
+        except DatabaseError:
+            log.exception("%s: allocation ledger: fold failed; the events stay queued", cluster)
+    return done
+
+
+def queued_events():
+    """{cluster id: (events waiting to be folded, when the oldest was observed)}."""
+    from django.db.models import Count, Min
+
+    rows = LedgerEvent.objects.values("cluster_id").annotate(n=Count("id"), oldest=Min("observed_at")).order_by()
+    return {row["cluster_id"]: (row["n"], row["oldest"]) for row in rows}
 
 
 def mark_alive(cluster_id, at):
@@ -455,6 +586,8 @@ def on_relist(cluster, at, last_alive):
     from claims.models import ResourceClaim
 
     with transaction.atomic():
+        _fold_lock(cluster.pk)
+        fold(cluster)  # the open intervals must be those of every event queued before the list
         _record_gap(cluster, at, last_alive, "relist")
         claims = ResourceClaim.objects.filter(cluster=cluster)
         mirrored = set(claims.values_list("uid", flat=True))

@@ -80,6 +80,34 @@ class AllocationInterval(models.Model):
         return f"{self.namespace}/{self.claim_name} {self.driver}/{self.pool}/{self.device}{share}"
 
 
+class LedgerEvent(models.Model):
+    """A claim event the sync observed, queued to be folded into intervals (usage/ledger.py fold()).
+
+    The sync appends one narrow row per claim event inside the batch's transaction, so the event is
+    as durable as the mirror's write; a worker folds the queue into AllocationInterval rows in order
+    and deletes what it folded in the same transaction. Only the primary key is indexed (and no
+    foreign-key check): the ingest pays for one small insert per event, not for the wide interval
+    rows and their indexes.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    # No constraint and no index: checked on every insert otherwise. Deleting a cluster still removes
+    # its queued events (Django's cascade).
+    cluster = models.ForeignKey(
+        "mirror.Cluster", on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    claim_uid = models.CharField(max_length=64)
+    replaced_uid = models.CharField(max_length=64, blank=True, default="")  # a re-created name's earlier uid
+    observed_at = models.DateTimeField()
+    exact = models.BooleanField()
+    # The claim as the ledger reads it (ledger.ledger_view), JSON text; "": the claim was deleted.
+    # Text, not jsonb: the queue is only read back by the fold, and PostgreSQL need not parse it.
+    claim = models.TextField(blank=True, default="")
+
+    def __str__(self):
+        return f"{self.cluster_id}: {self.claim_uid} at {self.observed_at}"
+
+
 class LedgerGap(models.Model):
     """A span in which the sync could not observe a cluster's claims: from the last moment the watcher
     was known to be alive to the relist that resumed it. Intervals that started or ended inside it have

@@ -225,3 +225,32 @@ def metric_families():
     for (cid, ns, model, rule), s in sorted(sums.items(), key=lambda kv: (str(kv[0][0]), *kv[0][1:])):
         family.add_metric([names.get(cid, ""), ns, model, rule], s)
     yield family
+
+
+def queue_families():
+    """gpudash_ledger_queued_events and gpudash_ledger_queue_age_seconds: claim events the sync queued
+    that no fold has written into the ledger yet, per cluster, and how long the oldest has waited. A
+    queue that keeps growing or ageing means no worker folds it (usage/ledger.py)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    from mirror.models import Cluster
+
+    from .ledger import queued_events
+
+    names = dict(Cluster.objects.values_list("id", "name"))
+    now = timezone.now()
+    count = GaugeMetricFamily(
+        "gpudash_ledger_queued_events", "Claim events queued for the usage ledger, not folded yet.", labels=["cluster"]
+    )
+    age = GaugeMetricFamily(
+        "gpudash_ledger_queue_age_seconds",
+        "Seconds since the oldest queued claim event was observed (0 when the queue is empty).",
+        labels=["cluster"],
+    )
+    queued = queued_events()
+    for cid, name in sorted(names.items()):
+        n, oldest = queued.get(cid, (0, None))
+        count.add_metric([name], n)
+        age.add_metric([name], max((now - oldest).total_seconds(), 0.0) if oldest else 0.0)
+    yield count
+    yield age

@@ -384,7 +384,7 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
                     fields["resource_version"] or cur.resource_version,
                     cur.state,
                 )
-                if ledger:
+                if ledger and cur.state != "pending":  # a pending claim held nothing
                     ledger_ops.append((cur.uid, None, None, *whens[position]))
                 # A tombstone: a late replay of an older version must not bring the object back.
                 current[key] = _Current(
@@ -396,7 +396,9 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
             state = _state_of(kind, fields)
             node = _node_of(kind, fields)
             same_object = cur is not None and not cur.deleted and cur.uid == fields["uid"]
-            if ledger:
+            # The ledger follows what claims hold: an event that finds and leaves the claim pending (no
+            # allocation before or after, e.g. a new or annotated pending claim) changes nothing there.
+            if ledger and (fields.get("allocated") or (cur is not None and not cur.deleted and cur.state != "pending")):
                 replaced = cur.uid if cur is not None and not cur.deleted and not same_object else None
                 ledger_ops.append((fields["uid"], replaced, raw, *whens[position]))
             if kind == "ResourceClaim" and record_states:

@@ -5,9 +5,11 @@ import subprocess
 import sys
 
 import pytest
+from django.utils import timezone
 
 from tests.browser import ROOT, stop_process, subprocess_env
-from tests.sync_fixtures import assert_mirror_equals_server, make_claim, make_node, state, wait_for
+from tests.sync_fixtures import allocation, assert_mirror_equals_server, make_claim, make_node, state, wait_for
+from usage.models import AllocationInterval, LedgerEvent
 
 pytestmark = [
     pytest.mark.slow,
@@ -23,7 +25,13 @@ def test_celery_worker_runs_the_watchers(cluster, devcluster, fast_sync, tmp_pat
 
     devcluster.store.create("nodes", make_node("n1"))
     devcluster.store.create("resourceclaims", make_claim("ns", "c1"))
-    env = dict(subprocess_env(), GPUDASH_LEASE_SECONDS="2", GPUDASH_WATCH_TIMEOUT="5", GPUDASH_BACKOFF_MAX="0.5")
+    env = dict(
+        subprocess_env(),
+        GPUDASH_LEASE_SECONDS="2",
+        GPUDASH_WATCH_TIMEOUT="5",
+        GPUDASH_BACKOFF_MAX="0.5",
+        GPUDASH_USAGE_FOLD_SECONDS="0.2",
+    )
     log = open(tmp_path / "worker.log", "wb")
     worker = subprocess.Popen(
         [
@@ -58,6 +66,20 @@ def test_celery_worker_runs_the_watchers(cluster, devcluster, fast_sync, tmp_pat
         assert_mirror_equals_server(cluster, devcluster, ["Node", "ResourceClaim"])
         ensure_watchers.delay()  # a second beat changes nothing: still one holder
         assert f":{worker.pid}:" in state(cluster, "ResourceClaim").lease_holder
+        # The allocation ledger: the watcher queues the claim's allocation, and the fold it asks for
+        # runs as a task of the same worker.
+        claim = devcluster.store.get("resourceclaims", "ns", "c2")
+        claim["status"] = {"allocation": allocation("n1")}
+        allocated = timezone.now()
+        devcluster.store.update("resourceclaims", claim, subresource="status")
+        interval = wait_for(
+            lambda: AllocationInterval.objects.filter(cluster=cluster, claim_name="c2").first(),
+            timeout=30,
+            message="the worker to fold the allocation into the ledger",
+        )
+        assert allocated <= interval.started_at <= timezone.now() and interval.start_exact
+        assert (interval.device, interval.ended_at) == ("gpu-0", None)
+        assert not LedgerEvent.objects.filter(cluster=cluster).exists()
     finally:
         stop_process(worker, grace=20)
         log.close()

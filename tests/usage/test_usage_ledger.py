@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 
 from tests.sync_fixtures import assert_mirror_equals_server, make_pod, state, wait_for
-from usage.models import AllocationInterval, LedgerGap
+from usage.models import AllocationInterval, LedgerEvent, LedgerGap
 from usage.prune import prune
 
 NVIDIA = "gpu.nvidia.com"
@@ -133,8 +133,21 @@ def row_of(cluster, claim_name, **filters):
     return AllocationInterval.objects.filter(cluster=cluster, claim_name=claim_name, **filters).order_by("started_at")
 
 
+def queued(cluster):
+    return LedgerEvent.objects.filter(cluster=cluster).count()
+
+
 def within(at, window):
     return window[0] <= at <= window[1]
+
+
+@pytest.fixture(autouse=True)
+def fold_in_this_process(settings):
+    """The sync queues claim events and a debounced job folds them into intervals (usage/ledger.py).
+    Here that job runs as a timer thread of this process (the embedded default's path), after a short
+    window; the Celery path is tested in tests/mirror/test_sync_celery.py and below."""
+    settings.REDIS_URL = ""
+    settings.USAGE_FOLD_SECONDS = 0.05
 
 
 @pytest.fixture
@@ -281,7 +294,14 @@ def test_watcher_killed_leaves_a_gap_and_inexact_bounds(fleet, fast_sync, run_wa
     cluster, server, store = fleet.cluster, fleet.server, fleet.store
     for name in ("c-whole", "c-mig", "c-new"):
         store.create("resourceclaims", claim(name))
-    env = dict(subprocess_env(), GPUDASH_LEASE_SECONDS="2", GPUDASH_WATCH_TIMEOUT="5", GPUDASH_BACKOFF_MAX="0.5")
+    env = dict(
+        subprocess_env(),
+        GPUDASH_LEASE_SECONDS="2",
+        GPUDASH_WATCH_TIMEOUT="5",
+        GPUDASH_BACKOFF_MAX="0.5",
+        GPUDASH_USAGE_FOLD_SECONDS="0.05",
+    )
+    env.pop("REDIS_URL", None)  # its folds in its own process, as in the embedded default
     log = open(tmp_path / "watch.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "watch", "--cluster", "dev"],
@@ -315,6 +335,7 @@ def test_watcher_killed_leaves_a_gap_and_inexact_bounds(fleet, fast_sync, run_wa
         assert_mirror_equals_server(cluster, server, ["ResourceClaim"])
         wait_for(lambda: successor.watcher.stats.events == 3, message="the successor to replay the three changes")
         assert successor.watcher.stats.listed == 0  # it resumed from the stored version, no relist
+        wait_for(lambda: not queued(cluster), message="the replayed events to be folded")
         gap = LedgerGap.objects.get(cluster=cluster)
         # The gap runs from the dead watcher's last renewal (before the kill) to the resume.
         assert w_whole[0] <= gap.started_at <= killed_at <= resumed_after <= gap.ended_at <= timezone.now()
@@ -457,3 +478,111 @@ def test_a_relist_opens_allocations_the_ledger_never_saw_and_closes_vanished_one
     }
     assert got == {("u", at, False, None, True, "p1"), ("gone-uid", earlier, True, at, False, "")}
     assert not LedgerGap.objects.exists()  # nothing was observed before: no gap to state
+
+
+def _intervals(cluster):
+    return [
+        (r.claim_uid, r.started_at, r.ended_at, r.start_exact, r.end_exact, r.consumers)
+        for r in AllocationInterval.objects.filter(cluster=cluster).order_by("started_at", "claim_uid")
+    ]
+
+
+@pytest.mark.sqlite_default
+def test_queued_claim_events_fold_into_the_same_intervals_whatever_the_chunk(cluster, settings):
+    """The sync only queues events (no interval yet, no spec in the queue); a fold writes the intervals
+    once and empties the queue, in one transaction or in many."""
+    from mirror.models import Cluster
+    from usage.ledger import fold, on_claims
+
+    settings.USAGE_FOLD_SECONDS = 60  # no debounced fold during the test: the test folds
+    other = Cluster.objects.create(name="other")
+    t0 = timezone.now() - timedelta(hours=3)
+    raw = _claim_raw([])
+    raw["spec"] = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}
+    events = [
+        ("u", None, raw, t0, True),
+        ("u", None, _claim_raw(["p1"]), t0 + timedelta(hours=1), True),
+        ("v", None, _claim_raw(["p9"]), t0 + timedelta(hours=1), False),
+        ("u", None, _claim_raw(["p2"]), t0 + timedelta(hours=2), True),
+        ("u", None, None, t0 + timedelta(minutes=150), True),
+    ]
+    for target in (cluster, other):
+        on_claims(target, events[:2])
+        on_claims(target, events[2:])
+    assert queued(cluster) == 5 and not AllocationInterval.objects.exists()
+    first = json.loads(LedgerEvent.objects.filter(cluster=cluster).order_by("id").first().claim)
+    assert "spec" not in first and first["metadata"] == {"namespace": "ml", "name": "c"}
+    assert LedgerEvent.objects.filter(cluster=cluster).order_by("id").last().claim == ""  # the delete
+
+    assert fold(cluster, limit=2) == 5  # three transactions
+    assert fold(other) == 5  # one
+    assert queued(cluster) == queued(other) == 0
+    expected = [
+        ("u", t0, t0 + timedelta(hours=1), True, True, []),
+        ("u", t0 + timedelta(hours=1), t0 + timedelta(hours=2), True, True, ["p1"]),
+        ("v", t0 + timedelta(hours=1), None, False, True, ["p9"]),
+        ("u", t0 + timedelta(hours=2), t0 + timedelta(minutes=150), True, True, ["p2"]),
+    ]
+    assert _intervals(cluster) == _intervals(other) == expected
+    assert fold(cluster) == 0 and _intervals(cluster) == expected
+
+
+def test_a_fold_that_fails_leaves_its_events_queued_for_the_next(cluster, settings, monkeypatch):
+    """The interval write and the queue's delete share one transaction: a fold the database fails
+    (simulated here by the write raising) folds nothing and loses nothing."""
+    from django.db import OperationalError
+
+    from usage import ledger
+
+    settings.USAGE_FOLD_SECONDS = 60
+    at = timezone.now() - timedelta(hours=1)
+    ledger.on_claims(cluster, [("u", None, _claim_raw(["p1"]), at, True)])
+    real_write = ledger._write
+
+    def failing_write(*args):
+        real_write(*args)
+        raise OperationalError("connection lost mid-fold")
+
+    monkeypatch.setattr(ledger, "_write", failing_write)
+    with pytest.raises(OperationalError):
+        ledger.fold(cluster)
+    assert queued(cluster) == 1 and not AllocationInterval.objects.exists()
+    monkeypatch.setattr(ledger, "_write", real_write)
+    assert ledger.fold_all() == {cluster.pk: 1}
+    assert _intervals(cluster) == [("u", at, None, True, True, ["p1"])]
+
+
+@pytest.mark.sqlite_default
+def test_a_relist_folds_the_queue_before_it_reconciles(cluster, settings):
+    """A release still queued when a relist comes ends its interval at the observed event, not at the
+    relist (which would make it inexact and longer)."""
+    from usage.ledger import fold, on_claims, on_relist
+
+    settings.USAGE_FOLD_SECONDS = 60
+    t0 = timezone.now() - timedelta(hours=2)
+    on_claims(cluster, [("gone", None, _claim_raw(["p1"]), t0, True)])
+    fold(cluster)
+    released = t0 + timedelta(hours=1)
+    on_claims(cluster, [("gone", None, None, released, True)])  # queued, not folded yet
+    on_relist(cluster, timezone.now(), None)
+    assert queued(cluster) == 0
+    assert _intervals(cluster) == [("gone", t0, released, True, True, ["p1"])]
+
+
+def test_the_queue_view_keeps_what_the_ledger_reads():
+    from usage.ledger import facts_of, ledger_view
+
+    raw = _claim_raw(["p1", "p2"])
+    raw["metadata"].update(labels={"team": "vision"}, managedFields=[{"manager": "kube-scheduler"}])
+    raw["status"]["allocation"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": []}]}
+    raw["status"]["devices"] = [{"driver": EXAMPLE, "pool": "n", "device": "gpu-0", "data": {"big": "x" * 1000}}]
+    view = ledger_view(raw)
+    assert facts_of(view) == facts_of(raw)
+    assert view["metadata"] == {"namespace": "ml", "name": "c", "labels": {"team": "vision"}}
+    assert set(view["status"]) == {"allocation", "reservedFor"}
+    assert view["status"]["allocation"]["nodeSelector"] == raw["status"]["allocation"]["nodeSelector"]
+    # Malformed parts give an empty view, not an error: the sync stores the claim whatever the ledger.
+    assert ledger_view({"metadata": [], "status": {"allocation": "x", "reservedFor": {}}}) == {
+        "metadata": {"namespace": "", "name": ""},
+        "status": {},
+    }
