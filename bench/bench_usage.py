@@ -8,8 +8,9 @@ row crosses the client, which on a shared 2-core machine is several times faster
 Each device gets back-to-back intervals over 365 days (the last one still open, the device's slots
 shifted by its own phase so that intervals end at every hour up to now), from 200 namespaces,
 30 teams, 5,000 workloads, three models and the three unit rules (2 % admin access).
-Printed: generation time, the full rollup build, an incremental rollup run, and the month's report by
-namespace (and by team, with 3 trend periods) as p50/max over --runs. Figures are printed, not asserted.
+Printed: generation time, the full rollup build (UsageDay and UsageWorkloadDay), an incremental rollup
+run, and the month's report by namespace, by workload (and by team, with 3 trend periods) as p50/max over
+--runs. Figures are printed, not asserted.
 """
 
 import argparse
@@ -47,9 +48,9 @@ def generate(rows, devices, chunk=1_000_000):
     from django.utils import timezone
 
     from mirror.models import Cluster
-    from usage.models import AllocationInterval, RollupState, UsageDay, UsageTotal, UsageUtilDay
+    from usage.models import AllocationInterval, RollupState, UsageDay, UsageTotal, UsageUtilDay, UsageWorkloadDay
 
-    for model in (UsageDay, UsageUtilDay, UsageTotal, RollupState):
+    for model in (UsageDay, UsageWorkloadDay, UsageUtilDay, UsageTotal, RollupState):
         model.objects.all().delete()
     with connection.cursor() as cursor:
         cursor.execute(f"TRUNCATE {AllocationInterval._meta.db_table}")
@@ -126,7 +127,7 @@ def main():
     from django.utils import timezone
 
     from usage import reports, rollup
-    from usage.models import AllocationInterval, UsageDay
+    from usage.models import AllocationInterval, UsageDay, UsageWorkloadDay
     from usage.periods import period_containing, report_zone
 
     have = AllocationInterval.objects.count()
@@ -142,9 +143,15 @@ def main():
     now = timezone.now()
     t0 = time.perf_counter()
     done = rollup.run(now, rebuild=True)
-    print(f"rollup, full build: {time.perf_counter() - t0:.1f} s, {done['day_rows']:,} day rows")
+    print(
+        f"rollup, full build: {time.perf_counter() - t0:.1f} s, {done['day_rows']:,} day rows,"
+        f" {done['workload_day_rows']:,} workload day rows"
+    )
     with connection.cursor() as cursor:
-        cursor.execute(f"VACUUM ANALYZE {UsageDay._meta.db_table}")
+        for table in (UsageDay._meta.db_table, UsageWorkloadDay._meta.db_table):
+            cursor.execute(f"VACUUM ANALYZE {table}")
+            cursor.execute("SELECT pg_size_pretty(pg_total_relation_size(%s))", [table])
+            print(f"  {table} size with indexes: {cursor.fetchone()[0]}")
     t0 = time.perf_counter()
     done = rollup.run(now + timedelta(minutes=10))
     print(
@@ -154,17 +161,22 @@ def main():
     zone = report_zone()
     last_month = period_containing("month", now.astimezone(zone).date(), zone).previous()
     this_month = period_containing("month", now.astimezone(zone).date(), zone)
-    for label, period in (
-        ("last month (all rolled up)", last_month),
-        ("this month (rollup + today from the ledger)", this_month),
-    ):
-        p50, top = timed(lambda: reports.build_rows(period, {}, "namespace", now), args.runs)
-        rows = len(reports.build_rows(period, {}, "namespace", now)[0])
-        print(f"month by namespace, {label}: p50 {p50:.0f} ms, max {top:.0f} ms ({rows} namespaces)")
+    for group_by, noun in (("namespace", "namespaces"), ("workload", "workloads")):
+        for label, period in (
+            ("last month (all rolled up)", last_month),
+            ("this month (rollup + today from the ledger)", this_month),
+        ):
+            p50, top = timed(lambda: reports.build_rows(period, {}, group_by, now), args.runs)
+            rows, _admin, source = reports.build_rows(period, {}, group_by, now)
+            print(
+                f"month by {group_by}, {label}: p50 {p50:.0f} ms, max {top:.0f} ms"
+                f" ({len(rows)} {noun}, {source['rollup_days']} rolled days)"
+            )
     p50, top = timed(lambda: reports.build_report(last_month, "team", trend=3, now=now), args.runs)
     print(f"month by team with 3 previous months and the cluster total: p50 {p50:.0f} ms, max {top:.0f} ms")
-    p50, top = timed(lambda: reports.build_rows(last_month, {}, "workload", now), 1)
-    print(f"month by workload (read from the ledger: no workload key in the rollup): {p50:.0f} ms")
+    one = {"workload_name": "job-17"}
+    p50, top = timed(lambda: reports.build_rows(last_month, one, "namespace", now), args.runs)
+    print(f"month of one workload (workload_name filter, rolled up): p50 {p50:.0f} ms, max {top:.0f} ms")
     p50, top = timed(lambda: list(rollup.metric_families()), args.runs)
     print(f"/metrics gpudash_gpu_seconds_total family: p50 {p50:.0f} ms, max {top:.0f} ms")
     # Without the rollup (another zone than the rollup's): the month read from the ledger itself.
@@ -172,8 +184,9 @@ def main():
 
     other = report_zone("Asia/Kolkata")
     raw = Period("month", last_month.first_day, other)
-    p50, top = timed(lambda: reports.build_rows(raw, {}, "namespace", now), 1)
-    print(f"month by namespace from the ledger alone (zone without rollup): {p50:.0f} ms")
+    for group_by in ("namespace", "workload"):
+        p50, top = timed(lambda: reports.build_rows(raw, {}, group_by, now), 1)
+        print(f"month by {group_by} from the ledger alone (zone without rollup): {p50:.0f} ms")
 
 
 if __name__ == "__main__":

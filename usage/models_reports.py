@@ -12,8 +12,8 @@ from django.db import models
 class UsageDay(models.Model):
     """GPU-seconds (whole-GPU equivalents x seconds) of one day and one combination of the report keys.
 
-    Workloads are not a key: a fleet runs thousands a day, and keyed by them the rollup would have more
-    rows than the ledger; reports by workload read the ledger."""
+    Workloads are not a key: a fleet runs thousands a day, and keyed by them as well as by team and node
+    pool this table would have more rows than the ledger; reports by workload read UsageWorkloadDay."""
 
     cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     day = models.DateField()
@@ -37,6 +37,39 @@ class UsageDay(models.Model):
 
     def __str__(self):
         return f"{self.day} {self.namespace} {self.unit_rule}: {self.gpu_seconds / 3600:.2f} GPU-h"
+
+
+class UsageWorkloadDay(models.Model):
+    """GPU-seconds of one day and workload (namespace, kind, name) per model, unit rule and admin access:
+    what reports grouped or filtered by workload read. Kept apart from UsageDay, without team and node
+    pool, so that it has as few rows as workloads allow; a workload report by or filtered on a key it
+    lacks reads the ledger."""
+
+    # The report keys (reports.GROUPS columns and FILTERS) it can answer.
+    KEYS = ("cluster", "namespace", "workload_kind", "workload_name", "model", "unit_rule")
+
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    namespace = models.CharField(max_length=253)
+    workload_kind = models.CharField(max_length=63, blank=True, default="")
+    workload_name = models.CharField(max_length=253, blank=True, default="")
+    model = models.CharField(max_length=253, blank=True, default="")
+    unit_rule = models.CharField(max_length=16)
+    admin_access = models.BooleanField(default=False)
+    gpu_seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        indexes = [
+            # A period by workload (or one workload's) reads this index alone, like usage_day_ns_idx.
+            models.Index(
+                fields=("day", "namespace", "workload_name"),
+                include=("cluster", "workload_kind", "model", "unit_rule", "admin_access", "gpu_seconds"),
+                name="usage_wlday_idx",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.day} {self.namespace}/{self.workload_name}: {self.gpu_seconds / 3600:.2f} GPU-h"
 
 
 class UsageUtilDay(models.Model):
@@ -91,7 +124,8 @@ class UsageTotal(models.Model):
 
 
 class RollupState(models.Model):
-    """The one row saying how far the rollup goes: days before `complete_before` are in UsageDay (in
+    """The one row saying how far the rollup goes: days before `complete_before` are in UsageDay and
+    UsageWorkloadDay (in
     `zone`), ledger gaps up to `gap_seen` are accounted for, samples before `util_through` are counted."""
 
     zone = models.CharField(max_length=64)

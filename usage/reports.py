@@ -21,14 +21,14 @@ from django.utils import timezone
 
 from monitoring.metrics import node_pools
 
-from .models import AllocationInterval, LedgerGap, RollupState, UsageDay, UsageUtilDay
+from .models import AllocationInterval, LedgerGap, RollupState, UsageDay, UsageUtilDay, UsageWorkloadDay
 from .periods import local_midnight
 
 # Report groupings and the columns that name a group.
 GROUPS = {
     "namespace": ("namespace",),
     "team": ("team",),
-    "workload": ("namespace", "workload_kind", "workload_name"),  # read from the ledger (no rollup)
+    "workload": ("namespace", "workload_kind", "workload_name"),  # rolled up apart (UsageWorkloadDay)
     "model": ("model",),
     "node_pool": ("node_pool",),
     "cluster": ("cluster",),
@@ -120,16 +120,23 @@ def _filter(rows, where, pools=None):
 # --- the rollup ------------------------------------------------------------------------------------
 
 
-# Keys the rollup does not keep: a report grouped or filtered by them reads the ledger.
-LEDGER_ONLY = ("workload_kind", "workload_name")
+# Keys only the workload rollup keeps: a report grouped or filtered by them reads UsageWorkloadDay.
+WORKLOAD_KEYS = ("workload_kind", "workload_name")
+
+
+def rollup_table(keys=(), where=None):
+    """The rollup table that keeps every key a report groups or filters by, or None (only the ledger
+    has them: a workload report by or filtered on team or node pool)."""
+    used = set(keys) | {k for k in FILTERS if (where or {}).get(k) is not None}
+    if used.isdisjoint(WORKLOAD_KEYS):
+        return UsageDay
+    return UsageWorkloadDay if used <= set(UsageWorkloadDay.KEYS) else None
 
 
 def rollup_state(zone, keys=(), where=None):
     """The rollup's state when it covers days in `zone` and has the report's keys (None: read the
     ledger for the whole period)."""
-    if connection.vendor != "postgresql":
-        return None
-    if any(k in LEDGER_ONLY for k in keys) or any((where or {}).get(k) is not None for k in LEDGER_ONLY):
+    if connection.vendor != "postgresql" or rollup_table(keys, where) is None:
         return None
     state = RollupState.objects.filter(pk=1).first()
     if state is None or state.zone != zone.key or state.complete_before is None:
@@ -138,7 +145,8 @@ def rollup_state(zone, keys=(), where=None):
 
 
 def _rollup_rows(first_day, end_day, where, keys):
-    rows = _filter(UsageDay.objects.filter(day__gte=first_day, day__lt=end_day), where)
+    table = rollup_table(keys, where)
+    rows = _filter(table.objects.filter(day__gte=first_day, day__lt=end_day), where)
     columns = [("cluster_id" if k == "cluster" else k) for k in keys]
     out = {}
     for *group, rule, model, admin, s in (
@@ -170,8 +178,11 @@ def gpu_seconds(period, where, keys, now=None):
 
 
 def utilization_seconds(period, where, keys):
-    """{(group..., unit_rule, model): (known GPU-seconds, idle GPU-seconds)} from the utilization sums."""
-    if rollup_state(period.zone, keys, where) is None:
+    """{(group..., unit_rule, model): (known GPU-seconds, idle GPU-seconds)} from the utilization sums.
+
+    They are kept by UsageDay's keys only (the samples behind them are pruned after a day): a report by
+    or filtered on workload has no used/idle figures."""
+    if rollup_table(keys, where) is not UsageDay or rollup_state(period.zone, keys, where) is None:
         return {}
     rows = _filter(UsageUtilDay.objects.filter(day__gte=period.first_day, day__lt=period.end_day), where)
     columns = [("cluster_id" if k == "cluster" else k) for k in keys]

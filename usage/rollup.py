@@ -1,12 +1,14 @@
-"""The daily rollup of the ledger (UsageDay), the utilization sums (UsageUtilDay) and the totals /metrics
-reports (UsageTotal), kept incrementally by `run()` (Celery beat every 10 minutes, `manage.py
-usage_report --roll-up`). PostgreSQL only: on SQLite the reports read the ledger.
+"""The daily rollup of the ledger (UsageDay, and UsageWorkloadDay for reports by workload), the
+utilization sums (UsageUtilDay) and the totals /metrics reports (UsageTotal), kept incrementally by
+`run()` (Celery beat every 10 minutes, `manage.py usage_report --roll-up`). PostgreSQL only: on SQLite
+the reports read the ledger.
 
 Which days are rebuilt: the ledger can still change a recent day (an event applied late, a relist
 that closes an interval at the edge of a gap), so each run rebuilds the days since the last run plus
 the last USAGE_ROLLUP_SETTLE_DAYS, and from the start of any ledger gap recorded since the last run
 (its intervals got bounds inside it). Today is never rolled up: reports read it from the ledger. A
-change of USAGE_TIME_ZONE rebuilds everything (days are local dates).
+change of USAGE_TIME_ZONE rebuilds everything (days are local dates). Both day tables are rebuilt
+by one statement per chunk of days, so they always cover the same days.
 
 Utilization: each run adds the DCGM samples stored since the last run (monitoring.UtilizationSample,
 pruned after a day) over the intervals that held the sampled device at that minute, per day and
@@ -25,7 +27,15 @@ from monitoring.conf import setting as monitoring_setting
 from monitoring.metrics import node_pools
 from monitoring.models import UtilizationSample
 
-from .models import AllocationInterval, LedgerGap, RollupState, UsageDay, UsageTotal, UsageUtilDay
+from .models import (
+    AllocationInterval,
+    LedgerGap,
+    RollupState,
+    UsageDay,
+    UsageTotal,
+    UsageUtilDay,
+    UsageWorkloadDay,
+)
 from .periods import local_midnight, report_zone
 from .reports import team_label
 
@@ -35,6 +45,7 @@ CHUNK_DAYS = 31  # days rebuilt per statement (bounds one transaction's work)
 _LOCK = 0x47445572  # pg_advisory_xact_lock key ("GDUr"): one rollup run at a time
 
 _KEY = "namespace, team, model, node_pool, unit_rule"
+_WORKLOAD_KEY = "namespace, workload_kind, workload_name, model, unit_rule"
 
 
 def _q(model):
@@ -51,31 +62,45 @@ def _pools_sql():
 
 
 def rebuild_days(first_day, end_day, zone, now):
-    """Replace UsageDay rows of local days [first_day, end_day) with sums from the ledger."""
+    """Replace the UsageDay and UsageWorkloadDay rows of local days [first_day, end_day) with sums from
+    the ledger (read once for both); returns how many rows of each it wrote."""
     lo, hi = local_midnight(first_day, zone), local_midnight(end_day, zone)
     pools, pool_params = _pools_sql()
-    interval, day = _q(AllocationInterval), _q(UsageDay)
+    interval, day, workload = _q(AllocationInterval), _q(UsageDay), _q(UsageWorkloadDay)
     overlap = (
         "EXTRACT(EPOCH FROM LEAST(COALESCE(i.ended_at, %(now)s), d.day_end) - GREATEST(i.started_at, d.day_start))"
     )
+    # `parts` sums the ledger once by the keys of both tables; each table's INSERT sums it by its own.
     sql = f"""
-        INSERT INTO {day} (cluster_id, day, {_KEY}, admin_access, gpu_seconds)
-        SELECT i.cluster_id, d.day, i.namespace, COALESCE(i.labels ->> %(team)s, ''),
-               i.model, COALESCE(np.pool, ''), i.unit_rule, i.admin_access,
-               SUM(CASE WHEN i.admin_access THEN 1.0 ELSE i.units END * {overlap})
-        FROM {interval} i
-        CROSS JOIN LATERAL (
-            SELECT g::date AS day, g AT TIME ZONE %(tz)s AS day_start, (g + interval '1 day') AT TIME ZONE %(tz)s AS day_end
-            FROM generate_series(
-                date_trunc('day', GREATEST(i.started_at, %(lo)s) AT TIME ZONE %(tz)s),
-                (LEAST(COALESCE(i.ended_at, %(now)s), %(hi)s) - interval '1 microsecond') AT TIME ZONE %(tz)s,
-                interval '1 day') AS g
-        ) d
-        LEFT JOIN {pools} np ON np.cluster_id = i.cluster_id AND np.node = i.node
-        WHERE i.started_at < %(hi)s AND (i.ended_at IS NULL OR i.ended_at > %(lo)s)
-          AND COALESCE(i.ended_at, %(now)s) > i.started_at
-        GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
-        HAVING SUM(CASE WHEN i.admin_access THEN 1.0 ELSE i.units END * {overlap}) > 0
+        WITH parts AS (
+            SELECT i.cluster_id, d.day, i.namespace, COALESCE(i.labels ->> %(team)s, '') AS team,
+                   i.model, COALESCE(np.pool, '') AS node_pool, i.unit_rule, i.admin_access,
+                   i.workload_kind, i.workload_name,
+                   SUM(CASE WHEN i.admin_access THEN 1.0 ELSE i.units END * {overlap}) AS s
+            FROM {interval} i
+            CROSS JOIN LATERAL (
+                SELECT g::date AS day, g AT TIME ZONE %(tz)s AS day_start, (g + interval '1 day') AT TIME ZONE %(tz)s AS day_end
+                FROM generate_series(
+                    date_trunc('day', GREATEST(i.started_at, %(lo)s) AT TIME ZONE %(tz)s),
+                    (LEAST(COALESCE(i.ended_at, %(now)s), %(hi)s) - interval '1 microsecond') AT TIME ZONE %(tz)s,
+                    interval '1 day') AS g
+            ) d
+            LEFT JOIN {pools} np ON np.cluster_id = i.cluster_id AND np.node = i.node
+            WHERE i.started_at < %(hi)s AND (i.ended_at IS NULL OR i.ended_at > %(lo)s)
+              AND COALESCE(i.ended_at, %(now)s) > i.started_at
+            GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+        ), days AS (
+            INSERT INTO {day} (cluster_id, day, {_KEY}, admin_access, gpu_seconds)
+            SELECT cluster_id, day, {_KEY}, admin_access, SUM(s) FROM parts
+            GROUP BY cluster_id, day, {_KEY}, admin_access HAVING SUM(s) > 0
+            RETURNING 1
+        ), workloads AS (
+            INSERT INTO {workload} (cluster_id, day, {_WORKLOAD_KEY}, admin_access, gpu_seconds)
+            SELECT cluster_id, day, {_WORKLOAD_KEY}, admin_access, SUM(s) FROM parts
+            GROUP BY cluster_id, day, {_WORKLOAD_KEY}, admin_access HAVING SUM(s) > 0
+            RETURNING 1
+        )
+        SELECT (SELECT COUNT(*) FROM days), (SELECT COUNT(*) FROM workloads)
     """
     # psycopg takes one style of placeholders per statement: the pools' positional ones become named.
     sql = sql.replace(pools, pools.replace("%s", "%(pc)s", 1).replace("%s", "%(pn)s", 1).replace("%s", "%(pp)s", 1))
@@ -90,9 +115,10 @@ def rebuild_days(first_day, end_day, zone, now):
         "pp": pool_params[2],
     }
     with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {day} WHERE day >= %s AND day < %s", [first_day, end_day])
+        for table in (day, workload):
+            cursor.execute(f"DELETE FROM {table} WHERE day >= %s AND day < %s", [first_day, end_day])
         cursor.execute(sql, params)
-        return cursor.rowcount
+        return cursor.fetchone()
 
 
 def add_utilization(start, end, zone):
@@ -160,6 +186,7 @@ def run(now=None, rebuild=False):
         if rebuild or state.zone != zone.key:
             # Days of another zone (or a rebuild asked for): start over, utilization sums too.
             UsageDay.objects.all().delete()
+            UsageWorkloadDay.objects.all().delete()
             UsageUtilDay.objects.all().delete()
             state.zone, state.complete_before, state.gap_seen, state.util_through = zone.key, None, 0, None
         earliest = AllocationInterval.objects.aggregate(m=Min("started_at"))["m"]
@@ -170,13 +197,16 @@ def run(now=None, rebuild=False):
         if gaps["m"] is not None:
             first = min(first, gaps["m"].astimezone(zone).date())
             state.gap_seen = gaps["top"]
-        rows = 0
+        rows = workload_rows = 0
         day = first
         while day < today:
             end = min(day + timedelta(days=CHUNK_DAYS), today)
-            rows += rebuild_days(day, end, zone, now)
+            written = rebuild_days(day, end, zone, now)
+            rows, workload_rows = rows + written[0], workload_rows + written[1]
             day = end
-        done.update(rebuilt_from=first.isoformat(), rebuilt_to=today.isoformat(), day_rows=rows)
+        done.update(
+            rebuilt_from=first.isoformat(), rebuilt_to=today.isoformat(), day_rows=rows, workload_day_rows=workload_rows
+        )
         state.complete_before = today
         refresh_totals()
 

@@ -90,6 +90,11 @@ def test_page_api_csv_and_command_agree(ledger, users, group_by, rolled):
     body = client_for(users["admin"]).get("/api/v1/usage", params).json()
     wanted = api_rows(body)
     assert wanted and body["period"]["hours"] == 31 * 24 + 1  # the hour DST gives back
+    # Rolled up, every grouping (workload too: UsageWorkloadDay) reads October's 31 days from the rollup.
+    assert body["source"] == {
+        "rollup_days": 31 if rolled else 0,
+        "ledger_from": None if rolled else body["period"]["start"],
+    }
     columns = body["group_columns"]
     api_csv = client_for(users["admin"]).get("/api/v1/usage/csv", params)
     assert api_csv["Content-Type"].startswith("text/csv")
@@ -220,6 +225,16 @@ def test_other_time_zone_and_filters(ledger, users):
     assert api_rows(api.get("/api/v1/usage", {**OCTOBER, "team": "vision"}).json()) == {(OWN,): 30.0}
     day = api.get("/api/v1/usage", {"period": "day", "date": "2026-10-25", "group_by": "team"}).json()
     assert api_rows(day) == {("vision",): 25.0} and day["period"]["hours"] == 25
+
+
+def test_workload_filters_read_the_workload_rollup(ledger, users):
+    rollup.run()
+    api = client_for(users["admin"])
+    body = api.get("/api/v1/usage", {**OCTOBER, "workload_name": "train"}).json()
+    assert api_rows(body) == {(OWN,): 42.0, (OTHER,): 0.75} and body["source"]["rollup_days"] == 31
+    # The workload rollup has no team: by workload and team, the ledger answers (the same figures).
+    body = api.get("/api/v1/usage", {**OCTOBER, "group_by": "workload", "team": "vision"}).json()
+    assert api_rows(body) == {(OWN, "Job", "train"): 30.0} and body["source"]["rollup_days"] == 0
 
 
 def test_metrics_count_gpu_seconds(ledger, users):

@@ -1,7 +1,7 @@
 """Usage reports on PostgreSQL: GPU-hours across day, week and month boundaries, in other time zones and
-across DST changes; per unit rule; admin access apart; open intervals up to now; the daily rollup gives
-the same figures as the ledger, rebuilds the days a late gap touches; idle GPU-hours from DCGM samples;
-cost from prices."""
+across DST changes; per unit rule; admin access apart; open intervals up to now; the daily rollups (by
+the report keys, by workload) give the same figures as the ledger, rebuild the days a late gap touches;
+idle GPU-hours from DCGM samples; cost from prices."""
 
 import random
 from datetime import date, timedelta
@@ -12,7 +12,7 @@ import pytest
 from mirror.models import Cluster
 from monitoring.models import UtilizationSample
 from usage import reports, rollup
-from usage.models import LedgerGap, RollupState, UsageDay
+from usage.models import LedgerGap, RollupState, UsageDay, UsageWorkloadDay
 from usage.periods import Period, parse_period, period_containing
 
 from .usage_fixtures import interval, utc
@@ -138,29 +138,58 @@ def random_ledger(cluster, seed, start, days):
             team=rng.choice(["", "red", "blue"]),
             model=rng.choice(["A100", "H100"]),
             admin=rng.random() < 0.05,
+            workload=rng.choice([("Job", "train"), ("Job", "eval"), ("Deployment", "serve")]),
         )
+
+
+def costs(period, group_by, **where):
+    rows, _admin, source = reports.build_rows(period, where, group_by, NOW)
+    return {tuple(r.key.values()): r.cost for r in rows}, source
+
+
+# Reports by or filtered on workload read UsageWorkloadDay; with team or node pool, only the ledger has the keys.
+WORKLOAD_REPORTS = [
+    ("workload", {}),
+    ("workload", {"model": "H100", "unit_rule": "partition"}),
+    ("workload", {"namespace": "ns-b", "namespaces": ["ns-a", "ns-b"]}),
+    ("namespace", {"workload_name": "train"}),
+    ("model", {"workload_kind": "Deployment", "workload_name": "serve"}),
+    ("workload", {"team": "red"}),
+]
 
 
 @pytest.mark.parametrize("zone", [UTC_ZONE, BERLIN])
 def test_rollup_gives_the_ledgers_figures(alpha, settings, zone):
     settings.USAGE_TIME_ZONE = zone.key
+    settings.USAGE_PRICES = {"A100": 2.0, "*": 1.5}
     random_ledger(alpha, 7, utc(2026, 9, 20), 60)
+    # Days, weeks and months around the end of DST in Berlin (October 25), a month boundary, today.
     periods = [
         period_containing(kind, d, zone)
         for kind in ("day", "week", "month")
         for d in (date(2026, 10, 25), date(2026, 11, 1), date(2026, 11, 19), date(2026, 11, 20))
     ]
-    wanted = {(p, g): hours(p, g) for p in periods for g in reports.GROUPS if g != "node_pool"}
+    reports_ = [(g, {}) for g in reports.GROUPS if g != "node_pool"] + WORKLOAD_REPORTS
+    wanted = {(p, i): hours(p, g, **where) for p in periods for i, (g, where) in enumerate(reports_)}
+    wanted_cost = {(p, i): costs(p, g, **where)[0] for p in periods for i, (g, where) in enumerate(WORKLOAD_REPORTS)}
     done = rollup.run(NOW)
-    assert done["rebuilt_to"] == "2026-11-20" and UsageDay.objects.exists()
-    for (p, g), figures in wanted.items():
-        got = hours(p, g)
+    assert done["rebuilt_to"] == "2026-11-20" and UsageDay.objects.exists() and done["workload_day_rows"] > 0
+    assert UsageWorkloadDay.objects.count() == done["workload_day_rows"]
+    for (p, i), figures in wanted.items():
+        got = hours(p, reports_[i][0], **reports_[i][1])
         for part in (0, 1):
-            assert got[part].keys() == figures[part].keys(), (p, g)
+            assert got[part].keys() == figures[part].keys(), (p, reports_[i])
             for key, h in figures[part].items():
-                assert got[part][key] == pytest.approx(h, abs=1e-6), (p, g, key)
-    _rows, _admin, source = reports.build_rows(periods[-1], {}, "namespace", NOW)  # November: rollup, then today
-    assert source["rollup_days"] == 19 and source["ledger_from"] == periods[-1].start + timedelta(days=19)
+                assert got[part][key] == pytest.approx(h, abs=1e-6), (p, reports_[i], key)
+    for (p, i), figures in wanted_cost.items():
+        g, where = WORKLOAD_REPORTS[i]
+        assert costs(p, g, **where)[0] == pytest.approx(figures, abs=1e-6), (p, g, where)
+    november = periods[-1]  # the rollup's 19 days, then today from the ledger
+    for g, where in [("namespace", {}), *WORKLOAD_REPORTS[:-1]]:
+        _rows, _admin, source = reports.build_rows(november, where, g, NOW)
+        assert source["rollup_days"] == 19 and source["ledger_from"] == november.start + timedelta(days=19), (g, where)
+    # By workload and team: UsageWorkloadDay has no team, the ledger answers for the whole month.
+    assert costs(november, "workload", team="red")[1] == {"rollup_days": 0, "ledger_from": november.start}
 
 
 def test_a_late_gap_rebuilds_the_days_it_touches(alpha, settings):
@@ -170,13 +199,16 @@ def test_a_late_gap_rebuilds_the_days_it_touches(alpha, settings):
     rollup.run(NOW)
     nov5 = day(date(2026, 11, 5))
     assert hours(nov5)[0] == {("ns-a",): 24.0}
+    assert hours(nov5, "workload")[0] == {("ns-a", "Job", "train"): 24.0}
     # A relist finds the allocation gone: the ledger ends it at the gap's start, days ago.
     row.ended_at, row.end_exact = utc(2026, 11, 5, 6), False
     row.save()
     LedgerGap.objects.create(cluster=alpha, started_at=utc(2026, 11, 5, 6), ended_at=utc(2026, 11, 20, 11))
     rollup.run(NOW + timedelta(minutes=10))
     assert hours(nov5)[0] == {("ns-a",): 6.0}
+    assert hours(nov5, "workload")[0] == {("ns-a", "Job", "train"): 6.0}
     assert hours(day(date(2026, 11, 10)))[0] == {}
+    assert hours(day(date(2026, 11, 10)), "workload")[0] == {}
     assert RollupState.objects.get().gap_seen == LedgerGap.objects.get().pk
 
 
@@ -187,9 +219,16 @@ def test_a_new_time_zone_rebuilds_the_rollup(alpha, settings):
     settings.USAGE_TIME_ZONE = "Asia/Shanghai"
     assert reports.rollup_state(SHANGHAI) is None  # until rebuilt the ledger answers
     assert hours(day(date(2026, 11, 2), SHANGHAI))[0] == {("ns-a",): 4.0}
+    assert UsageWorkloadDay.objects.filter(day=date(2026, 11, 1)).exists()  # UTC days: two of them
     rollup.run(NOW)
-    assert set(UsageDay.objects.values_list("day", flat=True)) == {date(2026, 11, 2)}
+    for table in (UsageDay, UsageWorkloadDay):
+        assert set(table.objects.values_list("day", flat=True)) == {date(2026, 11, 2)}
     assert hours(day(date(2026, 11, 2), SHANGHAI))[0] == {("ns-a",): 4.0}
+    assert hours(day(date(2026, 11, 2), SHANGHAI), "workload")[0] == {("ns-a", "Job", "train"): 4.0}
+    # An explicit rebuild empties and refills both.
+    UsageWorkloadDay.objects.update(gpu_seconds=1.0)
+    rollup.run(NOW, rebuild=True)
+    assert list(UsageWorkloadDay.objects.values_list("day", "gpu_seconds")) == [(date(2026, 11, 2), 4 * 3600.0)]
 
 
 def test_idle_gpu_hours_from_dcgm_samples_and_cost(alpha, settings):
@@ -212,6 +251,9 @@ def test_idle_gpu_hours_from_dcgm_samples_and_cost(alpha, settings):
     assert (red.cost, red.idle_cost) == (2.0, 1.0)
     assert (none.gpu_hours, none.known, none.idle, none.cost, none.idle_cost) == (0.5, 0.5, 0.5, 0.5, 0.5)
     assert report.cluster_total == 1.5 and report.idle == 1.0 and report.trend[0][1] == 0
+    # Utilization is summed by UsageDay's keys only (the samples are pruned): none by workload.
+    by_workload = reports.build_report(day(date(2026, 11, 20)), "workload", trend=0, now=NOW)
+    assert [(r.gpu_hours, r.known, r.idle_cost) for r in by_workload.rows] == [(1.0, 0.0, None), (0.5, 0.0, None)]
     # A second run adds nothing twice.
     rollup.run(NOW + timedelta(minutes=10))
     again = reports.build_report(day(date(2026, 11, 20)), "team", trend=0, now=NOW)
