@@ -57,6 +57,22 @@ class _Reader:
         self.fields[column] = value
         return value
 
+    def entries(self, holder, key, what, wanted, kind, fix=None):
+        """A list field: [] when absent or not a list (said); entries that are not `wanted` are said
+        once, then replaced by fix(entry), or dropped without a fix."""
+        value = holder.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.problems.append(f"{what} is not a list: {_short(value)}")
+            return []
+        if all(isinstance(v, wanted) for v in value):
+            return value
+        self.problems.append(f"an entry of {what} is not {kind}")
+        if fix is None:
+            return [v for v in value if isinstance(v, wanted)]
+        return [v if isinstance(v, wanted) else fix(v) for v in value]
+
     def done(self):
         self.fields["error"] = "; ".join(self.problems)
         return self.fields
@@ -84,15 +100,7 @@ def device_status_fields(entry):
     for key in ("driver", "pool", "device"):
         if not r.fields[key]:
             r.problems.append(f"{key} is missing")
-    conditions = entry.get("conditions")
-    if conditions is None:
-        conditions = []
-    if not isinstance(conditions, list):
-        r.problems.append(f"conditions is not a list: {_short(conditions)}")
-        conditions = []
-    elif any(not isinstance(c, dict) for c in conditions):
-        r.problems.append("a condition is not an object")
-        conditions = [c for c in conditions if isinstance(c, dict)]
+    conditions = r.entries(entry, "conditions", "conditions", dict, "an object")
     r.fields["conditions"] = conditions
     r.fields["ready"] = ready_of(conditions)
     r.fields["data"] = entry.get("data")
@@ -103,16 +111,7 @@ def device_status_fields(entry):
     network = network or {}
     r.text("interface_name", network, "interfaceName", "networkData.interfaceName")
     r.text("hardware_address", network, "hardwareAddress", "networkData.hardwareAddress")
-    ips = network.get("ips")
-    if ips is None:
-        ips = []
-    if not isinstance(ips, list):
-        r.problems.append(f"networkData.ips is not a list: {_short(ips)}")
-        ips = []
-    elif any(not isinstance(ip, str) for ip in ips):
-        r.problems.append("an entry of networkData.ips is not a string")
-        ips = [ip if isinstance(ip, str) else _short(ip) for ip in ips]
-    r.fields["ips"] = ips
+    r.fields["ips"] = r.entries(network, "ips", "networkData.ips", str, "a string", fix=_short)
     return r.done()
 
 

@@ -33,7 +33,7 @@ def rebuild_rollup(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("mirror", "0002_opscounter_from_monitoring"),
-        ("usage", "0004_usage_reports_rollup"),
+        ("usage", "0005_ledger_event_queue"),
     ]
 
     operations = [
