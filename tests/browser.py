@@ -37,6 +37,17 @@ BROWSER_MARKS = [
 ]
 
 
+# Screenshots are for people (artifacts/screenshots/; docs/screenshots/ are picked from them): no test
+# reads them, and they are a fifth of a browser test's time. GPUDASH_SCREENSHOTS=0 skips them (.ci/run).
+SCREENSHOTS = os.environ.get("GPUDASH_SCREENSHOTS", "1").lower() not in ("0", "false", "no", "off", "")
+
+
+def shot(target, **kwargs):
+    """target.screenshot(**kwargs) (a page or a locator), unless screenshots are off."""
+    if SCREENSHOTS:
+        target.screenshot(**kwargs)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

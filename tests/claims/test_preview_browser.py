@@ -13,7 +13,7 @@ from claims.models import ResourceClaim
 from claims.preview import run_preview
 from mirror import roles
 from mirror.models import Cluster
-from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in, shot
 from tests.fleet_data import load_scenario, make_user
 from tests.preview_fixtures import BAD_CEL, MALFORMED
 
@@ -48,7 +48,7 @@ def new_page(site, username, height=900):
 
 def shoot(page, path, **kwargs):
     page.evaluate("window.scrollTo(0, 0)")  # else the sticky bar lands mid-page in a full-page shot
-    page.screenshot(path=str(path), **kwargs)
+    shot(page, path=str(path), **kwargs)
 
 
 def run(page, yaml_text):

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from mirror import roles
-from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in, shot
 from tests.fleet_data import make_user
 from tests.whatif_fixtures import load_whatif_cluster, verdicts
 
@@ -65,7 +65,7 @@ def test_operator_plans_saves_and_shares(site):
     page.fill("#wi-shapes", "2 x gpu.nvidia.com")
     page.click("#wi-run")
     page.wait_for_selector("#whatif-result")
-    page.screenshot(path=str(site["shots"] / "whatif-result.png"), full_page=True)
+    shot(page, path=str(site["shots"] / "whatif-result.png"), full_page=True)
 
     shown = page_verdicts(page)
     out = io.StringIO()
@@ -99,4 +99,4 @@ def test_operator_plans_saves_and_shares(site):
     assert "unknown node 'gpu-h100-99'" in page.locator("#whatif-error").inner_text()
     assert page.locator("#whatif-error-line").inner_text() == "2"
     assert page.locator("#whatif-result").count() == 0
-    page.screenshot(path=str(site["shots"] / "whatif-error.png"), full_page=True)
+    shot(page, path=str(site["shots"] / "whatif-error.png"), full_page=True)

@@ -10,7 +10,7 @@ import pytest
 from claims.models import AllocationResult, PodClaimRef
 from health.models import DeviceHealth
 from mirror import roles
-from tests.browser import BROWSER_MARKS, demo_site, new_page, wait_until
+from tests.browser import BROWSER_MARKS, demo_site, new_page, shot, wait_until
 from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
@@ -90,9 +90,9 @@ def test_fleet_map_markers_and_device_page(stack):
     assert legend.locator("[data-health=unhealthy]").get_attribute("data-count") == str(fleet_wide)
     assert "health: unknown" in row.locator("a.cell.h-unknown").first.get_attribute("title")
     row.scroll_into_view_if_needed()
-    page.screenshot(path=str(stack["shots"] / "health-fleet-map.png"), full_page=False)
+    shot(page, path=str(stack["shots"] / "health-fleet-map.png"), full_page=False)
     row.evaluate("el => { el.style.zoom = '3'; }")  # the row enlarged, to look at the markers
-    row.screenshot(path=str(stack["shots"] / "health-fleet-map-row.png"))
+    shot(row, path=str(stack["shots"] / "health-fleet-map-row.png"))
 
     assert page.goto(f"{base}/devices/demo/{DRIVER}/{NODE}/gpu-7/").status == 200
     health = page.locator("#device-health-state")
@@ -101,4 +101,4 @@ def test_fleet_map_markers_and_device_page(stack):
     first = health.locator("#device-health-timeline tbody tr").first
     assert first.get_attribute("data-to") == "unknown" and pod in first.inner_text()
     health.scroll_into_view_if_needed()
-    health.screenshot(path=str(stack["shots"] / "health-device-page.png"))
+    shot(health, path=str(stack["shots"] / "health-device-page.png"))

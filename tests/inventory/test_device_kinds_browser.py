@@ -6,7 +6,7 @@ needed); the page is served by daphne against the test database."""
 from devcluster.scenario import scenario_objects
 from mirror.models import Cluster
 from mirror.sync.apply import delete_object
-from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in, shot
 from tests.fleet_data import load_scenario, make_user
 from tests.inventory.test_device_kinds import H100, expected_from_slices, per_node
 from tests.inventory.test_partition_capacity import expected as expected_partitions
@@ -49,7 +49,7 @@ def test_whole_gpu_counts_in_the_browser(artifacts_dir):
             legend = page.get_attribute("#partition-capacity .partcap", "title")
             assert "do not add them up" in legend and "Stranded" in legend
             assert "overlapping" in page.get_attribute('#gpu-tiles [data-kind="partitions"]', "title")
-            page.locator("#partition-capacity").screenshot(path=str(artifacts_dir / "partition-capacity.png"))
+            shot(page.locator("#partition-capacity"), path=str(artifacts_dir / "partition-capacity.png"))
             # the chart: H100 nodes by number of free whole GPUs
             bars = {
                 int(li.get_attribute("data-free")): int(li.get_attribute("data-nodes"))
@@ -95,6 +95,6 @@ def test_whole_gpu_counts_in_the_browser(artifacts_dir):
             )
             parents = [r.get_attribute("data-parent") for r in rows if r.get_attribute("data-kind") == "partition"]
             assert parents[0] == "gpu-0" and all(p.startswith("gpu-") for p in parents)
-            page.screenshot(path=str(artifacts_dir / "device-kinds-node.png"))
+            shot(page, path=str(artifacts_dir / "device-kinds-node.png"))
     finally:
         server.stop()

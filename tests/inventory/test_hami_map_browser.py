@@ -6,7 +6,7 @@ import json
 
 from devcluster.scenario import scenario_objects
 from mirror.models import Cluster
-from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in, shot
 from tests.fleet_data import load_scenario, make_user
 
 pytestmark = BROWSER_MARKS
@@ -51,6 +51,6 @@ def test_map_rows_outside_dra_in_the_browser(artifacts_dir):
                 assert box and box["width"] > 0 and box["height"] > 0  # drawn, not just in the markup
                 if register:
                     assert {c.get_attribute("data-uuid") for c in cells} == {d["id"] for d in json.loads(register)}
-            section.screenshot(path=str(artifacts_dir / "map-outside-dra.png"))
+            shot(section, path=str(artifacts_dir / "map-outside-dra.png"))
     finally:
         server.stop()

@@ -8,7 +8,7 @@ import pytest
 
 from inventory.models import Vanished
 from mirror import roles
-from tests.browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
+from tests.browser import BROWSER_MARKS, demo_site, new_page, shot, wait_live, wait_until
 from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
@@ -54,7 +54,7 @@ def test_device_page_turns_into_its_last_seen_page(stack):
     background = page.locator("#vanished-badge").evaluate("el => getComputedStyle(el).backgroundColor")
     assert background not in ("rgba(0, 0, 0, 0)", "transparent")
     wait_live(page)  # its live regions come from /live/, so the connection stays on, no refresh error
-    page.screenshot(path=str(stack["shots"] / "device-last-seen.png"), full_page=True)
+    shot(page, path=str(stack["shots"] / "device-last-seen.png"), full_page=True)
 
     page.click("#vanished-facts a:has-text('gpu-h100-01-')")  # the slice, gone too
     assert page.locator("#vanished-title").inner_text().startswith("ResourceSlice")
@@ -64,4 +64,4 @@ def test_device_page_turns_into_its_last_seen_page(stack):
     assert phone.goto(url).status == 404
     box = phone.locator("#vanished-facts").bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= 390
-    phone.screenshot(path=str(stack["shots"] / "device-last-seen-phone.png"), full_page=True)
+    shot(phone, path=str(stack["shots"] / "device-last-seen-phone.png"), full_page=True)

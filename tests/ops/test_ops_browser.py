@@ -21,7 +21,17 @@ import pytest
 from claims import stuck
 from claims.models import AuditEntry, Finding, ResourceClaim
 from mirror import roles
-from tests.browser import BROWSER_MARKS, ROOT, demo_site, new_page, stop_process, subprocess_env, wait_live, wait_until
+from tests.browser import (
+    BROWSER_MARKS,
+    ROOT,
+    demo_site,
+    new_page,
+    shot,
+    stop_process,
+    subprocess_env,
+    wait_live,
+    wait_until,
+)
 from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS  # browser; transactional DB; skipped without chromium or Redis
@@ -136,7 +146,7 @@ def test_stale_reservation_found_live_released_with_dry_run_and_cleared(ops_stac
     )
     finding = stale_finding(claim)
     assert finding.cleared_at is None and finding.subject == pod_uid
-    page.screenshot(path=str(shots / "stuck.png"), full_page=True)
+    shot(page, path=str(shots / "stuck.png"), full_page=True)
 
     # A second tab keeps the Stuck page open to watch the finding clear after the release.
     watcher_tab = page.context.new_page()
@@ -148,7 +158,7 @@ def test_stale_reservation_found_live_released_with_dry_run_and_cleared(ops_stac
     page.goto(base + f"/claims/demo/inference/{claim.name}/")
     section = page.locator("#claim-findings")
     assert "Stale reservation" in section.inner_text()
-    page.screenshot(path=str(shots / "claim-findings.png"), full_page=False)
+    shot(page, path=str(shots / "claim-findings.png"), full_page=False)
     section.locator(f"[data-finding='{finding.id}'] button.release-dry-run").click()
 
     # Dry run: the exact request, and nothing sent yet.
@@ -163,18 +173,18 @@ def test_stale_reservation_found_live_released_with_dry_run_and_cleared(ops_stac
     assert pod_uid in [
         r["uid"] for r in api.store.get("resourceclaims", "inference", claim.name)["status"]["reservedFor"]
     ]
-    page.screenshot(path=str(shots / "stuck-dry-run.png"), full_page=True)
+    shot(page, path=str(shots / "stuck-dry-run.png"), full_page=True)
 
     # Confirm in the dialog; the request goes to the API server.
     page.click("#confirm-release")
     page.wait_for_selector("#confirm-dialog[open]")
-    page.screenshot(path=str(shots / "stuck-confirm.png"))
+    shot(page, path=str(shots / "stuck-confirm.png"))
     with page.expect_navigation():  # the confirmed form posts to the same URL as the dry run
         page.click("#confirm-ok")
     outcome = page.locator(f"[data-result='{finding.id}']")
     # Any outcome other than done (a conflict, a refusal) fails here with what the page said.
     assert "outcome-done" in outcome.locator(".badge").get_attribute("class"), outcome.inner_text()
-    page.screenshot(path=str(shots / "stuck-released.png"), full_page=True)
+    shot(page, path=str(shots / "stuck-released.png"), full_page=True)
     reserved = api.store.get("resourceclaims", "inference", claim.name)["status"].get("reservedFor") or []
     assert pod_uid not in [r["uid"] for r in reserved]
     assert api.store.get("resourceclaims", "inference", claim.name)["status"]["allocation"]  # only the reservation went
@@ -209,7 +219,7 @@ def test_viewer_gets_no_release_and_is_refused(ops_stack, browser):
         "needs the operator role"
         in page.locator(f"#claim-findings [data-finding='{finding.id}'] .release-blocked").inner_text()
     )
-    page.screenshot(path=str(shots / "claim-findings-viewer.png"))
+    shot(page, path=str(shots / "claim-findings-viewer.png"))
 
     # Posting anyway (with a valid CSRF token, so only the role decides) is refused and audited.
     status, body = page.evaluate(
@@ -239,9 +249,9 @@ def test_pending_and_readiness_pages(ops_stack, browser):
     page.wait_for_url("**/pending/demo/ml-training/llama-pretrain-1/")
     assert "llama-pretrain-1" in page.locator("main").inner_text()
     wait_live(page)
-    page.screenshot(path=str(shots / "pending.png"), full_page=True)
+    shot(page, path=str(shots / "pending.png"), full_page=True)
 
     page.goto(base + "/readiness/?cluster=demo")
     assert "demo" in page.locator("main h1").inner_text()
     wait_live(page)
-    page.screenshot(path=str(shots / "readiness.png"), full_page=True)
+    shot(page, path=str(shots / "readiness.png"), full_page=True)

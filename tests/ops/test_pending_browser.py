@@ -8,7 +8,7 @@ import pytest
 
 from mirror import roles
 from mirror.models import Cluster
-from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in, shot
 from tests.fleet_data import load_scenario, make_user
 from tests.ops.test_pending_answer import pending_l4_trio, spare_finding
 
@@ -54,7 +54,7 @@ def test_the_operator_reads_the_answer_then_the_remedies_and_dry_runs_the_releas
     assert details.get_attribute("open") is None and not page.locator("#pending-report details li").first.is_visible()
     assert "`" not in page.locator("#pending-report").inner_text()
     page.evaluate("window.scrollTo(0, 0)")
-    page.screenshot(path=str(site["shots"] / "pending-answer.png"), full_page=True)
+    shot(page, path=str(site["shots"] / "pending-answer.png"), full_page=True)
     # The release remedy's button opens the existing dry run: nothing is sent yet.
     first.locator("button.release-dry-run").click()
     page.wait_for_load_state("load")

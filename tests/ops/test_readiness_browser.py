@@ -9,7 +9,7 @@ Needs Debian's chromium (/usr/bin/chromium) and REDIS_URL; skipped otherwise.
 import pytest
 
 from mirror import roles
-from tests.browser import BROWSER_MARKS, demo_site, new_page
+from tests.browser import BROWSER_MARKS, demo_site, new_page, shot
 from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
@@ -53,7 +53,7 @@ def test_readiness_lines_link_to_their_objects(stack):
     # 5: what the NotReady node's drivers hold back, linking the claims there.
     held = _line(page, "recovery", "is down on gpu-h100-04").first
     assert held.locator("a[href='/claims/?node=gpu-h100-04']").count() == 1
-    page.screenshot(path=str(stack["shots"] / "readiness-1440-en.png"), full_page=True)
+    shot(page, path=str(stack["shots"] / "readiness-1440-en.png"), full_page=True)
 
     pod_links.first.click()
     page.wait_for_url("**/pods/demo/rdma-dra-driver/**")
@@ -66,10 +66,10 @@ def test_readiness_lines_link_to_their_objects(stack):
     assert _line(phone, "drivers", "配置的 Pod 选择算符").locator("a[href^='/pods/demo/rdma-dra-driver/']").count() == 4
     # Nothing wider than the phone's screen.
     assert phone.evaluate("() => document.documentElement.scrollWidth") <= 390 + 1
-    phone.screenshot(path=str(stack["shots"] / "readiness-390-zh.png"), full_page=True)
+    shot(phone, path=str(stack["shots"] / "readiness-390-zh.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(base + "/readiness/")
-    page.screenshot(path=str(stack["shots"] / "readiness-390-en.png"), full_page=True)
+    shot(page, path=str(stack["shots"] / "readiness-390-en.png"), full_page=True)
     phone.set_viewport_size({"width": 1440, "height": 900})
     phone.goto(base + "/readiness/")
-    phone.screenshot(path=str(stack["shots"] / "readiness-1440-zh.png"), full_page=True)
+    shot(phone, path=str(stack["shots"] / "readiness-1440-zh.png"), full_page=True)

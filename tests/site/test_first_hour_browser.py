@@ -10,7 +10,7 @@ import pytest
 
 from claims.models import AuditEntry, ResourceClaim
 from mirror import roles
-from tests.browser import BROWSER_MARKS, demo_site, new_page
+from tests.browser import BROWSER_MARKS, demo_site, new_page, shot
 from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
@@ -76,10 +76,10 @@ def test_shortcut_preview_namespace_favicon_and_screenshots(stack):
 
     for lang in ("en", "zh-hans"):
         for width, height in ((1440, 900), (390, 844)):
-            shot = new_page(stack["browser"], base, "hour", PASSWORD, viewport={"width": width, "height": height})
-            shot.context.add_cookies([{"name": "gpudash_language", "value": lang, "url": base}])
+            viewer = new_page(stack["browser"], base, "hour", PASSWORD, viewport={"width": width, "height": height})
+            viewer.context.add_cookies([{"name": "gpudash_language", "value": lang, "url": base}])
             for path in PAGES:
-                assert shot.goto(base + path).status == 200, path
+                assert viewer.goto(base + path).status == 200, path
                 name = path.strip("/").replace("/", "-") or "overview"
-                shot.screenshot(path=str(shots / f"first-hour-{name}-{width}-{lang}.png"), full_page=width == 1440)
-            shot.context.close()
+                shot(viewer, path=str(shots / f"first-hour-{name}-{width}-{lang}.png"), full_page=width == 1440)
+            viewer.context.close()

@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from claims.models import Pod, ResourceClaim, ResourceClaimTemplate
 from inventory.models import Device, DeviceClass, Node, ResourceSlice
-from tests.browser import BROWSER_MARKS, demo_site, new_page
+from tests.browser import BROWSER_MARKS, demo_site, new_page, shot
 from tests.site.test_a11y_browser import _dashboard_routes
 from tests.ui_fixtures import make_user
 
@@ -145,13 +145,13 @@ def test_tables_keep_rows_visible_at_phone_and_desktop_widths(site, browser):
             if found["problems"]:
                 problems[f"{label} {path}"] = found["problems"]
             slug = path.strip("/").replace("/", "_") or "overview"
-            page.screenshot(path=str(shots / f"layout-{label}-{slug}.png"), full_page=label == "phone")
+            shot(page, path=str(shots / f"layout-{label}-{slug}.png"), full_page=label == "phone")
         # A long list part-way down, to look at: the header under the top bar (desktop), in the table's box (phone).
         page.goto(base + "/devices/")
         page.evaluate(
             "() => { window.scrollTo(0, 700); const t = document.querySelector('#device-table'); t.scrollTop = 400; }"
         )
-        page.screenshot(path=str(shots / f"layout-{label}-devices-scrolled.png"))
+        shot(page, path=str(shots / f"layout-{label}-devices-scrolled.png"))
         page.context.close()
     assert not problems, problems
     measured_paths = {p for p, _ in measured}

@@ -12,7 +12,7 @@ import pytest
 from claims.models import ResourceClaimTemplate
 from inventory.models import ResourceSlice
 from mirror import roles
-from tests.browser import BROWSER_MARKS, demo_site, new_page, wait_live
+from tests.browser import BROWSER_MARKS, demo_site, new_page, shot, wait_live
 from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
@@ -65,7 +65,7 @@ def test_slice_list_filters_sorts_and_follows_the_cluster(stack):
     new["metadata"] = {"name": "zz-new-slice-by-test"}
     api.store.create("resourceslices", new)
     page.locator("#slice-table tbody tr:has-text('zz-new-slice-by-test')").wait_for(timeout=LIVE_MS)
-    page.screenshot(path=str(stack["shots"] / "slice-list.png"), full_page=True)
+    shot(page, path=str(stack["shots"] / "slice-list.png"), full_page=True)
 
 
 def test_template_list_filters_sorts_and_follows_the_cluster(stack):
@@ -101,4 +101,4 @@ def test_template_list_filters_sorts_and_follows_the_cluster(stack):
     row.wait_for(timeout=LIVE_MS)
     row.locator("a:has-text('zz-new-template-by-test')").click()
     assert "zz-new-template-by-test" in page.locator("h1").inner_text()
-    page.screenshot(path=str(stack["shots"] / "template-detail-from-list.png"))
+    shot(page, path=str(stack["shots"] / "template-detail-from-list.png"))

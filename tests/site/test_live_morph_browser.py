@@ -16,7 +16,7 @@ from claims import stuck
 from claims.models import Finding, Pod, ResourceClaim
 from devcluster.churn import CHURN_NAMESPACE, Churn
 from mirror import roles
-from tests.browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
+from tests.browser import BROWSER_MARKS, demo_site, new_page, shot, wait_live, wait_until
 from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
@@ -91,7 +91,7 @@ def test_live_updates_keep_ticks_focus_typed_text_and_open_details(stack):
         assert box.is_checked() and box.evaluate(KEPT), f"finding {value}: still ticked, the same checkbox"
     # No check that the notice is gone now: the boxes are still ticked, so a later change (the detector
     # publishes more than one) is rightly held behind a fresh notice.
-    page.screenshot(path=str(stack["shots"] / "stuck-held-merged.png"), full_page=True)
+    shot(page, path=str(stack["shots"] / "stuck-held-merged.png"), full_page=True)
     # A slow answer (held here until the busy state has shown) marks the form busy after 300 ms.
     # What the page shows while waiting is kept in sessionStorage, which outlives the navigation.
     held_requests = []

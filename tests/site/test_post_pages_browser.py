@@ -12,7 +12,7 @@ import pytest
 from claims import stuck
 from claims.models import Finding, Pod
 from mirror import roles
-from tests.browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
+from tests.browser import BROWSER_MARKS, demo_site, new_page, shot, wait_live, wait_until
 from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
@@ -64,4 +64,4 @@ def test_release_confirmation_page_refreshes_its_badges_without_errors(stack):
     assert all("/live/?" in url for url, _ in fetched), fetched
     assert page.evaluate("() => document.body.dataset.live") == "on"
     assert "refresh failed" not in page.locator("#live").inner_text()
-    page.screenshot(path=str(stack["shots"] / "stuck-release-live.png"), full_page=True)
+    shot(page, path=str(stack["shots"] / "stuck-release-live.png"), full_page=True)

@@ -7,7 +7,7 @@ Needs Debian's chromium (/usr/bin/chromium) and REDIS_URL; skipped otherwise.
 import pytest
 
 from inventory.models import Device
-from tests.browser import BROWSER_MARKS, demo_site, new_page, wait_live, wait_until
+from tests.browser import BROWSER_MARKS, demo_site, new_page, shot, wait_live, wait_until
 from tests.ui_fixtures import make_user
 
 pytestmark = BROWSER_MARKS
@@ -77,7 +77,7 @@ def test_every_page_renders_and_device_filter_works(stack, page):
         assert resp.status == 200, path
         assert page.locator(".connitem.conn-connected").count() == 1, f"{path}: cluster shown connected"
         wait_live(page)
-        page.screenshot(path=str(shots / f"{name}.png"), full_page=name not in ("fleet-map", "devices"))
+        shot(page, path=str(shots / f"{name}.png"), full_page=name not in ("fleet-map", "devices"))
 
     # Filter devices by an attribute typed into the filter box.
     page.goto(base + "/devices/")
@@ -88,16 +88,16 @@ def test_every_page_renders_and_device_filter_works(stack, page):
     expected = Device.objects.filter(cluster=stack["cluster"], attributes__productName__string="NVIDIA L4").count()
     assert expected > 0 and rows.count() == expected
     assert all("NVIDIA L4" in t for t in rows.all_inner_texts())
-    page.screenshot(path=str(shots / "devices-filtered.png"), full_page=True)
+    shot(page, path=str(shots / "devices-filtered.png"), full_page=True)
 
     # A claim detail page with its allocation, and a device detail page.
     page.goto(base + "/claims/?q=llama")
     page.locator("#claim-table a", has_text="llama").first.click()
     page.wait_for_selector("#allocation")
-    page.screenshot(path=str(shots / "claim-detail.png"), full_page=True)
+    shot(page, path=str(shots / "claim-detail.png"), full_page=True)
     page.locator("#allocation a").first.click()
     page.wait_for_selector("text=Attributes")
-    page.screenshot(path=str(shots / "device-detail.png"), full_page=True)
+    shot(page, path=str(shots / "device-detail.png"), full_page=True)
 
 
 def test_pages_update_live_and_catch_up_after_a_server_restart(stack, page):
@@ -129,7 +129,7 @@ def test_pages_update_live_and_catch_up_after_a_server_restart(stack, page):
         arg=[free],
         timeout=LIVE_TIMEOUT_MS,
     )
-    page.screenshot(path=str(shots / "node-detail-live.png"), full_page=True)
+    shot(page, path=str(shots / "node-detail-live.png"), full_page=True)
 
     # Restart the ASGI server: the page notices, reconnects by itself and catches up on what it missed.
     page.goto(base + "/claims/?namespace=research")

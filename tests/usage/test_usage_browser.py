@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from mirror.models import Cluster
-from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in
+from tests.browser import BROWSER_MARKS, browser_server, chromium, log_in, shot
 from tests.site.test_csp_browser import RECORD_VIOLATIONS
 from usage.periods import period_containing, report_zone
 
@@ -81,7 +81,7 @@ def test_usage_page_draws_and_agrees_with_the_api(server, artifacts_dir):
         # The open capacity share grows between the two requests: agreed to the minute.
         assert abs(shown["inference"] - from_api["inference"]) < 0.02
         assert "inference" in page.locator("#usage-admin").inner_text()
-        page.screenshot(path=str(artifacts_dir / "usage-page.png"), full_page=True)
+        shot(page, path=str(artifacts_dir / "usage-page.png"), full_page=True)
 
         page.locator("select[name=group_by]").select_option("team")
         page.get_by_role("button", name="Show").click()
@@ -92,5 +92,5 @@ def test_usage_page_draws_and_agrees_with_the_api(server, artifacts_dir):
         page.wait_for_function("document.documentElement.lang === 'zh-hans'")
         assert "GPU 用量" in page.locator("h1").inner_text()
         page.locator("#usage-trend canvas").wait_for(timeout=20000)
-        page.screenshot(path=str(artifacts_dir / "usage-page-zh.png"), full_page=True)
+        shot(page, path=str(artifacts_dir / "usage-page-zh.png"), full_page=True)
         assert page.evaluate("window.__csp") == [] and errors == [], errors
