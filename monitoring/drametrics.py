@@ -41,9 +41,19 @@ COMPONENTS = (
 OK, NO_DATA, ABSENT, ERROR, TIMED_OUT = "ok", "no_data", "absent", "error", "timed_out"
 NODE = "$node"  # stands for the node label of kubelet series (setting DRA_NODE_LABEL)
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-# As many as the Prometheus connection pool holds (monitoring.prometheus). Shared by every evaluation
-# of the process; each is bounded by its deadline, so a silent Prometheus holds these threads no longer.
-_queries = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpudash-dra-promql")
+# Query threads per Prometheus URL, as many as the connection pool holds per host
+# (monitoring.prometheus): a silent Prometheus holds only its own threads (each evaluation is bounded by
+# its deadline), never the queries of another cluster's page. Threads start on first use.
+QUERY_THREADS = 4
+_executors = {}
+_executors_lock = threading.Lock()
+
+
+def _executor(url):
+    with _executors_lock:
+        if url not in _executors:
+            _executors[url] = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="gpudash-dra-promql")
+        return _executors[url]
 
 
 @dataclass(frozen=True)
@@ -338,8 +348,9 @@ class Evaluation:
         # The kubelet figures have a series per node (their quantiles take seconds at 1,000 nodes): the
         # scheduler's and controller manager's few series are asked for first, so they show at once.
         jobs.sort(key=lambda job: job[0].figure.component == KUBELET)
+        executor = _executor(source.url)
         for job in jobs:
-            _queries.submit(self._one, job)
+            executor.submit(self._one, job)
 
     def _one(self, job):
         r, key, promql = job

@@ -37,9 +37,10 @@ class SlowPrometheus(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self):
+    def __init__(self, delay=SLOW_SECONDS):
         super().__init__(("127.0.0.1", 0), SlowHandler)
         self.queries = 0
+        self.delay = delay
 
     @property
     def url(self):
@@ -50,7 +51,7 @@ class SlowHandler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.server.queries += 1
-        time.sleep(SLOW_SECONDS)
+        time.sleep(self.server.delay)
         body = b'{"status":"success","data":{"resultType":"vector","result":[]}}'
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -192,3 +193,25 @@ def test_api_is_bounded_by_the_deadline_and_reuses_the_page_evaluation(server, p
     status, again, _ = serve.request("GET", "/api/v1/dra-metrics?cluster=slow", token=token)
     assert status == 200 and slow.queries == sent
     assert {f["key"] for f in again["clusters"][0]["figures"]} == set(drametrics.BY_KEY)
+
+
+def test_a_silent_prometheus_holds_only_its_own_query_threads(prometheus, settings):
+    """Query threads are per Prometheus: while a cluster's silent Prometheus holds its threads until
+    the deadline, another cluster's figures are asked for and answered (with one shared pool, they
+    would queue behind the silent queries until the deadline ended those)."""
+    _slow, hole = prometheus
+    answering = SlowPrometheus(delay=0)
+    threading.Thread(target=answering.serve_forever, daemon=True).start()
+    settings.GPUDASH_MONITORING = {"DRA_DEADLINE_SECONDS": 10, "QUERY_TIMEOUT_SECONDS": 10}
+    try:
+        silent = PrometheusSource.objects.create(cluster=Cluster.objects.create(name="silent"), url=hole)
+        live = PrometheusSource.objects.create(cluster=Cluster.objects.create(name="live"), url=answering.url)
+        held = drametrics.Evaluation(silent)  # every thread of the silent Prometheus waits on it
+        results = drametrics.evaluate(live)
+        assert not held.complete, "the live cluster's figures waited for the silent one's deadline"
+        assert answering.queries == sum(1 + len(r.queries) for r in results)
+        assert {r.status for r in results} == {drametrics.ABSENT}  # empty answers: no series, not zero
+        assert held.wait(15) and {r.status for r in held.results} == {drametrics.TIMED_OUT}
+    finally:
+        answering.shutdown()
+        answering.server_close()
