@@ -12,14 +12,14 @@ class UsageConfig(AppConfig):
         from monitoring.metrics import register_families
         from monitoring.periodic import register_job
 
-        from . import ledger, report_tasks  # noqa: F401 (report_tasks registers the rollup's Celery task)
+        from . import ledger, report_tasks, tasks  # noqa: F401 (report_tasks registers the rollup's Celery task)
         from .rollup import metric_families, queue_families, run
 
         if getattr(settings, "USAGE_LEDGER", True):
             # The sync times claim events and reports its stream's liveness only for a ledger that listens.
             register(
                 ledger_kinds=frozenset({ledger.KIND}),
-                ledger_claims=ledger.on_claims,
+                ledger_claims=tasks.on_claims,
                 ledger_alive=ledger.mark_alive,
                 ledger_relist=ledger.on_relist,
                 ledger_resume=ledger.on_resume,

@@ -46,7 +46,6 @@ from django.db.models import Q
 from dra.units import WHOLE, Units, raw_device_units
 from mirror.sync import fastjson, pgcopy
 
-from . import tasks
 from .models import AllocationInterval, LedgerEvent, LedgerGap, LedgerMark
 
 log = logging.getLogger(__name__)
@@ -447,12 +446,13 @@ def ledger_view(raw):
     return {"metadata": view_meta, "status": view_status}
 
 
-def on_claims(cluster, ops):
-    """hooks.ledger_claims: queue a batch's claim events, inside its transaction (see the module's
-    docstring), and ask for a fold once it commits. A write the database refuses is logged and skipped
-    (in a savepoint): the mirror's claims must land whatever the ledger."""
+def queue_events(cluster, ops):
+    """Queue a batch's claim events, inside its transaction (see the module's docstring); True when
+    queued. A write the database refuses is logged and skipped (in a savepoint): the mirror's claims
+    must land whatever the ledger. The sync calls it through tasks.on_claims, which also asks for the
+    fold."""
     if not enabled() or not ops:
-        return
+        return False
     rows = [
         {
             "cluster_id": cluster.pk,
@@ -472,8 +472,8 @@ def on_claims(cluster, ops):
                 LedgerEvent.objects.bulk_create([LedgerEvent(**row) for row in rows], batch_size=500)
     except DatabaseError:
         log.exception("%s: allocation ledger: %d claim events not queued", cluster, len(ops))
-        return
-    transaction.on_commit(lambda: tasks.request_fold(cluster))
+        return False
+    return True
 
 
 # --- folding the queue ---------------------------------------------------------------------------
@@ -577,7 +577,7 @@ def _record_gap(cluster, at, last_alive, reason):
 
 def on_relist(cluster, at, last_alive):
     """hooks.ledger_relist: the claims list taken at `at` is in the mirror. Its pages went through
-    on_claims (changed claims, dated `at`, inexact); what is left: open intervals of claims the list no
+    queue_events (changed claims, dated `at`, inexact); what is left: open intervals of claims the list no
     longer has, and allocated claims without an open interval (a list item unchanged since the mirror
     stored it, e.g. when the ledger was switched on). Only uids are compared; raw claims are read for
     the second kind only."""

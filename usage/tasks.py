@@ -3,8 +3,11 @@ beat) and prune (hourly, by beat)."""
 
 from celery import shared_task
 from django.conf import settings
+from django.db import transaction
 
 from mirror.debounce import ClusterDebounce
+
+from . import ledger
 
 
 @shared_task(name="usage.tasks.prune_ledger", ignore_result=True, expires=1800)
@@ -18,17 +21,19 @@ def prune_ledger():
 @shared_task(name="usage.tasks.fold_ledger", ignore_result=True)
 def fold_ledger(cluster_id):
     """Fold one cluster's queued claim events into the ledger (usage/ledger.py fold)."""
-    from .ledger import fold_cluster
-
-    return fold_cluster(cluster_id)
+    return ledger.fold_cluster(cluster_id)
 
 
 @shared_task(name="usage.tasks.fold_all_ledgers", ignore_result=True, expires=50)
 def fold_all_ledgers():
     """Beat's safety net: fold whatever a lost debounced request left queued."""
-    from .ledger import fold_all
+    return {str(k): v for k, v in ledger.fold_all().items()}
 
-    return {str(k): v for k, v in fold_all().items()}
+
+def on_claims(cluster, ops):
+    """hooks.ledger_claims: queue a batch's claim events and, once the batch commits, ask for a fold."""
+    if ledger.queue_events(cluster, ops):
+        transaction.on_commit(lambda: request_fold(cluster))
 
 
 def request_fold(cluster):

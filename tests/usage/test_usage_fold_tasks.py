@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from mirror.models import Cluster
 from usage import tasks
-from usage.ledger import on_claims
+from usage.ledger import queue_events
 from usage.models import AllocationInterval, LedgerEvent
 
 
@@ -32,7 +32,7 @@ def test_beat_folds_every_queue_each_minute(db):
     at = timezone.now() - timedelta(minutes=5)
     clusters = [Cluster.objects.create(name=name) for name in ("a", "b")]
     for cluster in clusters:
-        on_claims(cluster, [("u", None, _raw(["p1"]), at, True)])  # rolled back: no fold asked for
+        queue_events(cluster, [("u", None, _raw(["p1"]), at, True)])  # queued only: no fold asked for
     assert LedgerEvent.objects.count() == 2
     assert tasks.fold_all_ledgers.apply().get() == {str(c.pk): 1 for c in clusters}
     assert not LedgerEvent.objects.exists()
@@ -54,8 +54,9 @@ def test_a_batch_asks_once_per_window_for_a_delayed_fold_on_the_broker(settings)
     t1 = timezone.now() - timedelta(minutes=2)
     t2 = t1 + timedelta(minutes=1)
     try:
-        on_claims(cluster, [("u", None, _raw(["p1"]), t1, True)])  # committed: asks for a fold
-        on_claims(cluster, [("u", None, _raw(["p2"]), t2, True)])  # inside the window: does not
+        # What the sync calls per batch (hooks.ledger_claims): queued, and a fold asked for after the commit.
+        tasks.on_claims(cluster, [("u", None, _raw(["p1"]), t1, True)])
+        tasks.on_claims(cluster, [("u", None, _raw(["p2"]), t2, True)])  # inside the window: no second fold
         queued = conn.lrange(app.conf.task_default_queue, 0, -1)
     finally:
         app.control.purge()
@@ -88,8 +89,8 @@ def test_metrics_show_what_waits_to_be_folded(db):
 
     waiting = Cluster.objects.create(name="waiting")
     Cluster.objects.create(name="idle")
-    on_claims(waiting, [("u", None, _raw(["p1"]), timezone.now() - timedelta(seconds=90), True)])
-    on_claims(waiting, [("u", None, None, timezone.now(), True)])
+    queue_events(waiting, [("u", None, _raw(["p1"]), timezone.now() - timedelta(seconds=90), True)])
+    queue_events(waiting, [("u", None, None, timezone.now(), True)])
     got = gauges()
     assert got['gpudash_ledger_queued_events{cluster="waiting"}'] == 2
     assert 90 <= got['gpudash_ledger_queue_age_seconds{cluster="waiting"}'] < 200

@@ -488,13 +488,12 @@ def _intervals(cluster):
 
 
 @pytest.mark.sqlite_default
-def test_queued_claim_events_fold_into_the_same_intervals_whatever_the_chunk(cluster, settings):
+def test_queued_claim_events_fold_into_the_same_intervals_whatever_the_chunk(cluster):
     """The sync only queues events (no interval yet, no spec in the queue); a fold writes the intervals
     once and empties the queue, in one transaction or in many."""
     from mirror.models import Cluster
-    from usage.ledger import fold, on_claims
+    from usage.ledger import fold, queue_events
 
-    settings.USAGE_FOLD_SECONDS = 60  # no debounced fold during the test: the test folds
     other = Cluster.objects.create(name="other")
     t0 = timezone.now() - timedelta(hours=3)
     raw = _claim_raw([])
@@ -507,8 +506,8 @@ def test_queued_claim_events_fold_into_the_same_intervals_whatever_the_chunk(clu
         ("u", None, None, t0 + timedelta(minutes=150), True),
     ]
     for target in (cluster, other):
-        on_claims(target, events[:2])
-        on_claims(target, events[2:])
+        queue_events(target, events[:2])
+        queue_events(target, events[2:])
     assert queued(cluster) == 5 and not AllocationInterval.objects.exists()
     first = json.loads(LedgerEvent.objects.filter(cluster=cluster).order_by("id").first().claim)
     assert "spec" not in first and first["metadata"] == {"namespace": "ml", "name": "c"}
@@ -527,16 +526,15 @@ def test_queued_claim_events_fold_into_the_same_intervals_whatever_the_chunk(clu
     assert fold(cluster) == 0 and _intervals(cluster) == expected
 
 
-def test_a_fold_that_fails_leaves_its_events_queued_for_the_next(cluster, settings, monkeypatch):
+def test_a_fold_that_fails_leaves_its_events_queued_for_the_next(cluster, monkeypatch):
     """The interval write and the queue's delete share one transaction: a fold the database fails
     (simulated here by the write raising) folds nothing and loses nothing."""
     from django.db import OperationalError
 
     from usage import ledger
 
-    settings.USAGE_FOLD_SECONDS = 60
     at = timezone.now() - timedelta(hours=1)
-    ledger.on_claims(cluster, [("u", None, _claim_raw(["p1"]), at, True)])
+    ledger.queue_events(cluster, [("u", None, _claim_raw(["p1"]), at, True)])
     real_write = ledger._write
 
     def failing_write(*args):
@@ -553,17 +551,16 @@ def test_a_fold_that_fails_leaves_its_events_queued_for_the_next(cluster, settin
 
 
 @pytest.mark.sqlite_default
-def test_a_relist_folds_the_queue_before_it_reconciles(cluster, settings):
+def test_a_relist_folds_the_queue_before_it_reconciles(cluster):
     """A release still queued when a relist comes ends its interval at the observed event, not at the
     relist (which would make it inexact and longer)."""
-    from usage.ledger import fold, on_claims, on_relist
+    from usage.ledger import fold, on_relist, queue_events
 
-    settings.USAGE_FOLD_SECONDS = 60
     t0 = timezone.now() - timedelta(hours=2)
-    on_claims(cluster, [("gone", None, _claim_raw(["p1"]), t0, True)])
+    queue_events(cluster, [("gone", None, _claim_raw(["p1"]), t0, True)])
     fold(cluster)
     released = t0 + timedelta(hours=1)
-    on_claims(cluster, [("gone", None, None, released, True)])  # queued, not folded yet
+    queue_events(cluster, [("gone", None, None, released, True)])  # queued, not folded yet
     on_relist(cluster, timezone.now(), None)
     assert queued(cluster) == 0
     assert _intervals(cluster) == [("gone", t0, released, True, True, ["p1"])]
