@@ -331,9 +331,9 @@ def test_preview_page_shows_fitting_nodes(client, alpha):
     chosen = fitting[0]["results"][0]
     assert f"{chosen['driver']}/{chosen['pool']}/{chosen['device']}" in body
     misfit = next(n for n in engine["nodes"] if not n["fits"])
-    row = re.search(rf'<tr data-node="{misfit["node"]}"><td.*?</tr>', body, re.S).group(0)
-    assert html.unescape(re.sub(r"<[^>]+>", "", row)).endswith(
-        misfit["reason"].replace("`", "")
+    row = re.search(rf'<tr data-node="{misfit["node"]}">\s*<td.*?</tr>', body, re.S).group(0)
+    assert (
+        html.unescape(re.sub(r"<[^>]+>", "", row)).strip().endswith(misfit["reason"].replace("`", ""))
     )  # names shown as <code>
     resp = client.post(reverse("claims:preview") + "?cluster=alpha", {"yaml": ""})
     assert "Paste a ResourceClaim" in resp.context["error"]
