@@ -202,7 +202,7 @@ def test_a_silent_prometheus_holds_only_its_own_query_threads(prometheus, settin
     _slow, hole = prometheus
     answering = SlowPrometheus(delay=0)
     threading.Thread(target=answering.serve_forever, daemon=True).start()
-    settings.GPUDASH_MONITORING = {"DRA_DEADLINE_SECONDS": 10, "QUERY_TIMEOUT_SECONDS": 10}
+    settings.GPUDASH_MONITORING = {"DRA_DEADLINE_SECONDS": 5, "QUERY_TIMEOUT_SECONDS": 5}
     try:
         silent = PrometheusSource.objects.create(cluster=Cluster.objects.create(name="silent"), url=hole)
         live = PrometheusSource.objects.create(cluster=Cluster.objects.create(name="live"), url=answering.url)
@@ -211,7 +211,7 @@ def test_a_silent_prometheus_holds_only_its_own_query_threads(prometheus, settin
         assert not held.complete, "the live cluster's figures waited for the silent one's deadline"
         assert answering.queries == sum(1 + len(r.queries) for r in results)
         assert {r.status for r in results} == {drametrics.ABSENT}  # empty answers: no series, not zero
-        assert held.wait(15) and {r.status for r in held.results} == {drametrics.TIMED_OUT}
+        assert held.wait(10) and {r.status for r in held.results} == {drametrics.TIMED_OUT}
     finally:
         answering.shutdown()
         answering.server_close()
