@@ -41,7 +41,7 @@ from types import SimpleNamespace
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Q
+from django.db.models import Count, Min, Q
 
 from dra.units import WHOLE, Units, raw_device_units
 from mirror.sync import fastjson, pgcopy
@@ -547,8 +547,6 @@ def fold_all():
 
 def queued_events():
     """{cluster id: (events waiting to be folded, when the oldest was observed)}."""
-    from django.db.models import Count, Min
-
     rows = LedgerEvent.objects.values("cluster_id").annotate(n=Count("id"), oldest=Min("observed_at")).order_by()
     return {row["cluster_id"]: (row["n"], row["oldest"]) for row in rows}
 

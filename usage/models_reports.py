@@ -125,8 +125,8 @@ class UsageTotal(models.Model):
 
 class RollupState(models.Model):
     """The one row saying how far the rollup goes: days before `complete_before` are in UsageDay and
-    UsageWorkloadDay (in
-    `zone`), ledger gaps up to `gap_seen` are accounted for, samples before `util_through` are counted."""
+    UsageWorkloadDay (in `zone`), ledger gaps up to `gap_seen` are accounted for, samples before
+    `util_through` are counted."""
 
     zone = models.CharField(max_length=64)
     complete_before = models.DateField(null=True)

@@ -239,6 +239,11 @@ def _state_of(kind, fields):
     return None
 
 
+def _may_hold(cur):
+    """Whether a stored claim may hold devices: not gone, not pending (a pending claim has no allocation)."""
+    return cur is not None and not cur.deleted and cur.state != "pending"
+
+
 @dataclass
 class _Current:
     """What is (or would be, after the events so far) stored under one (namespace, name)."""
@@ -384,7 +389,7 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
                     fields["resource_version"] or cur.resource_version,
                     cur.state,
                 )
-                if ledger and cur.state != "pending":  # a pending claim held nothing
+                if ledger and _may_hold(cur):
                     ledger_ops.append((cur.uid, None, None, *whens[position]))
                 # A tombstone: a late replay of an older version must not bring the object back.
                 current[key] = _Current(
@@ -398,7 +403,7 @@ def apply_batch(cluster, kind, events, publish=True, record_states=True, defer_d
             same_object = cur is not None and not cur.deleted and cur.uid == fields["uid"]
             # The ledger follows what claims hold: an event that finds and leaves the claim pending (no
             # allocation before or after, e.g. a new or annotated pending claim) changes nothing there.
-            if ledger and (fields.get("allocated") or (cur is not None and not cur.deleted and cur.state != "pending")):
+            if ledger and (fields.get("allocated") or _may_hold(cur)):
                 replaced = cur.uid if cur is not None and not cur.deleted and not same_object else None
                 ledger_ops.append((fields["uid"], replaced, raw, *whens[position]))
             if kind == "ResourceClaim" and record_states:
