@@ -237,7 +237,9 @@ def samples(cluster):
 def test_poll_joins_each_series_to_its_device(setup):
     cluster, source, exporter, prom = setup
     wait_scraped(prom, 87)
-    result = utilization.poll(source)
+    # One fixed minute for both polls below: the wall clock may cross a minute between them.
+    now = timezone.now().replace(second=30, microsecond=0)
+    result = utilization.poll(source, now=now)
     assert not result.error, result.error
     got = {
         k: (
@@ -267,7 +269,6 @@ def test_poll_joins_each_series_to_its_device(setup):
     # A second poll in the same minute overwrites that minute; the next minute adds history.
     exporter.body = exposition(train_util=12)
     wait_scraped(prom, 12)
-    now = timezone.now().replace(second=30, microsecond=0)
     utilization.poll(source, now=now)
     assert samples(cluster)[("node-1", "gpu-0")].gpu_util == 12.0
     utilization.poll(source, now=now + timezone.timedelta(minutes=1))
