@@ -95,6 +95,27 @@ def subprocess_env():
     return env
 
 
+def celery_worker_command(*options, pool="solo"):
+    """`celery -A gpudash worker` as the tests start it: no mingle or gossip (they only slow a start
+    and chatter between the test's workers), logs at INFO so a test can wait for " ready.". `options`:
+    queues, concurrency, node name."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "gpudash",
+        "worker",
+        "-P",
+        pool,
+        "--without-mingle",
+        "--without-gossip",
+        "-l",
+        "INFO",
+        *options,
+    ]
+
+
 def preview_backend(env):
     """Where a server started with `env` runs its previews (as gpudash.settings decides it)."""
     return env.get("GPUDASH_PREVIEW_BACKEND") or ("celery" if env.get("REDIS_URL") else "local")
@@ -115,27 +136,16 @@ class PreviewWorkers:
         """Start the worker without waiting for it (a server can start meanwhile); wait_ready then."""
         self.log = open(self.log_path, "ab")
         self._log_start = self.log_path.stat().st_size
-        cmd = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "gpudash",
-            "worker",
+        cmd = celery_worker_command(
             "-Q",
             "preview",
             "-c",
             str(self.concurrency),
-            "-P",
-            "prefork",
-            "--without-mingle",
-            "--without-gossip",
             "--without-heartbeat",
             "-n",
             f"preview-{os.getpid()}-{free_port()}@%h",
-            "-l",
-            "INFO",
-        ]
+            pool="prefork",
+        )
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         return self
 

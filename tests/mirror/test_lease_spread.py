@@ -23,7 +23,7 @@ import pytest
 from mirror.models import Cluster, MirrorChange, SyncState, SyncWorker
 from mirror.sync import workers
 from mirror.sync.kinds import KINDS
-from tests.browser import ROOT, stop_process, subprocess_env
+from tests.browser import ROOT, celery_worker_command, stop_process, subprocess_env
 from tests.sync_fixtures import assert_mirror_equals_server, make_claim, make_node, make_slice, wait_for
 
 pytestmark = [
@@ -67,24 +67,7 @@ class Worker:
             LOG_LEVEL="INFO",
         )
         if celery:
-            cmd = [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "gpudash",
-                "worker",
-                "-P",
-                "solo",
-                "--without-mingle",
-                "--without-gossip",
-                "-l",
-                "INFO",
-                "-Q",
-                f"leases-{os.getpid()}",
-                "-n",
-                f"{label}@%h",
-            ]
+            cmd = celery_worker_command("-Q", f"leases-{os.getpid()}", "-n", f"{label}@%h")
         else:
             cmd = [sys.executable, "manage.py", "watch"]
         self.log = open(self.log_path, "wb")

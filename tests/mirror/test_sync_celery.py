@@ -2,12 +2,11 @@
 
 import os
 import subprocess
-import sys
 
 import pytest
 from django.utils import timezone
 
-from tests.browser import ROOT, stop_process, subprocess_env
+from tests.browser import ROOT, celery_worker_command, stop_process, subprocess_env
 from tests.sync_fixtures import allocation, assert_mirror_equals_server, make_claim, make_node, state, wait_for
 from usage.models import AllocationInterval, LedgerEvent
 
@@ -34,20 +33,7 @@ def test_celery_worker_runs_the_watchers(cluster, devcluster, fast_sync, tmp_pat
     )
     log = open(tmp_path / "worker.log", "wb")
     worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "gpudash",
-            "worker",
-            "-P",
-            "solo",
-            "--without-mingle",
-            "--without-gossip",
-            "-l",
-            "INFO",
-        ],
+        celery_worker_command(),
         cwd=ROOT,
         env=env,
         stdout=log,

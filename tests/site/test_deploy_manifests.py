@@ -21,7 +21,7 @@ import yaml
 
 from mirror.models import SyncState
 from ops.readiness import NEEDED_READ, NEEDED_RELEASE, _rules_allow
-from tests.browser import ROOT, free_port, stop_process, subprocess_env, wait_until
+from tests.browser import ROOT, celery_worker_command, free_port, stop_process, subprocess_env, wait_until
 from tests.sync_fixtures import make_claim, state, wait_for
 
 KUBE = ROOT / "deploy" / "kubernetes"
@@ -556,20 +556,7 @@ def test_celery_worker_gives_up_its_leases_on_sigterm(cluster, devcluster, tmp_p
     log_path = tmp_path / "worker.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "gpudash",
-                "worker",
-                "-P",
-                "solo",
-                "--without-mingle",
-                "--without-gossip",
-                "-l",
-                "INFO",
-            ],
+            celery_worker_command(),
             cwd=ROOT,
             env=env,
             stdout=log,
