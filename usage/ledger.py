@@ -509,7 +509,10 @@ def fold(cluster, limit=FOLD_CHUNK):
                 for _id, uid, replaced, claim, at, exact in queued
             ]
             apply_claim_events(cluster, ops)
-            LedgerEvent.objects.filter(cluster_id=cluster.pk, id__lte=queued[-1][0]).delete()
+            # The ids read, not "up to the last id": a writer outside the watcher's fenced batches (a
+            # release applying the API server's answer) may commit a lower id between the read and
+            # this delete, and that event must stay queued for the next fold.
+            LedgerEvent.objects.filter(id__any_of=[row[0] for row in queued]).delete()
         folded += len(queued)
         if len(queued) < limit:
             return folded

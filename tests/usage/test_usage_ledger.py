@@ -551,6 +551,37 @@ def test_a_fold_that_fails_leaves_its_events_queued_for_the_next(cluster, monkey
 
 
 @pytest.mark.sqlite_default
+def test_an_event_committed_during_a_fold_stays_queued(cluster, monkeypatch):
+    """Ids are taken when a row is written, not when it commits: a release applied by gpudash itself
+    (outside the watcher's batches) can commit a lower id than events a running fold has read. Here
+    the late event is queued from inside the fold's transaction (what the fold's delete would see of a
+    commit made between its read and its delete); it must be left for the next fold, not deleted."""
+    from usage import ledger
+
+    t0 = timezone.now() - timedelta(hours=2)
+    ledger.queue_events(cluster, [("u", None, _claim_raw(["p1"]), t0, True)])
+    real_apply = ledger.apply_claim_events
+    late = ("v", None, _claim_raw(["p9"]), t0 + timedelta(hours=1), True)
+
+    def apply_while_another_commits(target, ops):
+        real_apply(target, ops)
+        if not LedgerEvent.objects.filter(claim_uid="v").exists():
+            ledger.queue_events(target, [late])
+            below = min(op[0] for op in LedgerEvent.objects.values_list("id")) - 1  # under every id the fold read
+            LedgerEvent.objects.filter(claim_uid="v").update(id=below)
+
+    monkeypatch.setattr(ledger, "apply_claim_events", apply_while_another_commits)
+    assert ledger.fold(cluster) == 1
+    assert list(LedgerEvent.objects.filter(cluster=cluster).values_list("claim_uid", flat=True)) == ["v"]
+    monkeypatch.setattr(ledger, "apply_claim_events", real_apply)
+    assert ledger.fold(cluster) == 1 and queued(cluster) == 0
+    assert _intervals(cluster) == [
+        ("u", t0, None, True, True, ["p1"]),
+        ("v", t0 + timedelta(hours=1), None, True, True, ["p9"]),
+    ]
+
+
+@pytest.mark.sqlite_default
 def test_a_relist_folds_the_queue_before_it_reconciles(cluster):
     """A release still queued when a relist comes ends its interval at the observed event, not at the
     relist (which would make it inexact and longer)."""
