@@ -7,6 +7,7 @@ Thresholds come from settings.GPUDASH_STUCK. Rules only read the mirror; the rel
 (claims/release/) re-check everything against the API server before writing.
 """
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -97,8 +98,9 @@ def thresholds():
             merged[key] = float(value)
         except (TypeError, ValueError):
             raise ValueError(f"settings.GPUDASH_STUCK[{key!r}] must be a number of seconds, got {value!r}") from None
-        if merged[key] < 0:
-            raise ValueError(f"settings.GPUDASH_STUCK[{key!r}] must not be negative, got {value!r}")
+        # NaN compares false with every age, so a rule with a NaN grace would never fire: refused too.
+        if not math.isfinite(merged[key]) or merged[key] < 0:
+            raise ValueError(f"settings.GPUDASH_STUCK[{key!r}] must be 0 or more seconds, got {value!r}")
     return merged
 
 

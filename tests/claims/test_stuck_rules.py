@@ -20,6 +20,16 @@ def thresholds(settings):
     settings.GPUDASH_STUCK = dict.fromkeys(stuck.DEFAULTS, GRACE) | {"BINDING_TIMEOUT": 600}
 
 
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("soon", "a number of seconds"), (-1, "0 or more"), ("nan", "0 or more"), ("inf", "0 or more")],
+)
+def test_a_bad_threshold_is_refused_by_name(settings, value, why):
+    settings.GPUDASH_STUCK = {"PENDING_GRACE": value}
+    with pytest.raises(ValueError, match=rf"GPUDASH_STUCK\['PENDING_GRACE'\] must be {why}"):
+        stuck.thresholds()
+
+
 def at(seconds):
     return T0 + timedelta(seconds=seconds)
 
