@@ -142,4 +142,11 @@ class LedgerMark(models.Model):
 
 
 # The reports' rollup tables (usage/rollup.py).
-from .models_reports import RollupState, UsageDay, UsageTotal, UsageUtilDay, UsageWorkloadDay  # noqa: E402, F401
+from .models_reports import (  # noqa: E402, F401
+    RollupState,
+    UsageDay,
+    UsageTotal,
+    UsageUtilDay,
+    UsageWorkloadDay,
+    UsageWorkloadUtilDay,
+)

@@ -109,6 +109,37 @@ class UsageUtilDay(models.Model):
         )
 
 
+class UsageWorkloadUtilDay(models.Model):
+    """UsageUtilDay by UsageWorkloadDay's keys (less admin access, which is never counted): the used and
+    idle GPU-seconds of reports grouped or filtered by workload. Summed from the samples stored since
+    it exists (samples are pruned after a day): earlier days have no figures, and their known seconds
+    say so."""
+
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    namespace = models.CharField(max_length=253)
+    workload_kind = models.CharField(max_length=63, blank=True, default="")
+    workload_name = models.CharField(max_length=253, blank=True, default="")
+    model = models.CharField(max_length=253, blank=True, default="")
+    unit_rule = models.CharField(max_length=16)
+    known_seconds = models.FloatField(default=0.0)
+    idle_seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=("day", "cluster", "namespace", "workload_kind", "workload_name", "model", "unit_rule"),
+                name="usage_wlutilday_unique",
+            )
+        ]
+
+    def __str__(self):
+        return (
+            f"{self.day} {self.namespace}/{self.workload_name}: idle {self.idle_seconds / 3600:.2f} "
+            f"of {self.known_seconds / 3600:.2f} GPU-h"
+        )
+
+
 class UsageTotal(models.Model):
     """GPU-seconds of every rolled-up day, per (cluster, namespace, model, unit rule): what /metrics
     reports as gpudash_gpu_seconds_total, plus the ledger after the rollup's last day."""

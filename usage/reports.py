@@ -21,7 +21,15 @@ from django.utils import timezone
 
 from monitoring.metrics import node_pools
 
-from .models import AllocationInterval, LedgerGap, RollupState, UsageDay, UsageUtilDay, UsageWorkloadDay
+from .models import (
+    AllocationInterval,
+    LedgerGap,
+    RollupState,
+    UsageDay,
+    UsageUtilDay,
+    UsageWorkloadDay,
+    UsageWorkloadUtilDay,
+)
 from .periods import local_midnight
 
 # Report groupings and the columns that name a group.
@@ -177,14 +185,19 @@ def gpu_seconds(period, where, keys, now=None):
     return out, source
 
 
+# The utilization sums kept by the keys of each day table.
+_UTIL_TABLE = {UsageDay: UsageUtilDay, UsageWorkloadDay: UsageWorkloadUtilDay}
+
+
 def utilization_seconds(period, where, keys):
     """{(group..., unit_rule, model): (known GPU-seconds, idle GPU-seconds)} from the utilization sums.
 
-    They are kept by UsageDay's keys only (the samples behind them are pruned after a day): a report by
-    or filtered on workload has no used/idle figures."""
-    if rollup_table(keys, where) is not UsageDay or rollup_state(period.zone, keys, where) is None:
+    They are kept by the keys of the two day tables (the samples behind them are pruned after a day):
+    a report whose keys only the ledger has (workload with team or node pool) has no used/idle figures."""
+    table = _UTIL_TABLE.get(rollup_table(keys, where))
+    if table is None or rollup_state(period.zone, keys, where) is None:
         return {}
-    rows = _filter(UsageUtilDay.objects.filter(day__gte=period.first_day, day__lt=period.end_day), where)
+    rows = _filter(table.objects.filter(day__gte=period.first_day, day__lt=period.end_day), where)
     columns = [("cluster_id" if k == "cluster" else k) for k in keys]
     out = {}
     for *group, rule, model, known, idle in (

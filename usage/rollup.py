@@ -1,5 +1,5 @@
 """The daily rollup of the ledger (UsageDay, and UsageWorkloadDay for reports by workload), the
-utilization sums (UsageUtilDay) and the totals /metrics reports (UsageTotal), kept incrementally by
+utilization sums (UsageUtilDay, and UsageWorkloadUtilDay by workload) and the totals /metrics reports (UsageTotal), kept incrementally by
 `run()` (Celery beat every 10 minutes, `manage.py usage_report --roll-up`). PostgreSQL only: on SQLite
 the reports read the ledger.
 
@@ -12,7 +12,7 @@ by one statement per chunk of days, so they always cover the same days.
 
 Utilization: each run adds the DCGM samples stored since the last run (monitoring.UtilizationSample,
 pruned after a day) over the intervals that held the sampled device at that minute, per day and
-key; these sums are kept when the samples are gone. Admin-access watchers are not counted.
+key (by both tables' keys, in one statement each); these sums are kept when the samples are gone. Admin-access watchers are not counted.
 """
 
 import logging
@@ -35,6 +35,7 @@ from .models import (
     UsageTotal,
     UsageUtilDay,
     UsageWorkloadDay,
+    UsageWorkloadUtilDay,
 )
 from .periods import local_midnight, report_zone
 from .reports import team_label
@@ -121,29 +122,25 @@ def rebuild_days(first_day, end_day, zone, now):
         return cursor.fetchone()
 
 
+# Each utilization table and the ledger columns of its keys (after cluster and day).
+_UTIL_TABLES = (
+    (
+        UsageUtilDay,
+        _KEY,
+        "i.namespace, COALESCE(i.labels ->> %(team)s, ''), i.model, COALESCE(np.pool, ''), i.unit_rule",
+    ),
+    (UsageWorkloadUtilDay, _WORKLOAD_KEY, "i.namespace, i.workload_kind, i.workload_name, i.model, i.unit_rule"),
+)
+
+
 def add_utilization(start, end, zone):
-    """Add the samples of minutes [start, end) to UsageUtilDay (each sample stands for one poll period)."""
+    """Add the samples of minutes [start, end) to UsageUtilDay and UsageWorkloadUtilDay (each sample
+    stands for one poll period); returns the rows written to each."""
     pools, pool_params = _pools_sql()
     pools = pools.replace("%s", "%(pc)s", 1).replace("%s", "%(pn)s", 1).replace("%s", "%(pp)s", 1)
     step = max(float(monitoring_setting("POLL_SECONDS", 60)), 60.0)
     threshold = float(monitoring_setting("IDLE_THRESHOLD_PERCENT", 5))
-    util, interval, sample = _q(UsageUtilDay), _q(AllocationInterval), _q(UtilizationSample)
-    sql = f"""
-        INSERT INTO {util} (cluster_id, day, {_KEY}, known_seconds, idle_seconds)
-        SELECT i.cluster_id, (s.minute AT TIME ZONE %(tz)s)::date, i.namespace, COALESCE(i.labels ->> %(team)s, ''),
-               i.model, COALESCE(np.pool, ''), i.unit_rule,
-               SUM(i.units * %(step)s), COALESCE(SUM(i.units * %(step)s) FILTER (WHERE s.gpu_util < %(threshold)s), 0)
-        FROM {sample} s
-        JOIN {interval} i ON i.cluster_id = s.cluster_id AND i.driver = s.driver AND i.pool = s.pool
-             AND i.device = s.device AND i.started_at <= s.minute AND (i.ended_at IS NULL OR i.ended_at > s.minute)
-        LEFT JOIN {pools} np ON np.cluster_id = i.cluster_id AND np.node = i.node
-        WHERE s.minute >= %(start)s AND s.minute < %(end)s AND s.gpu_util IS NOT NULL AND NOT i.admin_access
-          AND i.started_at < %(end)s AND (i.ended_at IS NULL OR i.ended_at > %(start)s)
-        GROUP BY 1, 2, 3, 4, 5, 6, 7
-        ON CONFLICT (day, cluster_id, {_KEY}) DO UPDATE SET
-            known_seconds = {util}.known_seconds + EXCLUDED.known_seconds,
-            idle_seconds = {util}.idle_seconds + EXCLUDED.idle_seconds
-    """
+    interval, sample = _q(AllocationInterval), _q(UtilizationSample)
     params = {
         "tz": zone.key,
         "team": team_label(),
@@ -155,9 +152,29 @@ def add_utilization(start, end, zone):
         "pn": pool_params[1],
         "pp": pool_params[2],
     }
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
+    written = []
+    for table, key, columns in _UTIL_TABLES:
+        util = _q(table)
+        sql = f"""
+            INSERT INTO {util} (cluster_id, day, {key}, known_seconds, idle_seconds)
+            SELECT i.cluster_id, (s.minute AT TIME ZONE %(tz)s)::date, {columns},
+                   SUM(i.units * %(step)s),
+                   COALESCE(SUM(i.units * %(step)s) FILTER (WHERE s.gpu_util < %(threshold)s), 0)
+            FROM {sample} s
+            JOIN {interval} i ON i.cluster_id = s.cluster_id AND i.driver = s.driver AND i.pool = s.pool
+                 AND i.device = s.device AND i.started_at <= s.minute AND (i.ended_at IS NULL OR i.ended_at > s.minute)
+            LEFT JOIN {pools} np ON np.cluster_id = i.cluster_id AND np.node = i.node
+            WHERE s.minute >= %(start)s AND s.minute < %(end)s AND s.gpu_util IS NOT NULL AND NOT i.admin_access
+              AND i.started_at < %(end)s AND (i.ended_at IS NULL OR i.ended_at > %(start)s)
+            GROUP BY 1, 2, 3, 4, 5, 6, 7
+            ON CONFLICT (day, cluster_id, {key}) DO UPDATE SET
+                known_seconds = {util}.known_seconds + EXCLUDED.known_seconds,
+                idle_seconds = {util}.idle_seconds + EXCLUDED.idle_seconds
+        """
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            written.append(cursor.rowcount)
+    return tuple(written)
 
 
 def refresh_totals():
@@ -188,6 +205,7 @@ def run(now=None, rebuild=False):
             UsageDay.objects.all().delete()
             UsageWorkloadDay.objects.all().delete()
             UsageUtilDay.objects.all().delete()
+            UsageWorkloadUtilDay.objects.all().delete()
             state.zone, state.complete_before, state.gap_seen, state.util_through = zone.key, None, 0, None
         earliest = AllocationInterval.objects.aggregate(m=Min("started_at"))["m"]
         first = today if earliest is None else earliest.astimezone(zone).date()
@@ -215,7 +233,7 @@ def run(now=None, rebuild=False):
         until = now.replace(second=0, microsecond=0) - timedelta(minutes=1)
         start = state.util_through or UtilizationSample.objects.aggregate(m=Min("minute"))["m"]
         if start is not None and start < until:
-            done["util_rows"] = add_utilization(start, until, zone)
+            done["util_rows"], done["workload_util_rows"] = add_utilization(start, until, zone)
             state.util_through = until
         state.updated_at = now
         state.save()

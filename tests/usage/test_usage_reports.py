@@ -236,7 +236,15 @@ def test_idle_gpu_hours_from_dcgm_samples_and_cost(alpha, settings):
     settings.USAGE_PRICES = {"A100": 2.0, "*": 1.0}
     settings.GPUDASH_MONITORING = {**settings.GPUDASH_MONITORING, "POLL_SECONDS": 60, "IDLE_THRESHOLD_PERCENT": 5}
     busy = interval(alpha, "ns-a", utc(2026, 11, 20, 9), utc(2026, 11, 20, 10), team="red", model="A100")
-    half = interval(alpha, "ns-b", utc(2026, 11, 20, 9), utc(2026, 11, 20, 10), units=0.5, rule="partition")
+    half = interval(
+        alpha,
+        "ns-b",
+        utc(2026, 11, 20, 9),
+        utc(2026, 11, 20, 10),
+        units=0.5,
+        rule="partition",
+        workload=("Deployment", "serve"),
+    )
     for minute in range(60):
         when = utc(2026, 11, 20, 9, minute)
         for row, util in ((busy, 3.0 if minute < 30 else 80.0), (half, 1.0)):
@@ -251,13 +259,25 @@ def test_idle_gpu_hours_from_dcgm_samples_and_cost(alpha, settings):
     assert (red.cost, red.idle_cost) == (2.0, 1.0)
     assert (none.gpu_hours, none.known, none.idle, none.cost, none.idle_cost) == (0.5, 0.5, 0.5, 0.5, 0.5)
     assert report.cluster_total == 1.5 and report.idle == 1.0 and report.trend[0][1] == 0
-    # Utilization is summed by UsageDay's keys only (the samples are pruned): none by workload.
+    # By workload: the sums kept by UsageWorkloadDay's keys.
     by_workload = reports.build_report(day(date(2026, 11, 20)), "workload", trend=0, now=NOW)
-    assert [(r.gpu_hours, r.known, r.idle_cost) for r in by_workload.rows] == [(1.0, 0.0, None), (0.5, 0.0, None)]
-    # A second run adds nothing twice.
+    assert [(r.key["workload_name"], r.gpu_hours, r.known, r.idle, r.idle_cost) for r in by_workload.rows] == [
+        ("train", 1.0, 1.0, 0.5, 1.0),
+        ("serve", 0.5, 0.5, 0.5, 0.5),
+    ]
+    one = reports.build_report(day(date(2026, 11, 20)), "model", {"workload_name": "train"}, trend=0, now=NOW)
+    assert [(r.gpu_hours, r.known, r.idle) for r in one.rows] == [(1.0, 1.0, 0.5)]
+    # Workload with team: only the ledger has both keys, and the samples are not kept by them.
+    mixed = reports.build_report(day(date(2026, 11, 20)), "team", {"workload_name": "train"}, trend=0, now=NOW)
+    assert [(r.gpu_hours, r.known) for r in mixed.rows] == [(1.0, 0.0)]
+    # A second run adds nothing twice; a rebuild sums the stored samples again, once.
     rollup.run(NOW + timedelta(minutes=10))
     again = reports.build_report(day(date(2026, 11, 20)), "team", trend=0, now=NOW)
     assert [(r.known, r.idle) for r in again.rows] == [(1.0, 0.5), (0.5, 0.5)]
+    rollup.run(NOW + timedelta(minutes=20), rebuild=True)
+    for group in ("team", "workload"):
+        rebuilt = reports.build_report(day(date(2026, 11, 20)), group, trend=0, now=NOW)
+        assert [(r.known, r.idle) for r in rebuilt.rows] == [(1.0, 0.5), (0.5, 0.5)], group
 
 
 @pytest.mark.sqlite_default  # the embedded default reads the ledger alike
