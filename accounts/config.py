@@ -4,6 +4,8 @@ OIDC is on when `OIDC_RP_CLIENT_ID` is set; then the provider's endpoints must b
 its `/.well-known/openid-configuration` lists; `manage.py oidc_discover ISSUER` prints them).
 """
 
+from mirror.envconfig import ConfigError, env_bool, env_choice, env_number
+
 from .groupmap import parse_group_map
 
 ENDPOINTS = (
@@ -15,41 +17,9 @@ ENDPOINTS = (
 )
 
 
-class ConfigError(ValueError):
-    """A sign-in setting is missing or malformed; the message names the variable."""
-
-
-def _bool(env, name, default):
-    value = env.get(name)
-    if value is None or value == "":
-        return default
-    if value.lower() in ("1", "true", "yes", "on"):
-        return True
-    if value.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name}={value!r}: expected on/off (1/0, true/false)")
-
-
-def _choice(env, name, choices):
-    value = (env.get(name) or choices[0]).strip().lower()
-    if value not in choices:
-        raise ConfigError(f"{name}={value!r}: expected one of {', '.join(choices)}")
-    return value
-
-
-def _seconds(env, name, default):
-    try:
-        value = float(env.get(name) or default)
-    except ValueError:
-        raise ConfigError(f"{name}={env.get(name)!r}: expected a number of seconds") from None
-    if value <= 0:
-        raise ConfigError(f"{name}={env.get(name)!r}: must be more than 0")
-    return value
-
-
 def sign_in_settings(env):
     """Django settings (a dict) for the sign-in methods the environment asks for."""
-    password = _bool(env, "GPUDASH_PASSWORD_LOGIN", True)
+    password = env_bool("GPUDASH_PASSWORD_LOGIN", True, env)
     client_id = env.get("OIDC_RP_CLIENT_ID", "")
     backends = ["django.contrib.auth.backends.ModelBackend"] if password else []
     out = {"GPUDASH_PASSWORD_LOGIN": password, "GPUDASH_OIDC": bool(client_id)}
@@ -79,8 +49,8 @@ def sign_in_settings(env):
             "OIDC_USE_NONCE": True,
             "OIDC_STORE_ACCESS_TOKEN": False,  # tokens are used once at sign-in and never kept
             "OIDC_STORE_ID_TOKEN": False,
-            "OIDC_TIMEOUT": _seconds(env, "OIDC_TIMEOUT", "10"),
-            "OIDC_VERIFY_SSL": _bool(env, "OIDC_VERIFY_SSL", True),
+            "OIDC_TIMEOUT": env_number("OIDC_TIMEOUT", 10.0, positive=True, env=env),
+            "OIDC_VERIFY_SSL": env_bool("OIDC_VERIFY_SSL", True, env),
             "OIDC_USERNAME_CLAIM": env.get("OIDC_USERNAME_CLAIM", "preferred_username"),
             "OIDC_GROUPS_CLAIM": env.get("OIDC_GROUPS_CLAIM", "groups"),
             "OIDC_GROUP_MAP": group_map,
@@ -94,7 +64,7 @@ def sign_in_settings(env):
             or env.get("OIDC_USERNAME_CLAIM", "preferred_username"),
             # "mapped": impersonate only the groups OIDC_GROUP_MAP names (the RBAC grant can then list them by
             # name); "all": every group of the user (impersonate on any group needed).
-            "GPUDASH_KUBE_IMPERSONATE_GROUPS": _choice(env, "GPUDASH_KUBE_IMPERSONATE_GROUPS", ("mapped", "all")),
+            "GPUDASH_KUBE_IMPERSONATE_GROUPS": env_choice("GPUDASH_KUBE_IMPERSONATE_GROUPS", ("mapped", "all"), env),
             # "all" (default), "off", or comma-separated cluster names: writes there run as the signed-in user.
             "GPUDASH_KUBE_IMPERSONATION": ("*",)
             if impersonation in ("all", "*", "")

@@ -13,13 +13,11 @@ from urllib.parse import urlsplit
 
 import dj_database_url
 
+from mirror.envconfig import env_bool, env_number
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("GPUDASH_DATA_DIR", BASE_DIR / ".data"))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
-
-
-def _env_bool(name, default=False):
-    return os.environ.get(name, str(default)).strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _secret_key():
@@ -34,18 +32,18 @@ def _secret_key():
 
 
 SECRET_KEY = _secret_key()
-DEBUG = _env_bool("DEBUG")
+DEBUG = env_bool("DEBUG")
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 # Behind a TLS-terminating proxy (README, "Configuration"): all off by default, so the demo and the
 # tests run on plain http://127.0.0.1.
-SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT")
-SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE")
-CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE")
-SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
-SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS")
-SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT")
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE")
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE")
+SECURE_HSTS_SECONDS = env_number("SECURE_HSTS_SECONDS", 0, integer=True)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS")
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD")
 # "X-Forwarded-Proto" (the header name as the proxy sends it): requests it marks "https" count as
 # secure. Only set it when the proxy always sets (or strips) that header, or clients can forge it.
 if os.environ.get("SECURE_PROXY_SSL_HEADER"):
@@ -145,7 +143,7 @@ ASGI_APPLICATION = "gpudash.asgi.application"
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'gpudash.sqlite3'}"),
-        conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "0")),
+        conn_max_age=env_number("DB_CONN_MAX_AGE", 0, integer=True),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -244,7 +242,7 @@ CELERY_BEAT_SCHEDULE = {
     "detect-stuck-claims": {"task": "claims.tasks.detect_stuck_claims", "schedule": 60.0},
     "poll-utilization": {
         "task": "monitoring.tasks.poll_utilization",
-        "schedule": float(os.environ.get("GPUDASH_UTILIZATION_POLL", "60")),
+        "schedule": env_number("GPUDASH_UTILIZATION_POLL", 60.0, positive=True),
     },
     # Fleet history (monitoring/history.py): a sample per minute, pruned past GPUDASH_HISTORY_DAYS hourly.
     "sample-history": {"task": "monitoring.tasks.sample_history", "schedule": crontab()},
@@ -294,49 +292,49 @@ SPECTACULAR_SETTINGS = {
 
 # Sync tuning (see mirror/sync).
 GPUDASH_SYNC = {
-    "LIST_PAGE_SIZE": int(os.environ.get("GPUDASH_LIST_PAGE_SIZE", "500")),
-    "WATCH_TIMEOUT_SECONDS": int(os.environ.get("GPUDASH_WATCH_TIMEOUT", "300")),
-    "LEASE_SECONDS": float(os.environ.get("GPUDASH_LEASE_SECONDS", "10")),
-    "BACKOFF_MAX_SECONDS": float(os.environ.get("GPUDASH_BACKOFF_MAX", "30")),
+    "LIST_PAGE_SIZE": env_number("GPUDASH_LIST_PAGE_SIZE", 500, integer=True, positive=True, unit="objects"),
+    "WATCH_TIMEOUT_SECONDS": env_number("GPUDASH_WATCH_TIMEOUT", 300, integer=True, positive=True),
+    "LEASE_SECONDS": env_number("GPUDASH_LEASE_SECONDS", 10.0, positive=True),
+    "BACKOFF_MAX_SECONDS": env_number("GPUDASH_BACKOFF_MAX", 30.0),
     # How often each cluster's API discovery is re-read (a kind served later starts then).
-    "DISCOVERY_INTERVAL_SECONDS": float(os.environ.get("GPUDASH_DISCOVERY_INTERVAL", "60")),
+    "DISCOVERY_INTERVAL_SECONDS": env_number("GPUDASH_DISCOVERY_INTERVAL", 60.0),
     # Change messages to the live views are coalesced for this long.
-    "PUBLISH_COALESCE_SECONDS": float(os.environ.get("GPUDASH_PUBLISH_COALESCE", "0.1")),
+    "PUBLISH_COALESCE_SECONDS": env_number("GPUDASH_PUBLISH_COALESCE", 0.1),
     # Pods are mirrored when they use DRA, or when one of these labels contains the given text (driver pods).
     "DRIVER_POD_LABELS": {"app.kubernetes.io/name": "dra"},
     # Mirrored Events (mirror/sync/events.py): at most this many per cluster, none older than this.
-    "EVENTS_MAX_PER_CLUSTER": int(os.environ.get("GPUDASH_EVENTS_MAX", "5000")),
-    "EVENTS_MAX_AGE_SECONDS": float(os.environ.get("GPUDASH_EVENTS_MAX_AGE", "86400")),
+    "EVENTS_MAX_PER_CLUSTER": env_number("GPUDASH_EVENTS_MAX", 5000, integer=True, unit="events"),
+    "EVENTS_MAX_AGE_SECONDS": env_number("GPUDASH_EVENTS_MAX_AGE", 86400.0),
 }
 
 # Stuck-claim detector thresholds, in seconds (see claims/stuck.py and docs/operations.md).
 GPUDASH_STUCK = {
-    "STALE_RESERVATION_GRACE": float(os.environ.get("GPUDASH_STALE_RESERVATION_GRACE", "120")),
-    "DELETION_GRACE": float(os.environ.get("GPUDASH_DELETION_GRACE", "300")),
-    "ORPHAN_GRACE": float(os.environ.get("GPUDASH_ORPHAN_GRACE", "300")),
-    "PENDING_GRACE": float(os.environ.get("GPUDASH_PENDING_GRACE", "300")),
-    "NODE_NOT_READY_GRACE": float(os.environ.get("GPUDASH_NODE_NOT_READY_GRACE", "300")),
-    "PREPARE_GRACE": float(os.environ.get("GPUDASH_PREPARE_GRACE", "300")),
+    "STALE_RESERVATION_GRACE": env_number("GPUDASH_STALE_RESERVATION_GRACE", 120.0),
+    "DELETION_GRACE": env_number("GPUDASH_DELETION_GRACE", 300.0),
+    "ORPHAN_GRACE": env_number("GPUDASH_ORPHAN_GRACE", 300.0),
+    "PENDING_GRACE": env_number("GPUDASH_PENDING_GRACE", 300.0),
+    "NODE_NOT_READY_GRACE": env_number("GPUDASH_NODE_NOT_READY_GRACE", 300.0),
+    "PREPARE_GRACE": env_number("GPUDASH_PREPARE_GRACE", 300.0),
     # The scheduler's DynamicResourcesArgs.bindingTimeout (default 600 s).
-    "BINDING_TIMEOUT": float(os.environ.get("GPUDASH_BINDING_TIMEOUT", "600")),
-    "DEVICE_VANISHED_GRACE": float(os.environ.get("GPUDASH_DEVICE_VANISHED_GRACE", "120")),
+    "BINDING_TIMEOUT": env_number("GPUDASH_BINDING_TIMEOUT", 600.0),
+    "DEVICE_VANISHED_GRACE": env_number("GPUDASH_DEVICE_VANISHED_GRACE", 120.0),
     # Seconds between two detector runs triggered by sync events for one cluster.
-    "DEBOUNCE_SECONDS": float(os.environ.get("GPUDASH_STUCK_DEBOUNCE", "5")),
+    "DEBOUNCE_SECONDS": env_number("GPUDASH_STUCK_DEBOUNCE", 5.0),
     # Allocation-engine explanations computed per detector run (for "unallocatable" findings).
-    "EXPLAIN_PER_RUN": float(os.environ.get("GPUDASH_STUCK_EXPLAIN_PER_RUN", "20")),
+    "EXPLAIN_PER_RUN": env_number("GPUDASH_STUCK_EXPLAIN_PER_RUN", 20.0, unit="explanations"),
 }
 
 # Time limits of the allocation engine in seconds (docs/allocator.md, "Time limits"); 0 = none.
 GPUDASH_ENGINE_LIMITS = {
-    "PREVIEW_DEADLINE": float(os.environ.get("GPUDASH_PREVIEW_DEADLINE", "20")),  # one preview (+ headroom)
-    "FILTER_TIMEOUT": float(os.environ.get("GPUDASH_FILTER_TIMEOUT", "10")),  # per node, the scheduler's filterTimeout
-    "STUCK_EXPLAIN_DEADLINE": float(os.environ.get("GPUDASH_STUCK_EXPLAIN_DEADLINE", "5")),  # one detector explanation
-    "CLASS_COUNT_DEADLINE": float(os.environ.get("GPUDASH_CLASS_COUNT_DEADLINE", "30")),  # one cluster's class recount
+    "PREVIEW_DEADLINE": env_number("GPUDASH_PREVIEW_DEADLINE", 20.0, positive=True),  # one preview (+ headroom)
+    "FILTER_TIMEOUT": env_number("GPUDASH_FILTER_TIMEOUT", 10.0),  # per node, the scheduler's filterTimeout
+    "STUCK_EXPLAIN_DEADLINE": env_number("GPUDASH_STUCK_EXPLAIN_DEADLINE", 5.0),  # one detector explanation
+    "CLASS_COUNT_DEADLINE": env_number("GPUDASH_CLASS_COUNT_DEADLINE", 30.0),  # one cluster's class recount
 }
 
 # The web process (gpudash/asgi.py, `manage.py serve`) builds each cluster's live preview inventory in
 # a background thread at start (claims/live_inventory.py start_warm_up). Off in the test suite.
-GPUDASH_PREVIEW_WARM_UP = os.environ.get("GPUDASH_PREVIEW_WARM_UP", "1").lower() not in ("0", "false", "no", "off", "")
+GPUDASH_PREVIEW_WARM_UP = env_bool("GPUDASH_PREVIEW_WARM_UP", True)
 
 # Where previews run (claims/preview_service/): never in the web process. "local" (the embedded
 # default): a pool of WORKERS processes beside the web process; "celery" (with REDIS_URL): the
@@ -344,9 +342,9 @@ GPUDASH_PREVIEW_WARM_UP = os.environ.get("GPUDASH_PREVIEW_WARM_UP", "1").lower()
 # and PER_USER per user; the rest answer 429 with Retry-After (docs/operations.md, "Preview workers").
 GPUDASH_PREVIEW_SERVICE = {
     "BACKEND": os.environ.get("GPUDASH_PREVIEW_BACKEND", "celery" if REDIS_URL else "local"),
-    "WORKERS": int(os.environ.get("GPUDASH_PREVIEW_WORKERS", "2")),
-    "PER_USER": int(os.environ.get("GPUDASH_PREVIEW_PER_USER", "2")),
-    "QUEUE": int(os.environ.get("GPUDASH_PREVIEW_QUEUE", "8")),
+    "WORKERS": env_number("GPUDASH_PREVIEW_WORKERS", 2, integer=True, unit="workers"),
+    "PER_USER": env_number("GPUDASH_PREVIEW_PER_USER", 2, integer=True, unit="previews"),
+    "QUEUE": env_number("GPUDASH_PREVIEW_QUEUE", 8, integer=True, unit="previews"),
 }
 
 # Operations: how to recognise DRA driver pods and GPU nodes, and whom the RBAC readiness check asks about.
@@ -366,19 +364,19 @@ GPUDASH_OPS = {
         {"user": "system:serviceaccount:default:default", "groups": ["system:serviceaccounts", "system:authenticated"]},
         {"user": "gpudash-probe-user", "groups": ["system:authenticated"]},
     ],
-    "API_TIMEOUT_SECONDS": float(os.environ.get("GPUDASH_API_TIMEOUT", "10")),
+    "API_TIMEOUT_SECONDS": env_number("GPUDASH_API_TIMEOUT", 10.0, positive=True),
     # The DRA driver log tail on the Pending, claim and node pages (claims/driverlogs.py): lines, bytes,
     # seconds to wait for the API server, and container names to prefer in the driver pod.
-    "DRIVER_LOG_TAIL_LINES": int(os.environ.get("GPUDASH_DRIVER_LOG_LINES", "100")),
-    "DRIVER_LOG_LIMIT_BYTES": int(os.environ.get("GPUDASH_DRIVER_LOG_BYTES", "65536")),
-    "DRIVER_LOG_TIMEOUT_SECONDS": float(os.environ.get("GPUDASH_DRIVER_LOG_TIMEOUT", "5")),
+    "DRIVER_LOG_TAIL_LINES": env_number("GPUDASH_DRIVER_LOG_LINES", 100, integer=True, unit="lines"),
+    "DRIVER_LOG_LIMIT_BYTES": env_number("GPUDASH_DRIVER_LOG_BYTES", 65536, integer=True, unit="bytes"),
+    "DRIVER_LOG_TIMEOUT_SECONDS": env_number("GPUDASH_DRIVER_LOG_TIMEOUT", 5.0),
     "DRIVER_LOG_CONTAINERS": [],
 }
 
 # Device health (health/): how long a device status may say not Ready after allocation (seconds).
 # The binding-conditions finding uses GPUDASH_STUCK["BINDING_TIMEOUT"] (the scheduler's bindingTimeout).
 GPUDASH_HEALTH = {
-    "NOT_READY_GRACE": float(os.environ.get("GPUDASH_HEALTH_NOT_READY_GRACE", "300")),
+    "NOT_READY_GRACE": env_number("GPUDASH_HEALTH_NOT_READY_GRACE", 300.0),
 }
 
 # Monitoring (monitoring/, docs/operations.md "Metrics" and "GPU utilization").
@@ -395,31 +393,31 @@ GPUDASH_MONITORING = {
     ],
     # Utilization from each cluster's Prometheus (dcgm-exporter series): poll period, query timeout,
     # how long the per-minute history is kept.
-    "POLL_SECONDS": float(os.environ.get("GPUDASH_UTILIZATION_POLL", "60")),
-    "QUERY_TIMEOUT_SECONDS": float(os.environ.get("GPUDASH_PROMETHEUS_TIMEOUT", "10")),
-    "HISTORY_HOURS": float(os.environ.get("GPUDASH_UTILIZATION_HISTORY_HOURS", "24")),
+    "POLL_SECONDS": env_number("GPUDASH_UTILIZATION_POLL", 60.0, positive=True),
+    "QUERY_TIMEOUT_SECONDS": env_number("GPUDASH_PROMETHEUS_TIMEOUT", 10.0, positive=True),
+    "HISTORY_HOURS": env_number("GPUDASH_UTILIZATION_HISTORY_HOURS", 24.0, positive=True, unit="hours"),
     # Idle-GPU finding: allocated, under this utilization (%) for this long (s). Report-only.
-    "IDLE_THRESHOLD_PERCENT": float(os.environ.get("GPUDASH_IDLE_THRESHOLD", "5")),
-    "IDLE_PERIOD_SECONDS": float(os.environ.get("GPUDASH_IDLE_PERIOD", "1800")),
+    "IDLE_THRESHOLD_PERCENT": env_number("GPUDASH_IDLE_THRESHOLD", 5.0, unit="percent"),
+    "IDLE_PERIOD_SECONDS": env_number("GPUDASH_IDLE_PERIOD", 1800.0),
     # Fleet history (per-minute counts for the charts): days kept (monitoring.history.retention_days checks it).
     "HISTORY_DAYS": os.environ.get("GPUDASH_HISTORY_DAYS", "14"),
     # DRA control-plane metrics page (docs/dra-metrics.md): the label naming a kubelet's node in its
     # series, and how many rows a figure shows (the slowest first; the API lists all).
     "DRA_NODE_LABEL": os.environ.get("GPUDASH_DRA_NODE_LABEL", "node"),
-    "DRA_PAGE_ROWS": int(os.environ.get("GPUDASH_DRA_PAGE_ROWS", "50")),
+    "DRA_PAGE_ROWS": env_number("GPUDASH_DRA_PAGE_ROWS", 50, integer=True, positive=True, unit="rows"),
     # The most seconds one evaluation of the page's ~30 queries may take (each query also bounded by
     # QUERY_TIMEOUT_SECONDS): what has not come by then is shown as "timed out". And how long a
     # finished evaluation is reused for the same cluster and window (reloads, other viewers, the API).
-    "DRA_DEADLINE_SECONDS": float(os.environ.get("GPUDASH_DRA_DEADLINE", "15")),
-    "DRA_CACHE_SECONDS": float(os.environ.get("GPUDASH_DRA_CACHE_SECONDS", "30")),
+    "DRA_DEADLINE_SECONDS": env_number("GPUDASH_DRA_DEADLINE", 15.0),
+    "DRA_CACHE_SECONDS": env_number("GPUDASH_DRA_CACHE_SECONDS", 30.0),
 }
 
 # The allocation ledger (usage/): written by the sync unless GPUDASH_USAGE_LEDGER=0; intervals kept for
 # USAGE_RETENTION_DAYS after they end; the pod labels each interval keeps (for reports by team, app).
-USAGE_LEDGER = os.environ.get("GPUDASH_USAGE_LEDGER", "1").lower() not in ("0", "false", "no", "off", "")
+USAGE_LEDGER = env_bool("GPUDASH_USAGE_LEDGER", True)
 # Seconds between a sync batch and the fold of its claim events into the ledger (usage/ledger.py).
-USAGE_FOLD_SECONDS = float(os.environ.get("GPUDASH_USAGE_FOLD_SECONDS", "5"))
-USAGE_RETENTION_DAYS = int(os.environ.get("GPUDASH_USAGE_RETENTION_DAYS", "400"))
+USAGE_FOLD_SECONDS = env_number("GPUDASH_USAGE_FOLD_SECONDS", 5.0)
+USAGE_RETENTION_DAYS = env_number("GPUDASH_USAGE_RETENTION_DAYS", 400, integer=True, positive=True, unit="days")
 USAGE_LABELS = [
     label.strip() for label in os.environ.get("GPUDASH_USAGE_LABELS", "team,app").split(",") if label.strip()
 ]
@@ -431,7 +429,7 @@ USAGE_TIME_ZONE = os.environ.get("GPUDASH_USAGE_TIME_ZONE", "") or TIME_ZONE
 USAGE_TEAM_LABEL = os.environ.get("GPUDASH_USAGE_TEAM_LABEL", "team")
 USAGE_PRICES = json.loads(os.environ.get("GPUDASH_USAGE_PRICES", "{}") or "{}")
 USAGE_CURRENCY = os.environ.get("GPUDASH_USAGE_CURRENCY", "USD")
-USAGE_ROLLUP_SETTLE_DAYS = int(os.environ.get("GPUDASH_USAGE_ROLLUP_SETTLE_DAYS", "2"))
+USAGE_ROLLUP_SETTLE_DAYS = env_number("GPUDASH_USAGE_ROLLUP_SETTLE_DAYS", 2, integer=True, unit="days")
 
 # GPUs served without DRA (device plugins, HAMi): overrides of inventory/accelerators.py DEFAULTS
 # (RESOURCES, PARTITION_RESOURCES, SHARE_RESOURCES, MODEL_LABELS, HAMI_REGISTER_ANNOTATIONS, HAMI_RESOURCES).
