@@ -1,5 +1,7 @@
 """POST /api/v1/preview: where would this claim (YAML, or an existing pending claim) be allocated?"""
 
+from contextlib import contextmanager
+
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -233,7 +235,7 @@ class PreviewView(APIView):
                     {"claim": [f"No claim {data['namespace']}/{data['claim']} in cluster {data['cluster'].name}."]}
                 )
         timing = {}
-        try:
+        with preview_errors(lambda message: _field_of(message, data)):
             answer = dispatch.submit(
                 data["cluster"],
                 user_key=request.user.pk,
@@ -249,24 +251,8 @@ class PreviewView(APIView):
                 node_selector=data.get("nodeSelector"),
                 node_filters=data["nodeFilters"],
             )
-        except dispatch.PreviewBusy as exc:  # admission control: 429 + Retry-After
-            raise PreviewsBusy(str(exc), wait=exc.retry_after) from exc
-        except dispatch.PreviewWorkerLost as exc:
-            raise PreviewWorkerLost(str(exc)) from exc
-        except dispatch.PreviewCancelled as exc:
-            raise ClientClosedRequest() from exc
-        try:
             if not dispatch.is_result(answer):
                 dispatch.result_of(answer)  # an error answer: raises what an in-process preview would have
-        except OutOfScope as exc:  # a namespace named in the YAML: the same 403 as the request's own
-            raise PermissionDenied(str(exc)) from exc
-        except EngineFailure as exc:  # logged by run_preview; still the API's JSON error, never a 500 page
-            raise EngineError(str(exc)) from exc
-        except InventoryNotReady as exc:  # 503 + Retry-After: the answer will come, just not within the deadline
-            raise InventoryBuilding(str(exc), wait=exc.retry_after) from exc
-        except PreviewError as exc:
-            # The engine's own input errors (bad YAML, unknown kind, unsupported feature) name the problem.
-            raise ValidationError({_field_of(str(exc), data): [str(exc)]}) from exc
         # The worker wrote the answer with the API's JSON renderer: sent as it is, or read for another renderer.
         return self._timed(AcyclicResponse(encoded=answer), timing)
 
@@ -286,6 +272,31 @@ def server_timing(timing):
     if timing.get("idle") is not None:
         parts.append(("idle", timing["idle"]))
     return ", ".join(f"{name};dur={seconds * 1000:.1f}" for name, seconds in parts)
+
+
+@contextmanager
+def preview_errors(field_of):
+    """Submitting a preview (or a what-if) and reading its answer: their errors as the API's
+    responses. 429 + Retry-After (admission control), 503 (a lost worker; + Retry-After while the
+    inventory builds), 499 (the client left), 403 (a namespace named in the input is out of scope),
+    the engine's failure as a JSON 500 (logged by run_preview, never a 500 page) and 400 for the
+    engine's input errors, on the request field `field_of(message)` names."""
+    try:
+        yield
+    except dispatch.PreviewBusy as exc:
+        raise PreviewsBusy(str(exc), wait=exc.retry_after) from exc
+    except dispatch.PreviewWorkerLost as exc:
+        raise PreviewWorkerLost(str(exc)) from exc
+    except dispatch.PreviewCancelled as exc:
+        raise ClientClosedRequest() from exc
+    except OutOfScope as exc:
+        raise PermissionDenied(str(exc)) from exc
+    except EngineFailure as exc:
+        raise EngineError(str(exc)) from exc
+    except InventoryNotReady as exc:
+        raise InventoryBuilding(str(exc), wait=exc.retry_after) from exc
+    except PreviewError as exc:  # bad YAML, unknown kind, unsupported feature: named by the engine
+        raise ValidationError({field_of(str(exc)): [str(exc)]}) from exc
 
 
 def _field_of(message, data):

@@ -3,16 +3,15 @@ user's saved scenarios (/api/v1/whatif/scenarios)."""
 
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import generics, serializers
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from claims.api.preview import preview_errors
 from claims.models import WhatIfScenario
-from claims.preview import EngineFailure, InventoryNotReady, OutOfScope, PreviewError
 from claims.preview_service import dispatch
 from claims.whatif import ScenarioInvalid, check_scope, parse_scenario
 from mirror import roles
-from mirror.api.errors import ClientClosedRequest, EngineError, InventoryBuilding, PreviewsBusy, PreviewWorkerLost
 from mirror.api.permissions import IsOperator
 from mirror.models import Cluster
 
@@ -40,35 +39,22 @@ class WhatIfRequestSerializer(serializers.Serializer):
 def run_scenario(request, cluster, changes, shapes):
     """Check, admit and run a scenario on a preview worker; the result, or the API's errors."""
     visible = roles.visible_namespaces(request.user)
-    try:
-        parsed, _ = parse_scenario(changes, shapes)
-        check_scope(parsed, visible)
-        answer = dispatch.submit(
-            cluster,
-            user_key=request.user.pk,
-            client_gone=getattr(request, "client_gone", None),
-            what="whatif",
-            changes=list(changes),
-            shapes=list(shapes),
-            visible_namespaces=visible,
-        )
-        return dispatch.result_of(answer)
-    except ScenarioInvalid as exc:
-        raise ValidationError({exc.where: [str(exc)]}) from exc
-    except OutOfScope as exc:
-        raise PermissionDenied(str(exc)) from exc
-    except dispatch.PreviewBusy as exc:
-        raise PreviewsBusy(str(exc), wait=exc.retry_after) from exc
-    except dispatch.PreviewWorkerLost as exc:
-        raise PreviewWorkerLost(str(exc)) from exc
-    except dispatch.PreviewCancelled as exc:
-        raise ClientClosedRequest() from exc
-    except EngineFailure as exc:
-        raise EngineError(str(exc)) from exc
-    except InventoryNotReady as exc:
-        raise InventoryBuilding(str(exc), wait=exc.retry_after) from exc
-    except PreviewError as exc:
-        raise ValidationError({"changes": [str(exc)]}) from exc
+    with preview_errors(lambda _message: "changes"):
+        try:
+            parsed, _ = parse_scenario(changes, shapes)
+            check_scope(parsed, visible)
+            answer = dispatch.submit(
+                cluster,
+                user_key=request.user.pk,
+                client_gone=getattr(request, "client_gone", None),
+                what="whatif",
+                changes=list(changes),
+                shapes=list(shapes),
+                visible_namespaces=visible,
+            )
+            return dispatch.result_of(answer)
+        except ScenarioInvalid as exc:  # here or from the worker: names the change (`changes[2]`)
+            raise ValidationError({exc.where: [str(exc)]}) from exc
 
 
 class WhatIfView(APIView):
