@@ -7,7 +7,7 @@ so its URL shares it; an operator may save it under a name (WhatIfScenario, only
 from urllib.parse import urlencode
 
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponse, HttpResponseRedirect
+from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext
 
@@ -102,16 +102,8 @@ class WhatIfView(DashboardView):
         except OutOfScope as exc:
             ctx["error"] = str(exc)
             return self.render_to_response(ctx, status=403)
-        except dispatch.PreviewBusy as exc:
-            ctx["error"] = str(exc)
-            response = self.render_to_response(ctx, status=429)
-            response["Retry-After"] = str(exc.retry_after)
-            return response
-        except dispatch.PreviewWorkerLost as exc:
-            ctx["error"] = str(exc)
-            return self.render_to_response(ctx, status=503)
-        except dispatch.PreviewCancelled:
-            return HttpResponse(status=499)
+        except dispatch.NOT_ANSWERED as exc:
+            return dispatch.not_answered_page(self.render_to_response, ctx, exc)
         except ValueError as exc:  # the engine's other refusals (PreviewError): said as they are
             ctx["error"] = str(exc)
             return self.render_to_response(ctx, status=400)

@@ -8,7 +8,6 @@ import yaml
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Q
-from django.http import HttpResponse
 from django.utils.translation import gettext
 
 from claims.answers import headline_text, present
@@ -162,16 +161,8 @@ class PreviewView(DashboardView):
             del answer
         except OutOfScope as exc:  # a namespace the YAML names (checked before its claims are looked up)
             return self.out_of_scope(ctx, exc)
-        except dispatch.PreviewBusy as exc:  # admission control: the page says so, with the API's 429 + Retry-After
-            ctx["error"] = str(exc)
-            response = self.render_to_response(ctx, status=429)
-            response["Retry-After"] = str(exc.retry_after)
-            return response
-        except dispatch.PreviewWorkerLost as exc:
-            ctx["error"] = str(exc)
-            return self.render_to_response(ctx, status=503)
-        except dispatch.PreviewCancelled:
-            return HttpResponse(status=499)  # the client left: nobody reads this
+        except dispatch.NOT_ANSWERED as exc:  # admission control, a lost worker: said with the API's status
+            return dispatch.not_answered_page(self.render_to_response, ctx, exc)
         except ValueError as exc:  # bad YAML / bad claim: the engine names what is wrong (and where)
             ctx.update(error=str(exc), error_position=preview_page.yaml_error_position(str(exc)))
             return self.render_to_response(ctx)

@@ -14,6 +14,7 @@ import time
 
 from django.conf import settings
 from django.db import connection
+from django.http import HttpResponse
 
 from claims.preview_service import admission as admission_module
 from claims.preview_service.admission import PreviewBusy
@@ -22,9 +23,11 @@ from claims.preview_service.jobs import answer_or_raise, decode_answer, encode_a
 from claims.preview_service.local_pool import LocalPool, PreviewCancelled, PreviewWorkerLost
 
 __all__ = [
+    "NOT_ANSWERED",
     "PreviewBusy",
     "PreviewCancelled",
     "PreviewWorkerLost",
+    "not_answered_page",
     "is_result",
     "request_preview",
     "result_of",
@@ -101,6 +104,24 @@ def result_of(answer):
     """The result in a submitted preview's answer, or the error run_preview would have raised. Views
     that write big answers call it with the cyclic collector paused (see claims/api/preview.py)."""
     return answer_or_raise(decode_answer(answer))
+
+
+# What submit raises when no worker answered: the pages turn these into a response with not_answered_page.
+NOT_ANSWERED = (PreviewBusy, PreviewWorkerLost, PreviewCancelled)
+
+
+def not_answered_page(render, ctx, exc):
+    """A page's response to a preview no worker answered (`render`: the view's render_to_response):
+    the error on the page with the API's status, 429 + Retry-After for admission control and 503 for
+    a lost worker; a bare 499 when the client left (nobody reads it)."""
+    if isinstance(exc, PreviewCancelled):
+        return HttpResponse(status=499)
+    ctx["error"] = str(exc)
+    if isinstance(exc, PreviewBusy):
+        response = render(ctx, status=429)
+        response["Retry-After"] = str(exc.retry_after)
+        return response
+    return render(ctx, status=503)
 
 
 def submit(cluster, *, user_key, client_gone=None, timing=None, claim=None, visible_namespaces=None, **keywords):
