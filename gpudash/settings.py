@@ -400,7 +400,7 @@ GPUDASH_MONITORING = {
     "IDLE_THRESHOLD_PERCENT": env_number("GPUDASH_IDLE_THRESHOLD", 5.0, unit="percent"),
     "IDLE_PERIOD_SECONDS": env_number("GPUDASH_IDLE_PERIOD", 1800.0),
     # Fleet history (per-minute counts for the charts): days kept (monitoring.history.retention_days checks it).
-    "HISTORY_DAYS": os.environ.get("GPUDASH_HISTORY_DAYS", "14"),
+    "HISTORY_DAYS": env_number("GPUDASH_HISTORY_DAYS", 14.0, positive=True, unit="days"),
     # DRA control-plane metrics page (docs/dra-metrics.md): the label naming a kubelet's node in its
     # series, and how many rows a figure shows (the slowest first; the API lists all).
     "DRA_NODE_LABEL": os.environ.get("GPUDASH_DRA_NODE_LABEL", "node"),
