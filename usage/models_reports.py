@@ -40,19 +40,21 @@ class UsageDay(models.Model):
 
 
 class UsageWorkloadDay(models.Model):
-    """GPU-seconds of one day and workload (namespace, kind, name) per model, unit rule and admin access:
-    what reports grouped or filtered by workload read. Kept apart from UsageDay, without team and node
-    pool, so that it has as few rows as workloads allow; a workload report by or filtered on a key it
-    lacks reads the ledger."""
+    """GPU-seconds of one day and workload (namespace, kind, name) per team, model, unit rule and admin
+    access: what reports grouped or filtered by workload read. Kept apart from UsageDay, without node
+    pool, so that it has as few rows as workloads allow (a workload's pods share their team label, so
+    the team adds next to no rows; they spread over node pools, which would multiply them). A workload
+    report by or filtered on node pool reads the ledger."""
 
     # The report keys (reports.GROUPS columns and FILTERS) it can answer.
-    KEYS = ("cluster", "namespace", "workload_kind", "workload_name", "model", "unit_rule")
+    KEYS = ("cluster", "namespace", "workload_kind", "workload_name", "team", "model", "unit_rule")
 
     cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     day = models.DateField()
     namespace = models.CharField(max_length=253)
     workload_kind = models.CharField(max_length=63, blank=True, default="")
     workload_name = models.CharField(max_length=253, blank=True, default="")
+    team = models.CharField(max_length=253, blank=True, default="")  # the pod label USAGE_TEAM_LABEL
     model = models.CharField(max_length=253, blank=True, default="")
     unit_rule = models.CharField(max_length=16)
     admin_access = models.BooleanField(default=False)
@@ -63,8 +65,8 @@ class UsageWorkloadDay(models.Model):
             # A period by workload (or one workload's) reads this index alone, like usage_day_ns_idx.
             models.Index(
                 fields=("day", "namespace", "workload_name"),
-                include=("cluster", "workload_kind", "model", "unit_rule", "admin_access", "gpu_seconds"),
-                name="usage_wlday_idx",
+                include=("cluster", "workload_kind", "team", "model", "unit_rule", "admin_access", "gpu_seconds"),
+                name="usage_wlday_team_idx",
             ),
         ]
 
@@ -120,6 +122,7 @@ class UsageWorkloadUtilDay(models.Model):
     namespace = models.CharField(max_length=253)
     workload_kind = models.CharField(max_length=63, blank=True, default="")
     workload_name = models.CharField(max_length=253, blank=True, default="")
+    team = models.CharField(max_length=253, blank=True, default="")
     model = models.CharField(max_length=253, blank=True, default="")
     unit_rule = models.CharField(max_length=16)
     known_seconds = models.FloatField(default=0.0)
@@ -128,7 +131,7 @@ class UsageWorkloadUtilDay(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=("day", "cluster", "namespace", "workload_kind", "workload_name", "model", "unit_rule"),
+                fields=("day", "cluster", "namespace", "workload_kind", "workload_name", "team", "model", "unit_rule"),
                 name="usage_wlutilday_unique",
             )
         ]

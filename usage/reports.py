@@ -134,7 +134,7 @@ WORKLOAD_KEYS = ("workload_kind", "workload_name")
 
 def rollup_table(keys=(), where=None):
     """The rollup table that keeps every key a report groups or filters by, or None (only the ledger
-    has them: a workload report by or filtered on team or node pool)."""
+    has them: a workload report by or filtered on node pool)."""
     used = set(keys) | {k for k in FILTERS if (where or {}).get(k) is not None}
     if used.isdisjoint(WORKLOAD_KEYS):
         return UsageDay
@@ -193,7 +193,7 @@ def utilization_seconds(period, where, keys):
     """{(group..., unit_rule, model): (known GPU-seconds, idle GPU-seconds)} from the utilization sums.
 
     They are kept by the keys of the two day tables (the samples behind them are pruned after a day):
-    a report whose keys only the ledger has (workload with team or node pool) has no used/idle figures."""
+    a report whose keys only the ledger has (workload with node pool) has no used/idle figures."""
     table = _UTIL_TABLE.get(rollup_table(keys, where))
     if table is None or rollup_state(period.zone, keys, where) is None:
         return {}

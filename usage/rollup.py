@@ -46,7 +46,7 @@ CHUNK_DAYS = 31  # days rebuilt per statement (bounds one transaction's work)
 _LOCK = 0x47445572  # pg_advisory_xact_lock key ("GDUr"): one rollup run at a time
 
 _KEY = "namespace, team, model, node_pool, unit_rule"
-_WORKLOAD_KEY = "namespace, workload_kind, workload_name, model, unit_rule"
+_WORKLOAD_KEY = "namespace, workload_kind, workload_name, team, model, unit_rule"
 
 
 def _q(model):
@@ -129,7 +129,11 @@ _UTIL_TABLES = (
         _KEY,
         "i.namespace, COALESCE(i.labels ->> %(team)s, ''), i.model, COALESCE(np.pool, ''), i.unit_rule",
     ),
-    (UsageWorkloadUtilDay, _WORKLOAD_KEY, "i.namespace, i.workload_kind, i.workload_name, i.model, i.unit_rule"),
+    (
+        UsageWorkloadUtilDay,
+        _WORKLOAD_KEY,
+        "i.namespace, i.workload_kind, i.workload_name, COALESCE(i.labels ->> %(team)s, ''), i.model, i.unit_rule",
+    ),
 )
 
 
@@ -155,6 +159,7 @@ def add_utilization(start, end, zone):
     written = []
     for table, key, columns in _UTIL_TABLES:
         util = _q(table)
+        group_by = ", ".join(str(n) for n in range(1, 3 + len(key.split(","))))  # cluster, day and the keys
         sql = f"""
             INSERT INTO {util} (cluster_id, day, {key}, known_seconds, idle_seconds)
             SELECT i.cluster_id, (s.minute AT TIME ZONE %(tz)s)::date, {columns},
@@ -166,7 +171,7 @@ def add_utilization(start, end, zone):
             LEFT JOIN {pools} np ON np.cluster_id = i.cluster_id AND np.node = i.node
             WHERE s.minute >= %(start)s AND s.minute < %(end)s AND s.gpu_util IS NOT NULL AND NOT i.admin_access
               AND i.started_at < %(end)s AND (i.ended_at IS NULL OR i.ended_at > %(start)s)
-            GROUP BY 1, 2, 3, 4, 5, 6, 7
+            GROUP BY {group_by}
             ON CONFLICT (day, cluster_id, {key}) DO UPDATE SET
                 known_seconds = {util}.known_seconds + EXCLUDED.known_seconds,
                 idle_seconds = {util}.idle_seconds + EXCLUDED.idle_seconds

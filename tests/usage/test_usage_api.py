@@ -232,9 +232,12 @@ def test_workload_filters_read_the_workload_rollup(ledger, users):
     api = client_for(users["admin"])
     body = api.get("/api/v1/usage", {**OCTOBER, "workload_name": "train"}).json()
     assert api_rows(body) == {(OWN,): 42.0, (OTHER,): 0.75} and body["source"]["rollup_days"] == 31
-    # The workload rollup has no team: by workload and team, the ledger answers (the same figures).
+    # The workload rollup keeps the team: a team's workloads come from it too.
     body = api.get("/api/v1/usage", {**OCTOBER, "group_by": "workload", "team": "vision"}).json()
-    assert api_rows(body) == {(OWN, "Job", "train"): 30.0} and body["source"]["rollup_days"] == 0
+    assert api_rows(body) == {(OWN, "Job", "train"): 30.0} and body["source"]["rollup_days"] == 31
+    # It has no node pool: a workload by node pool is read from the ledger for the whole month.
+    body = api.get("/api/v1/usage", {**OCTOBER, "group_by": "node_pool", "workload_name": "train"}).json()
+    assert api_rows(body) == {("",): 42.75} and body["source"]["rollup_days"] == 0
 
 
 def test_metrics_count_gpu_seconds(ledger, users):

@@ -147,7 +147,7 @@ def costs(period, group_by, **where):
     return {tuple(r.key.values()): r.cost for r in rows}, source
 
 
-# Reports by or filtered on workload read UsageWorkloadDay; with team or node pool, only the ledger has the keys.
+# Reports by or filtered on workload read UsageWorkloadDay (team too); with node pool, only the ledger has the keys.
 WORKLOAD_REPORTS = [
     ("workload", {}),
     ("workload", {"model": "H100", "unit_rule": "partition"}),
@@ -155,6 +155,8 @@ WORKLOAD_REPORTS = [
     ("namespace", {"workload_name": "train"}),
     ("model", {"workload_kind": "Deployment", "workload_name": "serve"}),
     ("workload", {"team": "red"}),
+    ("team", {"workload_name": "train"}),
+    ("workload", {"node_pool": ""}),
 ]
 
 
@@ -188,8 +190,8 @@ def test_rollup_gives_the_ledgers_figures(alpha, settings, zone):
     for g, where in [("namespace", {}), *WORKLOAD_REPORTS[:-1]]:
         _rows, _admin, source = reports.build_rows(november, where, g, NOW)
         assert source["rollup_days"] == 19 and source["ledger_from"] == november.start + timedelta(days=19), (g, where)
-    # By workload and team: UsageWorkloadDay has no team, the ledger answers for the whole month.
-    assert costs(november, "workload", team="red")[1] == {"rollup_days": 0, "ledger_from": november.start}
+    # By workload and node pool: UsageWorkloadDay has no node pool, the ledger answers for the whole month.
+    assert costs(november, "workload", node_pool="")[1] == {"rollup_days": 0, "ledger_from": november.start}
 
 
 def test_a_late_gap_rebuilds_the_days_it_touches(alpha, settings):
@@ -267,8 +269,11 @@ def test_idle_gpu_hours_from_dcgm_samples_and_cost(alpha, settings):
     ]
     one = reports.build_report(day(date(2026, 11, 20)), "model", {"workload_name": "train"}, trend=0, now=NOW)
     assert [(r.gpu_hours, r.known, r.idle) for r in one.rows] == [(1.0, 1.0, 0.5)]
-    # Workload with team: only the ledger has both keys, and the samples are not kept by them.
-    mixed = reports.build_report(day(date(2026, 11, 20)), "team", {"workload_name": "train"}, trend=0, now=NOW)
+    # A team's workloads: the workload sums keep the team.
+    red = reports.build_report(day(date(2026, 11, 20)), "workload", {"team": "red"}, trend=0, now=NOW)
+    assert [(r.key["workload_name"], r.gpu_hours, r.known, r.idle) for r in red.rows] == [("train", 1.0, 1.0, 0.5)]
+    # Workload with node pool: only the ledger has both keys, and the samples are not kept by them.
+    mixed = reports.build_report(day(date(2026, 11, 20)), "node_pool", {"workload_name": "train"}, trend=0, now=NOW)
     assert [(r.gpu_hours, r.known) for r in mixed.rows] == [(1.0, 0.0)]
     # A second run adds nothing twice; a rebuild sums the stored samples again, once.
     rollup.run(NOW + timedelta(minutes=10))
