@@ -9,11 +9,9 @@ reports always read the ledger.
 from django.db import models
 
 
-class UsageDay(models.Model):
-    """GPU-seconds (whole-GPU equivalents x seconds) of one day and one combination of the report keys.
-
-    Workloads are not a key: a fleet runs thousands a day, and keyed by them as well as by team and node
-    pool this table would have more rows than the ledger; reports by workload read UsageWorkloadDay."""
+class ReportDayKeys(models.Model):
+    """One local day and one combination of the report keys: UsageDay's GPU-seconds and UsageUtilDay's
+    utilization are kept by the same keys, so that a report reads both alike."""
 
     cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
     day = models.DateField()
@@ -22,6 +20,40 @@ class UsageDay(models.Model):
     model = models.CharField(max_length=253, blank=True, default="")
     node_pool = models.CharField(max_length=253, blank=True, default="")  # the node's pool when rolled up
     unit_rule = models.CharField(max_length=16)
+
+    class Meta:
+        abstract = True
+
+
+class WorkloadDayKeys(models.Model):
+    """One local day and workload (namespace, kind, name) per team, model and unit rule: the keys of
+    UsageWorkloadDay and UsageWorkloadUtilDay. No node pool, so that the tables have as few rows as
+    workloads allow: a workload's pods share their team label (the team adds next to no rows) but
+    spread over node pools (which would multiply them). A workload report by or filtered on node pool
+    reads the ledger."""
+
+    # The report keys (reports.GROUPS columns and FILTERS) these tables can answer.
+    KEYS = ("cluster", "namespace", "workload_kind", "workload_name", "team", "model", "unit_rule")
+
+    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    namespace = models.CharField(max_length=253)
+    workload_kind = models.CharField(max_length=63, blank=True, default="")
+    workload_name = models.CharField(max_length=253, blank=True, default="")
+    team = models.CharField(max_length=253, blank=True, default="")  # the pod label USAGE_TEAM_LABEL
+    model = models.CharField(max_length=253, blank=True, default="")
+    unit_rule = models.CharField(max_length=16)
+
+    class Meta:
+        abstract = True
+
+
+class UsageDay(ReportDayKeys):
+    """GPU-seconds (whole-GPU equivalents x seconds) of one day and one combination of the report keys.
+
+    Workloads are not a key: a fleet runs thousands a day, and keyed by them as well as by team and node
+    pool this table would have more rows than the ledger; reports by workload read UsageWorkloadDay."""
+
     admin_access = models.BooleanField(default=False)
     gpu_seconds = models.FloatField(default=0.0)
 
@@ -39,24 +71,10 @@ class UsageDay(models.Model):
         return f"{self.day} {self.namespace} {self.unit_rule}: {self.gpu_seconds / 3600:.2f} GPU-h"
 
 
-class UsageWorkloadDay(models.Model):
-    """GPU-seconds of one day and workload (namespace, kind, name) per team, model, unit rule and admin
-    access: what reports grouped or filtered by workload read. Kept apart from UsageDay, without node
-    pool, so that it has as few rows as workloads allow (a workload's pods share their team label, so
-    the team adds next to no rows; they spread over node pools, which would multiply them). A workload
-    report by or filtered on node pool reads the ledger."""
+class UsageWorkloadDay(WorkloadDayKeys):
+    """GPU-seconds of one day and workload per team, model, unit rule and admin access: what reports
+    grouped or filtered by workload read (with the team, not the node pool: WorkloadDayKeys)."""
 
-    # The report keys (reports.GROUPS columns and FILTERS) it can answer.
-    KEYS = ("cluster", "namespace", "workload_kind", "workload_name", "team", "model", "unit_rule")
-
-    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
-    day = models.DateField()
-    namespace = models.CharField(max_length=253)
-    workload_kind = models.CharField(max_length=63, blank=True, default="")
-    workload_name = models.CharField(max_length=253, blank=True, default="")
-    team = models.CharField(max_length=253, blank=True, default="")  # the pod label USAGE_TEAM_LABEL
-    model = models.CharField(max_length=253, blank=True, default="")
-    unit_rule = models.CharField(max_length=16)
     admin_access = models.BooleanField(default=False)
     gpu_seconds = models.FloatField(default=0.0)
 
@@ -74,33 +92,18 @@ class UsageWorkloadDay(models.Model):
         return f"{self.day} {self.namespace}/{self.workload_name}: {self.gpu_seconds / 3600:.2f} GPU-h"
 
 
-class UsageUtilDay(models.Model):
+class UsageUtilDay(ReportDayKeys):
     """Utilization of the allocations of one day and key: GPU-seconds with a DCGM sample (`known`) and
     of those the ones under the idle threshold. Added to as samples arrive (samples are pruned after
     GPUDASH_UTILIZATION_HISTORY_HOURS; these sums stay)."""
 
-    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
-    day = models.DateField()
-    namespace = models.CharField(max_length=253)
-    team = models.CharField(max_length=253, blank=True, default="")
-    model = models.CharField(max_length=253, blank=True, default="")
-    node_pool = models.CharField(max_length=253, blank=True, default="")
-    unit_rule = models.CharField(max_length=16)
     known_seconds = models.FloatField(default=0.0)
     idle_seconds = models.FloatField(default=0.0)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=(
-                    "day",
-                    "cluster",
-                    "namespace",
-                    "team",
-                    "model",
-                    "node_pool",
-                    "unit_rule",
-                ),
+                fields=("day", "cluster", "namespace", "team", "model", "node_pool", "unit_rule"),
                 name="usage_utilday_unique",
             )
         ]
@@ -111,20 +114,11 @@ class UsageUtilDay(models.Model):
         )
 
 
-class UsageWorkloadUtilDay(models.Model):
-    """UsageUtilDay by UsageWorkloadDay's keys (less admin access, which is never counted): the used and
-    idle GPU-seconds of reports grouped or filtered by workload. Summed from the samples stored since
-    it exists (samples are pruned after a day): earlier days have no figures, and their known seconds
-    say so."""
+class UsageWorkloadUtilDay(WorkloadDayKeys):
+    """UsageUtilDay by workload (admin access is never counted): the used and idle GPU-seconds of
+    reports grouped or filtered by workload. Summed from the samples stored since it exists (samples
+    are pruned after a day): earlier days have no figures, and their known seconds say so."""
 
-    cluster = models.ForeignKey("mirror.Cluster", on_delete=models.CASCADE, related_name="+")
-    day = models.DateField()
-    namespace = models.CharField(max_length=253)
-    workload_kind = models.CharField(max_length=63, blank=True, default="")
-    workload_name = models.CharField(max_length=253, blank=True, default="")
-    team = models.CharField(max_length=253, blank=True, default="")
-    model = models.CharField(max_length=253, blank=True, default="")
-    unit_rule = models.CharField(max_length=16)
     known_seconds = models.FloatField(default=0.0)
     idle_seconds = models.FloatField(default=0.0)
 

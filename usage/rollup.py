@@ -1,7 +1,7 @@
 """The daily rollup of the ledger (UsageDay, and UsageWorkloadDay for reports by workload), the
-utilization sums (UsageUtilDay, and UsageWorkloadUtilDay by workload) and the totals /metrics reports (UsageTotal), kept incrementally by
-`run()` (Celery beat every 10 minutes, `manage.py usage_report --roll-up`). PostgreSQL only: on SQLite
-the reports read the ledger.
+utilization sums (UsageUtilDay, and UsageWorkloadUtilDay by workload) and the totals /metrics
+reports (UsageTotal), kept incrementally by `run()` (Celery beat every 10 minutes, `manage.py
+usage_report --roll-up`). PostgreSQL only: on SQLite the reports read the ledger.
 
 Which days are rebuilt: the ledger can still change a recent day (an event applied late, a relist
 that closes an interval at the edge of a gap), so each run rebuilds the days since the last run plus
@@ -12,7 +12,8 @@ by one statement per chunk of days, so they always cover the same days.
 
 Utilization: each run adds the DCGM samples stored since the last run (monitoring.UtilizationSample,
 pruned after a day) over the intervals that held the sampled device at that minute, per day and
-key (by both tables' keys, in one statement each); these sums are kept when the samples are gone. Admin-access watchers are not counted.
+key (by both tables' keys, in one statement each); these sums are kept when the samples are gone.
+Admin-access watchers are not counted.
 """
 
 import logging
@@ -160,6 +161,10 @@ def add_utilization(start, end, zone):
     for table, key, columns in _UTIL_TABLES:
         util = _q(table)
         group_by = ", ".join(str(n) for n in range(1, 3 + len(key.split(","))))  # cluster, day and the keys
+        # Node pools only where the key has them (the workload sums do not).
+        pools_join = (
+            f"LEFT JOIN {pools} np ON np.cluster_id = i.cluster_id AND np.node = i.node" if "np." in columns else ""
+        )
         sql = f"""
             INSERT INTO {util} (cluster_id, day, {key}, known_seconds, idle_seconds)
             SELECT i.cluster_id, (s.minute AT TIME ZONE %(tz)s)::date, {columns},
@@ -168,7 +173,7 @@ def add_utilization(start, end, zone):
             FROM {sample} s
             JOIN {interval} i ON i.cluster_id = s.cluster_id AND i.driver = s.driver AND i.pool = s.pool
                  AND i.device = s.device AND i.started_at <= s.minute AND (i.ended_at IS NULL OR i.ended_at > s.minute)
-            LEFT JOIN {pools} np ON np.cluster_id = i.cluster_id AND np.node = i.node
+            {pools_join}
             WHERE s.minute >= %(start)s AND s.minute < %(end)s AND s.gpu_util IS NOT NULL AND NOT i.admin_access
               AND i.started_at < %(end)s AND (i.ended_at IS NULL OR i.ended_at > %(start)s)
             GROUP BY {group_by}

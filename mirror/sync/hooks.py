@@ -44,8 +44,9 @@ class SyncHooks:
     # The allocation ledger (usage/ledger.py). Kinds whose watch stream it follows (the watcher then
     # times each event and reports the stream's liveness); the claim events a batch applied, in order,
     # as (uid, replaced uid or None, raw or None when deleted, observed at, exact?), inside the batch's
-    # transaction, leaving out those that found and left a claim pending (no allocation either side); the stream observed complete up to a moment; a relist's end and a new tenure's resumed
-    # watch, with the last moment an earlier watcher was known to observe (or None).
+    # transaction, leaving out those that found and left a claim pending (no allocation either side);
+    # the stream observed complete up to a moment; a relist's end and a new tenure's resumed watch,
+    # with the last moment an earlier watcher was known to observe (or None).
     ledger_kinds: frozenset = frozenset()
     ledger_claims: object = _nothing
     ledger_alive: object = _nothing
